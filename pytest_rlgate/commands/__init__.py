@@ -1,0 +1,1 @@
+"""Subcommands of the ``rlgate`` CLI, one module each (see ``pytest_rlgate.cli``)."""

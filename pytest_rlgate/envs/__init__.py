@@ -1,0 +1,1 @@
+"""Environments: a case reader, a reward and markers for one task each."""

@@ -1,0 +1,46 @@
+"""The exceptions and warnings every part of pytest-rlgate raises for user mistakes.
+
+One hierarchy so the plugin and the CLI can turn any *user* mistake into a one-line
+message (a collection error, exit code 2) and leave real bugs as tracebacks.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+__all__ = ["DataError", "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
+
+
+class RlgateError(Exception):
+    """A mistake in what the user handed us; the message says where and how to fix it."""
+
+    def __init__(self, message: str, *, path: str | PathLike[str] | None = None, line: int | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.reason = message
+        where = self.path if line is None or self.path is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class SpecError(RlgateError):
+    """A reward table that cannot be read: names the file, the line and the fix."""
+
+
+class DataError(RlgateError):
+    """A prompt, row or run file that cannot be used as it is."""
+
+
+class UsageError(RlgateError):
+    """An option or argument that makes no sense (unknown loss type, bad balance, ...)."""
+
+
+class RlgateWarning(UserWarning):
+    """Something the user should look at but that does not fail a gate.
+
+    A plain ``UserWarning`` subclass so the statistics work without pytest; filter it with
+    ``-W ignore::pytest_rlgate.RlgateWarning``.
+    """
+
+
+for _cls in (RlgateError, SpecError, DataError, UsageError, RlgateWarning):
+    _cls.__module__ = "pytest_rlgate"

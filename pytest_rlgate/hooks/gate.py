@@ -1,0 +1,1 @@
+"""pytest hooks and fixtures: gate (filled in by its feature)."""

@@ -1,0 +1,1 @@
+"""pytest hooks and fixtures: prompts (filled in by its feature)."""

@@ -1,0 +1,1 @@
+"""pytest hooks and fixtures: specs (filled in by its feature)."""

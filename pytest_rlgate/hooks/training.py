@@ -1,0 +1,1 @@
+"""pytest hooks and fixtures: training (filled in by its feature)."""
