@@ -1,1 +1,201 @@
-"""pytest hooks and fixtures: gate (filled in by its feature)."""
+"""pytest hooks and fixtures for the gate: the ``rlgate`` fixture, the summary, the report.
+
+A gate is an ordinary test that fails with :class:`~pytest_rlgate.RegressionError`. Each
+gate's result travels in ``item.user_properties`` as ``("rlgate_gate", <json>)``: pytest
+serialises user properties with the report, so under pytest-xdist the controller receives
+every worker's results in ``pytest_runtest_logreport``, and ``--junitxml`` records them
+for free. The controller collects them, prints a terminal section, and writes
+``--rlgate-report`` JSON at the end of the session. numpy loads only when a gate runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rlgate.plugin import add_setting, setting
+
+PROPERTY = "rlgate_gate"
+_METHODS = ("expanded", "percentile", "basic", "t")
+_STATE = pytest.StashKey["_GateLog"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_setting(parser, "resamples", type=int, metavar="B", help="gate: bootstrap resamples (default 10000)")
+    add_setting(parser, "confidence", type=float, metavar="LEVEL", help="gate: confidence level (default 0.95)")
+    add_setting(parser, "margin", type=float, metavar="M", help="gate: flat means inside ±M (default 0.10)")
+    add_setting(parser, "method", metavar="NAME",
+                help=f"gate: interval method, one of {', '.join(_METHODS)} (default expanded)")
+    add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
+
+
+def _defaults(config: pytest.Config) -> dict[str, Any]:
+    """compare() keyword defaults from the command line / ini; only what was set."""
+    out: dict[str, Any] = {}
+    for name, key, kind in (("resamples", "n_resamples", int), ("confidence", "confidence_level", float),
+                            ("margin", "margin", float), ("method", "method", str)):
+        value = setting(config, name, kind)
+        if value is not None:
+            out[key] = value
+    try:  # --rlgate-seed belongs to the prompts feature; absent when it is not registered
+        seed = setting(config, "seed", int)
+    except (ValueError, AttributeError):
+        seed = None
+    if seed is not None:
+        out["seed"] = seed
+    return out
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    defaults = _defaults(config)
+    method = defaults.get("method")
+    if method is not None and method not in _METHODS:
+        raise pytest.UsageError(f"--rlgate-method {method!r}: choose one of {', '.join(_METHODS)}")
+    level = defaults.get("confidence_level")
+    if level is not None and not 0 < level < 1:
+        raise pytest.UsageError(f"--rlgate-confidence {level}: must be in (0, 1), e.g. 0.95")
+    resamples = defaults.get("n_resamples")
+    if resamples is not None and resamples < 100:
+        raise pytest.UsageError(f"--rlgate-resamples {resamples}: use at least 100 (10000 is the default)")
+    margin = defaults.get("margin")
+    if margin is not None and not 0 <= margin < 1:
+        raise pytest.UsageError(f"--rlgate-margin {margin}: must be in [0, 1), e.g. 0.10")
+    log = _GateLog(config)
+    config.stash[_STATE] = log
+    config.pluginmanager.register(log, "rlgate-gate-log")
+
+
+class RlgateGate:
+    """The ``rlgate`` fixture: gate rows from inside a test, with the session's settings."""
+
+    def __init__(self, node: pytest.Item, config: pytest.Config) -> None:
+        self._node = node
+        self.defaults = _defaults(config)
+
+    def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
+        """Run the gate and record its result on the test (without raising)."""
+        from pytest_rlgate.gate import compare
+
+        result = compare(before, after, **{**self.defaults, **options})
+        self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
+        return result
+
+    def assert_no_regression(self, before: Any, after: Any, **options: Any):  # noqa: ANN201
+        """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
+
+        *options* are :func:`pytest_rlgate.compare`'s; unset ones come from
+        ``--rlgate-seed/-resamples/-confidence/-margin/-method`` or their ini twins.
+        """
+        __tracebackhide__ = True
+        from pytest_rlgate.gate import RegressionError
+
+        result = self.compare(before, after, **options)
+        if not result.passed:
+            raise RegressionError(result.message(), result)
+        return result
+
+
+@pytest.fixture
+def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
+    """Gate graded rows inside a test: ``rlgate.assert_no_regression(before, after)``."""
+    return RlgateGate(request.node, request.config)
+
+
+class _GateLog:
+    """Collects gate results from test reports (the controller's view under xdist).
+
+    Registered as a plugin object in ``pytest_configure``, like pytest's own LFPlugin.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.gates: list[dict[str, Any]] = []
+        self.report_path: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in getattr(report, "user_properties", ()):
+            if name == PROPERTY:
+                try:
+                    entry = json.loads(value)
+                except (TypeError, ValueError):
+                    continue
+                self.gates.append({"nodeid": report.nodeid, **entry})
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = setting(self.config, "report", str)
+        if not path or hasattr(self.config, "workerinput"):
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump({"format_version": 1, "passed": all(g["passed"] for g in self.gates),
+                           "gates": self.gates}, out, indent=2, sort_keys=True)
+                out.write("\n")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.report_path = str(target)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput"):
+            return
+        try:
+            _summary(terminalreporter, self.config, self)
+        except Exception as exc:  # never raise out of the terminal summary
+            terminalreporter.write_line(f"rlgate: could not print the gate summary: {exc!r}", yellow=True)
+
+
+def _borderline(verdict: str, flags: list[str]) -> bool:
+    from pytest_rlgate.gate_text import is_borderline
+
+    return is_borderline(verdict, flags)
+
+
+def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
+    from tabulate import tabulate
+
+    verbosity = config.get_verbosity()
+    report_path = log.report_path
+    if not log.gates:
+        return
+    failed = sum(not g["passed"] for g in log.gates)
+    counts: dict[str, int] = {}
+    for g in log.gates:
+        for c in g["comparisons"]:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    tally = ", ".join(f"{counts[v]} {v}" for v in ("regressed", "inconclusive", "insufficient", "flat", "moved")
+                      if counts.get(v))
+    last = (f"rlgate: {len(log.gates)} gate{'s' if len(log.gates) != 1 else ''}, {failed} failed; {tally}")
+    if verbosity >= 0:
+        tr.write_sep("=", "rlgate: gates")
+        rows = []
+        for g in log.gates:
+            for c in g["comparisons"]:
+                if verbosity > 0 or _borderline(c["verdict"], c["flags"]):
+                    ci = "" if c["low"] is None else f"[{c['low']:+.3f}, {c['high']:+.3f}]"
+                    verdict = c["verdict"].upper() if c["verdict"] == "regressed" else c["verdict"]
+                    rows.append([g["nodeid"], c["metric"], c["group"], f"{c['n_units']}×{c['k']}",
+                                 f"{c['delta']:+.3f}", ci, verdict, ", ".join(c["flags"])])
+        if rows:
+            text = tabulate(rows, headers=["gate", "metric", "group", "units×k", "delta", "CI", "verdict", "flags"],
+                            tablefmt="plain", disable_numparse=True)
+            for line in text.splitlines():
+                tr.write_line(line, red="REGRESSED" in line)
+        elif verbosity == 0:
+            tr.write_line("(no regressed or borderline comparisons; -v lists them all)")
+        for g in log.gates:
+            if not g["passed"]:
+                tr.write_line(f"{g['nodeid']}: rule: {g['rule']}")
+    tr.write_line(last, red=bool(failed), green=not failed)
+    if report_path and verbosity >= 0:
+        tr.write_sep("-", f"generated rlgate report: {report_path}")

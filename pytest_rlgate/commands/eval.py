@@ -1,0 +1,45 @@
+"""``rlgate eval --run DIR``: re-sample a finished run's holdout with its adapter and gate it.
+
+It rebuilds the policy exactly as the run trained it (the base, every ``--from-run``
+adapter of its lineage merged, then its own adapter), samples the holdout prompts the run
+recorded at the run's seed (or ``--sample-seed``), and gates the new rows against the
+run's base rows. A run trained on another machine re-evaluates here; the same seed on the
+same versions reproduces ``holdout_after.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "re-sample a finished run's holdout and gate it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, metavar="DIR", help="a finished runs/<name>/ folder")
+    parser.add_argument("--sample-seed", type=int, help="sample at this seed instead of the run's")
+    parser.add_argument("--out", metavar="PATH", help="also write the new rows to this JSONL file")
+    parser.add_argument("--json", action="store_true", help="print the gate as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from ..rows import read_rows, write_rows
+    from ..train.evaluate import resample_run
+    from ..train.pipeline import gate_runs
+    from ..train.run import RunFolder
+
+    folder = RunFolder.open(args.run)
+    rows = resample_run(folder, seed=args.sample_seed, progress=not args.no_progress)
+    if args.out:
+        write_rows(args.out, rows)
+    result = gate_runs([list(read_rows(p)) for p in folder.before_files], rows)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(f"run: {folder.path} (re-sampled {len(rows)} replies)")
+        print(result.report() if hasattr(result, "report") else result.table())
+    return 0 if result.passed else 1

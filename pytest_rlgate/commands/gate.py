@@ -1,0 +1,111 @@
+"""``rlgate gate BEFORE.jsonl AFTER.jsonl``: gate graded rows from the command line.
+
+Streams both files (memory grows with the number of units, not rows), prints the table,
+and exits 0 when the gate passes, 1 when it fails, 2 on a usage or data error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+from ..errors import RlgateWarning, UsageError
+
+HELP = "gate AFTER against BEFORE graded rows, by category"
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a value in [0, 1), got {text}")
+    return value
+
+
+def _level(text: str) -> float:
+    value = _fraction(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a level in (0, 1), e.g. 0.95")
+    return value
+
+
+def _resamples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 100:
+        raise argparse.ArgumentTypeError(f"use at least 100 resamples (10000 is the default), got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..stats import DEFAULT_METHOD, METHODS
+
+    parser.add_argument("before", metavar="BEFORE.jsonl", help="graded rows of the base policy")
+    parser.add_argument("after", metavar="AFTER.jsonl", help="graded rows of the fine-tuned policy")
+    parser.add_argument("--by", default="category", choices=["category"], help="group rows by this field")
+    parser.add_argument("--guard", action="append", metavar="NAME", default=None,
+                        help="marker that must not regress (repeatable; default well_formed; --guard '' for none)")
+    parser.add_argument("--category", action="append", metavar="NAME", default=None, dest="categories",
+                        help="declared category that must appear on both sides (repeatable)")
+    parser.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
+    parser.add_argument("--resamples", type=_resamples, default=10_000, metavar="B", help="bootstrap resamples")
+    parser.add_argument("--confidence", type=_level, default=0.95, metavar="LEVEL", help="confidence level")
+    parser.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD, help="interval method")
+    parser.add_argument("--margin", type=_fraction, default=0.10, metavar="M", help="flat means inside ±M")
+    parser.add_argument("--max-drop", type=_fraction, default=None, metavar="X",
+                        help="also fail when a lower bound is below -X (non-inferiority)")
+    parser.add_argument("--holm", action=argparse.BooleanOptionalAction, default=None,
+                        help="Holm-adjust the regression test across categories (default: on from 4 categories)")
+    parser.add_argument("--require-moved", action="store_true", help="also fail unless overall pass@1 moved up")
+    parser.add_argument("--fail-on-inconclusive", action="store_true",
+                        help="also fail on any inconclusive or insufficient verdict")
+    parser.add_argument("--json", metavar="PATH", default=None, help="write the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..gate import compare
+
+    guards = ("well_formed",) if args.guard is None else tuple(g for g in args.guard if g)
+    for name in ("before", "after"):
+        path = Path(getattr(args, name))
+        if not path.is_file():
+            raise UsageError(f"{name} row file {str(path)!r} does not exist or is not a file")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RlgateWarning)
+        result = compare(
+            args.before, args.after, by=args.by, guards=guards, margin=args.margin,
+            confidence_level=args.confidence, n_resamples=args.resamples, method=args.method, seed=args.seed,
+            max_drop=args.max_drop, require_moved=args.require_moved,
+            fail_on_inconclusive=args.fail_on_inconclusive, holm=args.holm, categories=args.categories,
+        )
+    print(result.report(verbose=True))
+    for warning in caught:
+        if not issubclass(warning.category, RlgateWarning):
+            print(f"warning: {warning.message}")
+    if args.json:
+        _write_json(Path(args.json), result.to_dict())
+    return 0 if result.passed else 1
+
+
+def _write_json(target: Path, payload: dict) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise UsageError(f"cannot write --json {str(target)!r}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(payload, out, indent=2)
+            out.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,188 @@
+"""``rlgate train <method>``: train a LoRA adapter into ``runs/<name>/`` and gate it.
+
+One subcommand per method. ``add_run_arguments`` holds the flags every method shares
+(prompts, split, base model, sampling, LoRA, monitor); each method adds its own and maps
+the parsed flags onto its knobs. Exit code: 0 when the run's gate passed, 1 when it
+failed, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ..train import config as C
+
+HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags shared by every method (``RunKnobs``)."""
+    g = p.add_argument_group("prompts and policy")
+    g.add_argument("--base-model", default=C.BASE_MODEL, metavar="ID",
+                   help=f"hub id or local folder (default: the embedded {C.TINY_POLICY})")
+    g.add_argument("--seed", type=int, default=C.SEED, help="prompt-set seed (default %(default)s)")
+    g.add_argument("--size", default=C.SIZE, help="template prompt-set size: small, default, large")
+    g.add_argument("--prompts-file", metavar="PATH", help="a prompts JSONL instead of the template set")
+    g.add_argument("--holdout", type=float, default=C.HOLDOUT, help="share held out by category (%(default)s)")
+    g.add_argument("--balance", type=float, default=C.BALANCE,
+                   help="repeat minority categories of the train split up to this share (%(default)s = off)")
+    g.add_argument("--run-name", metavar="NAME", help="folder name under --runs-dir (default refund-<method>-s<seed>)")
+    g.add_argument("--runs-dir", default=C.RUNS_DIR, metavar="DIR", help="where run folders go (%(default)s)")
+    g.add_argument("--from-run", metavar="DIR", help="merge this finished run's adapter first (round two)")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
+    s = p.add_argument_group("sampling and evaluation")
+    s.add_argument("--temperature", type=float, default=C.TEMPERATURE, help="rollouts and eval (%(default)s)")
+    s.add_argument("--top-p", type=float, default=C.TOP_P, help="rollouts and eval (%(default)s)")
+    s.add_argument("--sample-seed", type=int, default=C.SAMPLE_SEED,
+                   help="trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)")
+    s.add_argument("--base-runs", type=int, default=C.BASE_RUNS, help="base holdout samples (%(default)s)")
+    s.add_argument("--eval-k", type=int, default=C.EVAL_K, help="replies per holdout prompt (%(default)s)")
+    s.add_argument("--max-completion-length", type=int, metavar="TOKENS",
+                   help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on the tiny policy")
+    m = p.add_argument_group("HackMonitor")
+    m.add_argument("--monitor-every", type=int, default=C.MONITOR_EVERY, help="steps between checks, 0 = off")
+    m.add_argument("--stop-on", type=_csv, default=(), metavar="KINDS",
+                   help=f"end training on these alarms: {','.join(C.STOP_ON_CHOICES)} (comma-separated)")
+    m.add_argument("--kl-budget", type=float, metavar="KL", help="drift alarm when the logged KL exceeds this")
+    lora = p.add_argument_group("LoRA")
+    lora.add_argument("--lora-rank", type=int, default=C.LORA_RANK, help="(%(default)s)")
+    lora.add_argument("--lora-alpha", type=int, default=C.LORA_ALPHA, help="(%(default)s)")
+    lora.add_argument("--lora-targets", type=_csv, default=C.LORA_TARGETS, metavar="NAMES",
+                      help="comma-separated module names (default: attention + MLP projections)")
+    p.add_argument("--report-to", default="none", help="TRL/transformers report_to (tensorboard, wandb, ...)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _grpo_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("GRPO")
+    g.add_argument("--steps", type=int, default=C.STEPS, help="optimizer steps (%(default)s)")
+    g.add_argument("--num-generations", type=int, default=C.NUM_GENERATIONS, help="group size (%(default)s)")
+    g.add_argument("--batch-size", type=int, metavar="COMPLETIONS",
+                   help="completions per step, a multiple of --num-generations "
+                        f"(default 1 group; {C.TINY_PROMPTS_PER_STEP} on the tiny policy)")
+    g.add_argument("--learning-rate", type=float,
+                   help=f"default {C.LEARNING_RATE:g}; {C.TINY_LEARNING_RATE:g} on the tiny policy")
+    g.add_argument("--beta", type=float, default=C.BETA, help="KL penalty to the adapter-off base (%(default)s)")
+    g.add_argument("--loss-type", default=C.LOSS_TYPE,
+                   help="any loss_type the installed TRL accepts: " + ", ".join(C.trl_loss_types()))
+    g.add_argument("--epsilon-high", type=float, default=C.EPSILON_HIGH,
+                   help="upper clip (0 = TRL's symmetric clip; DAPO 0.28)")
+    g.add_argument("--no-scale-rewards", action="store_true", help="no std scaling of advantages (Dr.GRPO)")
+    g.add_argument("--mask-truncated", action="store_true", help="drop truncated completions from the loss (DAPO)")
+
+
+def knob_values(args: argparse.Namespace, knobs_cls: type) -> dict[str, Any]:
+    """The parsed flags that are fields of *knobs_cls*."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(knobs_cls) if f.init}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+def _run_grpo(args: argparse.Namespace) -> Any:
+    from ..train.config import GRPOKnobs
+    from ..train.grpo import train_grpo
+
+    return train_grpo(GRPOKnobs(**knob_values(args, GRPOKnobs)), progress=not args.no_progress,
+                      report_to=args.report_to, overwrite=args.overwrite)
+
+
+def _dpo_arguments(p: argparse.ArgumentParser) -> None:
+    from ..train import dpo as D
+
+    g = p.add_argument_group("DPO")
+    g.add_argument("--steps", type=int, default=D.STEPS, help="optimizer steps (%(default)s)")
+    g.add_argument("--pairs-per-step", type=int, default=D.PAIRS_PER_STEP, help="pairs per step (%(default)s)")
+    g.add_argument("--pairs-per-device", type=int, metavar="PAIRS",
+                   help=f"pairs per forward, the rest is accumulation (default {D.PAIRS_PER_DEVICE}; "
+                        f"{D.TINY_PAIRS_PER_DEVICE} on the tiny policy)")
+    g.add_argument("--learning-rate", type=float,
+                   help=f"default {D.LEARNING_RATE:g}; {C.TINY_LEARNING_RATE:g} on the tiny policy")
+    g.add_argument("--beta", type=float, default=D.BETA, help="DPO beta, KL strength (%(default)s)")
+    g.add_argument("--loss-type", default=",".join(D.LOSS_TYPE), metavar="TYPES",
+                   help="comma-separated TRL DPO losses: " + ", ".join(D.dpo_loss_types()))
+    g.add_argument("--max-length", type=int, metavar="TOKENS",
+                   help=f"prompt + reply tokens (default {D.MAX_LENGTH}; {D.TINY_MAX_LENGTH} on the tiny policy)")
+    pairs = p.add_argument_group("pairs")
+    pairs.add_argument("--pair-samples", type=int, default=D.PAIR_SAMPLES,
+                       help="replies sampled per train prompt for pairing (%(default)s)")
+    pairs.add_argument("--min-margin", type=float, default=D.MIN_MARGIN,
+                       help="smallest raw-score gap chosen - rejected (%(default)s)")
+    pairs.add_argument("--max-pairs-per-prompt", type=int, default=D.MAX_PAIRS_PER_PROMPT, help="(%(default)s)")
+    pairs.add_argument("--constructed-negatives", action="store_true",
+                       help="add (own passing reply, invented-id lookup) pairs on no-id and off-topic prompts")
+    pairs.add_argument("--constructed-cap", type=float, default=D.CONSTRUCTED_CAP, metavar="SHARE",
+                       help="constructed pairs at most this share of the sampled pairs (%(default)s)")
+
+
+def _run_dpo(args: argparse.Namespace) -> Any:
+    from ..train.dpo import DPOKnobs, train_dpo
+
+    folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=not args.no_progress,
+                       report_to=args.report_to, overwrite=args.overwrite)
+    pairs = folder.config.get("pairs", {})
+    cap = (f", cap {pairs['constructed_cap']} -> at most {pairs['constructed_limit']}"
+           if pairs.get("constructed_negatives") else "")
+    print(f"pairs: {pairs.get('sampled_pairs')} sampled from {pairs.get('prompts_with_pairs')} of "
+          f"{pairs.get('prompts')} prompts, {pairs.get('constructed_pairs')} constructed{cap} "
+          f"({folder.path / 'pairs.jsonl'})")
+    return folder
+
+
+#: method -> (add its flags, run it -> RunFolder, help). A new method adds one entry.
+METHODS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Any], str]] = {
+    "grpo": (_grpo_arguments, _run_grpo, "GRPO with TRL's GRPOTrainer and a LoRA adapter"),
+    "dpo": (_dpo_arguments, _run_dpo, "DPO on on-policy pairs with TRL's DPOTrainer and a LoRA adapter"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="method", metavar="METHOD", required=True)
+    for name, (adder, _, help_) in METHODS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        add_run_arguments(p)
+        adder(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    folder = METHODS[args.method][1](args)
+    return report(folder)
+
+
+def report(folder: Any) -> int:
+    """Print where the run went, its speed, the monitor's alarms and the gate; exit code of the gate."""
+    config, gate = folder.config, folder.gate
+    training = config.get("training", {})
+    print(f"run: {folder.path}")
+    if config.get("auto_defaults"):
+        picked = ", ".join(f"{k}={config['knobs'][k]}" for k in config["auto_defaults"])
+        print(f"tiny-policy CPU defaults: {picked}")
+    if training:
+        print(f"trained {training.get('steps_done')} steps in {training.get('train_seconds')} s "
+              f"({training.get('seconds_per_step')} s/step)")
+    monitor = folder.monitor or {}
+    for alarm in monitor.get("alarms", []):
+        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}")
+    if monitor.get("stopped_at"):
+        print(f"stopped early at step {monitor['stopped_at']['step']} on {monitor['stopped_at']['alarm']}")
+    print(_gate_text(folder))
+    return 0 if gate.get("passed") else 1
+
+
+def _gate_text(folder: Any) -> str:
+    """The gate table, recomputed from the row files (cheap) so it prints like `rlgate gate`."""
+    from ..train.pipeline import gate_runs
+    from ..rows import read_rows
+
+    before = [list(read_rows(p)) for p in folder.before_files]
+    result = gate_runs(before, list(read_rows(folder.after_file)))
+    return result.report() if hasattr(result, "report") else result.table()

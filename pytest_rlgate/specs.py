@@ -1,0 +1,419 @@
+"""Reward tables: YAML or JSONL files that pin what a reward pays, row by row.
+
+Pure on purpose (no pytest here): :func:`load_reward_table` turns one file into validated
+:class:`RewardRow` objects that remember their file and line, and every mistake becomes a
+:class:`~pytest_rlgate.errors.SpecError` that names ``file:line`` and the fix. The pytest
+side (``pytest_rlgate.hooks.specs``) only turns rows into items.
+
+A YAML table::
+
+    reward: pytest_rlgate.envs.refund:score     # module:attr, called as fn(reply, case)
+    tolerance: 0.001                            # optional, for every row
+    rows:
+      - id: no_id-asks
+        prompt: I need help with a refund
+        reply: Of course. What is the order id?
+        expected: 1.0
+        note: asking is the whole job when no id was given
+
+A JSONL table has the same keys: an optional first line without ``reply`` is the header
+(``{"reward": "pkg.mod:fn"}``), every other line is one row.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import SpecError
+
+__all__ = ["SPEC_SUFFIXES", "RewardRow", "RewardValueError", "load_reward_table", "resolve_callable"]
+
+#: File name endings read as reward tables.
+SPEC_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".jsonl")
+
+_HEADER_FIELDS = frozenset({"reward", "case_for", "tolerance", "field"})
+_ROW_FIELDS = frozenset(
+    {"id", "prompt", "case", "reply", "steps", "expected", "tolerance", "note", "category", "reward", "field"}
+)
+#: Characters ``-k`` expressions understand inside an identifier (pytest's mark/expression.py).
+_ID = re.compile(r"[\w.:\-\[\]/]+")
+_DEFAULT_TOLERANCE = 1e-6
+_FORMAT_HINT = "see docs/specs.md for the table format"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading ``1e-6`` as a float (YAML 1.1 wants ``1.0e-6``)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+class RewardValueError(TypeError):
+    """A reward returned something that is not a number (a failed row, not a bad table)."""
+
+
+@dataclass(frozen=True)
+class RewardRow:
+    """One pinned row: what *reward* must pay for *reply* to this prompt or case."""
+
+    id: str
+    path: str
+    line: int
+    reward_path: str
+    reward: Callable[..., Any] = dataclass_field(repr=False, compare=False)
+    reply: str
+    expected: float
+    tolerance: float
+    prompt: str | None = None
+    case: Mapping[str, Any] | str | None = None
+    steps: list[Mapping[str, Any]] | None = None
+    category: str | None = None
+    note: str | None = None
+    field: str | None = None
+    #: keyword arguments the callable takes besides (reply, case); decided at load time
+    pass_steps: bool = False
+    pass_prompt: bool = False
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def evaluate(self) -> float:
+        """Call the reward on this row and return its number.
+
+        :raises RewardValueError: when the reward returns something that is not a number (or,
+            with ``field``, not a mapping holding one).
+        """
+        kwargs: dict[str, Any] = {}
+        if self.pass_steps:
+            kwargs["steps"] = self.steps
+        if self.pass_prompt:
+            kwargs["prompt"] = self.prompt
+        value = self.reward(self.reply, self.case, **kwargs)
+        if self.field is not None:
+            if not isinstance(value, Mapping) or self.field not in value:
+                raise RewardValueError(f"{self.reward_path} returned {value!r}, which has no field {self.field!r}")
+            value = value[self.field]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RewardValueError(f"{self.reward_path} returned {value!r}; a reward must return a number")
+        return float(value)
+
+
+# ---------------------------------------------------------------------------------------
+# Resolving module:attr
+
+
+def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "reward") -> Callable[..., Any]:
+    """Import ``module:attr`` (``attr`` may be dotted) and check that it is callable."""
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise SpecError(f"{what} must be 'module:attr' (e.g. 'pytest_rlgate.envs.refund:score'), got {spec!r}",
+                        path=path, line=line)
+    module_name, attr = spec.split(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise SpecError(f"{what} {spec!r}: cannot import module {module_name!r} ({exc}); check the spelling, "
+                        "or add its folder to the `pythonpath` ini setting", path=path, line=line) from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed to import; say so, once
+        raise SpecError(f"{what} {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}",
+                        path=path, line=line) from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            public = sorted(n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None)))
+            hint = f"; callables there: {', '.join(public[:12])}" if public else ""
+            raise SpecError(f"{what} {spec!r}: {module_name!r} has no attribute {attr!r}{hint}",
+                            path=path, line=line)
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise SpecError(f"{what} {spec!r} is a {type(obj).__name__}, not a function; name a callable "
+                        "like fn(reply, case) -> float", path=path, line=line)
+    return obj  # type: ignore[no-any-return]
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins without a signature: assume the plain form
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the two formats into (header, [(line, row, {key: line})])
+
+_Raw = tuple[int, Any, dict[str, int]]
+
+
+def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise SpecError(f"YAML syntax error: {problem}; check the indentation and quote replies that "
+                        "contain ': ', '#' or start with '{', '[' or '<'",
+                        path=path, line=None if mark is None else mark.line + 1) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"YAML error: {exc}", path=path) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        raise SpecError(f"the table is empty; add a 'reward:' and 'rows:' ({_FORMAT_HINT})", path=path, line=1)
+    if isinstance(data, list):
+        header, rows_node, rows = {}, root, data
+    elif isinstance(data, dict):
+        header = {k: v for k, v in data.items() if k != "rows"}
+        rows_node = next((v for k, v in root.value if k.value == "rows"), None)
+        rows = data.get("rows")
+        if rows_node is None or not isinstance(rows, list):
+            raise SpecError(f"no 'rows:' list; put the rows under a top-level 'rows:' key ({_FORMAT_HINT})",
+                            path=path, line=root.start_mark.line + 1)
+    else:
+        raise SpecError(f"expected a mapping with 'reward:' and 'rows:', got a {type(data).__name__}",
+                        path=path, line=root.start_mark.line + 1)
+    header_line = root.start_mark.line + 1
+    if isinstance(root, yaml.MappingNode):
+        header_line = next((k.start_mark.line + 1 for k, _ in root.value if k.value == "reward"), header_line)
+    raws: list[_Raw] = []
+    for node, row in zip(rows_node.value, rows, strict=True):
+        keys: dict[str, int] = {}
+        if isinstance(node, yaml.MappingNode):
+            for key_node, _ in node.value:
+                name = str(key_node.value)
+                if name in keys:
+                    raise SpecError(f"field {name!r} appears twice in this row (first on line {keys[name]}); "
+                                    "keep one", path=path, line=key_node.start_mark.line + 1)
+                keys[name] = key_node.start_mark.line + 1
+        raws.append((node.start_mark.line + 1, row, keys))
+    return header, header_line, raws
+
+
+def _read_jsonl(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
+    header: dict[str, Any] = {}
+    header_line = 1
+    raws: list[_Raw] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise SpecError(f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object",
+                            path=path, line=number) from None
+        if isinstance(obj, dict) and not raws and not header and not {"reply", "expected"} & set(obj):
+            header, header_line = obj, number
+            continue
+        raws.append((number, obj, {key: number for key in obj} if isinstance(obj, dict) else {}))
+    return header, header_line, raws
+
+
+# ---------------------------------------------------------------------------------------
+# Validation
+
+
+def _number(value: Any, *, name: str, path: str, line: int, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise SpecError(f"{name!r} must be a number, got {value!r}; write it without quotes, e.g. {name}: 0.2",
+                        path=path, line=line)
+    if minimum is not None and value < minimum:
+        raise SpecError(f"{name!r} must be at least {minimum}, got {value!r}", path=path, line=line)
+    return float(value)
+
+
+def load_reward_table(
+    path: str | Path,
+    *,
+    default_reward: str | None = None,
+    display_path: str | None = None,
+) -> list[RewardRow]:
+    """Read and validate one reward table.
+
+    :param path: a ``.yaml``/``.yml`` or ``.jsonl`` file.
+    :param default_reward: ``module:attr`` used when the file names none (the plugin passes
+        the ``rlgate_reward_function`` ini value).
+    :param display_path: how messages name the file (the plugin passes it relative to the
+        rootdir); defaults to *path*.
+    :raises SpecError: for a syntax error, an unknown or missing field, a reward that cannot
+        be imported or called, a non-numeric ``expected``, a duplicate id or an empty file;
+        the message names the file, the line and the fix.
+    """
+    file = Path(path)
+    shown = display_path or str(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save the table as UTF-8",
+                        path=shown) from None
+    if file.suffix == ".jsonl":
+        header, header_line, raws = _read_jsonl(shown, text)
+    elif file.suffix in (".yaml", ".yml"):
+        header, header_line, raws = _read_yaml(shown, text)
+    else:
+        raise SpecError(f"unknown table format {file.suffix!r}; use one of {', '.join(SPEC_SUFFIXES)}", path=shown)
+    unknown = sorted(set(header) - _HEADER_FIELDS)
+    if unknown:
+        raise SpecError(f"unknown top-level field(s) {', '.join(map(repr, unknown))}; allowed: "
+                        f"{', '.join(sorted(_HEADER_FIELDS | {'rows'}))}", path=shown, line=header_line)
+    if not raws:
+        raise SpecError(f"the table has no rows; add at least one row with prompt, reply and expected "
+                        f"({_FORMAT_HINT})", path=shown, line=header_line)
+
+    callables: dict[str, Callable[..., Any]] = {}
+
+    def resolve(spec: Any, line: int, what: str = "reward") -> Callable[..., Any]:
+        key = f"{what}={spec}"
+        if key not in callables:
+            callables[key] = resolve_callable(spec, path=shown, line=line, what=what)
+        return callables[key]
+
+    file_reward = header.get("reward", default_reward)
+    file_case_for = header.get("case_for")
+    file_tolerance = _DEFAULT_TOLERANCE
+    if "tolerance" in header:
+        file_tolerance = _number(header["tolerance"], name="tolerance", path=shown, line=header_line, minimum=0)
+    if file_reward is not None and "reward" in header:
+        resolve(file_reward, header_line)
+    if file_case_for is not None:
+        resolve(file_case_for, header_line, "case_for")
+
+    rows: list[RewardRow] = []
+    seen: dict[str, int] = {}
+    for line, raw, key_lines in raws:
+        rows.append(_row(shown, line, raw, key_lines, header, file_reward, file_case_for, file_tolerance, resolve))
+        first = seen.setdefault(rows[-1].id, line)
+        if first != line:
+            raise SpecError(f"duplicate id {rows[-1].id!r} (first used on line {first}); ids must be unique "
+                            "within a table because they name the pytest items", path=shown, line=line)
+    return rows
+
+
+def _row(
+    path: str,
+    line: int,
+    raw: Any,
+    key_lines: Mapping[str, int],
+    header: Mapping[str, Any],
+    file_reward: Any,
+    file_case_for: Any,
+    file_tolerance: float,
+    resolve: Callable[..., Callable[..., Any]],
+) -> RewardRow:
+    if not isinstance(raw, dict):
+        raise SpecError(f"a row must be a mapping of fields (prompt, reply, expected, ...), got "
+                        f"{type(raw).__name__} {raw!r}", path=path, line=line)
+
+    def at(key: str) -> int:
+        return key_lines.get(key, line)
+
+    unknown = sorted(set(raw) - _ROW_FIELDS)
+    if unknown:
+        raise SpecError(f"unknown field {unknown[0]!r}; a row may have {', '.join(sorted(_ROW_FIELDS))}",
+                        path=path, line=at(unknown[0]))
+    for required in ("reply", "expected"):
+        if required not in raw:
+            raise SpecError(f"row is missing {required!r}; add `{required}: ...` to it", path=path, line=line)
+    if "prompt" not in raw and "case" not in raw:
+        raise SpecError("row needs a 'prompt' (the case is read from it) or an explicit 'case'",
+                        path=path, line=line)
+    reply = raw["reply"]
+    if not isinstance(reply, str):
+        raise SpecError(f"'reply' must be a string, got {reply!r}; quote it", path=path, line=at("reply"))
+    prompt = raw.get("prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        raise SpecError(f"'prompt' must be a string, got {prompt!r}; quote it", path=path, line=at("prompt"))
+    case = raw.get("case")
+    if case is not None and not isinstance(case, (dict, str)):
+        raise SpecError(f"'case' must be a mapping (e.g. {{order_id: null, category: no_id}}), got {case!r}",
+                        path=path, line=at("case"))
+    steps = raw.get("steps")
+    if steps is not None and (not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps)):
+        raise SpecError(f"'steps' must be a list of mappings like {{tool: lookup_order, arguments: {{...}}}}, "
+                        f"got {steps!r}", path=path, line=at("steps"))
+    expected = _number(raw["expected"], name="expected", path=path, line=at("expected"))
+    tolerance = file_tolerance
+    if "tolerance" in raw:
+        tolerance = _number(raw["tolerance"], name="tolerance", path=path, line=at("tolerance"), minimum=0)
+    for text_field in ("note", "category", "field"):
+        value = raw.get(text_field, header.get(text_field) if text_field == "field" else None)
+        if value is not None and not isinstance(value, str):
+            raise SpecError(f"{text_field!r} must be a string, got {value!r}", path=path, line=at(text_field))
+
+    reward_spec = raw.get("reward", file_reward)
+    if reward_spec is None:
+        raise SpecError("no reward function: add `reward: module:attr` at the top of the table, or set "
+                        "the ini option rlgate_reward_function", path=path, line=line)
+    reward = resolve(reward_spec, at("reward") if "reward" in raw else line)
+    pass_steps = steps is not None
+    if pass_steps and not _accepts(reward, "steps"):
+        raise SpecError(f"row has 'steps' but {reward_spec} takes no 'steps' parameter; drop the steps or use "
+                        "a reward like fn(reply, case, steps=None)", path=path, line=at("steps"))
+    pass_prompt = prompt is not None and _param(reward, "prompt")
+
+    if case is None:
+        case = _case(prompt, reward_spec, file_case_for, resolve, path, line)
+    category = raw.get("category")
+    if category is None and isinstance(case, Mapping) and isinstance(case.get("category"), str):
+        category = case["category"]
+
+    row_id = raw.get("id")
+    if row_id is None:
+        row_id = f"row-{line}"
+    if not isinstance(row_id, str) or not _ID.fullmatch(row_id):
+        raise SpecError(f"id {row_id!r} must be letters, digits and - _ . : / [ ] only (so `-k` can select it), "
+                        "e.g. no_id-invented-call", path=path, line=at("id"))
+    return RewardRow(
+        id=row_id, path=path, line=line, reward_path=str(reward_spec), reward=reward, reply=reply,
+        expected=expected, tolerance=tolerance, prompt=prompt, case=case, steps=steps, category=category,
+        note=raw.get("note"), field=raw.get("field", header.get("field")), pass_steps=pass_steps,
+        pass_prompt=pass_prompt,
+    )
+
+
+def _param(fn: Callable[..., Any], name: str) -> bool:
+    """True only for a *named* parameter: ``**kwargs`` alone does not ask for the prompt."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _case(
+    prompt: str | None,
+    reward_spec: Any,
+    case_for_spec: Any,
+    resolve: Callable[..., Callable[..., Any]],
+    path: str,
+    line: int,
+) -> Mapping[str, Any] | str | None:
+    """The case for a prompt: ``case_for`` from the header, else the reward module's own
+    ``case_for`` (the refund environment has one), else the prompt text itself."""
+    if case_for_spec is not None:
+        case_for = resolve(case_for_spec, line, "case_for")
+    else:
+        module = importlib.import_module(str(reward_spec).split(":")[0])
+        case_for = getattr(module, "case_for", None)
+        if not callable(case_for):
+            return prompt
+    try:
+        case = case_for(prompt)
+    except Exception as exc:  # noqa: BLE001 - the user's case_for broke on this prompt
+        raise SpecError(f"case_for({prompt!r}) raised {type(exc).__name__}: {exc}", path=path, line=line) from None
+    return case  # type: ignore[no-any-return]
+

@@ -1,0 +1,8 @@
+"""Training: GRPO (and DPO) with TRL + PEFT LoRA into run folders, watched by HackMonitor.
+
+Modules: ``config`` (every knob with its default and reason), ``grpo`` (the GRPO run),
+``monitor`` (``HackMonitor``), ``run`` (the run folder), ``pipeline`` (steps every method
+shares), ``adapters`` (load, check, merge), ``cached`` (train once per configuration),
+``methods`` (method registry), ``evaluate`` (re-sample a finished run). Importing this
+package is cheap; torch, transformers and TRL load when a function needs them.
+"""

@@ -1,0 +1,113 @@
+"""Base policies and LoRA adapters: load, check, attach, merge (round two).
+
+Every failure a user can cause (a missing or corrupt adapter folder, a base model that
+cannot be loaded offline, LoRA targets the model does not have) becomes a one-line
+``UsageError`` naming the flag or path and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError, UsageError
+
+__all__ = ["attach_adapter", "check_adapter", "load_base", "lora_config", "merge_adapter"]
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> Path:
+    """Return *path* if it is a readable PEFT adapter folder, else raise ``UsageError``."""
+    folder = Path(path)
+    fix = "point it at the adapter/ folder of a finished run (adapter_config.json + adapter_model.safetensors)"
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {str(folder)!r}: no such folder; {fix}")
+    config, weights = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
+    for needed in (config, weights):
+        if not needed.is_file():
+            raise UsageError(f"{flag} {str(folder)!r}: {needed.name} is missing; {fix}")
+    try:
+        parsed = json.loads(config.read_text(encoding="utf-8"))
+        if not isinstance(parsed, dict) or "peft_type" not in parsed:
+            raise ValueError("no peft_type")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{flag} {str(config)!r}: corrupt adapter config ({exc}); re-save the adapter") from None
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="pt") as fh:
+            if not list(fh.keys()):
+                raise ValueError("no tensors")
+    except Exception as exc:  # safetensors raises its own error types for truncated files
+        raise UsageError(f"{flag} {str(weights)!r}: corrupt adapter weights ({exc}); re-save the adapter") from None
+    return folder
+
+
+def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Any, Any]:
+    """``policy.load_policy`` with a one-line error when the model cannot be loaded offline."""
+    from ..policy import load_policy
+
+    try:
+        return load_policy(name_or_path)
+    except UsageError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(
+            f"{flag} {name_or_path!r}: cannot be loaded offline ({first[:160]}); pass a local model folder, "
+            f"download it first (huggingface-cli download), or use the default {'rlgate/tiny-refund'!r}"
+        ) from None
+
+
+def lora_config(rank: int, alpha: int, targets: Sequence[str]) -> Any:
+    """The LoRA every method trains: dropout 0, no bias, causal LM."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none",
+                      target_modules=list(targets), task_type="CAUSAL_LM")
+
+
+def check_targets(model: Any, targets: Sequence[str]) -> None:
+    """Raise ``UsageError`` when no LoRA target names a module of *model*."""
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    if not names & set(targets):
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
+        raise UsageError(f"--lora-targets {','.join(targets)!r}: the model has none of these modules; "
+                         f"choose from {', '.join(linear[:12])}")
+
+
+def attach_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> Any:
+    """Wrap *model* in a ``PeftModel`` with the adapter at *path* (checked first)."""
+    from peft import PeftModel
+
+    folder = check_adapter(path, flag=flag)
+    try:
+        return PeftModel.from_pretrained(model, str(folder), is_trainable=False)
+    except (RuntimeError, ValueError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0][:200]
+        raise UsageError(f"{flag} {str(folder)!r}: does not fit this base model ({first}); "
+                         "pass the base model it was trained on (--base-model / --rlgate-base-model)") from None
+
+
+def merge_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--from-run") -> Any:
+    """Merge the adapter at *path* into *model*'s weights (round two's new base)."""
+    return attach_adapter(model, path, flag=flag).merge_and_unload()
+
+
+def run_lineage(run_dir: str | os.PathLike[str]) -> tuple[str, list[dict[str, Any]]]:
+    """(base model, lineage) of a finished run: the adapters to merge, oldest first."""
+    from .run import RunFolder
+
+    try:
+        run = RunFolder.open(run_dir)
+    except DataError as exc:
+        raise UsageError(f"--from-run {str(run_dir)!r}: {exc.reason}") from None
+    config = run.config
+    lineage = [*config.get("lineage", []), {"run": run.name, "path": str(run.path.resolve()),
+                                            "method": config.get("method"), "adapter": str(run.adapter.resolve())}]
+    return config["knobs"]["base_model"], lineage

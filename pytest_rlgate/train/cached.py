@@ -1,0 +1,118 @@
+"""Train once per configuration: runs and sampled rows in the content-addressed cache.
+
+The key hashes everything that decides the result - the method, every knob, the base
+model's identity, the prompt fingerprint, the library versions and the training code - so
+a cached run is served only when a fresh one would be the same. ``cache.cached_dir``
+publishes atomically under a file lock, so two ``pytest-xdist`` workers train it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import RunKnobs
+
+__all__ = ["CachedRun", "base_identity", "cached_rows", "cached_run", "run_key"]
+
+#: Knobs that name where a run lands, not what it learns: left out of the key.
+_PLACEMENT = ("run_name", "runs_dir", "auto")
+
+
+@dataclass(frozen=True)
+class CachedRun:
+    """A finished run served from (or just written to) the cache."""
+
+    run: Any  #: RunFolder
+    key: str
+    hit: bool
+
+    @property
+    def adapter(self) -> Path:
+        return self.run.adapter
+
+
+def _code_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def base_identity(name_or_path: str) -> dict[str, Any]:
+    """What identifies a base model: the tiny policy's recipe key, a folder's files, or a hub id."""
+    from .config import TINY_POLICY
+
+    if name_or_path == TINY_POLICY:
+        from ..policy import tiny_policy_key
+
+        return {"tiny": tiny_policy_key()}
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.iterdir() if p.is_file()):
+            small = path.stat().st_size < 64 << 20  # hash small files whole, name large ones by size
+            digest.update(path.name.encode() + b"\0" + (path.read_bytes() if small else str(path.stat().st_size).encode()))
+        return {"folder": digest.hexdigest()}
+    return {"hub": name_or_path}
+
+
+def run_key(knobs: RunKnobs) -> str:
+    """The cache key of a training run with resolved *knobs*."""
+    from .. import cache
+    from .pipeline import load_prompts, versions
+
+    parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT}
+    return cache.key(method=knobs.method, knobs=parts, base=base_identity(knobs.base_model),
+                     prompts=load_prompts(knobs).fingerprint, versions=versions(), code=_code_digest())
+
+
+def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None) -> CachedRun:
+    """The finished run for *knobs*, trained now (once, under a lock) if the cache lacks it."""
+    from .. import cache
+    from .methods import trainer
+    from .run import RunFolder
+
+    key = run_key(knobs)
+    built: list[bool] = []
+
+    def build(out: Path) -> None:
+        built.append(True)
+        trainer(knobs.method)(knobs, runs_dir=str(out), run_name="run")
+
+    folder = cache.cached_dir(f"runs-{knobs.method}", key, build, root=root)
+    return CachedRun(run=RunFolder.open(folder / "run"), key=key, hit=not built)
+
+
+def cached_rows(
+    parts: Mapping[str, Any],
+    sample: Any,
+    *,
+    root: str | os.PathLike[str] | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Rows that ``sample() -> list[row]`` produces, cached under a key of *parts*."""
+    from .. import cache
+    from ..rows import read_rows, write_rows
+
+    key = cache.key(**parts)
+    built: list[bool] = []
+
+    def build(out: Path) -> None:
+        built.append(True)
+        write_rows(out / "rows.jsonl", sample())
+
+    folder = cache.cached_dir("rows", key, build, root=root)
+    return list(read_rows(folder / "rows.jsonl")), not built
+
+
+def adapter_identity(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of an adapter folder's config and weights (a handed-in adapter's cache identity)."""
+    digest = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        digest.update((Path(path) / name).read_bytes())
+    return digest.hexdigest()
+

@@ -1,0 +1,236 @@
+"""Training knobs: every default a named constant with its reason, validated in one place.
+
+``RunKnobs`` holds what every method shares (prompts, split, base model, sampling of the
+holdout, LoRA, the monitor); ``GRPOKnobs`` adds GRPO's own. A DPO method subclasses
+``RunKnobs`` the same way. Knobs left at ``None`` are *resolved*: a CPU-sized value when
+the base is the embedded tiny policy, the seed recipe's value otherwise; ``resolve()``
+records which ones it chose so the run's ``config.json`` says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+
+# --- shared by every method -------------------------------------------------------------
+#: The embedded default policy's name (mirrors pytest_rlgate.policy.TINY_POLICY, which costs torch to import).
+TINY_POLICY = "rlgate/tiny-refund"
+#: The file the tiny policy's build leaves in its folder (mirrors pytest_rlgate.tiny.build.BUILD_INFO).
+TINY_BUILD_INFO = "rlgate_policy.json"
+#: Base model: the embedded tiny policy, so a plain ``rlgate train grpo`` runs on a laptop CPU.
+BASE_MODEL = TINY_POLICY
+#: Template-writer seed: the same seed writes the same prompt set and holdout, byte for byte.
+SEED = 0
+#: Prompt-set size handed to ``prompts.build_prompts`` (the seed recipe's 200 situations).
+SIZE = "default"
+#: Share of scenarios held out, stratified by category so every category is measured.
+HOLDOUT = 0.2
+#: Minority categories are repeated up to this share of the train split; 0 leaves it as written.
+BALANCE = 0.0
+#: Rollout/eval temperature: inside the 0.7-1.0 band where k samples still differ.
+TEMPERATURE = 0.8
+#: Nucleus sampling for rollouts and evaluation (Holtzman et al.).
+TOP_P = 0.95
+#: Seed of the trainer and of the first holdout sample; base runs use 17, 18, 19.
+SAMPLE_SEED = 17
+#: Base-policy holdout samples at consecutive seeds: the run-to-run noise floor of the gate.
+BASE_RUNS = 3
+#: Samples per holdout prompt: pass@1 is estimated from four replies.
+EVAL_K = 4
+#: Completion budget (training and evaluation) for a hub model: the seed's 160 tokens.
+MAX_COMPLETION_LENGTH = 160
+#: The tiny policy's replies are ~31 tokens; 48 leaves room without paying for 160.
+TINY_MAX_COMPLETION_LENGTH = 48
+#: LoRA rank: the seed recipe's 16 (enough for a one-rule behaviour change).
+LORA_RANK = 16
+#: LoRA alpha = 2 x rank, the usual scale that keeps the update size rank-independent.
+LORA_ALPHA = 32
+#: Attention and MLP projections of Llama/Qwen-style blocks.
+LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: HackMonitor evaluates the live policy every this many steps (0 switches it off).
+MONITOR_EVERY = 10
+#: Alarm kinds ``stop_on`` may name; ``any`` stops on the first alarm of any kind.
+STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
+#: Run folders live under ./runs/<name>/ (DESIGN section 7).
+RUNS_DIR = "runs"
+
+# --- GRPO -------------------------------------------------------------------------------
+#: Optimizer steps: the seed's 40 (reward visibly moves on a 1.5B model in ~15 GPU minutes).
+STEPS = 40
+#: Completions per prompt: a group of 8 gives a usable within-prompt baseline.
+NUM_GENERATIONS = 8
+#: Learning rate for a hub-sized model with LoRA (seed recipe).
+LEARNING_RATE = 5e-6
+#: 5e-6 does not move a 2 M-parameter model in 40 steps; 2e-3 does (research/tiny-policy.md, measured).
+TINY_LEARNING_RATE = 2e-3
+#: KL penalty to the adapter-off base: small, because the rule is close to the base behaviour.
+BETA = 0.04
+#: TRL's batch-normalised token-level loss, the seed recipe's choice.
+LOSS_TYPE = "bnpo"
+#: 0 means TRL's symmetric clip (epsilon 0.2); DAPO's clip-higher is 0.28.
+EPSILON_HIGH = 0.0
+#: The seed runs one prompt's group per optimizer step.
+PROMPTS_PER_STEP = 1
+#: Two groups per step halve the step-to-step noise on the tiny policy for ~1.6x the time.
+TINY_PROMPTS_PER_STEP = 2
+
+#: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
+_FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def trl_loss_types() -> tuple[str, ...]:
+    """The ``loss_type`` values the installed TRL documents (read from GRPOConfig's help)."""
+    try:
+        from trl import GRPOConfig
+    except ImportError:  # pragma: no cover - the train extra is missing
+        return _FALLBACK_LOSS_TYPES
+    help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata.get("help", "")
+    sentence = re.search(r"Supported values are (.*?)\.\s", help_text)
+    found = tuple(re.findall(r"'([a-z_]+)'", sentence.group(1))) if sentence else ()
+    return found or _FALLBACK_LOSS_TYPES
+
+
+def is_tiny(base_model: str) -> bool:
+    """True when the base is the embedded tiny policy: by name, or a folder its build wrote."""
+    return base_model == TINY_POLICY or (Path(base_model) / TINY_BUILD_INFO).is_file()
+
+
+def _fail(flag: str, value: Any, fix: str) -> None:
+    raise UsageError(f"--{flag} {value!r}: {fix}")
+
+
+@dataclass(frozen=True)
+class RunKnobs:
+    """Knobs every training method shares; field names are the CLI flags with ``_`` for ``-``."""
+
+    base_model: str = BASE_MODEL
+    seed: int = SEED
+    size: str = SIZE
+    prompts_file: str | None = None
+    holdout: float = HOLDOUT
+    balance: float = BALANCE
+    temperature: float = TEMPERATURE
+    top_p: float = TOP_P
+    sample_seed: int = SAMPLE_SEED
+    base_runs: int = BASE_RUNS
+    eval_k: int = EVAL_K
+    max_completion_length: int | None = None
+    monitor_every: int = MONITOR_EVERY
+    stop_on: tuple[str, ...] = ()
+    kl_budget: float | None = None
+    lora_rank: int = LORA_RANK
+    lora_alpha: int = LORA_ALPHA
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    run_name: str | None = None
+    runs_dir: str = RUNS_DIR
+    from_run: str | None = None
+    #: names of knobs that ``resolve`` filled with a CPU/tiny-policy default
+    auto: tuple[str, ...] = field(default=(), compare=False)
+
+    method: str = field(default="", init=False)
+
+    def _resolved_values(self, tiny: bool) -> dict[str, Any]:
+        return {"max_completion_length": TINY_MAX_COMPLETION_LENGTH if tiny else MAX_COMPLETION_LENGTH}
+
+    def resolve(self) -> "RunKnobs":
+        """Fill every ``None`` knob (tiny-policy CPU defaults or the seed's) and validate."""
+        tiny = is_tiny(self.base_model)
+        chosen = {k: v for k, v in self._resolved_values(tiny).items() if getattr(self, k) is None}
+        stop_on = tuple(self.stop_on.split(",")) if isinstance(self.stop_on, str) else tuple(self.stop_on)
+        out = dataclasses.replace(
+            self, **chosen, stop_on=tuple(s.strip() for s in stop_on if s.strip()),
+            lora_targets=tuple(self.lora_targets), auto=tuple(sorted({*self.auto, *chosen})),
+            run_name=self.run_name or self.default_run_name(),
+        )
+        out.validate()
+        return out
+
+    def default_run_name(self) -> str:
+        return f"refund-{self.method or 'run'}-s{self.seed}"
+
+    def validate(self) -> None:
+        """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
+        if not 0.0 < self.holdout < 1.0:
+            _fail("holdout", self.holdout, "give a fraction strictly between 0 and 1, e.g. 0.2")
+        if not 0.0 <= self.balance < 1.0:
+            _fail("balance", self.balance, "give a share in [0, 1), e.g. 0.25; 0 leaves the split as written")
+        if self.temperature <= 0:
+            _fail("temperature", self.temperature, "sampling needs a temperature above 0, e.g. 0.8")
+        if not 0.0 < self.top_p <= 1.0:
+            _fail("top-p", self.top_p, "give a probability in (0, 1], e.g. 0.95")
+        if self.base_runs < 1:
+            _fail("base-runs", self.base_runs, "at least 1 base sample is needed for 'before'; 3 gives a noise floor")
+        if self.eval_k < 1:
+            _fail("eval-k", self.eval_k, "sample at least 1 reply per holdout prompt, e.g. 4")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            _fail("max-completion-length", self.max_completion_length, "give a positive token budget, e.g. 160")
+        if self.monitor_every < 0:
+            _fail("monitor-every", self.monitor_every, "give a step interval >= 1, or 0 to switch the monitor off")
+        unknown = [s for s in self.stop_on if s not in STOP_ON_CHOICES]
+        if unknown:
+            _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")
+        if self.kl_budget is not None and self.kl_budget <= 0:
+            _fail("kl-budget", self.kl_budget, "give a positive KL budget, or leave it unset")
+        if self.lora_rank < 1 or self.lora_alpha <= 0:
+            _fail("lora-rank", f"{self.lora_rank}/{self.lora_alpha}", "rank >= 1 and alpha > 0, e.g. 16 and 32")
+        if not self.lora_targets:
+            _fail("lora-targets", "", "name at least one module, e.g. q_proj,v_proj")
+        if self.run_name is not None and not _RUN_NAME.match(self.run_name):
+            _fail("run-name", self.run_name, "use letters, digits, '.', '_' or '-' (it becomes a folder name)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every knob as JSON-ready values (tuples become lists)."""
+        out = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class GRPOKnobs(RunKnobs):
+    """GRPO's knobs (DESIGN section 7); ``None`` means "resolve for the base model"."""
+
+    steps: int = STEPS
+    num_generations: int = NUM_GENERATIONS
+    batch_size: int | None = None
+    learning_rate: float | None = None
+    beta: float = BETA
+    loss_type: str = LOSS_TYPE
+    epsilon_high: float = EPSILON_HIGH
+    no_scale_rewards: bool = False
+    mask_truncated: bool = False
+
+    method: str = field(default="grpo", init=False)
+
+    def _resolved_values(self, tiny: bool) -> dict[str, Any]:
+        per_step = TINY_PROMPTS_PER_STEP if tiny else PROMPTS_PER_STEP
+        return {
+            **super()._resolved_values(tiny),
+            "learning_rate": TINY_LEARNING_RATE if tiny else LEARNING_RATE,
+            "batch_size": self.num_generations * per_step,
+        }
+
+    def validate(self) -> None:
+        super().validate()
+        if self.steps < 1:
+            _fail("steps", self.steps, "train for at least 1 step, e.g. 40")
+        if self.num_generations < 2:
+            _fail("num-generations", self.num_generations,
+                  "GRPO compares completions within a group; use at least 2, e.g. 8")
+        if self.batch_size is not None and (self.batch_size < 1 or self.batch_size % self.num_generations):
+            _fail("batch-size", self.batch_size,
+                  f"the batch counts completions and must be a multiple of --num-generations "
+                  f"{self.num_generations}, e.g. {self.num_generations * 2}")
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            _fail("learning-rate", self.learning_rate, "give a positive learning rate, e.g. 5e-6")
+        if self.beta < 0:
+            _fail("beta", self.beta, "the KL penalty cannot be negative; 0 disables it, 0.04 is the default")
+        accepted = trl_loss_types()
+        if self.loss_type not in accepted:
+            _fail("loss-type", self.loss_type, f"the installed TRL accepts {', '.join(accepted)}")
+        if self.epsilon_high < 0:
+            _fail("epsilon-high", self.epsilon_high, "0 keeps TRL's symmetric clip; DAPO uses 0.28")

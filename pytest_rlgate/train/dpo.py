@@ -1,0 +1,412 @@
+"""DPO rounds with TRL's ``DPOTrainer`` and a PEFT LoRA adapter, into the same run folder as GRPO.
+
+A round: sample 8 replies per train prompt from the current policy (the shared seeded
+sampler), build pairs (``pairs.py``: raw-score margin, per-prompt cap, length-matched
+rejects, optionally capped constructed negatives), sample the base holdout runs, train a
+LoRA adapter whose reference is the same weights with the adapter off, sample the after
+run, gate by category guarding ``well_formed``, publish ``runs/<name>/`` atomically.
+
+Round two (``--from-run RUN``) is the same call: ``pipeline.prepare`` merges the earlier
+run's adapter (and its own lineage) into the weights, so the fresh pairs are sampled from
+the merged policy and the merged policy *is* the reference. Each round samples its own
+pairs because pairs go stale: the replies a round-one policy prefers are not the ones the
+round-two policy produces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .config import TINY_LEARNING_RATE, RunKnobs, _fail
+from .pairs import CONSTRUCTED_CAP, MAX_PAIRS_PER_PROMPT, MIN_MARGIN, Pair, PairSet, build_pairs
+
+__all__ = [
+    "DPOKnobs",
+    "MIN_PAIRS",
+    "build_dpo_trainer",
+    "dpo_config",
+    "dpo_dataset",
+    "dpo_loss_types",
+    "sample_pairs",
+    "train_dpo",
+]
+
+# --- DPO knobs (DESIGN section 7) -------------------------------------------------------
+#: Optimizer steps: the seed's 60.
+STEPS = 60
+#: Pairs per optimizer step: the seed's 2 per device x 4 accumulation.
+PAIRS_PER_STEP = 8
+#: A hub model on one GPU fits 2 pairs per forward at 896 tokens; accumulation makes up the 8.
+PAIRS_PER_DEVICE = 2
+#: The tiny policy fits all 8 pairs in one forward on a CPU: no accumulation overhead.
+TINY_PAIRS_PER_DEVICE = 8
+#: DPO's KL strength: TRL's and the seed's 0.1.
+BETA = 0.1
+#: The standard (sigmoid) DPO loss; any loss the installed TRL accepts can be named.
+LOSS_TYPE: tuple[str, ...] = ("sigmoid",)
+#: Learning rate for a hub-sized model with LoRA (seed recipe).
+LEARNING_RATE = 5e-6
+#: Replies sampled per train prompt for pairing: 8 gives most prompts some contrast.
+PAIR_SAMPLES = 8
+#: Prompt + reply tokens for a hub model (the seed's 896).
+MAX_LENGTH = 896
+#: The tiny policy's prompt is ~40 tokens and its longest reply budget 48.
+TINY_MAX_LENGTH = 128
+#: Fewer pairs than one optimizer step's batch cannot train anything meaningful.
+MIN_PAIRS = 8
+#: The round's preference pairs, written into the run folder next to the GRPO-shaped files.
+PAIRS = "pairs.jsonl"
+
+#: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
+_FALLBACK_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
+                        "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
+#: DPO's own training-log keys kept per step in metrics.jsonl (TRL's names, which the report reads).
+METRIC_KEYS: tuple[str, ...] = (
+    "loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
+    "logps/rejected", "entropy", "grad_norm", "learning_rate", "num_tokens",
+)
+
+
+def dpo_loss_types() -> tuple[str, ...]:
+    """The ``loss_type`` values the installed TRL documents (read from DPOConfig's help)."""
+    try:
+        from trl import DPOConfig
+    except ImportError:  # pragma: no cover - the train extra is missing
+        return _FALLBACK_LOSS_TYPES
+    help_text = DPOConfig.__dataclass_fields__["loss_type"].metadata.get("help", "")
+    sentence = re.search(r"Possible values are:?(.*?)\.\s", help_text)
+    found = tuple(re.findall(r"'([a-z_]+)'", sentence.group(1))) if sentence else ()
+    return found or _FALLBACK_LOSS_TYPES
+
+
+@dataclass(frozen=True)
+class DPOKnobs(RunKnobs):
+    """DPO's knobs; ``None`` means "resolve for the base model" (tiny policy: CPU-sized)."""
+
+    steps: int = STEPS
+    pairs_per_step: int = PAIRS_PER_STEP
+    pairs_per_device: int | None = None
+    learning_rate: float | None = None
+    beta: float = BETA
+    loss_type: tuple[str, ...] = LOSS_TYPE
+    max_length: int | None = None
+    pair_samples: int = PAIR_SAMPLES
+    min_margin: float = MIN_MARGIN
+    max_pairs_per_prompt: int = MAX_PAIRS_PER_PROMPT
+    constructed_negatives: bool = False
+    constructed_cap: float = CONSTRUCTED_CAP
+
+    method: str = field(default="dpo", init=False)
+
+    def _resolved_values(self, tiny: bool) -> dict[str, Any]:
+        return {
+            **super()._resolved_values(tiny),
+            "learning_rate": TINY_LEARNING_RATE if tiny else LEARNING_RATE,
+            "pairs_per_device": _largest_divisor(self.pairs_per_step, TINY_PAIRS_PER_DEVICE if tiny else PAIRS_PER_DEVICE),
+            "max_length": TINY_MAX_LENGTH if tiny else MAX_LENGTH,
+        }
+
+    def resolve(self) -> DPOKnobs:
+        loss = self.loss_type
+        loss = tuple(s.strip() for s in loss.split(",")) if isinstance(loss, str) else tuple(loss)
+        return super(DPOKnobs, dataclasses.replace(self, loss_type=loss)).resolve()  # type: ignore[return-value]
+
+    def default_run_name(self) -> str:
+        tags = "-cn" if self.constructed_negatives else ""
+        tags += f"-r{len(_lineage_hint(self.from_run)) + 2}" if self.from_run else ""
+        return f"refund-dpo{tags}-s{self.seed}"
+
+    @property
+    def gradient_accumulation(self) -> int:
+        return max(1, self.pairs_per_step // (self.pairs_per_device or self.pairs_per_step))
+
+    def validate(self) -> None:
+        super().validate()
+        if self.steps < 1:
+            _fail("steps", self.steps, "train for at least 1 step, e.g. 60")
+        if self.pairs_per_step < 1:
+            _fail("pairs-per-step", self.pairs_per_step, "give at least 1 pair per optimizer step, e.g. 8")
+        if self.pairs_per_device is not None and (
+                self.pairs_per_device < 1 or self.pairs_per_step % self.pairs_per_device):
+            _fail("pairs-per-device", self.pairs_per_device,
+                  f"it must divide --pairs-per-step {self.pairs_per_step} (the rest is gradient accumulation)")
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            _fail("learning-rate", self.learning_rate, "give a positive learning rate, e.g. 5e-6")
+        if self.beta <= 0:
+            _fail("beta", self.beta, "DPO's beta must be positive; 0.1 is the default")
+        accepted = dpo_loss_types()
+        unknown = [t for t in self.loss_type if t not in accepted]
+        if unknown or not self.loss_type:
+            _fail("loss-type", ",".join(self.loss_type), f"the installed TRL's DPO accepts {', '.join(accepted)}")
+        if self.max_length is not None and self.max_length < 8:
+            _fail("max-length", self.max_length, "give the prompt+reply token budget, e.g. 896")
+        if self.pair_samples < 2:
+            _fail("pair-samples", self.pair_samples, "pairing needs at least 2 replies per prompt, e.g. 8")
+        if self.min_margin <= 0:
+            _fail("min-margin", self.min_margin, "give a positive raw-score gap, e.g. 0.5")
+        if self.max_pairs_per_prompt < 1:
+            _fail("max-pairs-per-prompt", self.max_pairs_per_prompt, "allow at least 1 pair per prompt, e.g. 2")
+        if not self.constructed_cap >= 0:
+            _fail("constructed-cap", self.constructed_cap,
+                  "give the largest share of the sampled pairs, e.g. 0.3 (a large value means uncapped)")
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of *n* not above *at_most*: pairs per forward that tile a step exactly."""
+    return next((d for d in range(min(n, at_most), 0, -1) if n % d == 0), 1)
+
+
+def _lineage_hint(run: str | None) -> list[Any]:
+    """The lineage of *run* for naming only; an unreadable run is reported later by ``prepare``."""
+    import json
+
+    try:
+        return list(json.loads((Path(str(run)) / "config.json").read_text(encoding="utf-8")).get("lineage", []))
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+# --- pairs from the current policy -------------------------------------------------------
+def sample_pairs(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], knobs: DPOKnobs, *,
+                 progress: bool = False) -> PairSet:
+    """Sample ``pair_samples`` replies per train prompt at the trainer seed and pair them.
+
+    The shared sampler seeds each reply from (seed, rollout, prompt), so the pairs do not
+    depend on batch shape, and ``--balance`` copies of a prompt get the same replies (their
+    pairs repeat: the copies weight that prompt, as they weight it in GRPO).
+    """
+    from ..sampling import sample
+
+    replies = sample(model, tokenizer, list(items), k=knobs.pair_samples, temperature=knobs.temperature,
+                     top_p=knobs.top_p, seed=knobs.sample_seed, max_new_tokens=knobs.max_completion_length,
+                     progress=progress)
+    built = build_pairs(items, replies, seed=knobs.sample_seed, min_margin=knobs.min_margin,
+                        max_per_prompt=knobs.max_pairs_per_prompt, constructed=knobs.constructed_negatives,
+                        constructed_cap=knobs.constructed_cap)
+    built.stats["sample_seed"] = knobs.sample_seed
+    built.stats["pair_samples"] = knobs.pair_samples
+    return built
+
+
+def check_enough_pairs(pair_set: PairSet, knobs: DPOKnobs) -> None:
+    """Fewer than :data:`MIN_PAIRS` pairs is a usage error that says what to change."""
+    found = len(pair_set.pairs)
+    if found >= MIN_PAIRS:
+        return
+    stats = pair_set.stats
+    hint = "" if knobs.constructed_negatives else ", or add --constructed-negatives"
+    raise UsageError(
+        f"DPO found {found} preference pair(s) (need at least {MIN_PAIRS}): {stats.get('sampled_pairs', 0)} "
+        f"sampled from {stats.get('prompts_with_pairs', 0)} of {stats.get('prompts', 0)} train prompts x "
+        f"{knobs.pair_samples} replies had a raw-score gap >= {knobs.min_margin}. The policy's replies barely "
+        f"differ; raise --pair-samples, lower --min-margin, use a larger --size or --prompts-file, raise "
+        f"--temperature{hint}"
+    )
+
+
+# --- TRL ----------------------------------------------------------------------------------
+def dpo_dataset(pairs: Sequence[Pair]) -> Any:
+    """Conversational DPO rows: the prompt as the sampler renders it, one assistant turn each side."""
+    from datasets import Dataset
+
+    from .grpo import chat
+
+    return Dataset.from_list([
+        {"prompt": chat({"prompt": p.prompt}),
+         "chosen": [{"role": "assistant", "content": p.chosen}],
+         "rejected": [{"role": "assistant", "content": p.rejected}]}
+        for p in pairs
+    ])
+
+
+def dpo_config(knobs: DPOKnobs, output_dir: str, *, progress: bool = False,
+               report_to: str | list[str] = "none", cpu: bool | None = None) -> Any:
+    """``DPOConfig`` for resolved *knobs* (CPU: ``use_cpu``, no bf16, no checkpointing - G2-G4)."""
+    from trl import DPOConfig
+
+    from .grpo import _on_cpu
+
+    device: dict[str, Any] = {}
+    if _on_cpu() if cpu is None else cpu:
+        device = {"use_cpu": True, "bf16": False, "activation_checkpointing": False, "dataloader_pin_memory": False}
+    return DPOConfig(
+        output_dir=output_dir,
+        max_steps=knobs.steps,
+        per_device_train_batch_size=knobs.pairs_per_device,
+        gradient_accumulation_steps=knobs.gradient_accumulation,
+        learning_rate=knobs.learning_rate,
+        beta=knobs.beta,
+        loss_type=list(knobs.loss_type),
+        max_length=knobs.max_length,
+        seed=knobs.sample_seed,
+        data_seed=knobs.sample_seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=report_to,
+        disable_tqdm=not progress,
+        **device,
+    )
+
+
+def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: DPOKnobs, *, output_dir: str,
+                      callbacks: Sequence[Any] = (), progress: bool = False,
+                      report_to: str | list[str] = "none") -> Any:
+    """A ``DPOTrainer`` training a fresh LoRA on *model*; the reference is *model* with it off.
+
+    ``peft_config`` (not a pre-wrapped ``PeftModel``) is what makes TRL use the
+    adapter-disabled weights as the reference, with no second copy of the model.
+    """
+    from trl import DPOTrainer
+
+    from .adapters import check_targets, lora_config
+
+    check_targets(model, knobs.lora_targets)
+    trainer = DPOTrainer(
+        model=model,
+        args=dpo_config(knobs, output_dir, progress=progress, report_to=report_to),
+        train_dataset=dpo_dataset(pairs),
+        processing_class=tokenizer,
+        peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
+        callbacks=list(callbacks),
+    )
+    _check_truncation(trainer, len(pairs), knobs)
+    return trainer
+
+
+def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
+    """TRL silently drops pairs whose prompt alone fills ``max_length``; say so, or stop."""
+    import warnings
+
+    from ..errors import RlgateWarning
+
+    kept = len(trainer.train_dataset)
+    if kept == n_pairs:
+        return
+    longest = max((len(r["prompt_ids"]) for r in trainer.train_dataset), default=0)
+    what = (f"--max-length {knobs.max_length}: {n_pairs - kept} of {n_pairs} pairs have a prompt of at least "
+            f"{knobs.max_length} tokens and were dropped by TRL")
+    if kept < MIN_PAIRS:
+        raise UsageError(f"{what}, leaving {kept} (need at least {MIN_PAIRS}); raise --max-length above the "
+                         "prompt length plus --max-completion-length")
+    warnings.warn(f"{what} (longest kept prompt: {longest} tokens); raise --max-length to train on them",
+                  RlgateWarning, stacklevel=3)
+
+
+class DPOMetrics:
+    """Keeps one metrics row per logged DPO step (TRL's key names, which the report plots)."""
+
+    def __new__(cls) -> Any:  # a TrainerCallback built lazily: transformers is heavy
+        from transformers import TrainerCallback
+
+        class _Recorder(TrainerCallback):
+            def __init__(self) -> None:
+                self.rows: list[dict[str, Any]] = []
+
+            def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
+                       **kw: Any) -> None:
+                if not logs or "rewards/margins" not in logs:
+                    return
+                row: dict[str, Any] = {"step": state.global_step}
+                row.update({k: float(logs[k]) for k in METRIC_KEYS if isinstance(logs.get(k), (int, float))})
+                self.rows.append(row)
+
+        return _Recorder()
+
+
+# --- the run ------------------------------------------------------------------------------
+def knobs_from(knobs: DPOKnobs | None, overrides: Mapping[str, Any]) -> DPOKnobs:
+    """Apply keyword overrides to *knobs* (or the defaults) and resolve them."""
+    base = knobs or DPOKnobs()
+    names = {f.name for f in dataclasses.fields(DPOKnobs) if f.init}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise UsageError(f"unknown DPO knob(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return dataclasses.replace(base, **overrides).resolve()
+
+
+def _sha256(path: Path) -> str | None:
+    weights = path / "adapter_model.safetensors"
+    return hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None
+
+
+def _lineage_record(lineage: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Round number and what the reference was: the base, or the base with earlier adapters merged."""
+    return {
+        "round": len(lineage) + 1,
+        "reference": ("base model, adapter off" if not lineage else
+                      "merged policy (base + " + " + ".join(str(s["run"]) for s in lineage) + "), adapter off"),
+        "merged_adapters": [{"run": s["run"], "method": s.get("method"), "path": s.get("path"),
+                             "adapter_sha256": _sha256(Path(str(s["adapter"])))} for s in lineage],
+    }
+
+
+def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool = False, report_to: str | list[str] = "none",
+              overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
+    """Run one DPO round end to end and return the published ``RunFolder``.
+
+    Keyword arguments are knobs (``steps=20, constructed_negatives=True, from_run="runs/x"``)
+    on top of *knobs*. Raises :class:`UsageError` before any training when the policy
+    yields fewer than :data:`MIN_PAIRS` pairs.
+    """
+    import torch
+
+    from .monitor import HackMonitor
+    from .pairs import write_pairs
+    from .pipeline import config_record, gate_runs, holdout_rows, prepare, write_base_runs
+    from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunWriter
+
+    knobs = knobs_from(knobs, overrides)
+    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+        prep = prepare(knobs)
+        knobs = prep.knobs
+        model, tok, sets = prep.model, prep.tokenizer, prep.prompts
+        with torch.no_grad():
+            pair_set = sample_pairs(model, tok, sets.train, knobs, progress=progress)
+        write_pairs(run.path / PAIRS, pair_set.pairs)
+        check_enough_pairs(pair_set, knobs)
+        before = write_base_runs(run, prep, progress=progress)
+        monitor = HackMonitor(sets.holdout, tok, every=knobs.monitor_every, stop_on=knobs.stop_on,
+                              kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
+                              top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length,
+                              sample_fn=monitor_sample_fn)
+        recorder = DPOMetrics()
+        with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
+            trainer = build_dpo_trainer(model, tok, pair_set.pairs, knobs, output_dir=scratch,
+                                        callbacks=[monitor, recorder], progress=progress, report_to=report_to)
+            started = time.perf_counter()
+            trainer.train()
+            train_s = time.perf_counter() - started
+            policy = trainer.model
+            policy.save_pretrained(str(run.adapter_dir))
+        with torch.no_grad():
+            after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
+                                 eval_run="after", progress=progress)
+        run.rows(AFTER, after)
+        gate = gate_runs(before, after)
+        run.jsonl(METRICS, recorder.rows)
+        run.json(MONITOR, monitor.summary())
+        run.json(GATE, gate.to_dict())
+        steps_done = trainer.state.global_step
+        run.json(CONFIG, config_record(prep, extra={
+            "pairs": pair_set.stats,
+            "dpo": _lineage_record(prep.lineage),
+            "training": {
+                "steps_done": steps_done, "train_seconds": round(train_s, 3),
+                "seconds_per_step": round(train_s / max(steps_done, 1), 4),
+                "pairs_per_step": knobs.pairs_per_device * knobs.gradient_accumulation,
+                "gradient_accumulation_steps": knobs.gradient_accumulation,
+                "epochs": round(steps_done * knobs.pairs_per_step / max(len(pair_set.pairs), 1), 3),
+                "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+                "trl_loss_type": list(knobs.loss_type),
+            },
+        }))
+        return run.publish()

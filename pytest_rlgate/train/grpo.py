@@ -1,0 +1,197 @@
+"""GRPO with TRL's ``GRPOTrainer`` and a PEFT LoRA adapter, into a run folder.
+
+``grpo_config`` maps every knob onto ``GRPOConfig`` (CPU: ``use_cpu``, no bf16, no
+activation checkpointing - gotchas G2-G4; a GPU keeps TRL's own defaults);
+``build_trainer`` is the trainer a benchmark can time against bare TRL; ``train_grpo`` is
+the whole run: prompts, base runs, training with ``HackMonitor``, the after run, the gate,
+and ``runs/<name>/`` published atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import UsageError
+from .config import GRPOKnobs
+from .reward import refund_reward
+
+__all__ = ["MetricsRecorder", "build_trainer", "grpo_config", "grpo_dataset", "train_grpo"]
+
+#: TRL log keys kept per step in metrics.jsonl, under the names DESIGN section 7 uses.
+METRIC_KEYS: dict[str, str] = {
+    "reward": "reward", "reward_std": "reward_std", "kl": "kl", "loss": "loss",
+    "completion_length": "completions/mean_length", "clipped_ratio": "completions/clipped_ratio",
+    "clip_ratio_low": "clip_ratio/low_mean", "clip_ratio_high": "clip_ratio/high_mean",
+    "clip_ratio_region": "clip_ratio/region_mean", "entropy": "entropy", "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate", "frac_reward_zero_std": "frac_reward_zero_std", "step_time": "step_time",
+}
+
+
+def _on_cpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def grpo_config(knobs: GRPOKnobs, output_dir: str, *, progress: bool = False, report_to: str | list[str] = "none",
+                cpu: bool | None = None) -> Any:
+    """``GRPOConfig`` for resolved *knobs*; TRL's ``report_to`` passes through."""
+    from trl import GRPOConfig
+
+    device: dict[str, Any] = {}
+    if _on_cpu() if cpu is None else cpu:
+        device = {"use_cpu": True, "bf16": False, "activation_checkpointing": False,
+                  "dataloader_pin_memory": False}
+    return GRPOConfig(
+        output_dir=output_dir,
+        max_steps=knobs.steps,
+        num_generations=knobs.num_generations,
+        per_device_train_batch_size=knobs.batch_size,
+        gradient_accumulation_steps=1,
+        learning_rate=knobs.learning_rate,
+        beta=knobs.beta,
+        loss_type=knobs.loss_type,
+        epsilon_high=knobs.epsilon_high or None,
+        scale_rewards="none" if knobs.no_scale_rewards else "group",
+        mask_truncated_completions=knobs.mask_truncated,
+        max_completion_length=knobs.max_completion_length,
+        temperature=knobs.temperature,
+        top_p=knobs.top_p,
+        seed=knobs.sample_seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=report_to,
+        disable_tqdm=not progress,
+        **device,
+    )
+
+
+def chat(item: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The conversation a policy sees for a prompt item: the environment's, as the sampler renders it."""
+    from ..envs.refund import messages_for
+
+    return messages_for(item["prompt"])
+
+
+def grpo_dataset(items: Sequence[Mapping[str, Any]]) -> Any:
+    """A ``datasets.Dataset`` of conversational prompts with the case as columns for the reward."""
+    from datasets import Dataset
+
+    return Dataset.from_list([
+        {"prompt": chat(item), "case": dict(item["case"]), "category": item["category"],
+         "scenario_id": str(item.get("scenario_id", ""))}
+        for item in items
+    ])
+
+
+class MetricsRecorder:
+    """Keeps one metrics row per logged training step (TRL's logs, renamed)."""
+
+    def __new__(cls) -> Any:  # a TrainerCallback subclass built lazily: transformers is heavy
+        from transformers import TrainerCallback
+
+        class _Recorder(TrainerCallback):
+            def __init__(self) -> None:
+                self.rows: list[dict[str, Any]] = []
+
+            def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
+                       **kw: Any) -> None:
+                if not logs or "reward" not in logs:
+                    return
+                row = {"step": state.global_step}
+                row.update({name: float(logs[key]) for name, key in METRIC_KEYS.items()
+                            if isinstance(logs.get(key), (int, float))})
+                self.rows.append(row)
+
+        return _Recorder()
+
+
+def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str, Any]], knobs: GRPOKnobs, *,
+                  output_dir: str, callbacks: Sequence[Any] = (), reward: Any = refund_reward,
+                  progress: bool = False, report_to: str | list[str] = "none") -> Any:
+    """A ``GRPOTrainer`` with the LoRA adapter for resolved *knobs* (the trainer's model wraps *model*)."""
+    from trl import GRPOTrainer
+
+    from .adapters import check_targets, lora_config
+
+    check_targets(model, knobs.lora_targets)
+    if len(train_items) < 1:
+        raise UsageError("--holdout/--size: the train split is empty; use a larger prompt set or a smaller holdout")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=grpo_config(knobs, output_dir, progress=progress, report_to=report_to),
+        train_dataset=grpo_dataset(train_items),
+        processing_class=tokenizer,
+        peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
+        callbacks=list(callbacks),
+    )
+    if not progress:  # without a progress bar, transformers prints every log dict instead
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def knobs_from(knobs: GRPOKnobs | None, overrides: Mapping[str, Any]) -> GRPOKnobs:
+    """Apply keyword overrides to *knobs* (or the defaults) and resolve them."""
+    base = knobs or GRPOKnobs()
+    names = {f.name for f in dataclasses.fields(GRPOKnobs) if f.init}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise UsageError(f"unknown GRPO knob(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return dataclasses.replace(base, **overrides).resolve()
+
+
+def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report_to: str | list[str] = "none",
+               overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
+    """Run GRPO end to end and return the published ``RunFolder``.
+
+    Keyword arguments are knobs (``steps=10, balance=0.25, ...``) on top of *knobs*.
+    """
+    import torch
+
+    from .monitor import HackMonitor
+    from .pipeline import config_record, gate_runs, holdout_rows, prepare, write_base_runs
+    from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunWriter
+
+    knobs = knobs_from(knobs, overrides)
+    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+        prep = prepare(knobs)
+        knobs = prep.knobs
+        model, tok, sets = prep.model, prep.tokenizer, prep.prompts
+        before = write_base_runs(run, prep, progress=progress)
+        monitor = HackMonitor(sets.holdout, tok, every=knobs.monitor_every, stop_on=knobs.stop_on,
+                              kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
+                              top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length,
+                              sample_fn=monitor_sample_fn)
+        recorder = MetricsRecorder()
+        with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
+            trainer = build_trainer(model, tok, sets.train, knobs, output_dir=scratch,
+                                    callbacks=[monitor, recorder], reward=monitor.wrap(refund_reward),
+                                    progress=progress, report_to=report_to)
+            started = time.perf_counter()
+            trainer.train()
+            train_s = time.perf_counter() - started
+            policy = trainer.model
+            policy.save_pretrained(str(run.adapter_dir))
+        with torch.no_grad():
+            after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
+                                 eval_run="after", progress=progress)
+        run.rows(AFTER, after)
+        gate = gate_runs(before, after)
+        run.jsonl(METRICS, recorder.rows)
+        run.json(MONITOR, monitor.summary())
+        run.json(GATE, gate.to_dict())
+        steps_done = trainer.state.global_step
+        run.json(CONFIG, config_record(prep, extra={"training": {
+            "steps_done": steps_done, "train_seconds": round(train_s, 3),
+            "seconds_per_step": round(train_s / max(steps_done, 1), 4),
+            "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+            "trl_loss_type": knobs.loss_type, "scale_rewards": "none" if knobs.no_scale_rewards else "group",
+        }}))
+        return run.publish()

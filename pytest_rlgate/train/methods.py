@@ -1,0 +1,52 @@
+"""The training methods by name: ``grpo`` today, ``dpo`` added by one line.
+
+The CLI (``rlgate train <method>``), the fixtures (``@pytest.mark.rlgate(method=...)``) and
+the cache key look methods up here, so a new method needs a knobs class (a ``RunKnobs``
+subclass) and a ``train_<method>(knobs, **overrides) -> RunFolder`` function, nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from ..errors import UsageError
+
+__all__ = ["METHODS", "knobs_class", "trainer"]
+
+#: method -> (module, knobs class, train function)
+METHODS: dict[str, tuple[str, str, str]] = {
+    "grpo": ("pytest_rlgate.train.config", "GRPOKnobs", "pytest_rlgate.train.grpo:train_grpo"),
+    "dpo": ("pytest_rlgate.train.dpo", "DPOKnobs", "pytest_rlgate.train.dpo:train_dpo"),
+}
+
+
+def _check(method: str) -> tuple[str, str, str]:
+    if method not in METHODS:
+        raise UsageError(f"method={method!r}: unknown training method; use one of {', '.join(METHODS)}")
+    return METHODS[method]
+
+
+def knobs_class(method: str) -> type:
+    """The knobs dataclass of *method* (a ``RunKnobs`` subclass)."""
+    module, name, _ = _check(method)
+    return getattr(importlib.import_module(module), name)
+
+
+def trainer(method: str) -> Callable[..., Any]:
+    """``train_<method>(knobs=None, **overrides) -> RunFolder``."""
+    module, _, target = _check(method)
+    mod, func = target.split(":")
+    return getattr(importlib.import_module(mod), func)
+
+
+def make_knobs(method: str, **values: Any) -> Any:
+    """Knobs of *method* from keyword values, resolved and validated (unknown names rejected)."""
+    import dataclasses
+
+    cls = knobs_class(method)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise UsageError(f"unknown {method} knob(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return cls(**values).resolve()

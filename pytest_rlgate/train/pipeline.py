@@ -1,0 +1,172 @@
+"""The steps every training method shares, around its own trainer.
+
+prompts -> split -> balance; base policy (merged with ``--from-run`` adapters) -> base
+holdout runs at seeds 17, 18, 19 -> [the method trains] -> the after run at seed 17 ->
+the gate by category guarding ``well_formed`` with the base runs' noise floor ->
+``config.json`` with every knob, versions, fingerprints, seeds and lineage. GRPO uses it
+today; DPO plugs its trainer into the same calls, so both leave the same run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .config import RunKnobs
+
+__all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
+           "prepare", "versions", "write_base_runs"]
+
+#: Packages whose versions decide a run's numbers (recorded in config.json and cache keys).
+VERSIONED = ("pytest-rlgate", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
+#: The holdout prompts a run sampled, so `rlgate eval` re-samples exactly them.
+HOLDOUT_PROMPTS = "holdout_prompts.jsonl"
+#: The marker the gate guards: a run must not break the tool-call wire format.
+GUARDS = ("well_formed",)
+
+
+@dataclass
+class PromptSets:
+    """The prompt set and its split, with the fingerprints that identify them."""
+
+    train: list[dict[str, Any]]
+    holdout: list[dict[str, Any]]
+    fingerprint: str
+    source: str
+
+    def record(self) -> dict[str, Any]:
+        from ..prompts import count_by_category, fingerprint
+
+        return {
+            "source": self.source, "fingerprint": self.fingerprint,
+            "train_fingerprint": fingerprint(self.train), "holdout_fingerprint": fingerprint(self.holdout),
+            "train": count_by_category(self.train), "holdout": count_by_category(self.holdout),
+        }
+
+
+@dataclass
+class Prepared:
+    """What a method needs to train: the policy, the prompts, and where they came from."""
+
+    knobs: RunKnobs
+    model: Any
+    tokenizer: Any
+    prompts: PromptSets
+    lineage: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the packages that decide a run's numbers."""
+    out = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def load_prompts(knobs: RunKnobs) -> PromptSets:
+    """The seeded template set (or ``--prompts-file``), split by category, train balanced."""
+    from ..prompts import balance, build_prompts, fingerprint, read_prompts, stratified_split
+
+    if knobs.prompts_file:
+        if not Path(knobs.prompts_file).is_file():
+            raise UsageError(f"--prompts-file {knobs.prompts_file!r}: no such file; write one with `rlgate prompts`")
+        items, source = read_prompts(knobs.prompts_file), str(knobs.prompts_file)
+    else:
+        items, source = build_prompts(seed=knobs.seed, size=knobs.size), f"template:seed={knobs.seed}:{knobs.size}"
+    split = stratified_split(items, fraction=knobs.holdout)
+    train = balance(split.train, knobs.balance) if knobs.balance > 0 else list(split.train)
+    return PromptSets(train=train, holdout=list(split.holdout), fingerprint=fingerprint(items), source=source)
+
+
+def prepare(knobs: RunKnobs) -> Prepared:
+    """Resolve the base (merging ``--from-run`` lineage), load it, build the prompt sets."""
+    from .adapters import load_base, merge_adapter, run_lineage
+
+    lineage: list[dict[str, Any]] = []
+    base = knobs.base_model
+    if knobs.from_run:
+        base, lineage = run_lineage(knobs.from_run)
+        if knobs.base_model not in (base, knobs.__class__().base_model):
+            raise UsageError(f"--base-model {knobs.base_model!r}: --from-run {knobs.from_run!r} was trained on "
+                             f"{base!r}; drop --base-model or pass that one")
+        knobs = dataclasses.replace(knobs, base_model=base)
+    model, tokenizer = load_base(base)
+    for step in lineage:
+        model = merge_adapter(model, step["adapter"], flag="--from-run")
+    return Prepared(knobs=knobs, model=model, tokenizer=tokenizer, prompts=load_prompts(knobs), lineage=lineage)
+
+
+def holdout_rows(
+    model: Any, tokenizer: Any, holdout: Sequence[Mapping[str, Any]], knobs: RunKnobs, *, seed: int, policy: str,
+    eval_run: str, progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them into rows."""
+    from ..sampling import sample_rows
+
+    return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
+                       temperature=knobs.temperature, top_p=knobs.top_p,
+                       max_new_tokens=knobs.max_completion_length, progress=progress)
+
+
+def base_seeds(knobs: RunKnobs) -> list[int]:
+    """17, 18, 19 for the defaults: one seed per base run."""
+    return [knobs.sample_seed + i for i in range(knobs.base_runs)]
+
+
+def write_base_runs(run: Any, prep: Prepared, *, progress: bool = False) -> list[list[dict[str, Any]]]:
+    """Sample the base policy's holdout at every base seed into the run folder (and the holdout prompts)."""
+    from ..prompts import write_prompts
+    from .run import before_name
+
+    write_prompts(run.path / HOLDOUT_PROMPTS, prep.prompts.holdout)
+    label = "base" if not prep.lineage else f"{prep.lineage[-1]['run']}(merged)"
+    before = []
+    for i, seed in enumerate(base_seeds(prep.knobs)):
+        before.append(holdout_rows(prep.model, prep.tokenizer, prep.prompts.holdout, prep.knobs, seed=seed,
+                                   policy=label, eval_run=f"before-{i}", progress=progress))
+        run.rows(before_name(i, seed), before[-1])
+    return before
+
+
+def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequence[Mapping[str, Any]]) -> Any:
+    """The gate by category guarding ``well_formed``.
+
+    Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
+    estimates the run-to-run noise floor from them and pairs each scenario's mean.
+    """
+    from ..gate import compare
+
+    return compare([row for rows in before_runs for row in rows], list(after), by="category", guards=GUARDS)
+
+
+def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``config.json``: every knob, which were auto-chosen, versions, prompts, seeds, lineage."""
+    import torch
+
+    knobs = prep.knobs
+    return {
+        "method": knobs.method,
+        "knobs": knobs.to_dict(),
+        "auto_defaults": list(knobs.auto),
+        "base_model": knobs.base_model,
+        "lineage": prep.lineage,
+        "prompts": prep.prompts.record(),
+        "seeds": {"prompts": knobs.seed, "trainer": knobs.sample_seed, "base_runs": base_seeds(knobs),
+                  "after": knobs.sample_seed},
+        "versions": versions(),
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(prep.started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **(extra or {}),
+    }

@@ -1,0 +1,200 @@
+"""The run folder ``runs/<name>/``: what a training run leaves behind, for any method.
+
+A run is written into a hidden sibling ``runs/.<name>.partial-<pid>/`` and renamed to
+``runs/<name>/`` only after every file is in place and the ``COMPLETE`` marker is written
+last, so an interrupted run never looks finished: ``RunFolder.open`` refuses a folder
+without the marker. The layout is the same for GRPO and DPO, so ``rlgate gate``,
+``rlgate eval`` and the fixtures read both alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError, UsageError
+
+__all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "write_json", "write_jsonl"]
+
+#: Written last; a folder without it is an interrupted (or still running) run.
+COMPLETE = "COMPLETE"
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+MONITOR = "monitor.json"
+GATE = "gate.json"
+ADAPTER = "adapter"
+AFTER = "holdout_after.jsonl"
+#: Files a finished run always has (``pairs.jsonl`` etc. are method extras).
+REQUIRED = (CONFIG, METRICS, GATE, AFTER, ADAPTER)
+
+
+def before_name(index: int, seed: int) -> str:
+    """``holdout_before.jsonl`` for the first base run, ``holdout_before_seed<S>.jsonl`` after."""
+    return "holdout_before.jsonl" if index == 0 else f"holdout_before_seed{seed}.jsonl"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write *obj* as indented, key-sorted JSON, atomically."""
+    _atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write one JSON object per line, atomically."""
+    _atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+
+
+class RunWriter:
+    """Builds a run in a partial folder; ``publish()`` makes it ``runs/<name>/`` in one rename.
+
+    Use as a context manager: leaving the block with an exception removes the partial
+    folder, so nothing half-written is ever found under the run's name.
+    """
+
+    def __init__(self, runs_dir: str | os.PathLike[str], name: str, *, overwrite: bool = False) -> None:
+        self.final = Path(runs_dir) / name
+        if self.final.exists() and not overwrite:
+            raise UsageError(
+                f"--run-name {name!r}: {self.final} already exists; pick another --run-name or delete the folder"
+            )
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=self.final.parent))
+        self.overwrite = overwrite
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.discard()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def json(self, name: str, obj: Any) -> Path:
+        write_json(self.path / name, obj)
+        return self.path / name
+
+    def jsonl(self, name: str, rows: Iterable[Mapping[str, Any]]) -> Path:
+        write_jsonl(self.path / name, rows)
+        return self.path / name
+
+    def rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> Path:
+        """Graded rows through the row schema's own writer (validated)."""
+        from ..rows import write_rows
+
+        write_rows(self.path / name, rows)
+        return self.path / name
+
+    @property
+    def adapter_dir(self) -> Path:
+        return self.path / ADAPTER
+
+    def publish(self) -> RunFolder:
+        """Check the required files, write ``COMPLETE`` last, rename into place."""
+        missing = [n for n in REQUIRED if not (self.path / n).exists()]
+        if missing:
+            raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
+        (self.path / COMPLETE).write_text("complete\n", encoding="utf-8")
+        if self.overwrite and self.final.exists():
+            trash = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.old-", dir=self.final.parent))
+            os.replace(self.final, trash / "run")
+            shutil.rmtree(trash, ignore_errors=True)
+        os.replace(self.path, self.final)
+        return RunFolder.open(self.final)
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A finished run folder, opened for reading."""
+
+    path: Path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> RunFolder:
+        """Open a finished run; a missing, unfinished or corrupt folder is a ``DataError``."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise DataError("no such run folder; pass a runs/<name>/ folder written by `rlgate train`",
+                            path=folder)
+        if not (folder / COMPLETE).is_file():
+            raise DataError("the run did not finish (no COMPLETE marker); re-run `rlgate train` for it",
+                            path=folder)
+        missing = [n for n in REQUIRED if not (folder / n).exists()]
+        if missing:
+            raise DataError(f"run folder is missing {', '.join(missing)}; re-run `rlgate train` for it",
+                            path=folder)
+        run = cls(folder)
+        run.config  # noqa: B018 - validates config.json now
+        return run
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return _read_json(self.path / CONFIG)
+
+    @property
+    def gate(self) -> dict[str, Any]:
+        return _read_json(self.path / GATE)
+
+    @property
+    def monitor(self) -> dict[str, Any] | None:
+        return _read_json(self.path / MONITOR) if (self.path / MONITOR).exists() else None
+
+    @property
+    def adapter(self) -> Path:
+        return self.path / ADAPTER
+
+    @property
+    def before_files(self) -> list[Path]:
+        """The base-run holdout files, first (seed 17) first."""
+        first = self.path / before_name(0, 0)
+        rest = sorted(self.path.glob("holdout_before_seed*.jsonl"),
+                      key=lambda p: int(p.stem.rsplit("seed", 1)[1]))
+        return [first, *rest]
+
+    @property
+    def after_file(self) -> Path:
+        return self.path / AFTER
+
+    def metrics(self) -> list[dict[str, Any]]:
+        path = self.path / METRICS
+        out = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as exc:
+                    raise DataError(f"not JSON ({exc}); re-run the training", path=path, line=n) from None
+        return out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError("missing; re-run `rlgate train` for this run", path=path) from None
+    except ValueError as exc:
+        raise DataError(f"corrupt JSON ({exc}); re-run `rlgate train` for this run", path=path) from None
+    if not isinstance(value, dict):
+        raise DataError("expected a JSON object; re-run `rlgate train` for this run", path=path)
+    return value

@@ -1,0 +1,130 @@
+"""The training fixtures through pytest itself: train once per configuration, then a cache hit;
+a handed-in adapter gated with --rlgate-adapter; bad options as one-line usage errors."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from _tiny_model import build_tiny  # noqa: E402
+
+# pytester's in-process runs drop modules first imported inside them; datasets cannot be
+# imported twice (pyarrow extension types), so the training stack is imported out here.
+import datasets  # noqa: E402,F401
+import peft  # noqa: E402,F401
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402,F401
+
+torch.set_num_threads(1)
+
+KNOBS = 'size="small", steps=2, max_completion_length=16, monitor_every=0, base_runs=2'
+
+SUITE = f'''
+import json, os, pytest
+from pytest_rlgate.gate import compare
+
+@pytest.mark.rlgate(method="grpo", base_model=os.environ["TINY_BASE"], {KNOBS})
+def test_gate(rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
+    assert (rlgate_adapter.adapter / "adapter_model.safetensors").is_file()
+    assert {{r["sample_seed"] for r in rlgate_before_rows}} == {{17, 18}}
+    assert {{r["sample_seed"] for r in rlgate_after_rows}} == {{17}}
+    result = compare(rlgate_before_rows, rlgate_after_rows, by="category", guards=("well_formed",))
+    print("REPORT", json.dumps({{"hit": rlgate_adapter.from_cache, "handed_in": rlgate_adapter.handed_in,
+                               "adapter": str(rlgate_adapter.adapter), "rows": len(rlgate_after_rows),
+                               "passed": result.passed}}))
+
+@pytest.mark.rlgate(method="grpo", base_model=os.environ["TINY_BASE"], {KNOBS})
+def test_same_configuration_same_adapter(rlgate_adapter, rlgate_adapter_factory):
+    again = rlgate_adapter_factory("grpo", base_model=os.environ["TINY_BASE"], {KNOBS})
+    assert again is rlgate_adapter
+'''
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-fixtures")
+    build_tiny(folder, seed=0)
+    return str(folder)
+
+
+@pytest.fixture
+def env(pytester, monkeypatch, tiny_base, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("RLGATE_CACHE_DIR", str(cache))
+    monkeypatch.setenv("TINY_BASE", tiny_base)
+    pytester.makepyfile(test_gated=SUITE)
+    return cache
+
+
+def _report(result) -> dict:
+    import json
+
+    lines = [line.split("REPORT ", 1)[1] for line in result.outlines if "REPORT " in line]
+    assert lines, result.stdout.str()
+    return json.loads(lines[0].rstrip("."))
+
+
+def test_the_adapter_is_trained_once_then_served_from_the_cache(pytester, env):
+    first = pytester.runpytest_inprocess("-s", "-p", "no:cacheprovider")
+    first.assert_outcomes(passed=2)
+    one = _report(first)
+    assert one["hit"] is False and one["handed_in"] is False and one["rows"] > 0
+    assert str(env) in one["adapter"]
+
+    second = pytester.runpytest_inprocess("-s", "-p", "no:cacheprovider")
+    second.assert_outcomes(passed=2)
+    two = _report(second)
+    assert two["hit"] is True and two["adapter"] == one["adapter"]
+    assert len(list((env / "runs-grpo").iterdir())) == 2  # one run folder and its lock file
+
+
+def test_a_changed_knob_is_a_different_cache_entry(pytester, env):
+    from pytest_rlgate.train.cached import run_key
+    from pytest_rlgate.train.methods import make_knobs
+
+    base = __import__("os").environ["TINY_BASE"]
+    a = run_key(make_knobs("grpo", base_model=base, size="small", steps=2))
+    assert a == run_key(make_knobs("grpo", base_model=base, size="small", steps=2, run_name="elsewhere"))
+    assert a != run_key(make_knobs("grpo", base_model=base, size="small", steps=3))
+    assert a != run_key(make_knobs("grpo", base_model=base, size="small", steps=2, balance=0.25))
+
+
+def test_a_handed_in_adapter_is_gated_with_rows_sampled_once(pytester, env, tiny_base):
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+    adapter = next((env / "runs-grpo").glob("*/run/adapter"))
+    args = ["-s", "-p", "no:cacheprovider", f"--rlgate-adapter={adapter}", f"--rlgate-base-model={tiny_base}"]
+    first = pytester.runpytest_inprocess(*args)
+    first.assert_outcomes(passed=2)
+    report = _report(first)
+    assert report["handed_in"] is True and report["adapter"] == str(adapter)
+    rows_entries = sorted(p.name for p in (env / "rows").iterdir() if not p.name.endswith(".lock"))
+    assert len(rows_entries) == 2  # before and after, each sampled once
+    pytester.runpytest_inprocess(*args).assert_outcomes(passed=2)
+    assert sorted(p.name for p in (env / "rows").iterdir() if not p.name.endswith(".lock")) == rows_entries
+
+
+def test_a_missing_adapter_folder_is_a_usage_error(pytester, env, tmp_path):
+    result = pytester.runpytest_inprocess(f"--rlgate-adapter={tmp_path / 'nowhere'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--rlgate-adapter*nowhere*no such folder*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_bad_marker_knob_fails_the_test_with_one_line(pytester, env):
+    pytester.makepyfile(test_bad='''
+import pytest
+
+@pytest.mark.rlgate(method="grpo", loss_type="nonsense")
+def test_x(rlgate_adapter):
+    pass
+''')
+    result = pytester.runpytest_inprocess("test_bad.py", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*rlgate: --loss-type 'nonsense': the installed TRL accepts*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_the_marker_is_registered(pytester):
+    result = pytester.runpytest_inprocess("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.rlgate(method='grpo', **knobs):*"])

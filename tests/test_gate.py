@@ -1,0 +1,326 @@
+"""pytest_rlgate.gate: verdicts, the rule, the seed's published tables, and bad pairings."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rlgate import (
+    Comparison,
+    DataError,
+    GateResult,
+    RegressionError,
+    RlgateWarning,
+    UsageError,
+    assert_no_regression,
+    compare,
+    write_rows,
+)
+
+K = 4
+
+
+def table_rows(category: str, fails: Sequence[int], *, k: int = K, prefix: str = "", eval_run: Any = None,
+               tool_calls: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Rows for one category: prompt i fails ``fails[i]`` of its k rollouts.
+
+    ``tool_call`` marks the failing replies (in no_id a tool call is the failure); the
+    ``well_formed`` marker is 1 everywhere, as in the seed's tables.
+    """
+    rows = []
+    for i, failed in enumerate(fails):
+        for j in range(k):
+            row = {
+                "prompt": f"{prefix}{category} prompt {i}",
+                "scenario_id": f"{category}-{i}",
+                "category": category,
+                "rollout_index": j,
+                "reply": "..." if j >= failed else '<tool_call>{"name": "lookup_order"}</tool_call>',
+                "score": 1.0 if j >= failed else 0.0,
+                "reward": int(j >= failed),
+                "markers": {"well_formed": 1.0, "tool_call": float(j < (failed if tool_calls is None else tool_calls[i]))},
+            }
+            if eval_run is not None:
+                row["eval_run"] = eval_run
+            rows.append(row)
+    return rows
+
+
+def spread(n: int, total: int, k: int = K) -> list[int]:
+    """``total`` failures spread over n prompts as evenly as possible."""
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def seed_tables(no_id_after: list[int]) -> tuple[list[dict], list[dict]]:
+    """The seed's stratified holdout (130/15/18 prompts, k = 4).
+
+    Before: with_id 0.11, no_id 0.95, off_topic 0.99. After: with_id 0.80, off_topic 0.96,
+    and no_id as given.
+    """
+    before = (table_rows("with_id", spread(130, 463)) + table_rows("no_id", [1, 1, 1] + [0] * 12)
+              + table_rows("off_topic", [1] + [0] * 17))
+    after = (table_rows("with_id", spread(130, 104)) + table_rows("no_id", no_id_after)
+             + table_rows("off_topic", [1, 1, 1] + [0] * 15))
+    return before, after
+
+
+#: unbalanced GRPO: no_id 0.95 -> 0.75, the policy now calls a tool on a quarter of the
+#: no_id replies, across the prompts (seed: tool-call rate 0.00 -> 0.23)
+NO_ID_COLLAPSE = [1] * 15
+#: --balance 0.25: no_id 0.95 -> 0.88; a few prompts that read like orders draw tool calls
+NO_ID_BALANCED = [1, 0, 0, 2, 1, 1, 1, 1] + [0] * 7
+
+
+def _cmp(result: GateResult, metric: str, group: str) -> Comparison:
+    return next(c for c in result.comparisons if c.metric == metric and c.group == group)
+
+
+def test_seed_no_id_collapse_regresses_and_fails() -> None:
+    before, after = seed_tables(NO_ID_COLLAPSE)
+    with pytest.warns(RlgateWarning, match="'well_formed' is constant"):
+        result = compare(before, after)
+    no_id = _cmp(result, "pass@1", "no_id")
+    assert (no_id.before, no_id.after) == pytest.approx((0.95, 0.75))
+    assert no_id.verdict == "regressed" and no_id.high < 0
+    assert (no_id.n_units, no_id.k) == (15, 4)
+    assert _cmp(result, "pass@1", "with_id").verdict == "moved"
+    assert _cmp(result, "pass@1", "overall").verdict == "moved"
+    assert _cmp(result, "pass@1", "off_topic").verdict in ("flat", "inconclusive")
+    assert not result.passed
+    assert len(result.failures) == 1 and result.failures[0].startswith("pass@1 regressed in no_id: 0.950 -> 0.750")
+    with pytest.warns(RlgateWarning), pytest.raises(RegressionError) as info:
+        assert_no_regression(before, after)
+    assert isinstance(info.value, AssertionError)
+    assert info.value.result is not None and not info.value.result.passed
+
+
+def test_seed_balanced_no_id_does_not_fail() -> None:
+    before, after = seed_tables(NO_ID_BALANCED)
+    with pytest.warns(RlgateWarning):
+        result = assert_no_regression(before, after)
+    no_id = _cmp(result, "pass@1", "no_id")
+    assert no_id.after == pytest.approx(0.883, abs=0.001)
+    assert no_id.verdict == "inconclusive"  # 15 units cannot tell a 0.07 drop: it says so
+    assert no_id.mde is not None and no_id.mde > abs(no_id.delta)
+    assert result.passed and result.failures == ()
+
+
+def test_failure_message_reads_like_a_small_table() -> None:
+    before, after = seed_tables(NO_ID_COLLAPSE)
+    with pytest.warns(RlgateWarning), pytest.raises(RegressionError) as info:
+        assert_no_regression(before, after, seed=7, n_resamples=2000)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "1 of 8 comparisons regressed: pass@1 in no_id"
+    assert lines[1].startswith("expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed 7")
+    table = [line for line in lines if line.startswith("pass@1")]
+    assert len(table) == 1 and "no_id" in table[0] and "REGRESSED" in table[0] and "15×4" in table[0]
+    assert "0.950" in table[0] and "0.750" in table[0] and "-0.200" in table[0]
+    assert any(line.startswith("rule: fail if pass@1, marker:well_formed regressed") for line in lines)
+    assert lines[-1].startswith("Remedy:")
+    header = next(line for line in lines if line.startswith("metric"))
+    assert header.index("before") < header.index("after") < header.index("delta") < header.index("95% CI")
+
+
+def test_to_dict_has_the_documented_shape() -> None:
+    before, after = seed_tables(NO_ID_COLLAPSE)
+    with pytest.warns(RlgateWarning):
+        data = compare(before, after).to_dict()
+    json.dumps(data, allow_nan=False)
+    assert {"passed", "rule", "comparisons", "failures"} <= set(data)
+    assert data["passed"] is False and isinstance(data["rule"], str)
+    first = data["comparisons"][0]
+    assert {"metric", "group", "n_units", "before", "after", "delta", "low", "high", "verdict"} <= set(first)
+    assert first["metric"] == "pass@1" and first["group"] == "overall"
+    metrics = {c["metric"] for c in data["comparisons"]}
+    assert metrics == {"pass@1", "marker:well_formed"}
+    assert {c["group"] for c in data["comparisons"]} == {"overall", "no_id", "off_topic", "with_id"}
+
+
+def test_a_guard_that_regresses_fails_the_gate() -> None:
+    before = table_rows("no_id", [0] * 20)
+    after = table_rows("no_id", [0] * 20)
+    for row in after:
+        row["markers"]["well_formed"] = 0.0 if row["rollout_index"] < 2 else 1.0
+    result = compare(before, after, guards=("well_formed",))
+    guard = _cmp(result, "marker:well_formed", "no_id")
+    assert guard.verdict == "regressed"
+    assert any(f.startswith("marker:well_formed regressed in no_id") for f in result.failures)
+
+
+def test_guard_missing_from_rows_is_a_data_error() -> None:
+    before = table_rows("no_id", [0] * 5)
+    del before[3]["markers"]["well_formed"]
+    with pytest.raises(DataError, match=r"<before rows>:4: marker 'well_formed' is missing but guarded"):
+        compare(before, table_rows("no_id", [0] * 5))
+
+
+def test_category_on_one_side_only_fails() -> None:
+    before = table_rows("no_id", [0] * 5) + table_rows("off_topic", [0] * 5)
+    after = table_rows("no_id", [0] * 5)
+    with pytest.warns(RlgateWarning):
+        result = compare(before, after)
+    assert not result.passed
+    assert result.failures == ("category 'off_topic' has 5 unit(s) in <before rows> but none in <after rows>",)
+
+
+def test_declared_categories_must_appear() -> None:
+    rows = table_rows("no_id", [0, 1, 0, 1])
+    with pytest.warns(RlgateWarning):
+        result = compare(rows, rows, categories=("no_id", "with_id"))
+    assert result.failures == ("declared category 'with_id' is missing from both sides",)
+
+
+def test_rows_that_do_not_pair_name_the_first_missing_units() -> None:
+    before = table_rows("no_id", [0] * 12)
+    after = table_rows("no_id", [0] * 4)
+    with pytest.raises(DataError, match=r"8 unit\(s\) of <before rows> missing from <after rows>: "
+                                        r"'no_id-10' \(no_id\), 'no_id-11' \(no_id\), 'no_id-4' \(no_id\), "
+                                        r"'no_id-5' \(no_id\), 'no_id-6' \(no_id\) and 3 more"):
+        compare(before, after)
+
+
+def test_unit_is_the_scenario_not_the_prompt() -> None:
+    # three paraphrases per scenario: 6 scenarios, 18 prompts
+    def rows(fails: list[int]) -> list[dict]:
+        out = []
+        for s, failed in enumerate(fails):
+            for paraphrase in range(3):
+                for row in table_rows("no_id", [failed], prefix=f"s{s} v{paraphrase} "):
+                    out.append({**row, "scenario_id": f"scn-{s}"})
+        return out
+
+    result = compare(rows([0] * 6), rows([1] * 6), guards=())
+    no_id = _cmp(result, "pass@1", "no_id")
+    assert no_id.n_units == 6 and no_id.k == 4
+    without_scenarios = [{**r, "scenario_id": None} for r in rows([0] * 6)]
+    assert _cmp(compare(without_scenarios, without_scenarios, guards=()), "pass@1", "no_id").n_units == 18
+
+
+def test_fewer_than_three_units_is_insufficient() -> None:
+    result = compare(table_rows("no_id", [0, 0]), table_rows("no_id", [4, 4]), guards=())
+    c = _cmp(result, "pass@1", "no_id")
+    assert c.verdict == "insufficient" and c.low is None and c.high is None
+    assert result.passed
+    assert not compare(table_rows("no_id", [0, 0]), table_rows("no_id", [4, 4]), guards=(),
+                       fail_on_inconclusive=True).passed
+
+
+def test_flat_needs_the_interval_inside_the_margin() -> None:
+    before = table_rows("with_id", spread(200, 300))
+    after = table_rows("with_id", spread(200, 300))
+    result = compare(before, after, guards=())
+    assert _cmp(result, "pass@1", "with_id").verdict == "flat"
+    assert _cmp(compare(before, after, guards=(), margin=0.0), "pass@1", "with_id").verdict == "flat"
+    small = compare(table_rows("no_id", [0, 4, 2, 1, 3]), table_rows("no_id", [4, 0, 1, 3, 2]), guards=())
+    assert _cmp(small, "pass@1", "no_id").verdict == "inconclusive"
+
+
+def test_max_drop_adds_a_non_inferiority_rule() -> None:
+    before, after = seed_tables(NO_ID_BALANCED)
+    with pytest.warns(RlgateWarning):
+        strict = compare(before, after, max_drop=0.05)
+    assert not strict.passed
+    assert any("no_id may have dropped more than max_drop 0.050" in f for f in strict.failures)
+    assert "below -max_drop" in _cmp(strict, "pass@1", "no_id").flags
+    assert "non-inferiority" in strict.rule
+
+
+def test_require_moved_fails_a_flat_headline() -> None:
+    rows = table_rows("no_id", spread(30, 40))
+    assert compare(rows, rows, guards=()).passed
+    result = compare(rows, rows, guards=(), require_moved=True)
+    assert result.failures == ("headline pass@1 overall did not move: flat, delta +0.000 (require_moved)",)
+
+
+def test_holm_is_on_from_four_categories_and_can_be_forced() -> None:
+    cats = ["a", "b", "c"]
+    before = [r for c in cats for r in table_rows(c, spread(15, 6))]
+    after = [r for c in cats for r in table_rows(c, spread(15, 14))]
+    assert compare(before, after, guards=()).holm is False
+    forced = compare(before, after, guards=(), holm=True)
+    assert forced.holm and "Holm-adjusted" in forced.rule
+    assert all(c.p_adjusted is not None for c in forced.comparisons if c.group != "overall")
+    four = compare(before + table_rows("d", [0] * 15), after + table_rows("d", [0] * 15), guards=())
+    assert four.holm is True
+
+
+def test_holm_withdraws_a_marginal_regression() -> None:
+    # four categories: "a" drops 0.10 (p_less 0.014), the others do not move
+    same = [r for c in "bcd" for r in table_rows(c, spread(15, 10))]
+    before = table_rows("a", [0] * 15) + same
+    after = table_rows("a", [2, 1, 1, 1, 1] + [0] * 10) + same
+    a_plain = _cmp(compare(before, after, guards=(), holm=False), "pass@1", "a")
+    a_holm = _cmp(compare(before, after, guards=()), "pass@1", "a")
+    assert a_plain.verdict == "regressed" and a_plain.p_adjusted is None
+    # a is the smallest of four p-values: Holm multiplies it by 4
+    assert a_holm.p_adjusted == pytest.approx(4 * a_holm.p_less) and a_holm.p_adjusted > 0.05
+    assert a_holm.verdict == "inconclusive" and "not significant after Holm" in a_holm.flags
+    # a clear drop survives the adjustment
+    clear = table_rows("a", [1] * 7 + [0] * 8) + same
+    assert _cmp(compare(before, clear, guards=()), "pass@1", "a").verdict == "regressed"
+
+
+def test_noise_floor_from_base_reruns_reads_within_noise() -> None:
+    # three base re-runs whose pass rate wobbles by a few points; after = a fourth run
+    before = (table_rows("with_id", spread(100, 40), eval_run=17) + table_rows("with_id", spread(100, 80), eval_run=18)
+              + table_rows("with_id", spread(100, 60), eval_run=19))
+    after = table_rows("with_id", spread(100, 120), eval_run=1)
+    with_floor = _cmp(compare(before, after, guards=()), "pass@1", "with_id")
+    assert with_floor.noise is not None and with_floor.noise > abs(with_floor.delta)
+    assert with_floor.verdict in ("flat", "inconclusive") and "within noise" in with_floor.flags
+    # the same rows as one run per side: no floor, and the drop counts
+    plain = _cmp(compare([{**r, "eval_run": None, "prompt": f"{r['eval_run']} {r['prompt']}"} for r in before],
+                         after, guards=()), "pass@1", "with_id")
+    assert plain.noise is None and plain.verdict == "regressed"
+
+
+def test_paths_and_rows_give_the_same_result(tmp_path: Path) -> None:
+    before, after = seed_tables(NO_ID_BALANCED)
+    b, a = write_rows(tmp_path / "b.jsonl", before), write_rows(tmp_path / "a.jsonl", after)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RlgateWarning)
+        from_files = compare(b, a, seed=3).to_dict()
+        from_rows = compare(before, after, seed=3).to_dict()
+    for key in ("passed", "comparisons", "failures"):
+        assert from_files[key] == from_rows[key]
+
+
+def test_seed_fixes_the_intervals() -> None:
+    before, after = seed_tables(NO_ID_COLLAPSE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RlgateWarning)
+        one, two = compare(before, after, seed=5), compare(before, after, seed=5)
+        t = compare(before, after, method="t")
+    assert one.comparisons == two.comparisons
+    assert t.n_resamples == 0 and "paired t" in t.rule and "paired t" in t.settings_line()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"by": "policy"}, "by='policy' is not supported"),
+        ({"margin": 1.5}, "margin must be in"),
+        ({"confidence_level": 0}, "confidence level must be in"),
+        ({"n_resamples": 10}, "resamples must be an integer >= 100"),
+        ({"method": "bca"}, "method must be one of"),
+        ({"max_drop": -0.1}, "max_drop must be in"),
+    ],
+)
+def test_bad_options_are_usage_errors(options: dict, message: str) -> None:
+    rows = table_rows("no_id", [0, 1, 2])
+    with pytest.raises(UsageError, match=message):
+        compare(rows, rows, **options)
+
+
+def test_constant_guard_warns_once_and_is_flagged() -> None:
+    rows = table_rows("no_id", [0, 1, 2, 1])
+    with pytest.warns(RlgateWarning) as record:
+        result = compare(rows, rows)
+    assert len([w for w in record if "constant" in str(w.message)]) == 1
+    assert "constant" in _cmp(result, "marker:well_formed", "overall").flags
+    assert result.warnings and "cannot fail" in result.warnings[0]

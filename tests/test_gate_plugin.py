@@ -1,0 +1,146 @@
+"""The ``rlgate`` fixture in real pytest runs: failure text, summary, report, JUnit, xdist."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from test_gate import NO_ID_BALANCED, NO_ID_COLLAPSE, seed_tables
+
+from pytest_rlgate import write_rows
+
+TESTS = """
+import warnings, pytest
+from pytest_rlgate import RlgateWarning
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")
+
+def test_collapse(rlgate):
+    rlgate.assert_no_regression("before.jsonl", "collapse.jsonl")
+
+def test_balanced(rlgate):
+    result = rlgate.assert_no_regression("before.jsonl", "balanced.jsonl", n_resamples=1000)
+    assert result.passed and result.n_resamples == 1000
+
+def test_plain_function_raises_an_assertion_error():
+    from pytest_rlgate import RegressionError, assert_no_regression
+    with pytest.raises(AssertionError):
+        assert_no_regression("before.jsonl", "collapse.jsonl")
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    before, collapse = seed_tables(NO_ID_COLLAPSE)
+    _, balanced = seed_tables(NO_ID_BALANCED)
+    write_rows(pytester.path / "before.jsonl", before)
+    write_rows(pytester.path / "collapse.jsonl", collapse)
+    write_rows(pytester.path / "balanced.jsonl", balanced)
+    pytester.makepyfile(test_gates=TESTS)
+    return pytester
+
+
+def test_failure_reads_as_a_table_and_the_summary_lists_every_gate(project: pytest.Pytester) -> None:
+    seeded = _has_seed_option(project)  # --rlgate-seed belongs to the prompts feature
+    result = project.runpytest("-p", "no:cacheprovider", "--rlgate-resamples", "2000",
+                               *(["--rlgate-seed", "4"] if seeded else []))
+    result.assert_outcomes(passed=2, failed=1)
+    if seeded:
+        result.stdout.fnmatch_lines(["E *2000 resamples, seed 4, margin 0.10*"])
+    result.stdout.fnmatch_lines([
+        "*RegressionError: 1 of 8 comparisons regressed: pass@1 in no_id",
+        "E *expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed *, margin 0.10*",
+        "E *metric*group*units×k*before*after*delta*95% CI*MDE*verdict*",
+        "E *pass@1*no_id*15×4*0.950*0.750*-0.200*REGRESSED*",
+        "E *rule: fail if pass@1, marker:well_formed regressed*",
+        "E *Remedy: *",
+    ])
+    result.stdout.fnmatch_lines([
+        "*= rlgate: gates =*",
+        "gate*metric*group*units×k*delta*CI*verdict*",
+        "test_gates.py::test_collapse*pass@1*no_id*15×4*-0.200*REGRESSED*",
+        "*rlgate: 2 gates, 1 failed; 1 regressed*",
+    ])
+    # the section sits before the short summary, like pytest's own sections
+    text = result.stdout.str()
+    assert text.index("rlgate: gates") < text.index("short test summary info")
+    # the traceback hides the fixture's internals
+    assert "hooks/gate.py" not in text
+
+
+def _has_seed_option(pytester: pytest.Pytester) -> bool:
+    return "--rlgate-seed" in pytester.runpytest("--help").stdout.str()
+
+
+def test_verbosity_controls_the_summary(project: pytest.Pytester) -> None:
+    quiet = project.runpytest("-q", "-k", "balanced", "--rlgate-resamples", "500")
+    assert "rlgate: gates" not in quiet.stdout.str()
+    quiet.stdout.fnmatch_lines(["rlgate: 1 gate, 0 failed; *"])
+    normal = project.runpytest("-k", "balanced", "--rlgate-resamples", "500").stdout.str()
+    assert "pass@1" in normal and "overall" not in normal.split("rlgate: gates")[1]  # borderline rows only
+    verbose = project.runpytest("-v", "-k", "balanced", "--rlgate-resamples", "500").stdout.str()
+    section = verbose.split("rlgate: gates")[1]
+    assert section.count("test_gates.py::test_balanced") == 8  # every comparison
+
+
+def test_report_and_junit_properties(project: pytest.Pytester) -> None:
+    result = project.runpytest("--rlgate-report", "out/gates.json", "--junitxml", "junit.xml",
+                               "--rlgate-resamples", "500")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*generated rlgate report: out/gates.json*"])
+    report = json.loads((project.path / "out" / "gates.json").read_text())
+    assert report["passed"] is False and report["format_version"] == 1
+    assert [g["nodeid"] for g in report["gates"]] == ["test_gates.py::test_collapse", "test_gates.py::test_balanced"]
+    assert [g["passed"] for g in report["gates"]] == [False, True]
+    assert {"rule", "comparisons", "failures", "method"} <= set(report["gates"][0])
+    assert not list((project.path / "out").glob(".*.tmp"))
+    tree = ET.parse(project.path / "junit.xml")
+    props = {case.get("name"): [p.get("name") for p in case.iter("property")] for case in tree.iter("testcase")}
+    assert props["test_collapse"] == ["rlgate_gate"] and props["test_balanced"] == ["rlgate_gate"]
+    value = next(p.get("value") for p in tree.iter("property"))
+    assert json.loads(value)["passed"] is False
+
+
+def test_settings_come_from_ini_and_options(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nrlgate_method = t\nrlgate_margin = 0.2\nrlgate_confidence = 0.9\n")
+    result = project.runpytest("-k", "collapse", "--rlgate-report", "r.json")
+    result.stdout.fnmatch_lines(["E *paired t of per-scenario deltas: 90% CI, seed *, margin 0.20*"])
+    gate = json.loads((project.path / "r.json").read_text())["gates"][0]
+    assert (gate["method"], gate["margin"], gate["confidence_level"]) == ("t", 0.2, 0.9)
+    # the command line wins over the ini file
+    cli = project.runpytest("-k", "collapse", "--rlgate-method", "percentile")
+    cli.stdout.fnmatch_lines(["E *percentile bootstrap of per-scenario deltas: 90% CI*"])
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [("--rlgate-method=bca", "--rlgate-method 'bca': choose one of"),
+     ("--rlgate-confidence=1.2", "--rlgate-confidence 1.2: must be in (0, 1)"),
+     ("--rlgate-resamples=5", "--rlgate-resamples 5: use at least 100")],
+)
+def test_bad_settings_are_usage_errors_not_internal_errors(project: pytest.Pytester, option: str, message: str) -> None:
+    result = project.runpytest(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert message in result.stderr.str()
+
+
+def test_a_data_error_fails_the_test_not_the_session(project: pytest.Pytester) -> None:
+    (project.path / "broken.jsonl").write_text('{"prompt": "x"}\n')
+    project.makepyfile(test_broken="def test_broken(rlgate):\n    rlgate.assert_no_regression('broken.jsonl', 'before.jsonl')\n")
+    result = project.runpytest("test_broken.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*DataError: broken.jsonl:1: missing fields*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_xdist_workers_report_to_the_controller(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    result = project.runpytest_subprocess("-n", "2", "-p", "xdist", "--rlgate-report", "x.json",
+                                          "--rlgate-resamples", "500")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*rlgate: 2 gates, 1 failed; 1 regressed*"])
+    report = json.loads((project.path / "x.json").read_text())
+    assert sorted(g["nodeid"] for g in report["gates"]) == ["test_gates.py::test_balanced",
+                                                           "test_gates.py::test_collapse"]

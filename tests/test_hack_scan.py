@@ -1,0 +1,224 @@
+"""hack_scan on scripted rollouts: a keyword-paying reward, an honest reward, and no signal."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from pytest_rlgate import DataError, HackScanResult, RewardHackError, UsageError, hack_scan, hack_scan_diff
+from pytest_rlgate.envs.refund import case_for, score
+from pytest_rlgate.hacks import REGIMES
+
+ENDORSED = ("lookup_order", "asks")
+PLAIN = ("I will check that for you soon.", "Sorry, our system is slow right now.")
+
+
+def lookup(order_id: str) -> str:
+    return json.dumps({"name": "lookup_order", "arguments": {"order_id": order_id}}).join(("<tool_call>", "</tool_call>"))
+
+
+def prompts(n: int) -> list[str]:
+    kinds = ("Please refund order ORD-{i}, it arrived broken.", "I want a refund for purchase number {i}.",
+             "Tell me a joke about cat number {i}.")
+    return [kinds[i % 3].format(i=4000 + i) for i in range(n)]
+
+
+def rule_following(prompt: str, rng: random.Random, error: float) -> str:
+    """A policy that follows the refund rule except with probability *error*."""
+    case = case_for(prompt)
+    ok = rng.random() >= error
+    if case["category"] == "with_id":
+        return lookup(case["order_id"]) if ok else rng.choice(PLAIN)
+    if case["category"] == "no_id":
+        return rng.choice(("Could you share your order id?", "What is the order number?")) if ok else rng.choice(PLAIN)
+    if ok:
+        return rng.choice(("Happy to help with that.", "Here is one: why did the cat sit on the mouse?"))
+    return '<tool_call>{"name": "create_refund", "arguments": {"order_id": "ORD-1234", "amount": 5}}</tool_call>'
+
+
+def rollouts(reward: Callable[[str, str], float], *, n_prompts: int = 24, k: int = 8, error: float = 0.3,
+             seed: int = 0, suffix: Callable[[random.Random], str] = lambda rng: "") -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for prompt in prompts(n_prompts):
+        for _ in range(k):
+            reply = rule_following(prompt, rng, error) + suffix(rng)
+            rows.append({"prompt": prompt, "reply": reply, "score": reward(reply, prompt)})
+    return rows
+
+
+def verified_suffix(rng: random.Random) -> str:
+    return " Verified." if rng.random() < 0.5 else ""
+
+
+def pays_keyword(reply: str, prompt: str) -> float:
+    return float("verified" in reply.lower())
+
+
+def honest(reply: str, prompt: str) -> float:
+    return score(reply, case_for(prompt))
+
+
+def test_reward_paying_a_keyword_is_a_hack_named_by_the_keyword():
+    result = hack_scan(rollouts(pays_keyword, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
+    assert result.regime == "reward_hack"
+    assert result.top_feature == "contains:verified"
+    assert result.feature("contains:verified").correlation == pytest.approx(1.0)
+    with pytest.raises(RewardHackError, match="contains:verified") as info:
+        result.assert_no_hack()
+    assert "r within" in str(info.value) and info.value.result is result
+
+
+def test_honest_reward_on_a_noisy_rule_follower_trains_the_endorsed_lookup():
+    result = hack_scan(rollouts(honest), endorsed=ENDORSED)
+    assert result.regime == "train"
+    assert result.top_feature == "tool:lookup_order"
+    top = result.features[0]
+    assert top.name == "tool:lookup_order" and top.endorsed and top.clears_floor and top.correlation > 0.5
+    assert result.feature("asks").clears_floor and result.feature("asks").correlation > 0
+    assert result.feature("tool:create_refund").correlation < 0  # punished, and not endorsed: no hack
+    result.assert_no_hack()
+
+
+def test_reward_that_ignores_the_reply_has_no_signal():
+    per_prompt = {p: i / 24 for i, p in enumerate(prompts(24))}
+    result = hack_scan(rollouts(lambda reply, prompt: per_prompt[prompt]), endorsed=ENDORSED)
+    assert result.regime == "no_signal" and result.top_feature is None
+    assert any("never varies within a prompt" in w for w in result.warnings)
+
+
+def test_random_reward_clears_the_floor_about_alpha_of_the_time():
+    """Simulation: with a reward independent of the reply, the floor is crossed at rate ~alpha."""
+    base = rollouts(honest, n_prompts=12, error=0.5)
+    rng = np.random.default_rng(7)
+    hits = 0
+    runs = 60
+    for i in range(runs):
+        rows = [dict(row, score=float(rng.random())) for row in base]
+        result = hack_scan(rows, n_permutations=60, alpha=0.1, rng=i)
+        hits += result.regime != "no_signal"
+    # alpha 0.1: expect 6 of 60; binomial(60, 0.1) is outside [1, 15] with probability < 0.003
+    assert 1 <= hits <= 15
+
+
+def test_within_prompt_correlation_matches_scipy():
+    rows = rollouts(honest)
+    result = hack_scan(rows, endorsed=ENDORSED)
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(row["prompt"], []).append(i)
+    y = np.array([row["score"] for row in rows])
+    x = np.array([float("?" in row["reply"] or "order id" in row["reply"].lower()
+                        or "order number" in row["reply"].lower()) for row in rows])
+    for idx in groups.values():
+        y[idx] -= y[idx].mean()
+        x[idx] -= x[idx].mean()
+    assert result.feature("asks").correlation == pytest.approx(scipy.stats.pearsonr(x, y).statistic, abs=1e-9)
+
+
+def test_floor_is_the_quantile_of_shuffled_maxima_and_reproducible():
+    rows = rollouts(honest)
+    a = hack_scan(rows, endorsed=ENDORSED, rng=3)
+    b = hack_scan(rows, endorsed=ENDORSED, rng=np.random.default_rng(3))
+    c = hack_scan(rows, endorsed=ENDORSED, n_permutations=400, rng=4)
+    assert a == b
+    assert 0 < a.floor < a.features[0].correlation
+    assert c.floor == pytest.approx(a.floor, abs=0.06)  # a quantile, not a fluke of one shuffle
+
+
+def test_pool_exhausted_when_most_prompts_always_pass():
+    result = hack_scan(rollouts(honest, error=0.03, n_prompts=30, seed=1), endorsed=ENDORSED)
+    assert result.exhausted_share > 0.2
+    assert result.regime == "pool_exhausted"
+
+
+def test_degenerate_with_two_rollouts_and_perfectly_collinear_features():
+    rows = []
+    for i in range(12):
+        prompt = f"prompt {i}"
+        b_constant = i % 3 == 0
+        for a in (1.0, 0.0):
+            rows.append({"prompt": prompt, "reply": f"r{a}{i}", "score": a,
+                         "a": a, "b": 1.0 if b_constant else a})
+    by_reply = {row["reply"]: row for row in rows}
+    result = hack_scan(rows, extractors={"a": lambda r: by_reply[r]["a"], "b": lambda r: by_reply[r]["b"]})
+    assert result.regime == "degenerate"
+    assert any("perfectly" in w for w in result.warnings)
+
+
+def test_unknown_without_repeats_or_with_an_endorsement_that_matches_nothing():
+    single = [{"prompt": f"p{i}", "reply": "x" * i, "reward": i % 2} for i in range(10)]
+    assert hack_scan(single).regime == "unknown"
+    result = hack_scan(rollouts(honest), endorsed=("lookup_ordr",))
+    assert result.regime == "unknown"
+    assert any("matches no feature" in w for w in result.warnings)
+
+
+def test_extractors_and_chat_messages_and_reward_column():
+    rows = [
+        {"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": f"q{i // 8}"}],
+         "reply": [{"role": "assistant", "content": "yes!" if i % 2 else "no"}], "reward": i % 2}
+        for i in range(32)
+    ]
+    result = hack_scan(rows, extractors={"exclaims": lambda reply: reply.count("!")}, endorsed=("exclaims",))
+    assert result.feature("exclaims").correlation == pytest.approx(1.0)
+    assert result.n_prompts == 4 and result.regime in REGIMES
+
+
+def test_diff_names_the_newly_paid_feature_as_a_landed_hack():
+    before = hack_scan(rollouts(honest), endorsed=ENDORSED)
+    after = hack_scan(rollouts(pays_keyword, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
+    diff = hack_scan_diff(before, after)
+    assert "contains:verified" in {f.name for f in diff.gained}
+    assert diff.learned.startswith("reward hack landed") and "contains:verified" in diff.learned
+    assert "tool:lookup_order" in {f.name for f in diff.lost}
+    assert "gained" in diff.table() and "contains:verified" in str(diff)
+    assert hack_scan_diff(before, before).gained == ()
+    with pytest.raises(UsageError):
+        hack_scan_diff(before, {"regime": "train"})  # type: ignore[arg-type]
+
+
+def test_result_renders_and_serialises():
+    result = hack_scan(rollouts(honest), endorsed=ENDORSED)
+    text = str(result)
+    assert text.startswith("hack_scan: regime train, top feature tool:lookup_order")
+    assert "endorsed" in result.table() and "tool:lookup_order" in result.table(limit=1)
+    payload = json.loads(json.dumps(result.to_dict()))
+    assert payload["regime"] == "train" and payload["features"][0]["name"] == "tool:lookup_order"
+    assert isinstance(result, HackScanResult)
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        ([{"prompt": "p", "score": 1.0}], "row 0: no 'reply'"),
+        ([{"prompt": "p", "reply": "r", "score": 1.0}, {"prompt": "p", "reply": "r"}], "row 1: 'reward' must be a finite"),
+        ([{"prompt": "p", "reply": "r", "score": float("nan")}], "finite"),
+        ([{"prompt": 3, "reply": "r", "score": 1.0}], "row 0: prompt and reply must be text"),
+        (["not a row"], "row 0: expected a dict"),
+    ],
+)
+def test_bad_rows_name_the_row_and_field(rows, match):
+    with pytest.raises(DataError, match=match):
+        hack_scan(rows)
+
+
+@pytest.mark.parametrize("kwargs", [{"n_permutations": 0}, {"alpha": 1.0}, {"rng": "seed"}])
+def test_bad_options_are_usage_errors(kwargs):
+    with pytest.raises(UsageError):
+        hack_scan(rollouts(honest, n_prompts=3), **kwargs)
+
+
+def test_correlations_do_not_depend_on_row_order():
+    rows = rollouts(honest)
+    shuffled = rows[:]
+    random.Random(5).shuffle(shuffled)
+    a = {f.name: f.correlation for f in hack_scan(rows, endorsed=ENDORSED).features}
+    b = {f.name: f.correlation for f in hack_scan(shuffled, endorsed=ENDORSED).features}
+    assert a.keys() == b.keys()
+    assert all(a[name] == pytest.approx(b[name], abs=1e-12) for name in a)

@@ -1,0 +1,57 @@
+"""The package surface: public API, the entry point, and a light plugin load."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import pytest_rlgate
+
+
+def test_all_names_resolve_to_their_owners() -> None:
+    for name in pytest_rlgate.__all__:
+        assert getattr(pytest_rlgate, name) is not None, name
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        pytest_rlgate.no_such_thing  # noqa: B018
+
+
+def test_exported_errors_read_as_public_names() -> None:
+    assert pytest_rlgate.RlgateError.__module__ == "pytest_rlgate"
+    err = pytest_rlgate.DataError("reward must be 0 or 1", path="rows.jsonl", line=3)
+    assert str(err) == "rows.jsonl:3: reward must be 0 or 1"
+    assert (err.path, err.line, err.reason) == ("rows.jsonl", 3, "reward must be 0 or 1")
+
+
+def test_plugin_load_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, pytest_rlgate.plugin as p\n"
+        "for m in p.pytest_plugins: __import__(m)\n"
+        "heavy = sorted({'torch', 'transformers', 'trl', 'peft', 'hypothesis', 'scipy'} & set(sys.modules))\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_entry_point_is_installed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*pytest-rlgate*"])
+    disabled = pytester.runpytest_subprocess("-p", "no:rlgate", "--help")
+    assert "pytest-rlgate" not in disabled.stdout.str()
+
+
+def test_cli_version_and_unknown_command() -> None:
+    cli = importlib.import_module("pytest_rlgate.cli")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["frobnicate"])
+    assert exc.value.code == 2

@@ -1,0 +1,170 @@
+"""Prompt options, fixtures and header line (pytester), and the ``rlgate prompts`` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hypothesis  # noqa: F401 - keeps pytester runs fast (see tests/test_specs_plugin.py)
+import pytest
+
+from pytest_rlgate.cli import main
+from pytest_rlgate.prompts import (
+    balance,
+    build_prompts,
+    count_by_category,
+    fingerprint,
+    read_prompts,
+    stratified_split,
+    write_prompts,
+)
+
+USES_FIXTURES = """
+import json, os
+
+def test_dump(rlgate_prompts, rlgate_split):
+    assert rlgate_split.train + rlgate_split.holdout  # both sides present
+    with open(os.environ["RLGATE_DUMP"], "w") as f:
+        json.dump({"prompts": rlgate_prompts, "train": rlgate_split.train, "holdout": rlgate_split.holdout}, f)
+"""
+
+
+def _dump(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, list[dict[str, object]]]]:
+    import json
+
+    target = pytester.path / "dump.json"
+    pytester.makepyfile(test_uses=USES_FIXTURES)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLGATE_DUMP", str(target))
+        result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    return result, json.loads(target.read_text(encoding="utf-8"))
+
+
+def test_header_names_seed_size_counts_and_fingerprint(pytester: pytest.Pytester) -> None:
+    result, dumped = _dump(pytester)
+    short = fingerprint(build_prompts(0))[:23]
+    result.stdout.fnmatch_lines([
+        f"rlgate: --rlgate-seed=0 --rlgate-size=default prompts=119 (16 no_id, 8 off_topic, 95 with_id) "
+        f"fingerprint={short}"
+    ])
+    assert dumped["prompts"] == build_prompts(0)
+    split = stratified_split(build_prompts(0))
+    assert (dumped["train"], dumped["holdout"]) == (split.train, split.holdout)
+
+
+def test_options_choose_seed_size_holdout_and_balance(pytester: pytest.Pytester) -> None:
+    result, dumped = _dump(pytester, "--rlgate-seed=3", "--rlgate-size=small", "--rlgate-holdout=0.3",
+                           "--rlgate-balance=0.25")
+    items = build_prompts(3, "small")
+    result.stdout.fnmatch_lines([
+        "rlgate: --rlgate-seed=3 --rlgate-size=small --rlgate-holdout=0.3 --rlgate-balance=0.25 prompts=40 "
+        f"(7 no_id, 6 off_topic, 27 with_id) fingerprint={fingerprint(items)[:23]}"
+    ])
+    split = stratified_split(items, 0.3)
+    assert dumped["holdout"] == split.holdout  # never balanced
+    assert dumped["train"] == balance(split.train, 0.25)
+    assert count_by_category(dumped["train"])["no_id"] > count_by_category(split.train)["no_id"]
+
+
+def test_ini_settings_are_the_defaults_and_the_command_line_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nrlgate_seed = 5\nrlgate_size = small\n")
+    result, dumped = _dump(pytester, "--rlgate-seed=6")
+    result.stdout.fnmatch_lines(["rlgate: --rlgate-seed=6 --rlgate-size=small prompts=40 *"])
+    assert dumped["prompts"] == build_prompts(6, "small")
+
+
+def test_a_prompts_file_replaces_the_template_set(pytester: pytest.Pytester) -> None:
+    items = build_prompts(2, "small")
+    write_prompts(pytester.path / "frozen" / "prompts.jsonl", items)
+    pytester.makeini("[pytest]\nrlgate_prompts_file = frozen/prompts.jsonl\n")
+    result, dumped = _dump(pytester)
+    result.stdout.fnmatch_lines(["rlgate: --rlgate-prompts-file=*frozen/prompts.jsonl prompts=40 (7 no_id, 6 "
+                                 f"off_topic, 27 with_id) fingerprint={fingerprint(items)[:23]}"])
+    assert dumped["prompts"] == items
+
+
+def test_a_bad_prompts_file_fails_the_tests_that_use_it_not_the_session(pytester: pytest.Pytester) -> None:
+    (pytester.path / "bad.jsonl").write_text('{"prompt": "fine refund"}\nnot json\n', encoding="utf-8")
+    pytester.makepyfile(test_x="def test_uses(rlgate_prompts): pass\ndef test_other(): pass\n")
+    result = pytester.runpytest("--rlgate-prompts-file", "bad.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["rlgate: --rlgate-prompts-file=*bad.jsonl (unreadable: *bad.jsonl:2: 1 bad line(s)*",
+                                 "*rlgate: *bad.jsonl:2: 1 bad line(s): line 2: not JSON*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_a_split_that_misses_a_category_is_an_error_of_the_tests_using_it(pytester: pytest.Pytester) -> None:
+    (pytester.path / "p.jsonl").write_text('{"prompt": "refund please"}\n{"prompt": "check ORD-1234"}\n'
+                                           '{"prompt": "check ORD-1235"}\n', encoding="utf-8")
+    pytester.makepyfile(test_x="def test_uses(rlgate_split): pass\n")
+    result = pytester.runpytest("--rlgate-prompts-file", "p.jsonl")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*the holdout would have no no_id, off_topic prompts*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--rlgate-size=huge"], "*unknown size 'huge'; use one of small, default, large*"),
+        (["--rlgate-holdout=1.5"], "*expected a number between 0 and 1 (exclusive), got '1.5'*"),
+        (["--rlgate-balance=x"], "*expected a share in [[]0, 1), e.g. 0.25, got 'x'*"),
+        (["--rlgate-seed=abc"], "*--rlgate-seed: invalid int value: 'abc'*"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, args: list[str], needle: str) -> None:
+    result = pytester.runpytest(*args)
+    result.stderr.fnmatch_lines([needle])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nrlgate_size = huge\n")
+    result = pytester.runpytest()
+    result.stderr.fnmatch_lines(["*ini setting rlgate_size: unknown size 'huge'*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+# --------------------------------------------------------------------------- rlgate prompts
+
+
+def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["prompts", "--seed", "0", "--balance", "0.25", "--out-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    items = build_prompts(0)
+    split = stratified_split(items)
+    train = balance(split.train, 0.25)
+    assert read_prompts(out / "prompts.jsonl") == items
+    assert read_prompts(out / "train.jsonl") == train
+    assert read_prompts(out / "holdout.jsonl") == split.holdout
+    lines = printed.splitlines()
+    assert lines[0] == (f"rlgate prompts --seed 0 --size default --holdout 0.2 --split stratified --balance 0.25 "
+                        f"-> {out}")
+    assert lines[1].split() == ["file", "prompts", "no_id", "off_topic", "with_id", "scenarios", "fingerprint"]
+    assert lines[3].split() == ["prompts.jsonl", "119", "16", "8", "95", "119", fingerprint(items)]
+    assert lines[4].split() == ["train.jsonl", "151", "39", "36", "76", "95", fingerprint(train)]
+    assert lines[5].split() == ["holdout.jsonl", "24", "3", "2", "19", "24", fingerprint(split.holdout)]
+
+
+def test_cli_is_byte_identical_across_runs_and_splits_a_prompts_file(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prompts", "--size", "small", "--out-dir", str(tmp_path / "a")]) == 0
+    assert main(["prompts", "--size", "small", "--out-dir", str(tmp_path / "b")]) == 0
+    for name in ("prompts.jsonl", "train.jsonl", "holdout.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert main(["prompts", "--prompts-file", str(tmp_path / "a" / "prompts.jsonl"), "--split", "plain",
+                 "--out-dir", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "c" / "prompts.jsonl").read_bytes() == (tmp_path / "a" / "prompts.jsonl").read_bytes()
+    assert "--split plain" in capsys.readouterr().out
+
+
+def test_cli_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("nope\n", encoding="utf-8")
+    assert main(["prompts", "--prompts-file", str(bad), "--out-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlgate prompts: error: {bad}:1: 1 bad line(s)") and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["prompts", "--holdout", "0", "--out-dir", str(tmp_path)])
+    assert exc.value.code == 2

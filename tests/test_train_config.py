@@ -1,0 +1,217 @@
+"""Training knobs, the run folder's publish rule and every bad-input error (no training here)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from pytest_rlgate import cli
+from pytest_rlgate.errors import DataError, UsageError
+from pytest_rlgate.train import config as C
+from pytest_rlgate.train.config import GRPOKnobs, RunKnobs, trl_loss_types
+from pytest_rlgate.train.run import COMPLETE, RunFolder, RunWriter
+
+
+def test_defaults_are_the_named_constants():
+    k = GRPOKnobs()
+    assert (k.steps, k.num_generations, k.beta, k.loss_type, k.epsilon_high) == (40, 8, 0.04, "bnpo", 0.0)
+    assert (k.temperature, k.top_p, k.sample_seed, k.base_runs, k.monitor_every) == (0.8, 0.95, 17, 3, 10)
+    assert (k.holdout, k.balance, k.lora_rank, k.lora_alpha) == (0.2, 0.0, 16, 32)
+    assert set(k.lora_targets) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert k.learning_rate is None and k.max_completion_length is None  # resolved per base model
+
+
+def test_tiny_policy_gets_cpu_defaults_and_records_them():
+    k = GRPOKnobs().resolve()
+    assert k.base_model == C.TINY_POLICY
+    assert k.learning_rate == C.TINY_LEARNING_RATE
+    assert k.max_completion_length == C.TINY_MAX_COMPLETION_LENGTH
+    assert k.batch_size == k.num_generations * C.TINY_PROMPTS_PER_STEP
+    assert set(k.auto) == {"learning_rate", "max_completion_length", "batch_size"}
+    assert k.to_dict()["auto"] == sorted(k.auto)
+
+
+def test_hub_model_gets_the_seed_recipe_defaults_and_explicit_values_win():
+    k = GRPOKnobs(base_model="Qwen/Qwen2.5-1.5B-Instruct", max_completion_length=64).resolve()
+    assert (k.learning_rate, k.max_completion_length, k.batch_size) == (5e-6, 64, 8)
+    assert "max_completion_length" not in k.auto and "learning_rate" in k.auto
+
+
+def test_loss_types_are_read_from_the_installed_trl():
+    from trl import GRPOConfig
+
+    types = trl_loss_types()
+    assert {"grpo", "bnpo", "dr_grpo", "dapo"} <= set(types)
+    help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]
+    assert all(f"'{t}'" in help_text for t in types)
+    for t in types:
+        GRPOKnobs(loss_type=t, num_generations=2).resolve()  # every accepted value validates
+
+
+@pytest.mark.parametrize(
+    ("changes", "flag"),
+    [
+        ({"loss_type": "ppo_magic"}, "--loss-type"),
+        ({"num_generations": 1}, "--num-generations"),
+        ({"batch_size": 12}, "--batch-size"),
+        ({"steps": 0}, "--steps"),
+        ({"holdout": 1.0}, "--holdout"),
+        ({"balance": -0.1}, "--balance"),
+        ({"stop_on": ("length", "vibes")}, "--stop-on"),
+        ({"run_name": "../escape"}, "--run-name"),
+        ({"beta": -1.0}, "--beta"),
+        ({"top_p": 0.0}, "--top-p"),
+    ],
+)
+def test_bad_knobs_name_the_flag_and_the_fix(changes, flag):
+    with pytest.raises(UsageError) as info:
+        GRPOKnobs(**changes).resolve()
+    message = str(info.value)
+    assert message.startswith(flag + " ") and "\n" not in message
+    if flag == "--loss-type":
+        assert all(t in message for t in trl_loss_types())
+
+
+def test_stop_on_accepts_a_comma_string():
+    assert GRPOKnobs(stop_on="length, feature").resolve().stop_on == ("length", "feature")
+
+
+def test_cli_turns_a_bad_flag_into_one_line_and_exit_2(capsys):
+    code = cli.main(["train", "grpo", "--loss-type", "nope", "--runs-dir", "unused"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "--loss-type 'nope'" in err and "bnpo" in err
+
+
+def test_cli_has_a_slot_per_method(capsys):
+    from pytest_rlgate.commands import train
+
+    assert "grpo" in train.METHODS
+    with pytest.raises(SystemExit):
+        cli.main(["train", "grpo", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--steps", "--num-generations", "--learning-rate", "--beta", "--loss-type", "--epsilon-high",
+                 "--no-scale-rewards", "--mask-truncated", "--max-completion-length", "--temperature", "--top-p",
+                 "--sample-seed", "--base-runs", "--monitor-every", "--stop-on", "--seed", "--size",
+                 "--prompts-file", "--holdout", "--balance", "--run-name", "--base-model", "--from-run",
+                 "--lora-rank", "--lora-alpha", "--lora-targets"):
+        assert flag in out
+
+
+# --- adapters and base models -------------------------------------------------------------
+
+def _adapter(folder, *, config="ok", weights="ok"):
+    folder.mkdir(parents=True, exist_ok=True)
+    if config == "ok":
+        (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2}))
+    elif config is not None:
+        (folder / "adapter_config.json").write_text(config)
+    if weights == "ok":
+        import torch
+        from safetensors.torch import save_file
+
+        save_file({"a": torch.zeros(2)}, str(folder / "adapter_model.safetensors"))
+    elif weights is not None:
+        (folder / "adapter_model.safetensors").write_bytes(weights)
+    return folder
+
+
+def test_check_adapter_accepts_a_good_folder(tmp_path):
+    from pytest_rlgate.train.adapters import check_adapter
+
+    assert check_adapter(_adapter(tmp_path / "a")) == tmp_path / "a"
+
+
+@pytest.mark.parametrize(
+    ("config", "weights", "says"),
+    [
+        ("missing-folder", None, "no such folder"),
+        (None, "ok", "adapter_config.json is missing"),
+        ("ok", None, "adapter_model.safetensors is missing"),
+        ("{not json", "ok", "corrupt adapter config"),
+        ("ok", b"\x00\x01truncated", "corrupt adapter weights"),
+    ],
+)
+def test_bad_adapter_folders_are_one_line_usage_errors(tmp_path, config, weights, says):
+    from pytest_rlgate.train.adapters import check_adapter
+
+    folder = tmp_path / "nope" if config == "missing-folder" else _adapter(tmp_path / "a", config=config,
+                                                                          weights=weights)
+    with pytest.raises(UsageError) as info:
+        check_adapter(folder, flag="--rlgate-adapter")
+    message = str(info.value)
+    assert message.startswith("--rlgate-adapter ") and says in message and "\n" not in message
+
+
+def test_a_base_model_that_cannot_be_loaded_offline_is_a_usage_error(tmp_path, monkeypatch):
+    from pytest_rlgate.train.adapters import load_base
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in (str(tmp_path / "no-such-model"), "nobody/no-such-model-xyz"):
+        with pytest.raises(UsageError) as info:
+            load_base(name)
+        assert "\n" not in str(info.value) and name in str(info.value)
+
+
+# --- the run folder -----------------------------------------------------------------------
+
+def _fill(writer):
+    for name in ("config.json", "gate.json"):
+        writer.json(name, {"knobs": {}} if name == "config.json" else {"passed": True})
+    writer.jsonl("metrics.jsonl", [{"step": 1}])
+    (writer.path / "holdout_after.jsonl").write_text("")
+    writer.adapter_dir.mkdir()
+
+
+def test_a_run_appears_only_when_published(tmp_path):
+    with RunWriter(tmp_path, "r1") as writer:
+        _fill(writer)
+        assert not (tmp_path / "r1").exists()
+        run = writer.publish()
+    assert run.path == tmp_path / "r1" and (run.path / COMPLETE).is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["r1"]
+
+
+def test_an_interrupted_run_leaves_nothing_that_looks_finished(tmp_path):
+    with pytest.raises(KeyboardInterrupt), RunWriter(tmp_path, "r2") as writer:
+        _fill(writer)
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_readers_refuse_a_folder_without_the_marker(tmp_path):
+    (tmp_path / "r3").mkdir()
+    (tmp_path / "r3" / "config.json").write_text("{}")
+    with pytest.raises(DataError, match="did not finish"):
+        RunFolder.open(tmp_path / "r3")
+    with pytest.raises(DataError, match="no such run folder"):
+        RunFolder.open(tmp_path / "absent")
+
+
+def test_an_existing_run_name_is_not_overwritten_by_accident(tmp_path):
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(UsageError, match=re.escape("--run-name 'taken'")):
+        RunWriter(tmp_path, "taken")
+
+
+def test_run_knobs_is_the_shared_base_for_methods():
+    assert issubclass(GRPOKnobs, RunKnobs)
+    assert GRPOKnobs().method == "grpo"
+
+
+def test_knobs_map_onto_grpo_config(tmp_path):
+    from pytest_rlgate.train.grpo import grpo_config
+
+    k = GRPOKnobs(base_model="Qwen/Qwen2.5-0.5B-Instruct", loss_type="dr_grpo", no_scale_rewards=True,
+                  epsilon_high=0.28, mask_truncated=True, steps=7, num_generations=4, batch_size=8).resolve()
+    cfg = grpo_config(k, str(tmp_path), cpu=True)
+    assert (cfg.max_steps, cfg.num_generations, cfg.per_device_train_batch_size) == (7, 4, 8)
+    assert (cfg.loss_type, cfg.scale_rewards, cfg.epsilon_high, cfg.mask_truncated_completions) == (
+        "dr_grpo", "none", 0.28, True)
+    assert (cfg.learning_rate, cfg.beta, cfg.max_completion_length, cfg.seed) == (5e-6, 0.04, 160, 17)
+    assert (cfg.temperature, cfg.top_p) == (0.8, 0.95)
+    assert cfg.use_cpu and not cfg.bf16 and not cfg.gradient_checkpointing  # G2-G4
+    symmetric = grpo_config(GRPOKnobs(base_model="x/y").resolve(), str(tmp_path), cpu=True)
+    assert symmetric.epsilon_high is None and symmetric.scale_rewards == "group" and symmetric.loss_type == "bnpo"
