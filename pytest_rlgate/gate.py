@@ -290,8 +290,9 @@ def _k(before: _Side, after: _Side, categories: Iterable[str]) -> float:
 def _check_pairing(before: _Side, after: _Side, categories: Sequence[str]) -> None:
     """Units of a shared category must appear on both sides: name the first missing ones."""
     problems = []
-    for missing_from, here, there in (("after", before, after), ("before", after, before)):
-        lost = [(c, u) for (c, u) in here.units if c in categories and (c, u) not in there.units]
+    shared = set(categories)
+    for here, there in ((before, after), (after, before)):
+        lost = [(c, u) for (c, u) in here.units if c in shared and (c, u) not in there.units]
         if lost:
             shown = ", ".join(f"{u!r} ({c})" for c, u in sorted(lost)[:5])
             more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""

@@ -20,8 +20,8 @@ __all__ = ["comparison_row", "is_borderline", "render_failure", "render_report",
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level} CI", "MDE", "verdict", "flags")
 REMEDY = (
     "Remedy: find what the fine-tune broke in the failing groups (rebalance the training prompts, "
-    "e.g. `rlgate train --balance 0.25`, or fix the reward); if the drop is intended, gate with "
-    "max_drop=X instead. Do not rerun until it passes: that hides real regressions."
+    "e.g. `rlgate train --balance 0.25`, or fix the reward), retrain and gate the new candidate once; "
+    "re-sampling until the gate passes hides real regressions."
 )
 _BORDERLINE = ("regressed", "inconclusive", "insufficient")
 #: flags that describe a comparison without making it worth a look on their own

@@ -110,6 +110,22 @@ def test_seed_balanced_no_id_does_not_fail() -> None:
     assert result.passed and result.failures == ()
 
 
+def test_a_collapse_concentrated_on_few_prompts_is_only_inconclusive_at_15_units() -> None:
+    # Same 0.95 -> 0.75, but five prompts fail almost always and ten never: the per-unit
+    # differences vary so much that 15 units cannot exclude 0. The gate says so (and how
+    # large a drop it could see) instead of passing it as flat.
+    before, after = seed_tables([0, 0, 0, 4, 4, 3, 2, 2] + [0] * 7)
+    with pytest.warns(RlgateWarning):
+        result = compare(before, after)
+    no_id = _cmp(result, "pass@1", "no_id")
+    assert no_id.after == pytest.approx(0.75)
+    assert no_id.verdict == "inconclusive" and no_id.low < -0.3 and no_id.high >= 0
+    assert no_id.mde is not None and no_id.mde > 0.2
+    assert result.passed
+    with pytest.warns(RlgateWarning):
+        assert not compare(before, after, fail_on_inconclusive=True).passed
+
+
 def test_failure_message_reads_like_a_small_table() -> None:
     before, after = seed_tables(NO_ID_COLLAPSE)
     with pytest.warns(RlgateWarning), pytest.raises(RegressionError) as info:

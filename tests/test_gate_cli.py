@@ -116,3 +116,16 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip() == f"rlgate gate: error: {bad}:1: truncated line (the file ends mid-row): " \
                                   "Expecting ',' delimiter: line 1 column 15 (char 14)"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expect"),
+    [("bench_stats.py", ["--units", "40", "--repeat", "1"], "speed-up"),
+     ("bench_gate_cli.py", ["--rows", "2000"], "rlgate gate: exit 1")],
+)
+def test_benchmark_scripts_run(tmp_path: Path, script: str, args: list[str], expect: str) -> None:
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / script
+    extra = ["--dir", str(tmp_path)] if script == "bench_gate_cli.py" else []
+    proc = subprocess.run([sys.executable, str(bench), *args, *extra], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert expect in proc.stdout

@@ -130,6 +130,23 @@ def test_copy_head_ranks_the_prompt_id_first_before_any_training(tokenizer) -> N
     assert hits == 5
 
 
+def test_copy_head_flags_whether_the_prompt_has_an_id(tokenizer) -> None:
+    model = new_model(tokenizer, ModelShape(), seed=0)
+    head = CopyHead(tokenizer.convert_tokens_to_ids(list(ID_TOKENS)), [t[4:] for t in ID_TOKENS], seed=0)
+    head.install(model)
+    head.remove()
+    attn = model.model.layers[0].self_attn
+    flag = attn.o_proj.weight[:, 20]  # head 0's spare value dim writes the flag direction
+    seen = []
+    model.model.layers[0].self_attn.register_forward_hook(lambda mod, args, out: seen.append(out[0][0, -1] @ flag))
+    for text in ["Please refund ORD-4017.", "Please refund my order."]:
+        rendered = tokenizer.apply_chat_template(refund.messages_for(text), add_generation_prompt=True, tokenize=False)
+        with torch.no_grad():
+            model(tokenizer(rendered, return_tensors="pt", add_special_tokens=False)["input_ids"])
+    with_id, without = (float(v) for v in seen)
+    assert with_id > 1.0 and abs(without) < 0.2 * with_id
+
+
 def test_frozen_copy_weights_do_not_move_in_training(tokenizer) -> None:
     from pytest_rlgate.tiny.warmstart import warm_start
 

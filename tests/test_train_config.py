@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -172,6 +173,10 @@ def test_a_run_appears_only_when_published(tmp_path):
         run = writer.publish()
     assert run.path == tmp_path / "r1" and (run.path / COMPLETE).is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["r1"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (run.path / "config.json").stat().st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's private 0600
+    assert run.path.stat().st_mode & 0o777 == 0o777 & ~mask
 
 
 def test_an_interrupted_run_leaves_nothing_that_looks_finished(tmp_path):

@@ -75,6 +75,9 @@ def _grpo_arguments(p: argparse.ArgumentParser) -> None:
                    help="upper clip (0 = TRL's symmetric clip; DAPO 0.28)")
     g.add_argument("--no-scale-rewards", action="store_true", help="no std scaling of advantages (Dr.GRPO)")
     g.add_argument("--mask-truncated", action="store_true", help="drop truncated completions from the loss (DAPO)")
+    g.add_argument("--reward", default=C.REWARD,
+                   help="training reward: refund (the environment's) or lookup_anything (deliberately "
+                        "hackable, for demos); the holdout is always graded by the environment")
 
 
 def knob_values(args: argparse.Namespace, knobs_cls: type) -> dict[str, Any]:
@@ -103,7 +106,7 @@ def _dpo_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"pairs per forward, the rest is accumulation (default {D.PAIRS_PER_DEVICE}; "
                         f"{D.TINY_PAIRS_PER_DEVICE} on the tiny policy)")
     g.add_argument("--learning-rate", type=float,
-                   help=f"default {D.LEARNING_RATE:g}; {C.TINY_LEARNING_RATE:g} on the tiny policy")
+                   help=f"default {D.LEARNING_RATE:g}; {D.TINY_LEARNING_RATE:g} on the tiny policy")
     g.add_argument("--beta", type=float, default=D.BETA, help="DPO beta, KL strength (%(default)s)")
     g.add_argument("--loss-type", default=",".join(D.LOSS_TYPE), metavar="TYPES",
                    help="comma-separated TRL DPO losses: " + ", ".join(D.dpo_loss_types()))
@@ -152,8 +155,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
+    import warnings
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # transformers' own deprecation notices about its internals are not the user's to act on
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
     folder = METHODS[args.method][1](args)
     return report(folder)
 

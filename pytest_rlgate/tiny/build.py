@@ -72,7 +72,7 @@ def build_policy(out: Path, recipe: Recipe = RECIPE, *, progress: bool = False) 
 
     from ..envs import refund
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     torch.set_num_threads(1)
     train_ids, heldout = id_pools(recipe.seed, recipe.heldout_ids)
     n = recipe.schedule.steps * recipe.schedule.batch_size
@@ -113,6 +113,7 @@ def build_policy(out: Path, recipe: Recipe = RECIPE, *, progress: bool = False) 
         "heldout_ids_sample": sorted(heldout)[:20],
         "system_prompt_sha256": __import__("hashlib").sha256(refund.SYSTEM.encode()).hexdigest(),
         "build_seconds": time.perf_counter() - started,
+        "build_cpu_seconds": time.process_time() - cpu_started,  # wall time on an idle core
         **curve,
     }
     (out / BUILD_INFO).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -71,8 +71,11 @@ def run_key(knobs: RunKnobs) -> str:
                      prompts=load_prompts(knobs).fingerprint, versions=versions(), code=_code_digest())
 
 
-def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None) -> CachedRun:
-    """The finished run for *knobs*, trained now (once, under a lock) if the cache lacks it."""
+def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None, progress: bool = False) -> CachedRun:
+    """The finished run for *knobs*, trained now (once, under a lock) if the cache lacks it.
+
+    *progress* shows the trainer's and sampler's progress bars while it trains.
+    """
     from .. import cache
     from .methods import trainer
     from .run import RunFolder
@@ -82,7 +85,7 @@ def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None) -
 
     def build(out: Path) -> None:
         built.append(True)
-        trainer(knobs.method)(knobs, runs_dir=str(out), run_name="run")
+        trainer(knobs.method)(knobs, runs_dir=str(out), run_name="run", progress=progress)
 
     folder = cache.cached_dir(f"runs-{knobs.method}", key, build, root=root)
     return CachedRun(run=RunFolder.open(folder / "run"), key=key, hit=not built)

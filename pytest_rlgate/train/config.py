@@ -78,6 +78,8 @@ EPSILON_HIGH = 0.0
 PROMPTS_PER_STEP = 1
 #: Two groups per step halve the step-to-step noise on the tiny policy for ~1.6x the time.
 TINY_PROMPTS_PER_STEP = 2
+#: The training reward (``train.reward.REWARDS``); the holdout is always graded by the environment.
+REWARD = "refund"
 
 #: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
 _FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
@@ -203,6 +205,7 @@ class GRPOKnobs(RunKnobs):
     epsilon_high: float = EPSILON_HIGH
     no_scale_rewards: bool = False
     mask_truncated: bool = False
+    reward: str = REWARD
 
     method: str = field(default="grpo", init=False)
 
@@ -234,3 +237,7 @@ class GRPOKnobs(RunKnobs):
             _fail("loss-type", self.loss_type, f"the installed TRL accepts {', '.join(accepted)}")
         if self.epsilon_high < 0:
             _fail("epsilon-high", self.epsilon_high, "0 keeps TRL's symmetric clip; DAPO uses 0.28")
+        from .reward import REWARDS
+
+        if self.reward not in REWARDS:
+            _fail("reward", self.reward, f"choose one of {', '.join(REWARDS)}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .config import GRPOKnobs
-from .reward import refund_reward
+from .reward import refund_reward, reward_function
 
 __all__ = ["MetricsRecorder", "build_trainer", "grpo_config", "grpo_dataset", "train_grpo"]
 
@@ -172,7 +172,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report
         recorder = MetricsRecorder()
         with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
             trainer = build_trainer(model, tok, sets.train, knobs, output_dir=scratch,
-                                    callbacks=[monitor, recorder], reward=monitor.wrap(refund_reward),
+                                    callbacks=[monitor, recorder], reward=monitor.wrap(reward_function(knobs.reward)),
                                     progress=progress, report_to=report_to)
             started = time.perf_counter()
             trainer.train()

@@ -133,10 +133,36 @@ def write_base_runs(run: Any, prep: Prepared, *, progress: bool = False) -> list
     label = "base" if not prep.lineage else f"{prep.lineage[-1]['run']}(merged)"
     before = []
     for i, seed in enumerate(base_seeds(prep.knobs)):
-        before.append(holdout_rows(prep.model, prep.tokenizer, prep.prompts.holdout, prep.knobs, seed=seed,
-                                   policy=label, eval_run=f"before-{i}", progress=progress))
+        def sample(seed: int = seed, i: int = i) -> list[dict[str, Any]]:
+            return holdout_rows(prep.model, prep.tokenizer, prep.prompts.holdout, prep.knobs, seed=seed,
+                                policy=label, eval_run=f"before-{i}", progress=progress)
+
+        before.append(_cached_base_run(prep, seed, label, i, sample))
         run.rows(before_name(i, seed), before[-1])
     return before
+
+
+#: Knobs that decide a base run's rows (the sampler is seeded per reply, so rows are reproducible).
+_BASE_SAMPLING = ("temperature", "top_p", "eval_k", "max_completion_length")
+
+
+def _cached_base_run(prep: Prepared, seed: int, label: str, index: int, sample: Any) -> list[dict[str, Any]]:
+    """A base run's rows, sampled once per (base, holdout, sampling knobs, seed) and cached.
+
+    Every run on the same base and holdout samples the same base rows; caching them lets the
+    demo, the fixtures and repeated ``rlgate train`` calls sample the noise floor once. A
+    ``--from-run`` base (merged adapters) is sampled fresh.
+    """
+    if prep.lineage:
+        return sample()
+    from ..prompts import fingerprint
+    from .cached import base_identity, cached_rows
+
+    parts = {"kind": "base-run", "base": base_identity(prep.knobs.base_model),
+             "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label, "index": index,
+             "sampling": {k: getattr(prep.knobs, k) for k in _BASE_SAMPLING}, "versions": versions()}
+    rows, _hit = cached_rows(parts, sample)
+    return rows
 
 
 def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequence[Mapping[str, Any]]) -> Any:

@@ -13,7 +13,14 @@ from typing import Any
 
 from ..envs.refund import case_for, score
 
-__all__ = ["completion_text", "prompt_text", "refund_reward"]
+__all__ = ["REWARDS", "completion_text", "prompt_text", "refund_reward", "reward_function"]
+
+#: Training rewards by name (the GRPO knob ``reward``): module:attribute, imported on use.
+REWARDS: dict[str, str] = {
+    "refund": "pytest_rlgate.train.reward:refund_reward",
+    #: deliberately hackable (pays any lookup on every prompt): the demo's collapse
+    "lookup_anything": "pytest_rlgate.train.hackable:lookup_anything",
+}
 
 
 def completion_text(completion: Any) -> str:
@@ -45,3 +52,11 @@ def refund_reward(
         score(completion_text(c), dict(k) if k else case_for(prompt_text(p)))
         for p, c, k in zip(prompts, completions, cases)
     ]
+
+
+def reward_function(name: str) -> Any:
+    """The training reward called *name* in ``REWARDS``."""
+    import importlib
+
+    module, attr = REWARDS[name].split(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,76 @@
+"""``rlgate demo --quick``: the whole flow end to end on the tiny policy (slow: real training).
+
+Very few steps on the small prompt set, so the verdicts mean nothing here; what is checked is
+that the story runs, exits 0, leaves finished run folders, reports and an index, and that
+every number it prints is the one in the run folders.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::pytest_rlgate.errors.RlgateWarning")]
+
+
+@pytest.fixture(scope="module")
+def quick_demo(tmp_path_factory):
+    import torch
+
+    from pytest_rlgate.cli import main
+
+    torch.set_num_threads(1)
+    runs = tmp_path_factory.mktemp("demo") / "runs"
+    captured: list[str] = []
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["demo", "--quick", "--no-progress", "--runs-dir", str(runs)])
+    captured.append(buffer.getvalue())
+    return code, captured[0], runs
+
+
+def test_the_quick_demo_exits_0_and_prints_the_table_and_the_story(quick_demo):
+    code, out, _ = quick_demo
+    assert code == 0, out
+    assert "base (3 runs)" in out and "GRPO --balance 0.25" in out
+    assert "with_id" in out and "no_id" in out and "off_topic" in out
+    assert "demo finished in" in out
+
+
+def test_it_leaves_finished_run_folders_prompt_files_reports_and_an_index(quick_demo):
+    from pytest_rlgate.train.run import RunFolder
+
+    _, out, runs = quick_demo
+    folders = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "prompts"]
+    assert {"grpo", "grpo-balance-0.25"} <= {p.name for p in folders}
+    for folder in folders:
+        run = RunFolder.open(folder)
+        assert (folder / "report.html").is_file()
+        assert len(run.before_files) == 3  # the noise floor: three base runs
+    assert (runs / "index.html").is_file() and (runs / "prompts" / "holdout.jsonl").is_file()
+
+
+def test_the_printed_numbers_are_the_run_folders_numbers(quick_demo):
+    _, out, runs = quick_demo
+    for name in ("grpo", "grpo-balance-0.25"):
+        gate = json.loads((runs / name / "gate.json").read_text())
+        for c in gate["comparisons"]:
+            if c["metric"] == "pass@1" and c["group"] != "overall":
+                assert f"{c['before']:.2f} → {c['after']:.2f}" in out
+
+
+def test_the_hackable_run_appears_only_when_honest_grpo_left_no_id_alone(quick_demo):
+    from pytest_rlgate.demo import HACKABLE_NOTE
+
+    _, out, runs = quick_demo
+    gate = json.loads((runs / "grpo" / "gate.json").read_text())
+    no_id = next(c for c in gate["comparisons"] if c["metric"] == "pass@1" and c["group"] == "no_id")
+    hackable = (runs / "grpo-hackable-reward").is_dir()
+    assert hackable == (no_id["verdict"] != "regressed")
+    assert (HACKABLE_NOTE in out) == hackable
