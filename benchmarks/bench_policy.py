@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--recipe-seeds", type=int, nargs="*", default=None)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--sizes", nargs="*", default=["default", "large"])
+    parser.add_argument("--sample-seeds", type=int, nargs="*", default=None,
+                        help="sampling seeds (default: the base-run seeds 17 18 19)")
     parser.add_argument("--json", help="also write the numbers here")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -62,14 +64,15 @@ def main() -> None:
         started = time.perf_counter()
         model, tok = load_policy(folder)
         load_s = time.perf_counter() - started
-        print(f"recipe seed {recipe.seed}: build {info['build_seconds']:.0f} s (warm start "
+        print(f"recipe seed {recipe.seed}: build {info['build_seconds']:.0f} s wall, "
+              f"{info.get('build_cpu_seconds', float('nan')):.0f} s CPU (warm start "
               f"{info['train_seconds']:.0f} s, loss {info['loss_first']:.2f} -> {info['loss_last']:.3f}); "
               f"this call {elapsed:.1f} s, load {load_s:.1f} s; {folder}")
         for size in args.sizes:
             holdout = prompts.stratified_split(prompts.build_prompts(seed=0, size=size)).holdout
             per_seed: dict[str, list[float]] = defaultdict(list)
             kinds: dict[str, Counter] = defaultdict(Counter)
-            for sample_seed in BASE_RUN_SEEDS:
+            for sample_seed in args.sample_seeds or BASE_RUN_SEEDS:
                 replies = sample(model, tok, holdout, k=args.k, seed=sample_seed, max_new_tokens=64, progress=False)
                 passed: dict[str, list[bool]] = defaultdict(list)
                 for item, sampled in zip(holdout, replies):

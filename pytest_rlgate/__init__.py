@@ -76,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "write_report": "report",
     "write_index": "report",
     "report_text": "report",
+    # the demo (issue 7)
+    "run_demo": "demo",
     # prompts (issue 2)
     "build_prompts": "prompts",
     "stratified_split": "prompts",

@@ -18,6 +18,7 @@ it is tested without training anything.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -44,8 +45,8 @@ __all__ = [
 
 #: Categories in the order a reader meets the story: the one RL improves, the one it breaks.
 ORDER: tuple[str, ...] = ("with_id", "no_id", "off_topic")
-#: GRPO steps of a full demo: enough for honest GRPO to move with_id on the tiny policy.
-STEPS = 30
+#: Training steps of a full demo run: honest GRPO moves with_id on the tiny policy in 20 (measured).
+STEPS = 20
 #: Steps of the --quick path: the whole flow, no story (used by the slow test).
 QUICK_STEPS = 3
 #: Held-out share of scenarios. The default set has 16 no-id and 8 off-topic scenarios;
@@ -77,7 +78,7 @@ class DemoConfig:
         return self.title + (" *" if self.hackable else "")
 
 
-def _shared(steps: int, quick: bool) -> dict[str, Any]:
+def _shared(quick: bool) -> dict[str, Any]:
     """Knobs every demo run shares (the examples' markers use the same ones, so they share runs)."""
     knobs: dict[str, Any] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
     if quick:
@@ -87,7 +88,7 @@ def _shared(steps: int, quick: bool) -> dict[str, Any]:
 
 def configurations(steps: int = STEPS, *, quick: bool = False) -> list[DemoConfig]:
     """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round."""
-    shared = _shared(steps, quick)
+    shared = _shared(quick)
     dpo_extra: dict[str, Any] = {"pair_samples": 4} if quick else {}
     return [
         DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", {**shared, "steps": steps}),
@@ -101,7 +102,7 @@ def configurations(steps: int = STEPS, *, quick: bool = False) -> list[DemoConfi
 def hackable_configuration(steps: int = STEPS, *, quick: bool = False) -> DemoConfig:
     """GRPO, unbalanced, trained on the deliberately hackable reward."""
     return DemoConfig("grpo-hackable-reward", f"GRPO on the hackable reward, {steps} steps", "grpo",
-                      {**_shared(steps, quick), "steps": steps, "reward": HACKABLE_REWARD}, hackable=True)
+                      {**_shared(quick), "steps": steps, "reward": HACKABLE_REWARD}, hackable=True)
 
 
 # --------------------------------------------------------------------------- summaries
@@ -319,11 +320,20 @@ class DemoResult:
 
 def _publish(folder: Any, dest: Path) -> Any:
     """Copy a cached run folder to ``dest`` (replacing an older copy) and open it there."""
-    from .train.run import RunFolder
+    from .report import REPORT_NAME
+    from .train.run import CONFIG, RunFolder, write_json
 
     tmp = dest.parent / f".{dest.name}.copy-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(folder.path, tmp)
+    # The cache names every run "run"; the copy is named after the demo configuration. Only
+    # placement knobs change (they are not part of what the run learned, nor of its cache key).
+    config = json.loads((tmp / CONFIG).read_text(encoding="utf-8"))
+    config.setdefault("knobs", {}).update(run_name=dest.name, runs_dir=str(dest.parent))
+    config["cache_source"] = str(folder.path)
+    write_json(tmp / CONFIG, config)
+    for stale in (tmp / REPORT_NAME, *tmp.glob("report-*.png")):
+        stale.unlink(missing_ok=True)
     if dest.exists():
         old = dest.parent / f".{dest.name}.old-{os.getpid()}"
         os.replace(dest, old)

@@ -77,7 +77,7 @@ def test_grpo_selects_the_reward_by_name_and_rejects_unknown_names():
 
 
 def test_the_hackable_run_is_the_unbalanced_grpo_run_with_only_the_reward_changed():
-    honest, hacked = configurations(30)[0], hackable_configuration(30)
+    honest, hacked = configurations(20)[0], hackable_configuration(20)
     assert hacked.hackable and not honest.hackable
     assert {k: v for k, v in hacked.knobs.items() if k != "reward"} == honest.knobs
     assert hacked.knobs["reward"] == "lookup_anything" and hacked.label.endswith("*")
@@ -191,7 +191,9 @@ def test_base_noise_is_pass_at_1_per_category_per_run():
     assert noise["with_id"] == [1.0, 1.0] and noise["no_id"] == [1.0, 0.0]
 
 
+@pytest.mark.filterwarnings("ignore::pytest_rlgate.errors.RlgateWarning")  # well_formed is constant here
 def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
+    from pytest_rlgate.demo import _publish
     from pytest_rlgate.train.pipeline import gate_runs
     from pytest_rlgate.train.run import RunWriter
 
@@ -208,6 +210,10 @@ def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
         run.adapter_dir.mkdir()
         folder = run.publish()
     summary = summarise(DemoConfig("s", "S", "grpo"), folder)
+    copy = _publish(folder, tmp_path / "demo" / "grpo")
+    assert copy.config["knobs"]["run_name"] == "grpo" and copy.config["cache_source"] == str(folder.path)
+    assert (copy.path / "holdout_after.jsonl").read_bytes() == (folder.path / "holdout_after.jsonl").read_bytes()
+    assert _publish(folder, tmp_path / "demo" / "grpo").path == copy.path  # a second demo replaces the copy
     assert summary.train_reward == (0.2, 0.9) and summary.alarms[0]["kind"] == "length"
     assert summary.tool_calls["no_id"]["before"] == 0.0 and summary.tool_calls["no_id"]["after"] == 1.0
     assert summary.pass_at_1()["no_id"]["after"] == 0.0
@@ -226,3 +232,22 @@ def test_the_cli_registers_demo_and_rejects_zero_steps(capsys):
         main(["demo", "--help"])
     out = capsys.readouterr().out
     assert "--runs-dir" in out and "--quick" in out
+
+
+def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_runs():
+    import importlib.util
+    from pathlib import Path
+
+    from pytest_rlgate.train.methods import make_knobs
+
+    path = Path(__file__).parents[1] / "examples" / "refund" / "test_training_gate.py"
+    spec = importlib.util.spec_from_file_location("example_training_gate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    marked = [m.kwargs for name in dir(module) if name.startswith("test_")
+              for m in getattr(getattr(module, name), "pytestmark", []) if m.name == "rlgate"]
+    assert len(marked) == 2
+    for knobs in marked:
+        knobs = dict(knobs)
+        config = hackable_configuration() if "reward" in knobs else configurations()[0]
+        assert make_knobs(knobs.pop("method"), **knobs) == make_knobs(config.method, **config.knobs)

@@ -30,7 +30,7 @@ def quick_demo(tmp_path_factory):
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        code = main(["demo", "--quick", "--no-progress", "--runs-dir", str(runs)])
+        code = main(["demo", "--quick", "--runs-dir", str(runs)])
     captured.append(buffer.getvalue())
     return code, captured[0], runs
 

@@ -76,9 +76,12 @@ def _logits(model, tok) -> torch.Tensor:
 # --- knobs -----------------------------------------------------------------------------------
 def test_tiny_defaults_are_cpu_sized_and_recorded() -> None:
     knobs = DPOKnobs().resolve()
-    assert (knobs.steps, knobs.pairs_per_step, knobs.beta, knobs.loss_type) == (60, 8, 0.1, ("sigmoid",))
+    assert (knobs.steps, knobs.pairs_per_step, knobs.beta) == (60, 8, 0.1)
     assert (knobs.pairs_per_device, knobs.gradient_accumulation, knobs.max_length) == (8, 1, 128)
-    assert {"learning_rate", "pairs_per_device", "max_length", "max_completion_length"} <= set(knobs.auto)
+    assert (knobs.learning_rate, knobs.loss_type) == (3e-4, ("sigmoid", "sft"))
+    assert {"learning_rate", "loss_type", "pairs_per_device", "max_length", "max_completion_length"} <= set(
+        knobs.auto)
+    assert DPOKnobs(loss_type="ipo").resolve().loss_type == ("ipo",)  # named by the user: not replaced
     record = knobs.to_dict()
     assert record["method"] == "dpo" and record["constructed_cap"] == 0.3 and record["pair_samples"] == 8
     assert record["lora_rank"] == 16 and record["lora_alpha"] == 32  # the same LoRA as GRPO
@@ -88,6 +91,7 @@ def test_hub_defaults_are_the_seed_recipe(tmp_path) -> None:
     knobs = DPOKnobs(base_model="Qwen/Qwen2.5-0.5B-Instruct").resolve()
     assert (knobs.pairs_per_device, knobs.gradient_accumulation, knobs.learning_rate, knobs.max_length) == (
         2, 4, 5e-6, 896)
+    assert knobs.loss_type == ("sigmoid",)
     assert knobs.run_name == "refund-dpo-s0"
     assert DPOKnobs(constructed_negatives=True).resolve().run_name == "refund-dpo-cn-s0"
 

@@ -130,23 +130,6 @@ def test_copy_head_ranks_the_prompt_id_first_before_any_training(tokenizer) -> N
     assert hits == 5
 
 
-def test_copy_head_flags_whether_the_prompt_has_an_id(tokenizer) -> None:
-    model = new_model(tokenizer, ModelShape(), seed=0)
-    head = CopyHead(tokenizer.convert_tokens_to_ids(list(ID_TOKENS)), [t[4:] for t in ID_TOKENS], seed=0)
-    head.install(model)
-    head.remove()
-    attn = model.model.layers[0].self_attn
-    flag = attn.o_proj.weight[:, 20]  # head 0's spare value dim writes the flag direction
-    seen = []
-    model.model.layers[0].self_attn.register_forward_hook(lambda mod, args, out: seen.append(out[0][0, -1] @ flag))
-    for text in ["Please refund ORD-4017.", "Please refund my order."]:
-        rendered = tokenizer.apply_chat_template(refund.messages_for(text), add_generation_prompt=True, tokenize=False)
-        with torch.no_grad():
-            model(tokenizer(rendered, return_tensors="pt", add_special_tokens=False)["input_ids"])
-    with_id, without = (float(v) for v in seen)
-    assert with_id > 1.0 and abs(without) < 0.2 * with_id
-
-
 def test_frozen_copy_weights_do_not_move_in_training(tokenizer) -> None:
     from pytest_rlgate.tiny.warmstart import warm_start
 
@@ -304,3 +287,22 @@ def test_tiny_policy_has_the_seed_like_mixed_behaviour(tiny_dir: Path) -> None:
     share = {c: sum(v) / len(v) for c, v in rates.items()}
     assert 0.02 <= share["with_id"] <= 0.5, share
     assert share["no_id"] >= 0.6 and share["off_topic"] >= 0.6, share
+
+
+def test_tiny_policy_copies_ids_it_never_saw_when_it_calls(tiny_dir: Path) -> None:
+    """Teacher-forced up to the argument, the prompt's id (from the held-out pool) ranks first."""
+    from pytest_rlgate.tiny.build import BUILD_INFO
+
+    model, tok = policy.load_policy(tiny_dir)
+    heldout = json.loads((tiny_dir / BUILD_INFO).read_text())["heldout_ids"][:40]
+    id_ids = torch.tensor(tok.convert_tokens_to_ids(list(ID_TOKENS)))
+    top1 = 0
+    for order_id in heldout:
+        text = tok.apply_chat_template(refund.messages_for(f"Please refund {order_id}, it arrived broken."),
+                                       add_generation_prompt=True, tokenize=False)
+        enc = tok(text + '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "',
+                  return_tensors="pt", add_special_tokens=False)
+        with torch.no_grad():
+            logits = model(**enc).logits[0, -1]
+        top1 += ID_TOKENS[int(logits[id_ids].argmax())] == order_id
+    assert top1 >= 36, f"{top1}/40 held-out ids copied"

@@ -220,3 +220,13 @@ def test_knobs_map_onto_grpo_config(tmp_path):
     assert cfg.use_cpu and not cfg.bf16 and not cfg.gradient_checkpointing  # G2-G4
     symmetric = grpo_config(GRPOKnobs(base_model="x/y").resolve(), str(tmp_path), cpu=True)
     assert symmetric.epsilon_high is None and symmetric.scale_rewards == "group" and symmetric.loss_type == "bnpo"
+
+
+def test_a_name_taken_while_training_is_a_usage_error_not_a_crash(tmp_path):
+    writer = RunWriter(tmp_path, "race")
+    _fill(writer)
+    (tmp_path / "race").mkdir()
+    (tmp_path / "race" / "theirs.txt").write_text("x")
+    with pytest.raises(UsageError, match="appeared while this run trained"):
+        writer.publish()
+    assert (tmp_path / "race" / "theirs.txt").is_file() and writer.path.is_dir()

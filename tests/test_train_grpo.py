@@ -79,6 +79,9 @@ def test_metrics_have_one_row_per_step_with_the_training_signals(run):
                     "clipped_ratio", "loss"):
             assert isinstance(row[key], float), key
         assert 0.0 <= row["reward"] <= 1.0 and row["completion_length"] <= 24
+    # the monitor's evaluations (step 0, step 2) join the log stream of the next logged step
+    assert ["monitor/length" in row for row in rows] == [True, True, False]
+    assert rows[1]["monitor/proxy_reward"] == run.monitor["history"][1]["proxy_reward"]
 
 
 def test_holdout_rows_are_graded_per_base_seed_and_gated(run):
@@ -152,3 +155,29 @@ def test_rlgate_train_grpo_runs_from_the_command_line(base_dir, runs_dir, capsys
     assert cli.main(["train", "grpo", "--base-model", base_dir, "--runs-dir", str(runs_dir), "--run-name",
                      "cli", "--size", "small"]) == 2  # the name is taken
     assert "--run-name 'cli'" in capsys.readouterr().err
+
+
+def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pytest_rlgate.envs.refund import case_for
+    from pytest_rlgate.prompts import build_prompts
+    from pytest_rlgate.train.config import GRPOKnobs
+    from pytest_rlgate.train.grpo import build_trainer
+    from pytest_rlgate.train.reward import prompt_text, refund_reward
+
+    seen = []
+
+    def recording(prompts, completions, **columns):
+        seen.append((prompts, columns))
+        return refund_reward(prompts, completions, **columns)
+
+    items = build_prompts(0, "small")
+    knobs = GRPOKnobs(base_model=base_dir, steps=1, max_completion_length=8).resolve()
+    trainer = build_trainer(AutoModelForCausalLM.from_pretrained(base_dir), AutoTokenizer.from_pretrained(base_dir),
+                            items, knobs, output_dir=str(tmp_path), reward=recording)
+    trainer.train()
+    prompts, columns = seen[0]
+    assert len(columns["case"]) == len(prompts) == knobs.batch_size
+    for prompt, case, category in zip(prompts, columns["case"], columns["category"]):
+        assert dict(case) == case_for(prompt_text(prompt)) and case["category"] == category

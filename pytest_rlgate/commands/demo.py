@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the whole flow on the small prompt set with very few steps (a smoke test: "
                              "too short for the verdicts to mean anything)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars while training")
+    parser.add_argument("--progress", action="store_true",
+                        help="show the trainer's progress bars and log lines while each run trains")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps {args.steps}: train for at least 1 step, e.g. 30")
-    run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=not args.no_progress)
+    run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress)
     return 0

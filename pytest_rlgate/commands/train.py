@@ -108,8 +108,9 @@ def _dpo_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--learning-rate", type=float,
                    help=f"default {D.LEARNING_RATE:g}; {D.TINY_LEARNING_RATE:g} on the tiny policy")
     g.add_argument("--beta", type=float, default=D.BETA, help="DPO beta, KL strength (%(default)s)")
-    g.add_argument("--loss-type", default=",".join(D.LOSS_TYPE), metavar="TYPES",
-                   help="comma-separated TRL DPO losses: " + ", ".join(D.dpo_loss_types()))
+    g.add_argument("--loss-type", metavar="TYPES",
+                   help=f"comma-separated TRL DPO losses (default {','.join(D.LOSS_TYPE)}; "
+                        f"{','.join(D.TINY_LOSS_TYPE)} on the tiny policy): " + ", ".join(D.dpo_loss_types()))
     g.add_argument("--max-length", type=int, metavar="TOKENS",
                    help=f"prompt + reply tokens (default {D.MAX_LENGTH}; {D.TINY_MAX_LENGTH} on the tiny policy)")
     pairs = p.add_argument_group("pairs")

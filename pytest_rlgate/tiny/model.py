@@ -12,10 +12,7 @@ copy circuit is written into the initial weights and protected while the rest tr
   the lowest RoPE frequency, so the score barely depends on distance): every position
   attends to the id tokens before it; their values carry the digit directions (head 0
   digits 1-2, head 1 digits 3-4) and ``o_proj`` writes them back, so the residual stream
-  holds the prompt id's digits and the tied output embedding scores that id highest;
-* head 0 also carries ``u`` itself into a spare "an id is present" direction, so the rest
-  of the network can tell a with-id prompt from a no-id one with one linear read (without
-  it the warm start confused the two: no_id pass@1 0.35-0.58 instead of about 0.9).
+  holds the prompt id's digits and the tied output embedding scores that id highest.
 
 The saved checkpoint is a plain ``LlamaForCausalLM``; nothing here is needed to load it.
 """
@@ -80,7 +77,6 @@ class CopyHead:
     id_token_ids: Sequence[int]
     digits: Sequence[str]  # the four digits of each id token, aligned with id_token_ids
     seed: int
-    id_flag: bool = True
     c_scale: float = 0.3
     qk_scale: float = 1.5
     _hooks: list[Any] = field(default_factory=list, repr=False)
@@ -102,7 +98,7 @@ class CopyHead:
         positions = torch.arange(4)
         digit_idx = torch.tensor([[int(ch) for ch in d] for d in self.digits])  # [n_ids, 4]
         with torch.no_grad():
-            structure = basis[:, :43]
+            structure = basis[:, :42]
             emb -= (emb @ structure) @ structure.T  # non-ids start free of the copy directions
             emb += self.c_scale * c
             emb[ids] = 0.5 * u + 0.5 * digit_dir[positions, digit_idx].sum(dim=1)
@@ -123,9 +119,6 @@ class CopyHead:
                 rows = [h * head_dim + j for j in range(20)]
                 attn.v_proj.weight[rows] = dirs
                 attn.o_proj.weight[:, rows] = dirs.T
-            if self.id_flag:  # head 0, spare value dim 20: "an id is present" -> basis[:, 42]
-                attn.v_proj.weight[_COPY_HEADS[0] * head_dim + 20] = u
-                attn.o_proj.weight[:, _COPY_HEADS[0] * head_dim + 20] = basis[:, 42]
         for bias in (attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias, attn.o_proj.bias):
             assert bias is None, "the copy head assumes bias-free projections (LlamaConfig default)"
 

@@ -105,6 +105,7 @@ class MetricsRecorder:
                 row = {"step": state.global_step}
                 row.update({name: float(logs[key]) for name, key in METRIC_KEYS.items()
                             if isinstance(logs.get(key), (int, float))})
+                row.update({key: float(value) for key, value in logs.items() if key.startswith("monitor/")})
                 self.rows.append(row)
 
         return _Recorder()
@@ -152,6 +153,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report
     """Run GRPO end to end and return the published ``RunFolder``.
 
     Keyword arguments are knobs (``steps=10, balance=0.25, ...``) on top of *knobs*.
+    *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
     import torch
 

@@ -116,6 +116,7 @@ class HackMonitor(TrainerCallback):
         self.last_kl: float | None = None
         self.stopped_at: dict[str, Any] | None = None
         self.errors: list[str] = []
+        self._pending: dict[str, float] = {}
 
     # --- the reward wrapper -------------------------------------------------------------
     def wrap(self, reward_fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
@@ -135,7 +136,10 @@ class HackMonitor(TrainerCallback):
         if self.every > 0:
             self._evaluate(model, 0)
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kw: Any) -> None:
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+        if logs is not None and self._pending:  # the evaluation joins the trainer's log stream (report_to)
+            logs.update(self._pending)
+            self._pending = {}
         previous = self.last_kl
         for key in ("kl", "objective/kl"):
             if logs and isinstance(logs.get(key), (int, float)):
@@ -176,13 +180,15 @@ class HackMonitor(TrainerCallback):
             return
         scores = [s for rs in self.score_fn(self.holdout, replies) for s in rs]
         lengths = [len(r) for rs in replies for r in rs]
-        self.history.append({
+        point = {
             "step": step,
             "proxy_reward": sum(scores) / max(len(scores), 1),
             "length": sum(lengths) / max(len(lengths), 1),
             "kl": self.last_kl,
             "n": len(scores),
-        })
+        }
+        self.history.append(point)
+        self._pending.update({"monitor/proxy_reward": point["proxy_reward"], "monitor/length": point["length"]})
 
     def _sample_quietly(self, model: Any) -> list[list[str]]:
         """Sample in eval mode inside a forked RNG, so training sees the same random stream."""
@@ -231,6 +237,7 @@ class HackMonitor(TrainerCallback):
     def _alarm(self, kind: str, step: int, **detail: Any) -> dict[str, Any]:
         alarm = {"kind": kind, "step": step, **detail}
         self.alarms.append(alarm)
+        self._pending[f"monitor/alarm_{kind}"] = 1.0
         return alarm
 
     def summary(self) -> dict[str, Any]:

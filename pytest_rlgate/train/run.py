@@ -126,7 +126,11 @@ class RunWriter:
             trash = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.old-", dir=self.final.parent))
             os.replace(self.final, trash / "run")
             shutil.rmtree(trash, ignore_errors=True)
-        os.replace(self.path, self.final)
+        try:
+            os.replace(self.path, self.final)
+        except OSError:  # another run took the name while this one trained
+            raise UsageError(f"--run-name {self.final.name!r}: {self.final} appeared while this run trained; "
+                             f"its files stay in {self.path} - move them or re-run with another --run-name") from None
         return RunFolder.open(self.final)
 
 
