@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 
 from . import __version__
@@ -48,7 +49,12 @@ def _load(module: str):  # noqa: ANN202 - a module object
     return importlib.import_module(module)
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:
+    return f"rlgate: {category.__name__}: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.formatwarning = _one_line_warning  # a terminal tool, not a library: no source lines
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     try:

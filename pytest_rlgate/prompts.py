@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .atomic import atomic_write
 from .envs import refund
 from .errors import DataError, UsageError
 
@@ -375,22 +375,9 @@ def fingerprint(items: Iterable[Mapping[str, Any]]) -> str:
 def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any]]) -> str:
     """Write *items* as canonical JSONL, atomically (temp file + rename); return the fingerprint."""
     data = canonical_bytes(items)
-    _atomic_write(Path(path), data)
+    atomic_write(path, data)
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_prompts(

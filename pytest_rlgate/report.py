@@ -29,7 +29,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .atomic import atomic_write
 from .errors import DataError, UsageError
 
 __all__ = ["ReportData", "load_report_data", "report_text", "write_index", "write_report"]
@@ -646,18 +646,6 @@ def _summary_line(run: ReportData) -> str:
     return " · ".join(bits)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
 
 def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
     """Write ``report.html`` (or ``out``) for a run folder, with its PNG plots beside it.
@@ -675,9 +663,9 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     page = Path(out) if out is not None else run.path / REPORT_NAME
     curves_name, categories_name = f"{page.stem}-curves.png", f"{page.stem}-categories.png"
     curves, categories = plot_curves(run), plot_categories(run)
-    _atomic_write(page.parent / curves_name, curves)
+    atomic_write(page.parent / curves_name, curves)
     if categories is not None:
-        _atomic_write(page.parent / categories_name, categories)
+        atomic_write(page.parent / categories_name, categories)
     else:
         (page.parent / categories_name).unlink(missing_ok=True)  # a stale plot must not outlive its data
 
@@ -691,7 +679,7 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     body += ["<h2>Training</h2>", f'<img src="{_e(curves_name)}" alt="reward, KL and completion length by step">',
              "<h3>Monitor alarms</h3>", _alarms_html(run), _config_html(run.config),
              f'<p class="sub">pytest-rlgate {_e(__version__)}; <code>rlgate report RUN_DIR</code> rewrites this page.</p>']
-    _atomic_write(page, _page(f"rlgate report: {run.name}", "\n".join(body)).encode("utf-8"))
+    atomic_write(page, _page(f"rlgate report: {run.name}", "\n".join(body)).encode("utf-8"))
     return page
 
 
@@ -743,7 +731,7 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
             '<th class="l">regressed</th><th class="l">Δ pass@1</th><th class="l">alarms</th>'
             '<th class="l">details</th><th>curves</th></tr>'
             f"</thead><tbody>{''.join(rows)}</tbody></table>")
-    _atomic_write(page, _page("rlgate runs", body).encode("utf-8"))
+    atomic_write(page, _page("rlgate runs", body).encode("utf-8"))
     return page
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_open
 from .errors import DataError, UsageError
 
 __all__ = ["REQUIRED_FIELDS", "grade_replies", "iter_checked", "iter_rows", "read_rows", "validate_row", "write_rows"]
@@ -261,21 +261,11 @@ def write_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) 
 
     Readers never see half a file; a bad row raises before anything is replaced.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            for row, _line in iter_rows(rows, name="<rows to write>"):
-                out.write(json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(", ", ": ")))
-                out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    with atomic_open(path) as out:
+        for row, _line in iter_rows(rows, name="<rows to write>"):
+            out.write(json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(", ", ": ")))
+            out.write("\n")
+    return Path(path)
 
 
 def _default_env() -> Any:

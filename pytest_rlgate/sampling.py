@@ -183,6 +183,9 @@ def sample(
     from tqdm.auto import tqdm
 
     rendered = _render(tokenizer, prompts, env)
+    if tokenizer.pad_token_id is None:
+        raise UsageError("the tokenizer has no pad token, which batched sampling needs; load the "
+                         "policy with load_policy() or set tokenizer.pad_token = tokenizer.eos_token")
     lengths = [len(ids) for ids in tokenizer(rendered, add_special_tokens=False)["input_ids"]]
     # Longest first: batches of similar length waste little on padding, and a reply does
     # not depend on its batch, so the order is free to choose.

@@ -169,3 +169,13 @@ def test_vllm_backend_without_vllm_is_a_usage_error(policy) -> None:
 def test_constants_are_the_seed_recipes() -> None:
     assert (sampling.SAMPLE_TEMPERATURE, sampling.SAMPLE_TOP_P, sampling.SAMPLE_SEED) == (0.8, 0.95, 17)
     assert sampling.BASE_RUN_SEEDS == (17, 18, 19)
+
+
+def test_tokenizer_without_pad_token_is_a_usage_error(policy) -> None:
+    import copy
+
+    model, tok = policy
+    bare = copy.deepcopy(tok)
+    bare.pad_token = None
+    with pytest.raises(UsageError, match="pad token"):
+        sampling.sample(model, bare, PROMPTS[:1], progress=False)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
+from ..atomic import atomic_write
 from ..errors import RlgateWarning, UsageError
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
@@ -97,15 +96,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_json(target: Path, payload: dict) -> None:
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        atomic_write(target, json.dumps(payload, indent=2) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write --json {str(target)!r}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(payload, out, indent=2)
-            out.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -11,13 +11,11 @@ for free. The controller collects them, prints a terminal section, and writes
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_rlgate.atomic import atomic_write
 from pytest_rlgate.plugin import add_setting, setting
 
 PROPERTY = "rlgate_gate"
@@ -132,19 +130,9 @@ class _GateLog:
         path = setting(self.config, "report", str)
         if not path or hasattr(self.config, "workerinput"):
             return
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump({"format_version": 1, "passed": all(g["passed"] for g in self.gates),
-                           "gates": self.gates}, out, indent=2, sort_keys=True)
-                out.write("\n")
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self.report_path = str(target)
+        payload = {"format_version": 1, "passed": all(g["passed"] for g in self.gates), "gates": self.gates}
+        atomic_write(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        self.report_path = str(path)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):

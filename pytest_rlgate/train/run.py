@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..atomic import atomic_write, public_mode
 from ..errors import DataError, UsageError
 
 __all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "write_json", "write_jsonl"]
@@ -39,32 +40,14 @@ def before_name(index: int, seed: int) -> str:
     return "holdout_before.jsonl" if index == 0 else f"holdout_before_seed{seed}.jsonl"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide the run from its readers
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_json(path: Path, obj: Any) -> None:
     """Write *obj* as indented, key-sorted JSON, atomically."""
-    _atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Write one JSON object per line, atomically."""
-    _atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
 
 
 class RunWriter:
@@ -119,9 +102,8 @@ class RunWriter:
         if missing:
             raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
         (self.path / COMPLETE).write_text("complete\n", encoding="utf-8")
-        mask = _umask()
         for entry in [self.path, *self.path.rglob("*")]:  # mkdtemp/mkstemp made them private
-            os.chmod(entry, (0o777 if entry.is_dir() else 0o666) & ~mask)
+            os.chmod(entry, public_mode(directory=entry.is_dir()))
         if self.overwrite and self.final.exists():
             trash = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.old-", dir=self.final.parent))
             os.replace(self.final, trash / "run")
