@@ -18,9 +18,11 @@ it is tested without training anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -352,7 +354,9 @@ def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *, pr
     say(f"- {config.label}: {config.method} {' '.join(f'{k}={v}' for k, v in config.knobs.items())}")
     started = time.perf_counter()
     try:
-        served = cached_run(make_knobs(config.method, **config.knobs), progress=progress)
+        # trainers print their log dicts to stdout; the demo's stdout is the story, so they go to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            served = cached_run(make_knobs(config.method, **config.knobs), progress=progress)
     except RlgateError as exc:  # e.g. DPO finds too few preference pairs on this policy: say so, go on
         say(f"  not trained: {exc}")
         return None

@@ -218,3 +218,18 @@ def test_pairs_truncated_away_by_max_length_are_a_usage_error(tiny_dir, tmp_path
     model, tok = _load(tiny_dir)
     with pytest.raises(UsageError, match=r"--max-length 64: 8 of 8 pairs have a prompt of at least 64 tokens"):
         build_dpo_trainer(model, tok, _pairs(8), _knobs(tiny_dir, max_length=64), output_dir=str(tmp_path))
+
+
+def test_some_pairs_truncated_away_warn_with_the_count(tiny_dir, tmp_path) -> None:
+    from pytest_rlgate.errors import RlgateWarning
+
+    model, tok = _load(tiny_dir)
+    lengths = {p: len(tok(tok.apply_chat_template(refund.messages_for(p), tokenize=False, add_generation_prompt=True),
+                          add_special_tokens=False)["input_ids"]) for p in PROMPTS}
+    longest = max(lengths.values())
+    dropped = sum(lengths[p.prompt] >= longest for p in _pairs(16))
+    assert 0 < dropped <= 8
+    with pytest.warns(RlgateWarning, match=rf"--max-length {longest}: {dropped} of 16 pairs"):
+        trainer = build_dpo_trainer(model, tok, _pairs(16), _knobs(tiny_dir, max_length=longest),
+                                    output_dir=str(tmp_path))
+    assert len(trainer.train_dataset) == 16 - dropped

@@ -281,18 +281,30 @@ def test_holm_withdraws_a_marginal_regression() -> None:
     assert _cmp(compare(before, clear, guards=()), "pass@1", "a").verdict == "regressed"
 
 
-def test_noise_floor_from_base_reruns_reads_within_noise() -> None:
+def test_noise_floor_from_base_reruns_takes_back_a_gain() -> None:
     # three base re-runs whose pass rate wobbles by a few points; after = a fourth run
     before = (table_rows("with_id", spread(100, 40), eval_run=17) + table_rows("with_id", spread(100, 80), eval_run=18)
               + table_rows("with_id", spread(100, 60), eval_run=19))
-    after = table_rows("with_id", spread(100, 120), eval_run=1)
+    after = table_rows("with_id", spread(100, 0), eval_run=1)
     with_floor = _cmp(compare(before, after, guards=()), "pass@1", "with_id")
-    assert with_floor.noise is not None and with_floor.noise > abs(with_floor.delta)
+    assert with_floor.low > 0 and with_floor.noise is not None and with_floor.noise > abs(with_floor.delta)
     assert with_floor.verdict in ("flat", "inconclusive") and "within noise" in with_floor.flags
-    # the same rows as one run per side: no floor, and the drop counts
+    # the same rows as one run per side: no floor, and the gain counts
     plain = _cmp(compare([{**r, "eval_run": None, "prompt": f"{r['eval_run']} {r['prompt']}"} for r in before],
                          after, guards=()), "pass@1", "with_id")
-    assert plain.noise is None and plain.verdict == "regressed"
+    assert plain.noise is None and plain.verdict == "moved"
+
+
+def test_noise_floor_never_takes_back_a_regression() -> None:
+    # wobbly base re-runs make a wide floor; a clear drop must still regress and fail
+    before = (table_rows("with_id", spread(100, 300), eval_run=17) + table_rows("with_id", spread(100, 360), eval_run=18)
+              + table_rows("with_id", spread(100, 240), eval_run=19))
+    after = table_rows("with_id", spread(100, 360), eval_run=1)
+    result = compare(before, after, guards=())
+    drop = _cmp(result, "pass@1", "with_id")
+    assert drop.noise is not None and drop.noise > abs(drop.delta)
+    assert drop.high < 0 and drop.verdict == "regressed" and "within noise" in drop.flags
+    assert not result.passed
 
 
 def test_paths_and_rows_give_the_same_result(tmp_path: Path) -> None:
