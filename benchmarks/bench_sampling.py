@@ -49,8 +49,8 @@ def main() -> None:
     items = prompts.build_prompts(seed=0, size="large")[: args.prompts]
     rendered = tok.apply_chat_template([refund.messages_for(i["prompt"]) for i in items],
                                        add_generation_prompt=True, tokenize=False)
-    common = dict(k=args.k, batch_size=args.batch_size, temperature=SAMPLE_TEMPERATURE, top_p=SAMPLE_TOP_P,
-                  max_new_tokens=args.max_new_tokens)
+    common = {"k": args.k, "batch_size": args.batch_size, "temperature": SAMPLE_TEMPERATURE,
+              "top_p": SAMPLE_TOP_P, "max_new_tokens": args.max_new_tokens}
     n = len(items) * args.k
     # The sampler batches prompts longest-first (less padding); the second raw variant does
     # the same, so the ratio against it isolates the per-step cost of seeded sampling.

@@ -248,6 +248,9 @@ def _describe_move(group: str, c: Mapping[str, Any]) -> str:
         return f"{group} REGRESSED ({span}, interval {_interval(c)} entirely below 0)"
     if verdict == "moved":
         return f"{group} moved up ({span}, interval {_interval(c)} above 0)"
+    if "within noise" in (c.get("flags") or []):
+        return (f"{group} moved {_signed(c['delta'])} ({span}), no more than the base runs differ among "
+                f"themselves (within noise)")
     if verdict == "flat":
         return f"{group} held ({span}, interval inside the ±margin)"
     if verdict == "inconclusive":
@@ -288,7 +291,7 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
                    "the gate FAILS it: " + "; ".join(s.gate.get("failures", [])[:3]))
         tool = s.tool_calls.get("no_id")
         invent = ""
-        if tool is not None and tool["after"] > tool["before"]:
+        if tool is not None and tool.get("verdict") in ("moved", "inconclusive") and tool["after"] > tool["before"] + 0.1:
             invent = (f" On no-id prompts it now calls a tool in {tool['after']:.0%} of replies (base "
                       f"{tool['before']:.0%}): every such call invents an order id.")
         who = s.config.label + (" (the deliberately hackable reward)" if s.config.hackable else "")

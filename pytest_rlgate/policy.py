@@ -91,7 +91,7 @@ def _attach_adapter(model: Any, path: Path) -> Any:
     _check_adapter(path)
     try:
         return PeftModel.from_pretrained(model, str(path), is_trainable=False)
-    except Exception as exc:  # safetensors, json, shape and key errors all mean a bad adapter
+    except Exception as exc:  # noqa: BLE001 - safetensors, json, shape, key errors: all a bad adapter
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(
             f"adapter cannot be loaded onto this base model ({first[:200]}); "

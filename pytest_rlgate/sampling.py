@@ -79,7 +79,7 @@ def _render(tokenizer: Any, prompts: Sequence[Any], env: Any) -> list[str]:
 
 def reply_seed(seed: int, rollout: int, rendered: str) -> int:
     """The 63-bit seed of reply *rollout* of a rendered chat: independent of batch layout."""
-    digest = hashlib.sha256(f"{seed}\0{rollout}\0{rendered}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}\0{rollout}\0{rendered}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 

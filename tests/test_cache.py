@@ -58,7 +58,7 @@ def test_second_request_is_a_hit(tmp_path: Path) -> None:
 
 def test_rebuild_replaces_the_artifact(tmp_path: Path) -> None:
     versions = iter([b"one", b"two"])
-    build = lambda out: (out / "f").write_bytes(next(versions))  # noqa: E731
+    build = lambda out: (out / "f").write_bytes(next(versions))
     cache.cached_dir("thing", "k", build, root=tmp_path)
     path = cache.cached_dir("thing", "k", build, root=tmp_path, rebuild=True)
     assert (path / "f").read_bytes() == b"two"
@@ -128,6 +128,5 @@ def test_lock_timeout_names_the_lock_file(tmp_path: Path) -> None:
     from filelock import FileLock
 
     (tmp_path / "thing").mkdir()
-    with FileLock(str(tmp_path / "thing" / "k.lock")):
-        with pytest.raises(UsageError, match=r"k\.lock"):
-            cache.cached_dir("thing", "k", lambda out: None, root=tmp_path, lock_timeout=0.1)
+    with FileLock(str(tmp_path / "thing" / "k.lock")), pytest.raises(UsageError, match=r"k\.lock"):
+        cache.cached_dir("thing", "k", lambda out: None, root=tmp_path, lock_timeout=0.1)

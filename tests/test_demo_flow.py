@@ -18,21 +18,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::pytest_rlgat
 
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory):
+    """(exit code, stdout, runs dir) of ``rlgate demo --quick``, run once for the module."""
+    import contextlib
+    import io
+
     import torch
 
     from pytest_rlgate.cli import main
 
     torch.set_num_threads(1)
     runs = tmp_path_factory.mktemp("demo") / "runs"
-    captured: list[str] = []
-    import contextlib
-    import io
-
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
         code = main(["demo", "--quick", "--runs-dir", str(runs)])
-    captured.append(buffer.getvalue())
-    return code, captured[0], runs
+    return code, out.getvalue(), runs
 
 
 def test_the_quick_demo_exits_0_and_prints_the_table_and_the_story(quick_demo):
@@ -46,7 +45,7 @@ def test_the_quick_demo_exits_0_and_prints_the_table_and_the_story(quick_demo):
 def test_it_leaves_finished_run_folders_prompt_files_reports_and_an_index(quick_demo):
     from pytest_rlgate.train.run import RunFolder
 
-    _, out, runs = quick_demo
+    _, _, runs = quick_demo
     folders = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "prompts"]
     assert {"grpo", "grpo-balance-0.25"} <= {p.name for p in folders}
     for folder in folders:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +13,14 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
-from pytest_rlgate import policy  # noqa: E402
-from pytest_rlgate.envs import refund  # noqa: E402
-from pytest_rlgate.errors import UsageError  # noqa: E402
-from pytest_rlgate.tiny import build as tiny_build  # noqa: E402
-from pytest_rlgate.tiny.corpus import Dialogue  # noqa: E402
-from pytest_rlgate.tiny.model import CopyHead, ModelShape, new_model  # noqa: E402
-from pytest_rlgate.tiny.tokenizer import ID_TOKENS, build_tokenizer  # noqa: E402
-from pytest_rlgate.tiny.warmstart import TrainSchedule, encode_dialogues  # noqa: E402
+from pytest_rlgate import policy
+from pytest_rlgate.envs import refund
+from pytest_rlgate.errors import UsageError
+from pytest_rlgate.tiny import build as tiny_build
+from pytest_rlgate.tiny.corpus import Dialogue
+from pytest_rlgate.tiny.model import CopyHead, ModelShape, new_model
+from pytest_rlgate.tiny.tokenizer import ID_TOKENS, build_tokenizer
+from pytest_rlgate.tiny.warmstart import TrainSchedule, encode_dialogues
 
 #: A few warm-start steps: enough to exercise every stage of a build in seconds.
 MINI = dataclasses.replace(tiny_build.RECIPE, schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
@@ -266,7 +265,7 @@ def test_tiny_policy_loads_by_name(tiny_dir: Path) -> None:
     from transformers import LlamaForCausalLM
 
     started = time.perf_counter()
-    model, tok = policy.load_policy(policy.TINY_POLICY)
+    model, _ = policy.load_policy(policy.TINY_POLICY)
     assert time.perf_counter() - started < 10
     assert isinstance(model, LlamaForCausalLM)
     assert model.config.num_hidden_layers == tiny_build.RECIPE.shape.layers

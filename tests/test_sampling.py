@@ -10,10 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
-from pytest_rlgate import sampling  # noqa: E402
-from pytest_rlgate.errors import UsageError  # noqa: E402
-from pytest_rlgate.tiny import build as tiny_build  # noqa: E402
-from pytest_rlgate.tiny.warmstart import TrainSchedule  # noqa: E402
+from pytest_rlgate import sampling
+from pytest_rlgate.errors import UsageError
+from pytest_rlgate.tiny import build as tiny_build
+from pytest_rlgate.tiny.warmstart import TrainSchedule
 
 #: A barely trained policy: random enough that replies vary, so equality means something.
 MINI = dataclasses.replace(tiny_build.RECIPE, schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))

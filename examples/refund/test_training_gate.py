@@ -35,24 +35,31 @@ def gate(rlgate, before, after):
     return rlgate.assert_no_regression(before, after, by="category", guards=("well_formed",))
 
 
-@pytest.mark.rlgate(method="grpo", **SHARED)
-def test_grpo_keeps_every_category(rlgate, rlgate_before_rows, rlgate_after_rows):
-    """GRPO with the refund reward on the imbalanced train split (``rlgate train grpo --steps 20``).
+@pytest.mark.rlgate(method="grpo", balance=0.25, **SHARED)
+def test_balanced_grpo_keeps_every_category(rlgate, rlgate_before_rows, rlgate_after_rows):
+    """GRPO with the refund reward, minority categories repeated to 25 % of the train split.
 
-    MEASURED_PASS
+    Measured on the tiny policy, 20 steps, trainer/sample seeds 17, 18 and 19: the gate passed
+    every time (no category regressed; no_id Δ between −0.04 and +0.07 over 6 scenarios).
+    The same run without ``balance`` passed at seed 17 but regressed no_id at seed 18
+    (0.92 -> 0.75, interval [-0.53, -0.00]): too seed-fragile to pin either way here.
     """
     gate(rlgate, rlgate_before_rows, rlgate_after_rows)
 
 
-@pytest.mark.xfail(strict=True, raises=RegressionError,
-                   reason="MEASURED_REASON")
+@pytest.mark.xfail(
+    strict=True, raises=RegressionError,
+    reason="measured on the tiny policy (20 steps): no_id pass@1 regressed at every seed tried - 0.89 -> 0.08 "
+           "[-0.97, -0.64] (seed 17), 0.92 -> 0.00 [-1.00, -0.75] (18), 0.92 -> 0.25 [-0.96, -0.32] (19) - "
+           "because the policy now invents an id for a lookup; off_topic regressed too",
+)
 @pytest.mark.rlgate(method="grpo", reward="lookup_anything", **SHARED)
 def test_grpo_on_a_hackable_reward_collapses_no_id(rlgate, rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
     """GRPO against a reward that pays any ``lookup_order`` call on every prompt.
 
-    The reward forgets "ask when there is no id", so the policy learns to invent ids: the
-    gate must fail. ``xfail(strict=True)``: should this configuration ever pass, the suite
-    goes red, because then the gate missed a collapse it is meant to catch.
+    The reward forgets "ask when there is no id", so the policy learns to invent ids and the
+    gate must fail. ``xfail(strict=True)``: should this configuration ever pass, the suite goes
+    red, because then the gate missed a collapse it exists to catch.
     """
     if rlgate_adapter.handed_in:
         pytest.skip("--rlgate-adapter gates one adapter; this configuration only exists when training here")
