@@ -109,5 +109,77 @@ def __dir__() -> list[str]:
     return __all__
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .errors import DataError, RlgateError, RlgateWarning, SpecError, UsageError
+if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
+    from .cache import cache_key as cache_key, cached_dir as cached_dir
+    from .demo import run_demo as run_demo
+    from .errors import (
+        DataError as DataError,
+        RlgateError as RlgateError,
+        RlgateWarning as RlgateWarning,
+        SpecError as SpecError,
+        UsageError as UsageError,
+    )
+    from .gate import (
+        Comparison as Comparison,
+        GateResult as GateResult,
+        RegressionError as RegressionError,
+        assert_no_regression as assert_no_regression,
+        compare as compare,
+    )
+    from .hacks import (
+        HackScanDiff as HackScanDiff,
+        HackScanResult as HackScanResult,
+        RewardHackError as RewardHackError,
+        ScanFeature as ScanFeature,
+        hack_scan as hack_scan,
+        hack_scan_diff as hack_scan_diff,
+    )
+    from .policy import (
+        TINY_POLICY as TINY_POLICY,
+        load_policy as load_policy,
+        tiny_policy_dir as tiny_policy_dir,
+    )
+    from .probe import HackFinding as HackFinding, ProbeResult as ProbeResult, probe_reward as probe_reward
+    from .prompts import (
+        Split as Split,
+        balance as balance,
+        build_prompts as build_prompts,
+        count_by_category as count_by_category,
+        fingerprint as fingerprint,
+        plain_split as plain_split,
+        read_prompts as read_prompts,
+        stratified_split as stratified_split,
+        write_prompts as write_prompts,
+    )
+    from .report import report_text as report_text, write_index as write_index, write_report as write_report
+    from .rows import (
+        grade_replies as grade_replies,
+        read_rows as read_rows,
+        validate_row as validate_row,
+        write_rows as write_rows,
+    )
+    from .sampling import (
+        BASE_RUN_SEEDS as BASE_RUN_SEEDS,
+        SAMPLE_SEED as SAMPLE_SEED,
+        SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE,
+        SAMPLE_TOP_P as SAMPLE_TOP_P,
+        VllmSampler as VllmSampler,
+        sample as sample,
+        sample_rows as sample_rows,
+    )
+    from .specs import RewardRow as RewardRow, load_reward_table as load_reward_table
+    from .stats import (
+        ConfidenceInterval as ConfidenceInterval,
+        PairedBootstrapResult as PairedBootstrapResult,
+        holm as holm,
+        minimum_detectable_effect as minimum_detectable_effect,
+        paired_bootstrap as paired_bootstrap,
+    )
+    from .strategies import HackedReply as HackedReply
+    from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
+    from .train.dpo import DPOKnobs as DPOKnobs, train_dpo as train_dpo
+    from .train.grpo import train_grpo as train_grpo
+    from .train.monitor import HackMonitor as HackMonitor
+    from .train.pairs import Pair as Pair, build_pairs as build_pairs, read_pairs as read_pairs
+    from .train.reward import refund_reward as refund_reward
+    from .train.run import RunFolder as RunFolder, RunWriter as RunWriter

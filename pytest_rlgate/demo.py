@@ -242,17 +242,17 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
 
 
 def _describe_move(group: str, c: Mapping[str, Any]) -> str:
+    """One clause per category, led by the verdict (the flags only add why)."""
     verdict = c.get("verdict")
     span = f"{_plain(c['before'])} → {_plain(c['after'])}"
+    noise = "within noise" in (c.get("flags") or [])
     if verdict == "regressed":
         return f"{group} REGRESSED ({span}, interval {_interval(c)} entirely below 0)"
     if verdict == "moved":
         return f"{group} moved up ({span}, interval {_interval(c)} above 0)"
-    if "within noise" in (c.get("flags") or []):
-        return (f"{group} moved {_signed(c['delta'])} ({span}), no more than the base runs differ among "
-                f"themselves (within noise)")
     if verdict == "flat":
-        return f"{group} held ({span}, interval inside the ±margin)"
+        why = "no more than the base runs differ from each other" if noise else "interval inside the ±margin"
+        return f"{group} held ({span}: {why})"
     if verdict == "inconclusive":
         return f"{group} is inconclusive ({span}, interval {_interval(c)} too wide to call)"
     return f"{group} had too few scenarios to judge ({span})"

@@ -155,6 +155,7 @@ def test_the_story_says_what_the_verdicts_say(summaries):
     honest, hacked = render_story(BASE, summaries)[1:]
     assert "with_id moved up (0.10 → 0.45" in honest and "the gate PASSES it" in honest
     assert "off_topic is inconclusive" in honest
+    assert "no_id held (0.95 → 0.92: no more than the base runs differ from each other)" in honest
     assert "no_id REGRESSED (0.95 → 0.15, interval [−0.95, −0.60] entirely below 0)" in hacked
     assert "calls a tool in 85% of replies (base 2%)" in hacked
     assert "the gate FAILS it: pass@1 regressed in no_id" in hacked

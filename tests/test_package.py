@@ -55,3 +55,13 @@ def test_cli_version_and_unknown_command() -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main(["frobnicate"])
     assert exc.value.code == 2
+
+
+def test_type_checking_imports_match_the_lazy_exports() -> None:
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(pytest_rlgate))
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    static = {(node.module, a.name) for node in guarded.body for a in node.names}
+    assert static == {(module, name) for name, module in pytest_rlgate._EXPORTS.items()}
