@@ -17,7 +17,6 @@ from pytest_rlgate.envs.refund import (
     normalise_order_id,
     parse_tool_call,
     passes,
-    reward_func,
     score,
 )
 
@@ -289,7 +288,9 @@ def test_messages_for() -> None:
     assert messages_for("hi") == [{"role": "system", "content": refund.SYSTEM}, {"role": "user", "content": "hi"}]
 
 
-def test_reward_func_takes_plain_and_conversational_inputs() -> None:
+def test_trl_reward_takes_plain_and_conversational_inputs() -> None:
+    from pytest_rlgate.train.reward import refund_reward as reward_func
+
     conversational = [[{"role": "assistant", "content": LOOKUP}], [{"role": "assistant", "content": "Refunded."}]]
     prompts = [messages_for(WITH_ID), messages_for(NO_ID)]
     assert reward_func(prompts, conversational) == [1.0, 0.4]

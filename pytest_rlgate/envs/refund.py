@@ -28,7 +28,6 @@ __all__ = [
     "normalise_order_id",
     "parse_tool_call",
     "passes",
-    "reward_func",
     "score",
 ]
 
@@ -250,27 +249,3 @@ def markers(
 def messages_for(prompt: str) -> list[dict[str, str]]:
     """The chat a policy sees: the policy as system prompt, the customer as user."""
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-
-
-def _completion_text(completion: Any) -> str:
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[0], Mapping):
-        return str(completion[0].get("content") or "")
-    return ""
-
-
-def _prompt_text(prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    users = [m.get("content", "") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
-    return str(users[-1]) if users else ""
-
-
-def reward_func(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """TRL-style reward: ``fn(prompts, completions, **columns) -> list[float]``.
-
-    Conversational or plain prompts and completions both work. The case is recomputed
-    from the user's text, so the reward cannot disagree with the reward tables.
-    """
-    return [score(_completion_text(c), case_for(_prompt_text(p))) for p, c in zip(prompts, completions)]
