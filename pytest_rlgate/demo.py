@@ -295,8 +295,8 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
             invent = (f" On no-id prompts it now calls a tool in {tool['after']:.0%} of replies (base "
                       f"{tool['before']:.0%}): every such call invents an order id.")
         who = s.config.label + (" (the deliberately hackable reward)" if s.config.hackable else "")
-        lines.append(f"{who}: {'; '.join(moves)}.{invent} {_monitor_words(s)[0].upper()}{_monitor_words(s)[1:]}. "
-                     f"So {verdict}.")
+        watched = _monitor_words(s)
+        lines.append(f"{who}: {'; '.join(moves)}.{invent} {watched[0].upper()}{watched[1:]}. So {verdict}.")
     if hackable_reason:
         lines.append(hackable_reason)
     return lines

@@ -36,10 +36,16 @@ class CachedRun:
         return self.run.adapter
 
 
+#: The code a cached run's files depend on: training, the environment's reward, sampling,
+#: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
+_RUN_CODE = ("train/*.py", "envs/*.py", "sampling.py", "rows.py", "gate.py", "stats.py", "prompts.py", "policy.py")
+
+
 def _code_digest() -> str:
+    package = Path(__file__).parent.parent
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted({p for pattern in _RUN_CODE for p in package.glob(pattern)}):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

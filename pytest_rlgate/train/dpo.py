@@ -288,7 +288,9 @@ def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: 
         callbacks=list(callbacks),
     )
     _check_truncation(trainer, len(pairs), knobs)
-    return trainer
+    from .pipeline import quiet_logs
+
+    return quiet_logs(trainer, progress)
 
 
 def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:

@@ -131,11 +131,9 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
         peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
         callbacks=list(callbacks),
     )
-    if not progress:  # without a progress bar, transformers prints every log dict instead
-        from transformers.trainer_callback import PrinterCallback
+    from .pipeline import quiet_logs
 
-        trainer.remove_callback(PrinterCallback)
-    return trainer
+    return quiet_logs(trainer, progress)
 
 
 def knobs_from(knobs: GRPOKnobs | None, overrides: Mapping[str, Any]) -> GRPOKnobs:

@@ -196,3 +196,12 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **(extra or {}),
     }
+
+
+def quiet_logs(trainer: Any, progress: bool) -> Any:
+    """Without a progress bar transformers prints every log dict; metrics.jsonl has them."""
+    if not progress:
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    return trainer
