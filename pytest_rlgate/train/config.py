@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError

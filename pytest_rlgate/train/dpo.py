@@ -18,8 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,14 @@ from typing import Any
 
 from ..errors import UsageError
 from .config import RunKnobs, _fail
-from .pairs import CONSTRUCTED_CAP, MAX_PAIRS_PER_PROMPT, MIN_MARGIN, Pair, PairSet, build_pairs
+from .pairs import (
+    CONSTRUCTED_CAP,
+    MAX_PAIRS_PER_PROMPT,
+    MIN_MARGIN,
+    Pair,
+    PairSet,
+    build_pairs,
+)
 
 __all__ = [
     "DPOKnobs",
@@ -370,54 +375,30 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool = False, report_t
     """
     import torch
 
-    from .monitor import HackMonitor
     from .pairs import write_pairs
-    from .pipeline import config_record, gate_runs, holdout_rows, prepare, write_base_runs
-    from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunWriter
+    from .pipeline import prepare, train_and_gate, write_base_runs
+    from .run import RunWriter
 
     knobs = knobs_from(knobs, overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = prep.knobs
-        model, tok, sets = prep.model, prep.tokenizer, prep.prompts
         with torch.no_grad():
-            pair_set = sample_pairs(model, tok, sets.train, knobs, progress=progress)
+            pair_set = sample_pairs(prep.model, prep.tokenizer, prep.prompts.train, knobs, progress=progress)
         write_pairs(run.path / PAIRS, pair_set.pairs)
         check_enough_pairs(pair_set, knobs)
         before = write_base_runs(run, prep, progress=progress)
-        monitor = HackMonitor(sets.holdout, tok, every=knobs.monitor_every, stop_on=knobs.stop_on,
-                              kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
-                              top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length,
-                              sample_fn=monitor_sample_fn)
-        recorder = DPOMetrics()
-        with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
-            trainer = build_dpo_trainer(model, tok, pair_set.pairs, knobs, output_dir=scratch,
-                                        callbacks=[monitor, recorder], progress=progress, report_to=report_to)
-            started = time.perf_counter()
-            trainer.train()
-            train_s = time.perf_counter() - started
-            policy = trainer.model
-            policy.save_pretrained(str(run.adapter_dir))
-        with torch.no_grad():
-            after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
-                                 eval_run="after", progress=progress)
-        run.rows(AFTER, after)
-        gate = gate_runs(before, after)
-        run.jsonl(METRICS, recorder.rows)
-        run.json(MONITOR, monitor.summary())
-        run.json(GATE, gate.to_dict())
-        steps_done = trainer.state.global_step
-        run.json(CONFIG, config_record(prep, extra={
-            "pairs": pair_set.stats,
-            "dpo": _lineage_record(prep.lineage),
-            "training": {
-                "steps_done": steps_done, "train_seconds": round(train_s, 3),
-                "seconds_per_step": round(train_s / max(steps_done, 1), 4),
-                "pairs_per_step": knobs.pairs_per_device * knobs.gradient_accumulation,
-                "gradient_accumulation_steps": knobs.gradient_accumulation,
-                "epochs": round(steps_done * knobs.pairs_per_step / max(len(pair_set.pairs), 1), 3),
-                "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
-                "trl_loss_type": list(knobs.loss_type or LOSS_TYPE),
-            },
-        }))
-        return run.publish()
+
+        def build(output_dir: str, callbacks: list[Any], _monitor: Any) -> Any:
+            return build_dpo_trainer(prep.model, prep.tokenizer, pair_set.pairs, knobs, output_dir=output_dir,
+                                     callbacks=callbacks, progress=progress, report_to=report_to)
+
+        def training(steps_done: int) -> dict[str, Any]:
+            return {"pairs_per_step": knobs.pairs_per_device * knobs.gradient_accumulation,
+                    "gradient_accumulation_steps": knobs.gradient_accumulation,
+                    "epochs": round(steps_done * knobs.pairs_per_step / max(len(pair_set.pairs), 1), 3),
+                    "trl_loss_type": list(knobs.loss_type or LOSS_TYPE)}
+
+        return train_and_gate(run, prep, before, build=build, recorder=DPOMetrics(),
+                              monitor_sample_fn=monitor_sample_fn, progress=progress, training=training,
+                              extra={"pairs": pair_set.stats, "dpo": _lineage_record(prep.lineage)})

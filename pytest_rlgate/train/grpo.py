@@ -10,8 +10,6 @@ and ``runs/<name>/`` published atomically.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -153,45 +151,21 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report
     Keyword arguments are knobs (``steps=10, balance=0.25, ...``) on top of *knobs*.
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
-    import torch
-
-    from .monitor import HackMonitor
-    from .pipeline import config_record, gate_runs, holdout_rows, prepare, write_base_runs
-    from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunWriter
+    from .pipeline import prepare, train_and_gate, write_base_runs
+    from .run import RunWriter
 
     knobs = knobs_from(knobs, overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = prep.knobs
-        model, tok, sets = prep.model, prep.tokenizer, prep.prompts
         before = write_base_runs(run, prep, progress=progress)
-        monitor = HackMonitor(sets.holdout, tok, every=knobs.monitor_every, stop_on=knobs.stop_on,
-                              kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
-                              top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length,
-                              sample_fn=monitor_sample_fn)
-        recorder = MetricsRecorder()
-        with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
-            trainer = build_trainer(model, tok, sets.train, knobs, output_dir=scratch,
-                                    callbacks=[monitor, recorder], reward=monitor.wrap(reward_function(knobs.reward)),
-                                    progress=progress, report_to=report_to)
-            started = time.perf_counter()
-            trainer.train()
-            train_s = time.perf_counter() - started
-            policy = trainer.model
-            policy.save_pretrained(str(run.adapter_dir))
-        with torch.no_grad():
-            after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
-                                 eval_run="after", progress=progress)
-        run.rows(AFTER, after)
-        gate = gate_runs(before, after)
-        run.jsonl(METRICS, recorder.rows)
-        run.json(MONITOR, monitor.summary())
-        run.json(GATE, gate.to_dict())
-        steps_done = trainer.state.global_step
-        run.json(CONFIG, config_record(prep, extra={"training": {
-            "steps_done": steps_done, "train_seconds": round(train_s, 3),
-            "seconds_per_step": round(train_s / max(steps_done, 1), 4),
-            "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
-            "trl_loss_type": knobs.loss_type, "scale_rewards": "none" if knobs.no_scale_rewards else "group",
-        }}))
-        return run.publish()
+
+        def build(output_dir: str, callbacks: list[Any], monitor: Any) -> Any:
+            return build_trainer(prep.model, prep.tokenizer, prep.prompts.train, knobs, output_dir=output_dir,
+                                 callbacks=callbacks, reward=monitor.wrap(reward_function(knobs.reward)),
+                                 progress=progress, report_to=report_to)
+
+        return train_and_gate(run, prep, before, build=build, recorder=MetricsRecorder(),
+                              monitor_sample_fn=monitor_sample_fn, progress=progress,
+                              training=lambda _steps: {"trl_loss_type": knobs.loss_type, "scale_rewards":
+                                                       "none" if knobs.no_scale_rewards else "group"})

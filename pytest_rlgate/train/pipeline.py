@@ -22,7 +22,7 @@ from ..errors import UsageError
 from .config import RunKnobs
 
 __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
-           "prepare", "versions", "write_base_runs"]
+           "prepare", "quiet_logs", "train_and_gate", "versions", "write_base_runs"]
 
 #: Packages whose versions decide a run's numbers (recorded in config.json and cache keys).
 VERSIONED = ("pytest-rlgate", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
@@ -76,7 +76,13 @@ def versions() -> dict[str, str]:
 
 def load_prompts(knobs: RunKnobs) -> PromptSets:
     """The seeded template set (or ``--prompts-file``), split by category, train balanced."""
-    from ..prompts import balance, build_prompts, fingerprint, read_prompts, stratified_split
+    from ..prompts import (
+        balance,
+        build_prompts,
+        fingerprint,
+        read_prompts,
+        stratified_split,
+    )
 
     if knobs.prompts_file:
         if not Path(knobs.prompts_file).is_file():
@@ -205,3 +211,56 @@ def quiet_logs(trainer: Any, progress: bool) -> Any:
 
         trainer.remove_callback(PrinterCallback)
     return trainer
+
+
+def train_and_gate(
+    run: Any,
+    prep: Prepared,
+    before: Sequence[Sequence[Mapping[str, Any]]],
+    *,
+    build: Any,
+    recorder: Any,
+    monitor_sample_fn: Any = None,
+    progress: bool = False,
+    training: Any = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Any:
+    """Train under a HackMonitor, sample the holdout after, gate, finish and publish *run*.
+
+    *build(output_dir, callbacks, monitor)* returns the method's TRL trainer; *recorder*
+    is its metrics callback (``.rows``); *training(steps_done)* adds method-specific
+    entries to ``config.json``'s ``training`` block, *extra* top-level ones.
+    """
+    import tempfile
+
+    import torch
+
+    from .monitor import HackMonitor
+    from .run import AFTER, CONFIG, GATE, METRICS, MONITOR
+
+    knobs, tok, sets = prep.knobs, prep.tokenizer, prep.prompts
+    monitor = HackMonitor(sets.holdout, tok, every=knobs.monitor_every, stop_on=knobs.stop_on,
+                          kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
+                          top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length, sample_fn=monitor_sample_fn)
+    with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
+        trainer = build(scratch, [monitor, recorder], monitor)
+        started = time.perf_counter()
+        trainer.train()
+        train_s = time.perf_counter() - started
+        policy = trainer.model
+        policy.save_pretrained(str(run.adapter_dir))
+    with torch.no_grad():
+        after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
+                             eval_run="after", progress=progress)
+    run.rows(AFTER, after)
+    gate = gate_runs(before, after)
+    run.jsonl(METRICS, recorder.rows)
+    run.json(MONITOR, monitor.summary())
+    run.json(GATE, gate.to_dict())
+    steps_done = trainer.state.global_step
+    record = {"steps_done": steps_done, "train_seconds": round(train_s, 3),
+              "seconds_per_step": round(train_s / max(steps_done, 1), 4),
+              "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+              **(training(steps_done) if training else {})}
+    run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
+    return run.publish()
