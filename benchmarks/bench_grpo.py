@@ -33,7 +33,8 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from pytest_rlgate.envs.refund import messages_for, reward_func
+    from pytest_rlgate.envs.refund import messages_for
+    from pytest_rlgate.train.reward import refund_reward
 
     model, tok = _policy(base)
     ds = Dataset.from_list([{"prompt": messages_for(item["prompt"])} for item in train_items])
@@ -45,7 +46,7 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
                       activation_checkpointing=False, dataloader_pin_memory=False)
     lora = LoraConfig(r=knobs.lora_rank, lora_alpha=knobs.lora_alpha, lora_dropout=0.0,
                       target_modules=list(knobs.lora_targets), task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_func, args=args, train_dataset=ds, processing_class=tok,
+    trainer = GRPOTrainer(model=model, reward_funcs=refund_reward, args=args, train_dataset=ds, processing_class=tok,
                           peft_config=lora)
     started = time.perf_counter()
     trainer.train()

@@ -92,8 +92,10 @@ def test_probe_is_deterministic_for_a_seed(original):
 
 
 def test_trl_signature_is_detected_and_agrees(original):
-    trl = probe_reward(refund.reward_func, max_examples=25, seed=0, hacks=["format_bonus", "padding"])
-    assert trl.reward_name == "reward_func"
+    from pytest_rlgate import refund_reward
+
+    trl = probe_reward(refund_reward, max_examples=25, seed=0, hacks=["format_bonus", "padding"])
+    assert trl.reward_name == "refund_reward"
     assert set(trl.hacks) == {"format_bonus", "padding"}
     assert trl.finding("format_bonus", "with_id").max_gain == original.finding("format_bonus", "with_id").max_gain
 
