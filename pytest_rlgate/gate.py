@@ -477,14 +477,13 @@ def _one(
     low, high = res.confidence_interval
     noise = _noise_band(_run_means(before, categories, column), _run_means(after, categories, column),
                         confidence_level)
-    band = margin if noise is None else max(margin, noise)
-    verdict = _interval_verdict(low, high, band)
+    verdict = _interval_verdict(low, high, margin)
     if noise is not None and abs(delta) <= noise:
         # Asymmetric on purpose: run-to-run noise can take back a claimed win, never a
         # regression. The interval's false-regression rate is already calibrated (<= 2.5 %),
         # and a floor from three base runs (t at 2 df = 4.3) would hide real collapses.
-        if verdict == "moved":
-            verdict = "flat" if -band <= low and high <= band else "inconclusive"
+        if verdict == "moved":  # noise cannot prove flatness either: that takes the margin
+            verdict = "flat" if -margin <= low and high <= margin else "inconclusive"
         flags.append("within noise")
     if np.ptp(a - b) == 0:
         constant = np.ptp(b) == 0 and np.ptp(a) == 0 and b[0] == a[0]
