@@ -251,8 +251,10 @@ def _describe_move(group: str, c: Mapping[str, Any]) -> str:
     if verdict == "moved":
         return f"{group} moved up ({span}, interval {_interval(c)} above 0)"
     if verdict == "flat":
-        why = "no more than the base runs differ from each other" if noise else "interval inside the ±margin"
-        return f"{group} held ({span}: {why})"
+        return f"{group} held ({span}, interval {_interval(c)} inside the ±margin)"
+    if verdict == "inconclusive" and noise and (c.get("low") or 0) > 0:
+        return (f"{group} is inconclusive ({span}: a gain no larger than the base runs differ from each other, "
+                "so not claimed as a move)")
     if verdict == "inconclusive":
         return f"{group} is inconclusive ({span}, interval {_interval(c)} too wide to call)"
     return f"{group} had too few scenarios to judge ({span})"
@@ -282,8 +284,8 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     if base:
         spread = ", ".join(f"{g} {min(v):.2f}–{max(v):.2f}" for g, v in sorted(base.items(), key=lambda kv: _rank(kv[0])))
         lines.append(f"The base policy, sampled {max(len(v) for v in base.values())} times at different seeds, "
-                     f"scored {spread}: moves smaller than that spread are noise, and the gate widens its "
-                     "band to match.")
+                     f"scored {spread}: a gain smaller than that spread is noise, and the gate does not "
+                     "claim it as a move (a drop still counts).")
     for s in summaries:
         pass_rows = s.pass_at_1()
         moves = [_describe_move(g, pass_rows[g]) for g in _groups([s]) if g in pass_rows]

@@ -105,10 +105,10 @@ def _summary(title, pass_rows, tool_rows, *, passed, hackable=False, failures=()
 def summaries():
     honest = _summary("GRPO", [("overall", 0.5, 0.6, 0.0, 0.2, "moved"),
                                ("with_id", 0.10, 0.45, 0.21, 0.49, "moved"),
-                               ("no_id", 0.95, 0.92, -0.12, 0.05, "flat", ("within noise",)),
+                               ("no_id", 0.95, 0.92, -0.08, 0.05, "flat", ("within noise",)),
                                ("off_topic", 0.99, 0.96, -0.30, 0.25, "inconclusive")],
                       [("no_id", 0.0, 0.0, 0.0, 0.0, "flat"), ("with_id", 0.6, 0.9, 0.2, 0.4, "moved")], passed=True)
-    hacked = _summary("Hacked", [("with_id", 0.10, 0.30, 0.05, 0.35, "moved"),
+    hacked = _summary("Hacked", [("with_id", 0.10, 0.30, 0.05, 0.35, "inconclusive", ("within noise",)),
                                  ("no_id", 0.95, 0.15, -0.95, -0.60, "regressed"),
                                  ("off_topic", 0.99, 0.40, -0.9, -0.3, "regressed")],
                       [("no_id", 0.02, 0.85, 0.6, 0.95, "moved")], passed=False, hackable=True,
@@ -155,7 +155,8 @@ def test_the_story_says_what_the_verdicts_say(summaries):
     honest, hacked = render_story(BASE, summaries)[1:]
     assert "with_id moved up (0.10 → 0.45" in honest and "the gate PASSES it" in honest
     assert "off_topic is inconclusive" in honest
-    assert "no_id held (0.95 → 0.92: no more than the base runs differ from each other)" in honest
+    assert "no_id held (0.95 → 0.92, interval [−0.08, +0.05] inside the ±margin)" in honest
+    assert "with_id is inconclusive (0.10 → 0.30: a gain no larger than the base runs differ" in hacked
     assert "no_id REGRESSED (0.95 → 0.15, interval [−0.95, −0.60] entirely below 0)" in hacked
     assert "calls a tool in 85% of replies (base 2%)" in hacked
     assert "the gate FAILS it: pass@1 regressed in no_id" in hacked
