@@ -379,3 +379,9 @@ def test_balance_rejects_bad_arguments(share: float, max_repeat: int) -> None:
 def test_balanced_default_split() -> None:
     split = stratified_split(build_prompts(0))
     assert count_by_category(balance(split.train, 0.25)) == {"no_id": 39, "off_topic": 36, "with_id": 76}
+
+
+def test_option_sizes_match_the_writer() -> None:
+    from pytest_rlgate import options, prompts
+
+    assert tuple(options.SIZES) == tuple(prompts.SIZES)

@@ -11,42 +11,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..options import SIZES, fraction, share
+
 HELP = "write a seeded prompt set, its split and fingerprint"
 
-_SIZES = ("small", "default", "large")
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), got {text!r}")
-    return value
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), e.g. 0.25, got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the template set (default 0)")
-    parser.add_argument("--size", choices=_SIZES, default="default",
+    parser.add_argument("--size", choices=SIZES, default="default",
                         help="small (40), default (119) or large (707 paraphrases); default: default")
     parser.add_argument("--prompts-file", type=Path, metavar="FILE",
                         help="split this prompts JSONL instead of writing the template set")
-    parser.add_argument("--holdout", type=_fraction, default=0.2, metavar="FRACTION",
+    parser.add_argument("--holdout", type=fraction, default=0.2, metavar="FRACTION",
                         help="share of each category's scenarios held out (default 0.2)")
     parser.add_argument("--split", choices=("stratified", "plain"), default="stratified",
                         help="stratified by category (default) or the plain hash split by scenario")
-    parser.add_argument("--balance", type=_share, default=0.0, metavar="SHARE",
+    parser.add_argument("--balance", type=share, default=0.0, metavar="SHARE",
                         help="repeat minority categories of train.jsonl up to this share, e.g. 0.25 (default off)")
     parser.add_argument("--out-dir", type=Path, required=True, metavar="DIR",
                         help="folder for prompts.jsonl, train.jsonl and holdout.jsonl (created if missing)")

@@ -15,50 +15,30 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rlgate.options import SIZES, fraction, share
 from pytest_rlgate.plugin import add_setting, setting
 
 if TYPE_CHECKING:
     from pytest_rlgate.prompts import Split
 
-_SIZES = ("small", "default", "large")  # == prompts.SIZES, kept here so the plugin loads lightly
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), got {text!r}")
-    return value
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), e.g. 0.25, got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), e.g. 0.25, got {text!r}")
-    return value
 
 
 def _size(text: str) -> str:
-    if text not in _SIZES:
-        raise argparse.ArgumentTypeError(f"unknown size {text!r}; use one of {', '.join(_SIZES)}")
+    if text not in SIZES:
+        raise argparse.ArgumentTypeError(f"unknown size {text!r}; use one of {', '.join(SIZES)}")
     return text
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "seed", type=int, default=0, metavar="INT",
                 help="Seed of the template prompt set and its split (default: 0)")
-    add_setting(parser, "size", type=_size, default="default", metavar="|".join(_SIZES),
+    add_setting(parser, "size", type=_size, default="default", metavar="|".join(SIZES),
                 help="Size of the template prompt set (default: default, 119 prompts)")
     add_setting(parser, "prompts-file", metavar="PATH",
                 help="Use this prompts JSONL instead of the template set (freezes the set across versions)")
-    add_setting(parser, "holdout", type=_fraction, default=0.2, metavar="FRACTION",
+    add_setting(parser, "holdout", type=fraction, default=0.2, metavar="FRACTION",
                 help="Share of each category's scenarios held out (default: 0.2)")
-    add_setting(parser, "balance", type=_share, default=0.0, metavar="SHARE",
+    add_setting(parser, "balance", type=share, default=0.0, metavar="SHARE",
                 help="Repeat minority categories of the train split up to this share (default: 0, off)")
 
 
@@ -97,8 +77,8 @@ def _settings(config: pytest.Config) -> PromptSettings:
             base = config.inipath.parent if from_ini else config.invocation_params.dir
             file = base / file
     return PromptSettings(seed=read("seed", int, 0), size=read("size", _size, "default"),
-                          prompts_file=file or None, holdout=read("holdout", _fraction, 0.2),
-                          balance=read("balance", _share, 0.0))
+                          prompts_file=file or None, holdout=read("holdout", fraction, 0.2),
+                          balance=read("balance", share, 0.0))
 
 
 class _PromptState:
