@@ -320,22 +320,10 @@ def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
 class DPOMetrics:
     """Keeps one metrics row per logged DPO step (TRL's key names, which the report plots)."""
 
-    def __new__(cls) -> Any:  # a TrainerCallback built lazily: transformers is heavy
-        from transformers import TrainerCallback
+    def __new__(cls) -> Any:
+        from .pipeline import metrics_recorder
 
-        class _Recorder(TrainerCallback):
-            def __init__(self) -> None:
-                self.rows: list[dict[str, Any]] = []
-
-            def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
-                       **kw: Any) -> None:
-                if not logs or "rewards/margins" not in logs:
-                    return
-                row: dict[str, Any] = {"step": state.global_step}
-                row.update({k: float(logs[k]) for k in METRIC_KEYS if isinstance(logs.get(k), (int, float))})
-                self.rows.append(row)
-
-        return _Recorder()
+        return metrics_recorder({key: key for key in METRIC_KEYS}, when="rewards/margins")
 
 
 # --- the run ------------------------------------------------------------------------------

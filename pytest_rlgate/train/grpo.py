@@ -89,24 +89,10 @@ def grpo_dataset(items: Sequence[Mapping[str, Any]]) -> Any:
 class MetricsRecorder:
     """Keeps one metrics row per logged training step (TRL's logs, renamed)."""
 
-    def __new__(cls) -> Any:  # a TrainerCallback subclass built lazily: transformers is heavy
-        from transformers import TrainerCallback
+    def __new__(cls) -> Any:
+        from .pipeline import metrics_recorder
 
-        class _Recorder(TrainerCallback):
-            def __init__(self) -> None:
-                self.rows: list[dict[str, Any]] = []
-
-            def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
-                       **kw: Any) -> None:
-                if not logs or "reward" not in logs:
-                    return
-                row = {"step": state.global_step}
-                row.update({name: float(logs[key]) for name, key in METRIC_KEYS.items()
-                            if isinstance(logs.get(key), (int, float))})
-                row.update({key: float(value) for key, value in logs.items() if key.startswith("monitor/")})
-                self.rows.append(row)
-
-        return _Recorder()
+        return metrics_recorder(METRIC_KEYS, when="reward")
 
 
 def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str, Any]], knobs: GRPOKnobs, *,

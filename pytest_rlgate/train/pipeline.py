@@ -22,7 +22,7 @@ from ..errors import UsageError
 from .config import RunKnobs
 
 __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
-           "prepare", "quiet_logs", "train_and_gate", "versions", "write_base_runs"]
+           "metrics_recorder", "prepare", "quiet_logs", "train_and_gate", "versions", "write_base_runs"]
 
 #: Packages whose versions decide a run's numbers (recorded in config.json and cache keys).
 VERSIONED = ("pytest-rlgate", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
@@ -264,3 +264,29 @@ def train_and_gate(
               **(training(steps_done) if training else {})}
     run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
     return run.publish()
+
+
+def metrics_recorder(keys: Mapping[str, str], *, when: str) -> Any:
+    """A TrainerCallback keeping one ``metrics.jsonl`` row per logged training step.
+
+    *keys* maps our column names to TRL's log keys; a log without *when* (an evaluation or
+    the final summary) is skipped. The HackMonitor's ``monitor/*`` values ride along.
+    Built on call because transformers is heavy to import.
+    """
+    from transformers import TrainerCallback
+
+    class _Recorder(TrainerCallback):
+        def __init__(self) -> None:
+            self.rows: list[dict[str, Any]] = []
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
+                   **kw: Any) -> None:
+            if not logs or when not in logs:
+                return
+            row: dict[str, Any] = {"step": state.global_step}
+            row.update({name: float(logs[key]) for name, key in keys.items()
+                        if isinstance(logs.get(key), (int, float))})
+            row.update({key: float(value) for key, value in logs.items() if key.startswith("monitor/")})
+            self.rows.append(row)
+
+    return _Recorder()
