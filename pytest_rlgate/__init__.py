@@ -19,7 +19,11 @@ _EXPORTS: dict[str, str] = {
     "DataError": "errors",
     "UsageError": "errors",
     "RlgateWarning": "errors",
-    # policy, sampling, cache (issue 5a)
+    # environments
+    "Environment": "env",
+    "Env": "env",
+    "load_env": "env",
+    # policy, sampling, cache
     "TINY_POLICY": "policy",
     "load_policy": "policy",
     "tiny_policy_dir": "policy",
@@ -112,6 +116,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
     from .cache import cache_key as cache_key, cached_dir as cached_dir
     from .demo import run_demo as run_demo
+    from .env import Env as Env, Environment as Environment, load_env as load_env
     from .errors import (
         DataError as DataError,
         RlgateError as RlgateError,

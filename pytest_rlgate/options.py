@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["SIZES", "fraction", "share"]
+__all__ = ["SIZES", "add_env_argument", "fraction", "share"]
 
 #: Prompt-set sizes (== ``prompts.SIZES``; a test keeps the two equal).
 SIZES = ("small", "default", "large")
@@ -34,3 +34,10 @@ def share(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a share in [0, 1), e.g. 0.25, got {text!r}")
     return value
+
+
+def add_env_argument(parser: argparse.ArgumentParser) -> None:
+    """The CLI's ``--env SPEC``, the same on every command that reads prompts, samples or trains."""
+    parser.add_argument("--env", metavar="SPEC", default=None,
+                        help="environment: a registered name (refund, arith, ...), 'module:attr' or "
+                             "'module' (default: refund)")

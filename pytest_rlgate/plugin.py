@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytest
 
 pytest_plugins = [
+    "pytest_rlgate.hooks.env",
     "pytest_rlgate.hooks.specs",
     "pytest_rlgate.hooks.prompts",
     "pytest_rlgate.hooks.gate",
