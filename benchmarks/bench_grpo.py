@@ -34,7 +34,10 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
     from trl import GRPOConfig, GRPOTrainer
 
     from pytest_rlgate.envs.refund import messages_for
-    from pytest_rlgate.train.reward import refund_reward
+    from pytest_rlgate.env import load_env
+    from pytest_rlgate.train.reward import env_reward
+
+    refund_reward = env_reward(load_env("refund"))
 
     model, tok = _policy(base)
     ds = Dataset.from_list([{"prompt": messages_for(item["prompt"])} for item in train_items])
@@ -57,7 +60,10 @@ def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: 
     """rlgate: build_trainer with the wrapped case-column reward, recorder and HackMonitor."""
     from pytest_rlgate.train.grpo import MetricsRecorder, build_trainer
     from pytest_rlgate.train.monitor import HackMonitor
-    from pytest_rlgate.train.reward import refund_reward
+    from pytest_rlgate.env import load_env
+    from pytest_rlgate.train.reward import env_reward
+
+    refund_reward = env_reward(load_env("refund"))
 
     model, tok = _policy(base)
     monitor = HackMonitor(holdout, tok, every=monitor_every, seed=knobs.sample_seed,

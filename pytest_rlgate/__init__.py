@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "HackMonitor": "train.monitor",
     "RunFolder": "train.run",
     "RunWriter": "train.run",
-    "refund_reward": "train.reward",
+    "env_reward": "train.reward",
     # DPO rounds (issue 6)
     "train_dpo": "train.dpo",
     "DPOKnobs": "train.dpo",
@@ -66,6 +66,14 @@ _EXPORTS: dict[str, str] = {
     "write_rows": "rows",
     "grade_replies": "rows",
     "validate_row": "rows",
+    # stored baselines and row provenance (issue 12)
+    "Rows": "rows",
+    "load_rows": "rows",
+    "read_header": "rows",
+    "regrade_rows": "rows",
+    "row_header": "provenance",
+    "run_rows": "baseline",
+    "save_baseline": "baseline",
     "paired_bootstrap": "stats",
     "PairedBootstrapResult": "stats",
     "ConfidenceInterval": "stats",
@@ -92,6 +100,9 @@ _EXPORTS: dict[str, str] = {
     "count_by_category": "prompts",
     "read_prompts": "prompts",
     "write_prompts": "prompts",
+    # data hygiene
+    "decontaminate": "hygiene",
+    "keep_prompts": "hygiene",
     # reward tables (issue 2)
     "RewardRow": "specs",
     "load_reward_table": "specs",
@@ -114,6 +125,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
+    from .baseline import run_rows as run_rows, save_baseline as save_baseline
     from .cache import cache_key as cache_key, cached_dir as cached_dir
     from .demo import run_demo as run_demo
     from .env import Env as Env, Environment as Environment, load_env as load_env
@@ -139,6 +151,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         hack_scan as hack_scan,
         hack_scan_diff as hack_scan_diff,
     )
+    from .hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
     from .policy import (
         TINY_POLICY as TINY_POLICY,
         load_policy as load_policy,
@@ -156,10 +169,15 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         stratified_split as stratified_split,
         write_prompts as write_prompts,
     )
+    from .provenance import row_header as row_header
     from .report import report_text as report_text, write_index as write_index, write_report as write_report
     from .rows import (
+        Rows as Rows,
         grade_replies as grade_replies,
+        load_rows as load_rows,
+        read_header as read_header,
         read_rows as read_rows,
+        regrade_rows as regrade_rows,
         validate_row as validate_row,
         write_rows as write_rows,
     )
@@ -186,5 +204,5 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.grpo import train_grpo as train_grpo
     from .train.monitor import HackMonitor as HackMonitor
     from .train.pairs import Pair as Pair, build_pairs as build_pairs, read_pairs as read_pairs
-    from .train.reward import refund_reward as refund_reward
+    from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter

@@ -23,8 +23,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("pytest_rlgate.commands.gate", "gate AFTER against BEFORE graded rows, by category"),
     "train": ("pytest_rlgate.commands.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
     "eval": ("pytest_rlgate.commands.eval", "re-sample a finished run's holdout and gate it"),
+    "regrade": ("pytest_rlgate.commands.regrade", "re-score stored replies with the current environment"),
+    "baseline": ("pytest_rlgate.commands.baseline", "keep a run's graded rows as a stored baseline"),
     "report": ("pytest_rlgate.commands.report", "write report.html with plots for a run folder"),
     "demo": ("pytest_rlgate.commands.demo", "the whole story on the embedded tiny policy, CPU only"),
+    "policy": ("pytest_rlgate.commands.policy", "rebuild a tiny policy from its environment's recipe"),
 }
 
 

@@ -5,12 +5,15 @@ Tiny policy -> seeded prompt set and stratified split -> GRPO (unbalanced), GRPO
 against three base runs (the noise floor) -> one side-by-side table and a plain-words
 account -> run folders, their reports and an index page under ``--runs-dir``.
 
-Every run is trained through the same cache the pytest fixtures use (``train.cached``), so
-``examples/refund`` and the demo share work: whichever runs first trains, the other reads.
-When the honest reward leaves the no-id category intact within the demo's budget, the demo
-also trains one run against ``train.hackable.lookup_anything`` (a reward that pays any
-lookup on every prompt), labelled as such, so the gate and the monitor have a real collapse
-to catch. Every number printed is read from the run folders' row files; nothing is made up.
+The story is told on an environment (``--env``; refund by default, whose story this module
+knows by name: it watches the no-id category and the tool-call rate). Every run is trained
+through the same cache the pytest fixtures use (``train.cached``), so ``examples/refund``
+and the demo share work: whichever runs first trains, the other reads. When the honest
+reward regresses none of the watched categories within the demo's budget, the demo also
+trains one run against a deliberately hackable reward the environment offers (refund's
+``lookup_anything`` pays any lookup on every prompt), labelled as such, so the gate and the
+monitor have a real collapse to catch. Every number printed is read from the run folders'
+row files; nothing is made up.
 
 Rendering (``render_table``, ``render_story``) is pure over gate dicts and row summaries so
 it is tested without training anything.
@@ -31,6 +34,19 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .env import Env, load_env
+from .errors import DataError, RlgateError
+from .gate import compare
+from .policy import tiny_policy_dir
+from .prompts import count_by_category, write_prompts
+from .report import REPORT_NAME, write_index, write_report
+from .rows import read_rows
+from .tiny.recipe import TINY_PREFIX
+from .train.cached import cached_run
+from .train.methods import make_knobs
+from .train.pipeline import load_prompts
+from .train.run import CONFIG, RunFolder, write_json
+
 __all__ = [
     "BASE_LABEL",
     "DemoConfig",
@@ -39,6 +55,8 @@ __all__ = [
     "base_noise",
     "configurations",
     "hackable_configuration",
+    "hackable_note",
+    "hackable_reward",
     "render_story",
     "render_table",
     "run_demo",
@@ -56,13 +74,14 @@ QUICK_STEPS = 3
 HOLDOUT = 0.4
 #: The prompt set: the seed-like imbalanced default (95/16/8 scenarios).
 SIZE = "default"
-#: The trainer's reward in the hackable run (``train.reward.REWARDS``).
+#: The trainer's reward in the hackable run when the environment offers it (refund does);
+#: otherwise the first variant the environment's ``rewards`` name.
 HACKABLE_REWARD = "lookup_anything"
+#: The categories whose collapse the story watches, by environment (others: every category).
+WATCHED: dict[str, tuple[str, ...]] = {"refund": ("no_id",)}
+#: The marker whose rate the table shows under each cell, when the rows carry it (refund's).
+TOOL_MARKER = "tool_call"
 BASE_LABEL = "base"
-#: Shown under the table: what the hackable run is, every time it is shown.
-HACKABLE_NOTE = ("* trained on a DELIBERATELY HACKABLE reward (lookup_anything: 1.0 for any well-formed "
-                 "lookup_order call, whatever the id and the prompt); its holdout is graded by the real "
-                 "refund reward like every other run")
 
 
 @dataclass(frozen=True)
@@ -80,17 +99,19 @@ class DemoConfig:
         return self.title + (" *" if self.hackable else "")
 
 
-def _shared(quick: bool) -> dict[str, Any]:
+def _shared(quick: bool, env: str | None) -> dict[str, Any]:
     """Knobs every demo run shares (the examples' markers use the same ones, so they share runs)."""
     knobs: dict[str, Any] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
+    if env is not None:
+        knobs["env"] = env
     if quick:
         knobs["monitor_every"] = 2
     return knobs
 
 
-def configurations(steps: int = STEPS, *, quick: bool = False) -> list[DemoConfig]:
-    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round."""
-    shared = _shared(quick)
+def configurations(steps: int = STEPS, *, quick: bool = False, env: str | None = None) -> list[DemoConfig]:
+    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec)."""
+    shared = _shared(quick, env)
     dpo_extra: dict[str, Any] = {"pair_samples": 4} if quick else {}
     return [
         DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", {**shared, "steps": steps}),
@@ -101,10 +122,26 @@ def configurations(steps: int = STEPS, *, quick: bool = False) -> list[DemoConfi
     ]
 
 
-def hackable_configuration(steps: int = STEPS, *, quick: bool = False) -> DemoConfig:
-    """GRPO, unbalanced, trained on the deliberately hackable reward."""
+def hackable_reward(env: Env) -> str | None:
+    """The deliberately hackable variant the demo trains on: :data:`HACKABLE_REWARD` or *env*'s first, or None."""
+    if HACKABLE_REWARD in env.rewards:
+        return HACKABLE_REWARD
+    return next(iter(env.rewards), None)
+
+
+def hackable_note(env: Env, reward: str) -> str:
+    """Shown under the table every time the hackable run is: what its reward pays (its docstring's first line)."""
+    doc = (env.rewards[reward].__doc__ or "").strip().splitlines()
+    pays = f"{reward}: {doc[0].rstrip('.')}" if doc else reward
+    return (f"* trained on a DELIBERATELY HACKABLE reward ({pays}); its holdout is graded by the real "
+            f"{env.name} reward like every other run")
+
+
+def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: str | None = None,
+                           reward: str = HACKABLE_REWARD) -> DemoConfig:
+    """GRPO, unbalanced, trained on the deliberately hackable *reward*."""
     return DemoConfig("grpo-hackable-reward", f"GRPO on the hackable reward, {steps} steps", "grpo",
-                      {**_shared(quick), "steps": steps, "reward": HACKABLE_REWARD}, hackable=True)
+                      {**_shared(quick, env), "steps": steps, "reward": reward}, hackable=True)
 
 
 # --------------------------------------------------------------------------- summaries
@@ -116,7 +153,7 @@ class RunSummary:
 
     config: DemoConfig
     gate: Mapping[str, Any]  #: the run's gate.json (pass@1 and guard comparisons, verdicts)
-    tool_calls: Mapping[str, Mapping[str, Any]]  #: group -> comparison of marker:tool_call
+    tool_calls: Mapping[str, Mapping[str, Any]]  #: group -> comparison of marker:tool_call (when rows carry it)
     alarms: Sequence[Mapping[str, Any]] = ()
     monitor_history: Sequence[Mapping[str, Any]] = ()
     train_reward: tuple[float, float] | None = None  #: first and last logged training reward
@@ -149,17 +186,18 @@ def base_noise(before_runs: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, 
 
 
 def _tool_call_comparisons(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Δ tool-call rate with its interval, per category (descriptive: more calls is not "better")."""
-    from .gate import compare
+    """Δ tool-call rate with its interval, per category (descriptive: more calls is not "better").
 
-    result = compare(list(before), list(after), by="category", guards=("tool_call",))
-    return {c.group: c.to_dict() for c in result.comparisons if c.metric == "marker:tool_call"}
+    Empty when the rows carry no :data:`TOOL_MARKER` (an environment without tool calls).
+    """
+    if not all(TOOL_MARKER in (row.get("markers") or {}) for row in (*before, *after)):
+        return {}
+    result = compare(list(before), list(after), by="category", guards=(TOOL_MARKER,))
+    return {c.group: c.to_dict() for c in result.comparisons if c.metric == f"marker:{TOOL_MARKER}"}
 
 
 def summarise(config: DemoConfig, folder: Any, *, seconds: float = 0.0, from_cache: bool = False) -> RunSummary:
     """Read a finished run folder (``train.run.RunFolder``) into what the demo prints."""
-    from .rows import read_rows
-
     before = [row for path in folder.before_files for row in read_rows(path)]
     after = list(read_rows(folder.after_file))
     monitor = folder.monitor or {}
@@ -225,8 +263,12 @@ def _units(summary: RunSummary, group: str) -> str:
     return "" if c is None else f"{c['n_units']} scenarios × {c['k']:g}"
 
 
-def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSummary]) -> str:
-    """Runs as rows, categories side by side: pass@1 before → after, Δ [CI], verdict, tool calls."""
+def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSummary], *,
+                 hackable: str | None = None) -> str:
+    """Runs as rows, categories side by side: pass@1 before → after, Δ [CI], verdict, tool calls.
+
+    *hackable* is the note shown under the table when a hackable run is in it (:func:`hackable_note`).
+    """
     groups = _groups(summaries)
     units = next((s for s in summaries if s.pass_at_1()), None)
     headers = ["run", *(f"{g}\n({_units(units, g)})" if units else g for g in groups), "gate"]
@@ -235,9 +277,10 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     for s in summaries:
         rows.append([s.config.label, *(_run_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"])
     table = tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True)
-    notes = ["cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict; tool-call rate before → after"]
-    if any(s.config.hackable for s in summaries):
-        notes.append(HACKABLE_NOTE)
+    tools = "; tool-call rate before → after" if any(s.tool_calls for s in summaries) else ""
+    notes = [f"cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict{tools}"]
+    if hackable and any(s.config.hackable for s in summaries):
+        notes.append(hackable)
     return table + "\n" + "\n".join(notes)
 
 
@@ -269,12 +312,15 @@ def _monitor_words(s: RunSummary) -> str:
         parts.append(f"the monitor's honest holdout score {history[0]['proxy_reward']:.2f} (step "
                      f"{history[0]['step']}) → {history[-1]['proxy_reward']:.2f} (step {history[-1]['step']})")
     if s.alarms:
-        parts.append("alarms: " + ", ".join(f"{a['kind']} at step {a['step']}"
-                                            + (f" ({a['top_feature']})" if a.get("top_feature") else "")
-                                            for a in s.alarms))
+        parts.append("alarms: " + ", ".join(f"{a['kind']} at step {a['step']}" + _alarm_detail(a) for a in s.alarms))
     else:
         parts.append("no monitor alarm")
     return "; ".join(parts)
+
+
+def _alarm_detail(alarm: Mapping[str, Any]) -> str:
+    where = [str(alarm[k]) for k in ("top_feature", "category") if alarm.get(k)]
+    return f" ({' on '.join(where)})" if where else ""
 
 
 def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSummary],
@@ -308,9 +354,15 @@ def _rank(group: str) -> int:
     return ORDER.index(group) if group in ORDER else len(ORDER)
 
 
-def honest_collapse(summary: RunSummary) -> bool:
-    """True when the honest run already regressed no_id (then the hackable run is not needed)."""
-    return summary.pass_at_1().get("no_id", {}).get("verdict") == "regressed"
+def watched(env: Env) -> tuple[str, ...]:
+    """The categories whose collapse the story watches for *env* (:data:`WATCHED`, else all)."""
+    return WATCHED.get(env.name, env.categories)
+
+
+def honest_collapse(summary: RunSummary, categories: Sequence[str]) -> bool:
+    """True when the honest run already regressed a watched category (then the hackable run is not needed)."""
+    rows = summary.pass_at_1()
+    return any(rows.get(c, {}).get("verdict") == "regressed" for c in categories)
 
 
 # --------------------------------------------------------------------------- the flow
@@ -327,9 +379,6 @@ class DemoResult:
 
 def _publish(folder: Any, dest: Path) -> Any:
     """Copy a cached run folder to ``dest`` (replacing an older copy) and open it there."""
-    from .report import REPORT_NAME
-    from .train.run import CONFIG, RunFolder, write_json
-
     tmp = dest.parent / f".{dest.name}.copy-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(folder.path, tmp)
@@ -351,11 +400,6 @@ def _publish(folder: Any, dest: Path) -> Any:
 
 def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *, progress: bool) -> RunSummary | None:
     """Train (or serve) one configuration into ``runs_dir/<name>``; None when it cannot train."""
-    from .errors import RlgateError
-    from .report import write_report
-    from .train.cached import cached_run
-    from .train.methods import make_knobs
-
     say(f"- {config.label}: {config.method} {' '.join(f'{k}={v}' for k, v in config.knobs.items())}")
     started = time.perf_counter()
     try:
@@ -374,9 +418,6 @@ def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *, pr
 
 
 def _write_prompt_files(runs_dir: Path, knobs: Any, say: Callable[[str], None]) -> None:
-    from .prompts import count_by_category, write_prompts
-    from .train.pipeline import load_prompts
-
     sets = load_prompts(knobs)
     folder = runs_dir / "prompts"
     folder.mkdir(parents=True, exist_ok=True)
@@ -386,60 +427,72 @@ def _write_prompt_files(runs_dir: Path, knobs: Any, say: Callable[[str], None]) 
         f"holdout {count_by_category(sets.holdout)} -> {folder}")
 
 
-def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | None = None, quick: bool = False,
-             progress: bool = False, say: Callable[[str], None] = print) -> DemoResult:
-    """The whole story; returns what it printed as data. Verdicts are results, not errors."""
-    import torch
+def _tiny_policy(base_model: str, say: Callable[[str], None]) -> None:
+    """Say which base model the story trains; a shipped tiny policy is found (and its files checked) up front."""
+    if not base_model.startswith(TINY_PREFIX):
+        say(f"base model: {base_model}")
+        return
+    t = time.perf_counter()
+    say(f"tiny policy: {base_model} at {tiny_policy_dir(base_model)} ({time.perf_counter() - t:.0f} s)")
 
-    from .cache import cache_root, is_complete
-    from .errors import DataError
-    from .policy import tiny_policy_dir, tiny_policy_key
-    from .report import write_index
-    from .rows import read_rows
-    from .train.methods import make_knobs
+
+def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | None = None, quick: bool = False,
+             progress: bool = False, say: Callable[[str], None] = print, env: Env | str | None = None) -> DemoResult:
+    """The whole story on *env* (the default environment when None); returns what it printed as data.
+
+    Verdicts are results, not errors.
+    """
+    import torch
 
     torch.set_num_threads(1)
     started = time.perf_counter()
+    environment = load_env(env)
     steps = steps or (QUICK_STEPS if quick else STEPS)
     root = Path(runs_dir)
     root.mkdir(parents=True, exist_ok=True)
 
-    cold = not is_complete(cache_root() / "policy" / tiny_policy_key())
-    say("tiny policy: " + ("building it once (a few minutes on a CPU; cached afterwards)" if cold else "cached"))
-    t = time.perf_counter()
-    policy = tiny_policy_dir(progress=False)
-    say(f"tiny policy: {policy} ({time.perf_counter() - t:.0f} s)")
-
-    honest = configurations(steps, quick=quick)
-    _write_prompt_files(root, make_knobs(honest[0].method, **honest[0].knobs), say)
+    honest = configurations(steps, quick=quick, env=env)
+    first = make_knobs(honest[0].method, **honest[0].knobs)
+    _tiny_policy(first.base_model, say)
+    _write_prompt_files(root, first, say)
 
     say("training (each run samples the holdout of the base 3 times - the noise floor - then trains, "
         "samples again and gates by category):")
     summaries = [s for s in (_train(config, root, say, progress=progress) for config in honest) if s is not None]
-    reason = None
-    if not summaries or not honest_collapse(summaries[0]):
-        verdict = summaries[0].pass_at_1().get("no_id", {}).get("verdict", "not measured") if summaries else "untrained"
-        reason = (f"Honest GRPO left no_id {verdict} within {steps} steps, so the demo also trained GRPO on a "
-                  "deliberately hackable reward (marked *) to show what a real no-id collapse looks like to the "
-                  "gate and the monitor.")
-        say(f"no_id after honest GRPO: {verdict}; training the hackable-reward run too (marked *)")
-        hacked = _train(hackable_configuration(steps, quick=quick), root, say, progress=progress)
-        summaries += [hacked] if hacked is not None else []
+    reason = note = None
+    watch = watched(environment)
+    if not summaries or not honest_collapse(summaries[0], watch):
+        rows = summaries[0].pass_at_1() if summaries else {}
+        verdicts = [rows.get(c, {}).get("verdict", "not measured" if summaries else "untrained") for c in watch]
+        left = f"{' / '.join(watch)} after honest GRPO: {' / '.join(verdicts)}"
+        reward = hackable_reward(environment)
+        if reward is None:
+            say(f"{left}; environment {environment.name} offers no deliberately hackable reward (rewards), "
+                "so there is no hackable-reward run")
+        else:
+            collapse = "/".join(c.replace("_", "-") for c in watch)
+            reason = (f"Honest GRPO left {', '.join(f'{c} {v}' for c, v in zip(watch, verdicts))} "
+                      f"within {steps} steps, so the demo also trained GRPO on a deliberately hackable reward "
+                      f"(marked *) to show what a real {collapse} collapse looks like to the gate and the monitor.")
+            note = hackable_note(environment, reward)
+            say(f"{left}; training the hackable-reward run too (marked *)")
+            hacked = _train(hackable_configuration(steps, quick=quick, env=env, reward=reward), root, say,
+                            progress=progress)
+            summaries += [hacked] if hacked is not None else []
 
     if not summaries:
         raise DataError("no demo run could be trained; see the lines above", path=root)
-    from .train.run import RunFolder
-
     base = base_noise([list(read_rows(p)) for p in RunFolder.open(summaries[0].path).before_files])
     index = write_index(root)
     say("")
-    say(render_table(base, summaries))
+    say(render_table(base, summaries, hackable=note))
     say("")
     for line in render_story(base, summaries, hackable_reason=reason):
         say(line)
         say("")
+    named = f" --env {env}" if isinstance(env, str) else ""
     say(f"reports: {index} (one report.html per run folder); gate any pair of row files again with "
-        f"`rlgate gate {root}/<run>/holdout_before.jsonl {root}/<run>/holdout_after.jsonl`")
+        f"`rlgate gate{named} {root}/<run>/holdout_before.jsonl {root}/<run>/holdout_after.jsonl`")
     seconds = time.perf_counter() - started
     say(f"demo finished in {seconds:.0f} s")
     return DemoResult(runs_dir=root, summaries=summaries, base=base, index=index, seconds=seconds)

@@ -21,12 +21,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Union, runtime_checkable
 
 from .envs import BUILTIN, DEFAULT_ENV
 from .errors import DataError, UsageError
 
-__all__ = ["ENTRY_POINT_GROUP", "Env", "Environment", "env_names", "load_env"]
+__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
 
 #: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
 ENTRY_POINT_GROUP = "rlgate.envs"
@@ -48,6 +48,11 @@ class Environment(Protocol):
     categories: Sequence[str]
 
     def score(self, reply: str, case: Mapping[str, Any]) -> float: ...
+
+
+#: What every ``env=`` parameter accepts: a resolved :class:`Env`, any object honouring the
+#: contract, a spec string, or None for the default environment.
+EnvSpec = Union["Env", Environment, str, None]
 
 
 def _source(fn: Any) -> str:
@@ -233,9 +238,17 @@ class Env:
             return {}
         return {str(k): float(v) for k, v in dict(self._features(reply)).items()}
 
+    @property
+    def has_honest_replies(self) -> bool:
+        return self._honest is not None
+
     def honest_replies(self, case: Mapping[str, Any]) -> Any:
         """A Hypothesis strategy of honest replies for *case*, or None."""
         return None if self._honest is None else self._honest(case)
+
+    @property
+    def has_rejected_reply(self) -> bool:
+        return self._rejected is not None
 
     def rejected_reply(self, item: Mapping[str, Any], rng: Any) -> str | None:
         """A constructed DPO negative for *item*, or None (no constructed negatives)."""
@@ -266,10 +279,20 @@ def env_names() -> dict[str, str]:
     return names
 
 
+def _import_module(name: str) -> ModuleType:
+    """``import_module``, retried once with fresh finder caches: a module written after the
+    interpreter listed its folder (a generated environment, a test's temp dir) is still found."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
+
+
 def _import(target: str, spec: str) -> Any:
     module_name, _, attr = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise UsageError(f"environment {spec!r}: no module {module_name!r} (is it installed, or is its "
@@ -302,7 +325,7 @@ def _instantiate(obj: Any, args: list[str], spec: str) -> Any:
     return obj
 
 
-def load_env(spec: Any = None) -> Env:
+def load_env(spec: EnvSpec = None) -> Env:
     """Resolve an environment (see :func:`_load`); string specs are resolved once a process."""
     if isinstance(spec, str):
         return _load_spec(spec)

@@ -28,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from .env import Env, Environment, load_env
 from .errors import DataError, RlgateWarning, UsageError
-from .rows import iter_checked
+from .provenance import Provenance
+from .rows import NEW, SAME, header_of, iter_checked
 from .stats import DEFAULT_METHOD, METHODS, holm, paired_bootstrap, t_ppf
 
 __all__ = [
@@ -86,6 +88,17 @@ class Comparison:
     p_adjusted: float | None = None
     noise: float | None = None
     flags: tuple[str, ...] = ()
+    #: rows per prompt on each side; ``k`` pools both (they differ when a k = 8 candidate
+    #: is gated against a k = 4 baseline)
+    k_before: float | None = None
+    k_after: float | None = None
+
+    @property
+    def size(self) -> str:
+        """``"15 units x 4"``, or ``"15 units x 4 (before) / 8 (after)"`` when the sides' k differ."""
+        if self.k_before is None or self.k_before == self.k_after:
+            return f"{self.n_units} units x {self.k}"
+        return f"{self.n_units} units x {self.k_before} (before) / {self.k_after} (after)"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +117,8 @@ class Comparison:
             "p_adjusted": self.p_adjusted,
             "noise": self.noise,
             "flags": list(self.flags),
+            "k_before": self.k_before,
+            "k_after": self.k_after,
         }
 
 
@@ -177,49 +192,76 @@ class GateResult:
 
 
 class _Side:
-    """Per-unit sums of each metric for one side, filled while rows stream past.
+    """Per-cell sums of each metric for one side, filled while rows stream past.
 
-    ``units[(category, unit)] = [rows, sum reward, sum marker_1, ...]``; ``runs`` holds the
-    same sums per (category, eval_run) for the noise floor. Rows themselves are not kept.
+    A cell is (category, unit, eval_run); ``cells[key] = [rows, prompts, sum reward, sum
+    marker_1, ...]``. Per-unit sums (the bootstrap's input) and per-run sums (the noise
+    floor) are both derived from the cells once the rows are read, so each row touches one
+    list; and while the reader says a row has the previous row's (scenario, prompt,
+    eval_run) and category, its cell is the previous one too. Rows themselves are not kept.
     """
 
     def __init__(self, source: Any, label: str, guards: Sequence[str]) -> None:
         self.label = label
-        self.units: dict[tuple[str, str], list[float]] = {}
-        self.runs: dict[tuple[str, Any], list[float]] = {}
-        self.prompts: dict[str, int] = {}
-        self.rows: dict[str, int] = {}
-        width = 2 + len(guards)
-        units, runs, rows, prompts = self.units, self.runs, self.rows, self.prompts
-        for row, line, new_prompt in iter_checked(source, name=label):
-            category = row["category"]
-            markers = row["markers"]
-            try:
-                values = [row["reward"], *[markers[g] for g in guards]]
-            except KeyError:
-                missing = next(g for g in guards if g not in markers)
-                raise DataError(
-                    f"marker {missing!r} is missing but guarded (every row needs it; "
-                    f"drop the guard or re-grade with an env that sets it)",
-                    path=label, line=line,
-                ) from None
-            for table, key in ((units, (category, row.get("scenario_id") or row["prompt"])),
-                               (runs, (category, row.get("eval_run")))):
-                acc = table.get(key)
+        self.dropped = 0
+        cells: dict[tuple[str, str, Any], list[float]] = {}
+        width = 3 + len(guards)
+        columns = tuple(enumerate(guards, 3))
+        category: str | None = None
+        acc: list[float] = []
+        for row, line, state in iter_checked(source, name=label):
+            if state != SAME or row["category"] != category:
+                category = row["category"]
+                key = (category, row.get("scenario_id") or row["prompt"], row.get("eval_run"))
+                acc = cells.get(key)  # type: ignore[assignment]
                 if acc is None:
-                    acc = table[key] = [0] * width
-                acc[0] += 1
-                for j in range(1, width):
-                    acc[j] += values[j - 1]
-            rows[category] = rows.get(category, 0) + 1
-            if new_prompt:
-                prompts[category] = prompts.get(category, 0) + 1
+                    acc = cells[key] = [0] * width
+                if state == NEW:
+                    acc[1] += 1
+            acc[0] += 1
+            acc[2] += row["reward"]
+            if columns:
+                markers = row["markers"]
+                try:
+                    for column, guard in columns:
+                        acc[column] += markers[guard]
+                except KeyError:
+                    missing = next(g for g in guards if g not in markers)
+                    raise DataError(
+                        f"marker {missing!r} is missing but guarded (every row needs it; "
+                        f"drop the guard or re-grade with an env that sets it)",
+                        path=label, line=line,
+                    ) from None
+        self.cells = cells
+        self._tables()
+
+    def _tables(self) -> None:
+        """``units[category][unit]`` and ``runs[category][eval_run]``: the cells summed."""
+        self.units: dict[str, dict[str, list[float]]] = {}
+        self.runs: dict[str, dict[Any, list[float]]] = {}
+        for (category, unit, run), acc in self.cells.items():
+            for table, key in ((self.units, unit), (self.runs, run)):
+                inner = table.get(category)
+                if inner is None:
+                    inner = table[category] = {}
+                total = inner.get(key)
+                if total is None:
+                    inner[key] = list(acc)
+                else:
+                    for column, value in enumerate(acc):
+                        total[column] += value
+
+    def drop_units(self, lost: Mapping[str, set[str]]) -> None:
+        """Drop the units *lost* names per category (``--shared-units-only``); count them."""
+        self.dropped = sum(len(units) for units in lost.values())
+        self.cells = {key: acc for key, acc in self.cells.items() if key[1] not in lost.get(key[0], ())}
+        self._tables()
 
     def categories(self) -> set[str]:
-        return {category for category, _ in self.units}
+        return set(self.units)
 
     def unit_counts(self, category: str) -> int:
-        return sum(1 for c, _ in self.units if c == category)
+        return len(self.units.get(category, ()))
 
 
 def _label(source: Any, side: str) -> str:
@@ -229,27 +271,67 @@ def _label(source: Any, side: str) -> str:
 # -- the comparison ------------------------------------------------------------------------
 
 
-def _unit_means(side: _Side, categories: Iterable[str], column: int) -> dict[str, tuple[float, float]]:
-    """unit -> (rows, sum) over the given categories (a scenario may span categories)."""
-    wanted = set(categories)
-    out: dict[str, list[float]] = {}
-    for (category, unit), acc in side.units.items():
-        if category in wanted:
-            slot = out.setdefault(unit, [0.0, 0.0])
-            slot[0] += acc[0]
-            slot[1] += acc[column]
-    return {unit: (n, s) for unit, (n, s) in out.items()}
-
-
-def _run_means(side: _Side, categories: Iterable[str], column: int) -> list[float]:
-    wanted = set(categories)
+def _sums(table: Mapping[str, dict[Any, list[float]]], categories: Sequence[str]) -> dict[Any, list[float]]:
+    """key -> column sums over *categories* (a scenario may span categories)."""
+    if len(categories) == 1:
+        return table.get(categories[0], {})
     out: dict[Any, list[float]] = {}
-    for (category, run), acc in side.runs.items():
-        if category in wanted:
-            slot = out.setdefault(run, [0.0, 0.0])
-            slot[0] += acc[0]
-            slot[1] += acc[column]
-    return [s / n for n, s in out.values()]
+    for category in categories:
+        for key, acc in table.get(category, {}).items():
+            slot = out.get(key)
+            out[key] = acc if slot is None else [x + y for x, y in zip(slot, acc)]
+    return out
+
+
+def _ratio_k(rows: float, prompts: float) -> float:
+    if not prompts:
+        return 0
+    k = rows / prompts
+    return int(k) if float(k).is_integer() else round(k, 2)
+
+
+@dataclass(frozen=True)
+class _Paired:
+    """One group's paired units: per-unit column sums of each side, row for row.
+
+    Built once per group and shared by every metric (a column of the same sums), so a
+    gate over 50,000 units walks its tables a handful of times, not once per comparison.
+    """
+
+    before: np.ndarray  #: [units, columns]: rows, prompts, sum reward, sum marker...
+    after: np.ndarray
+    before_runs: np.ndarray  #: [eval runs, columns]
+    after_runs: np.ndarray
+
+    @classmethod
+    def of(cls, before: _Side, after: _Side, categories: Sequence[str]) -> _Paired:
+        b, a = _sums(before.units, categories), _sums(after.units, categories)
+        units = sorted(b)
+        width = len(next(iter(b.values())))
+
+        def matrix(rows: Iterable[list[float]]) -> np.ndarray:
+            return np.array(list(rows), dtype=float).reshape(-1, width)
+
+        return cls(matrix(b[u] for u in units), matrix(a[u] for u in units),
+                   matrix(_sums(before.runs, categories).values()), matrix(_sums(after.runs, categories).values()))
+
+    @property
+    def n(self) -> int:
+        return len(self.before)
+
+    def k(self, side: str | None = None) -> float:
+        """Rows per prompt (per eval run): of one side, or pooled over both."""
+        sides = [self.before, self.after] if side is None else [getattr(self, side)]
+        return _ratio_k(sum(float(m[:, 0].sum()) for m in sides), sum(float(m[:, 1].sum()) for m in sides))
+
+    def means(self, column: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-unit means of a column, before and after."""
+        return self.before[:, column] / self.before[:, 0], self.after[:, column] / self.after[:, 0]
+
+    def run_means(self, column: int) -> tuple[list[float], list[float]]:
+        """Per-eval-run means of a column, before and after (the noise floor's input)."""
+        return ([float(v) for v in self.before_runs[:, column] / self.before_runs[:, 0]],
+                [float(v) for v in self.after_runs[:, column] / self.after_runs[:, 0]])
 
 
 def _noise_band(before_runs: list[float], after_runs: list[float], confidence_level: float) -> float | None:
@@ -277,31 +359,33 @@ def _interval_verdict(low: float, high: float, margin: float) -> str:
     return "inconclusive"
 
 
-def _k(before: _Side, after: _Side, categories: Iterable[str]) -> float:
-    cats = list(categories)
-    rows = sum(s.rows.get(c, 0) for s in (before, after) for c in cats)
-    prompts = sum(s.prompts.get(c, 0) for s in (before, after) for c in cats)
-    if not prompts:
-        return 0
-    k = rows / prompts
-    return int(k) if float(k).is_integer() else round(k, 2)
+def _pair(before: _Side, after: _Side, categories: Sequence[str], shared_units_only: bool) -> str | None:
+    """Units of a shared category must appear on both sides: name the first missing ones.
 
-
-def _check_pairing(before: _Side, after: _Side, categories: Sequence[str]) -> None:
-    """Units of a shared category must appear on both sides: name the first missing ones."""
+    With *shared_units_only* (a holdout that changed between the sides) the unpaired units
+    are dropped instead, and the returned note says how many from each side.
+    """
+    lost = {side.label: {c: side.units[c].keys() - other.units[c].keys() for c in categories}
+            for side, other in ((before, after), (after, before))}
+    if not any(units for side in lost.values() for units in side.values()):
+        return None
+    if shared_units_only:
+        for side in (before, after):
+            side.drop_units(lost[side.label])
+        return (f"--shared-units-only: dropped {before.dropped} unit(s) of {before.label} and {after.dropped} of "
+                f"{after.label} that the other side lacks")
     problems = []
-    shared = set(categories)
     for here, there in ((before, after), (after, before)):
-        lost = [(c, u) for (c, u) in here.units if c in shared and (c, u) not in there.units]
-        if lost:
-            shown = ", ".join(f"{u!r} ({c})" for c, u in sorted(lost)[:5])
-            more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
-            problems.append(f"{len(lost)} unit(s) of {here.label} missing from {there.label}: {shown}{more}")
-    if problems:
-        raise DataError(
-            "before and after rows do not pair: " + "; ".join(problems)
-            + " (units are scenario_id, else prompt; sample the same holdout on both sides)"
-        )
+        missing = sorted((c, u) for c, units in lost[here.label].items() for u in units)
+        if missing:
+            shown = ", ".join(f"{u!r} ({c})" for c, u in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            problems.append(f"{len(missing)} unit(s) of {here.label} missing from {there.label}: {shown}{more}")
+    raise DataError(
+        "before and after rows do not pair: " + "; ".join(problems)
+        + " (units are scenario_id, else prompt; sample the same holdout on both sides, or pass "
+        "--shared-units-only to gate the units both share)"
+    )
 
 
 def _validate_options(
@@ -326,7 +410,7 @@ def compare(
     after_rows: Any,
     *,
     by: str = "category",
-    guards: Sequence[str] = ("well_formed",),
+    guards: Sequence[str] | None = None,
     margin: float = 0.10,
     confidence_level: float = 0.95,
     n_resamples: int = 10_000,
@@ -337,20 +421,41 @@ def compare(
     fail_on_inconclusive: bool = False,
     holm: bool | None = None,
     categories: Sequence[str] | None = None,
+    env: Env | Environment | str | None = None,
+    allow_env_change: bool = False,
+    shared_units_only: bool = False,
 ) -> GateResult:
     """Compare AFTER against BEFORE graded rows, per category, and apply the gate's rule.
 
     *before_rows*/*after_rows* are row-file paths (streamed, never held) or iterables of
     row dicts. *guards* are marker names that must not regress (higher is better).
-    *categories* declares categories that must appear on both sides. *holm* adjusts the
-    regression test across categories (family one-sided alpha = 1 - confidence_level); by
-    default on from four categories. *seed* fixes the resamples (each comparison draws
+    *categories* declares categories that must appear on both sides. Both default to what
+    *env*, the environment that graded the rows, declares (``env.guards``,
+    ``env.categories``). Without *env*, guards default to those of the registered
+    environment the rows' headers name (:mod:`~pytest_rlgate.provenance`), else nothing is
+    guarded or declared: foreign rows do not say which task graded them. *holm* adjusts
+    the regression test across categories (family one-sided alpha = 1 - confidence_level);
+    by default on from four categories. *seed* fixes the resamples (each comparison draws
     from its own stream derived from it).
+
+    Sides whose headers name different environment fingerprints or prompt sets are a
+    :class:`DataError` unless *allow_env_change*; units on one side only are one unless
+    *shared_units_only* (which drops them and says how many). Either way the result's
+    warnings say what was let through.
     """
-    guards = tuple(dict.fromkeys(guards))
     _validate_options(by, margin, confidence_level, n_resamples, method, max_drop)
-    before = _Side(before_rows, _label(before_rows, "before"), guards)
-    after = _Side(after_rows, _label(after_rows, "after"), guards)
+    labels = _label(before_rows, "before"), _label(after_rows, "after")
+    provenance = Provenance(header_of(before_rows), header_of(after_rows), *labels)
+    notes = provenance.check(allow_env_change=allow_env_change, shared_units_only=shared_units_only)
+    declared = load_env(env) if env is not None else None
+    if guards is None:
+        guarding = declared if declared is not None else provenance.env()
+        guards = guarding.guards if guarding is not None else ()
+    if categories is None and declared is not None:
+        categories = declared.categories
+    guards = tuple(dict.fromkeys(guards))
+    before = _Side(before_rows, labels[0], guards)
+    after = _Side(after_rows, labels[1], guards)
 
     failures: list[str] = []
     cats_b, cats_a = before.categories(), after.categories()
@@ -366,7 +471,11 @@ def compare(
         elif absent and category not in cats_b ^ cats_a:
             failures.append(f"declared category {category!r} is missing from {absent[0]}")
     shared = sorted(cats_b & cats_a)
-    _check_pairing(before, after, shared)
+    dropped = _pair(before, after, shared, shared_units_only)
+    if dropped:
+        notes.append(dropped)
+    for note in notes:  # what the caller let through: in the result, and loud in pytest too
+        warnings.warn(note, RlgateWarning, stacklevel=2)
     if not shared:
         raise DataError(f"{before.label} and {after.label} share no category; nothing to compare")
 
@@ -375,14 +484,14 @@ def compare(
     groups: list[tuple[str, list[str]]] = [("overall", shared), *((c, [c]) for c in shared)]
     alpha = 1.0 - confidence_level
     comparisons: list[Comparison] = []
-    notes: list[str] = []
     index = 0
-    for column, metric in enumerate(metrics, 1):
+    paired = {group: _Paired.of(before, after, cats) for group, cats in groups}
+    for column, metric in enumerate(metrics, 2):
         per_metric: list[Comparison] = []
-        for group, cats in groups:
+        for group, _cats in groups:
             index += 1
             per_metric.append(_one(
-                before, after, metric, column, group, cats, margin=margin, confidence_level=confidence_level,
+                paired[group], metric, column, group, margin=margin, confidence_level=confidence_level,
                 n_resamples=n_resamples, method=method,
                 rng=None if seed is None else np.random.default_rng([seed, index]),
             ))
@@ -401,16 +510,16 @@ def compare(
         if c.verdict == "regressed":
             failures.append(
                 f"{c.metric} regressed in {c.group}: {c.before:.3f} -> {c.after:.3f}, "
-                f"delta {c.delta:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.n_units} units x {c.k}"
+                f"delta {c.delta:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.size}"
             )
         elif max_drop is not None and c.low is not None and c.low < -max_drop:
             failures.append(
                 f"{c.metric} in {c.group} may have dropped more than max_drop {max_drop:.3f}: "
-                f"lower bound {c.low:+.3f} (delta {c.delta:+.3f}, {c.n_units} units x {c.k})"
+                f"lower bound {c.low:+.3f} (delta {c.delta:+.3f}, {c.size})"
             )
         elif fail_on_inconclusive and c.verdict in ("inconclusive", "insufficient"):
             failures.append(f"{c.metric} in {c.group} is {c.verdict}: delta {c.delta:+.3f}, "
-                            f"{c.n_units} units x {c.k} (fail_on_inconclusive)")
+                            f"{c.size} (fail_on_inconclusive)")
     if require_moved:
         head = comparisons[0]
         if head.verdict != "moved":
@@ -435,9 +544,13 @@ def compare(
         holm=use_holm,
         unit="scenario",
         warnings=tuple(notes),
-        options={"guards": list(guards), "max_drop": max_drop, "require_moved": require_moved,
+        options={"env": None if declared is None else declared.name, "guards": list(guards),
+                 "max_drop": max_drop, "require_moved": require_moved,
                  "fail_on_inconclusive": fail_on_inconclusive, "categories": list(categories or ()),
-                 "before": before.label, "after": after.label},
+                 "before": before.label, "after": after.label,
+                 "headers": {"before": provenance.before, "after": provenance.after},
+                 "allow_env_change": allow_env_change, "shared_units_only": shared_units_only,
+                 "dropped_units": {"before": before.dropped, "after": after.dropped}},
     )
 
 
@@ -448,12 +561,10 @@ def _with_flag(c: Comparison, flag: str, **changes: Any) -> Comparison:
 
 
 def _one(
-    before: _Side,
-    after: _Side,
+    paired: _Paired,
     metric: str,
     column: int,
     group: str,
-    categories: list[str],
     *,
     margin: float,
     confidence_level: float,
@@ -461,22 +572,18 @@ def _one(
     method: str,
     rng: np.random.Generator | None,
 ) -> Comparison:
-    b_units, a_units = _unit_means(before, categories, column), _unit_means(after, categories, column)
-    units = sorted(b_units)
-    b = np.array([b_units[u][1] / b_units[u][0] for u in units])
-    a = np.array([a_units[u][1] / a_units[u][0] for u in units])
-    n = len(units)
-    k = _k(before, after, categories)
+    b, a = paired.means(column)
+    n = paired.n
+    k, k_before, k_after = paired.k(), paired.k("before"), paired.k("after")
     mean_b, mean_a = float(b.mean()), float(a.mean())
     delta = float((a - b).mean())
     flags: list[str] = []
     if n < MIN_UNITS:
         return Comparison(metric, group, n, k, mean_b, mean_a, delta, None, None, "insufficient",
-                          flags=(f"fewer than {MIN_UNITS} units",))
+                          flags=(f"fewer than {MIN_UNITS} units",), k_before=k_before, k_after=k_after)
     res = paired_bootstrap(b, a, n_resamples=n_resamples, confidence_level=confidence_level, method=method, rng=rng)
     low, high = res.confidence_interval
-    noise = _noise_band(_run_means(before, categories, column), _run_means(after, categories, column),
-                        confidence_level)
+    noise = _noise_band(*paired.run_means(column), confidence_level)
     verdict = _interval_verdict(low, high, margin)
     if noise is not None and abs(delta) <= noise:
         # Asymmetric on purpose: run-to-run noise can take back a claimed win, never a
@@ -489,7 +596,8 @@ def _one(
         constant = np.ptp(b) == 0 and np.ptp(a) == 0 and b[0] == a[0]
         flags.append("constant" if constant else "no variation")
     return Comparison(metric, group, n, k, mean_b, mean_a, delta, float(low), float(high), verdict,
-                      mde=res.mde, p_less=res.p_less, noise=noise, flags=tuple(flags))
+                      mde=res.mde, p_less=res.p_less, noise=noise, flags=tuple(flags), k_before=k_before,
+                      k_after=k_after)
 
 
 def _apply_holm(comparisons: list[Comparison], alpha: float) -> list[Comparison]:

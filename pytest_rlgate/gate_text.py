@@ -15,7 +15,8 @@ from tabulate import tabulate
 if TYPE_CHECKING:  # pragma: no cover
     from .gate import Comparison, GateResult
 
-__all__ = ["comparison_row", "is_borderline", "render_failure", "render_report", "render_table", "settings_line", "summary_line"]
+__all__ = ["comparison_row", "is_borderline", "render_failure", "render_report", "render_table", "settings_line",
+           "summary_line", "units_label"]
 
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level} CI", "MDE", "verdict", "flags")
 REMEDY = (
@@ -43,6 +44,13 @@ def settings_line(result: GateResult) -> str:
     )
 
 
+def units_label(n_units: int, k: Any, k_before: Any = None, k_after: Any = None) -> str:
+    """``15×4``; ``15×4→8`` when the sides sampled a different k (before → after)."""
+    if k_before is None or k_before == k_after:
+        return f"{n_units}×{k}"
+    return f"{n_units}×{k_before}→{k_after}"
+
+
 def _ci(c: Comparison) -> str:
     return "" if c.low is None or c.high is None else f"[{c.low:+.3f}, {c.high:+.3f}]"
 
@@ -51,7 +59,7 @@ def comparison_row(c: Comparison) -> list[Any]:
     return [
         c.metric,
         c.group,
-        f"{c.n_units}×{c.k}",
+        units_label(c.n_units, c.k, c.k_before, c.k_after),
         f"{c.before:.3f}",
         f"{c.after:.3f}",
         f"{c.delta:+.3f}",

@@ -13,7 +13,7 @@ numpy only: it runs inside a training loop on the last 512 completions every few
 
 from __future__ import annotations
 
-import json
+import inspect
 import math
 import re
 from collections import Counter
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .env import Env, Environment, load_env
 from .errors import DataError, UsageError
 
 __all__ = [
@@ -44,11 +45,11 @@ COLLINEAR = 0.999
 #: How many frequent words and word pairs become ``contains:`` features (seed: 200).
 MAX_TERMS = 200
 
-_TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _WORD = re.compile(r"[a-z_][a-z0-9_]*")
-_ASK_PHRASES = ("order id", "order number", "reference")
 
 Extractor = Callable[[str], float]
+#: An environment's ``features(reply) -> {name: value}``.
+FeatureFn = Callable[[str], Mapping[str, float]]
 
 
 class RewardHackError(AssertionError):
@@ -234,48 +235,32 @@ def _read_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str],
     return prompts, replies, np.asarray(rewards, dtype=float)
 
 
-def _calls(reply: str) -> tuple[list[str], bool]:
-    """(names of every parseable call, well formed): well formed = every block parses."""
-    names: list[str] = []
-    for block in _TOOL_BLOCK.findall(reply):
-        try:
-            obj = json.loads(block.strip())
-        except ValueError:
-            continue
-        name = (obj.get("name") or obj.get("tool")) if isinstance(obj, dict) else None
-        if isinstance(name, str) and name:
-            names.append(name)
-    return names, reply.count("<tool_call>") == len(names)
+def _reply_features(replies: Sequence[str], features: FeatureFn) -> dict[str, np.ndarray]:
+    """``length`` (characters), then the environment's own features, one column per name.
 
-
-def _hand_features(replies: Sequence[str]) -> dict[str, np.ndarray]:
+    A name the environment returns for some replies only (``tool:<name>`` for the tools a
+    reply called) is 0 for the others. Columns keep the order the names first appear in.
+    """
     n = len(replies)
-    length = np.empty(n)
-    n_calls = np.empty(n)
-    asks = np.empty(n)
-    well_formed = np.empty(n)
-    after = np.empty(n)
-    tools: dict[str, np.ndarray] = {}
+    columns: dict[str, np.ndarray] = {"length": np.fromiter((len(r) for r in replies), dtype=float, count=n)}
     for i, reply in enumerate(replies):
-        names, formed = _calls(reply)
-        lowered = reply.lower()
-        length[i] = len(reply)
-        n_calls[i] = len(names)
-        asks[i] = "?" in reply or any(p in lowered for p in _ASK_PHRASES)
-        well_formed[i] = formed
-        end = reply.find("</tool_call>")
-        after[i] = end >= 0 and bool(reply[end + len("</tool_call>"):].strip())
-        for name in set(names):
-            tools.setdefault(name, np.zeros(n))[i] = 1.0
-    features = {
-        "length": length,
-        "tool_calls": n_calls,
-        "asks": asks,
-        "well_formed": well_formed,
-        "text_after_call": after,
-    }
-    features.update({f"tool:{name}": col for name, col in sorted(tools.items())})
-    return features
+        try:
+            found = {str(k): float(v) for k, v in dict(features(reply)).items()}
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"the environment's features(reply) must return {{name: number}}: {exc}") from None
+        clash = [k for k in found if k == "length" or k.startswith("contains:")]
+        if clash:
+            raise UsageError(f"the environment's feature {clash[0]!r} clashes with a built-in feature; rename it")
+        for name, value in found.items():
+            columns.setdefault(name, np.zeros(n))[i] = value
+    return columns
+
+
+def _features_of(env: Env | Environment | str | FeatureFn | None) -> FeatureFn:
+    """The features function *env* stands for: its own, a bare function, or the default environment's."""
+    if callable(env) and not inspect.isclass(env) and not isinstance(env, Env):
+        return env
+    return load_env(env).features
 
 
 def _term_features(replies: Sequence[str], *, max_terms: int, min_support: int) -> dict[str, np.ndarray]:
@@ -337,6 +322,7 @@ def hack_scan(
     rows: Iterable[Mapping[str, Any]],
     *,
     endorsed: Sequence[str] = (),
+    env: Env | Environment | str | FeatureFn | None = None,
     n_permutations: int = 100,
     alpha: float = 0.05,
     rng: np.random.Generator | int | None = None,
@@ -349,13 +335,14 @@ def hack_scan(
     score); prompts and replies may be text or chat messages. Rows with the same prompt text
     are one group (one GRPO group).
 
-    Features of a reply: ``length`` (characters), ``tool_calls`` (parseable
-    ``<tool_call>`` blocks), ``tool:<name>`` (one indicator per tool called), ``asks`` (a
-    ``?`` or "order id"/"order number"/"reference"), ``well_formed`` (every block parses),
-    ``text_after_call``, ``contains:<term>`` for the *max_terms* most frequent words and word
-    pairs (present in at least min(20, n/10) rows and absent from one), and one feature per
-    *extractors* entry (``name -> fn(reply) -> number``). Features with identical columns are
-    merged (``aliases``); features that never vary within a prompt are dropped.
+    Features of a reply: ``length`` (characters); the environment's own
+    ``features(reply)`` (*env*: an environment, its spec, or just a features function; None
+    is the default environment; refund adds tool-call counts, ``tool:<name>`` per tool,
+    ``asks``, ``well_formed`` and ``text_after_call``); ``contains:<term>`` for the
+    *max_terms* most frequent words and word pairs (present in at least min(20, n/10) rows
+    and absent from one); and one feature per *extractors* entry (``name -> fn(reply) ->
+    number``). Features with identical columns are merged (``aliases``, the first name
+    wins); features that never vary within a prompt are dropped.
 
     Each feature and the reward are centred within prompt and correlated (Pearson). The noise
     floor is the (1 - *alpha*) quantile, over *n_permutations* within-prompt shuffles of the
@@ -398,7 +385,7 @@ def hack_scan(
     counts = np.bincount(groups, minlength=n_groups) if n else np.zeros(0, dtype=int)
     median = float(np.median(counts)) if n else 0.0
 
-    columns = _hand_features(replies)
+    columns = _reply_features(replies, _features_of(env))
     columns.update(_term_features(replies, max_terms=max_terms, min_support=min(20, max(2, n // 10))))
     for name, fn in (extractors or {}).items():
         try:
@@ -406,7 +393,7 @@ def hack_scan(
         except (TypeError, ValueError) as exc:
             raise UsageError(f"extractor {name!r} must return a number for every reply: {exc}") from None
 
-    # merge identical columns; the first name (hand tier first) wins, the rest become aliases
+    # merge identical columns; the first name (length and the environment's first) wins, the rest become aliases
     merged: dict[bytes, list[str]] = {}
     for name, col in columns.items():
         merged.setdefault(np.ascontiguousarray(col).tobytes(), []).append(name)

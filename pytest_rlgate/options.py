@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["SIZES", "add_env_argument", "fraction", "share"]
-
-#: Prompt-set sizes (== ``prompts.SIZES``; a test keeps the two equal).
-SIZES = ("small", "default", "large")
+__all__ = ["add_env_argument", "fraction", "share"]
 
 
 def fraction(text: str) -> float:
@@ -36,8 +33,8 @@ def share(text: str) -> float:
     return value
 
 
-def add_env_argument(parser: argparse.ArgumentParser) -> None:
+def add_env_argument(parser: argparse.ArgumentParser, default: str = "refund") -> None:
     """The CLI's ``--env SPEC``, the same on every command that reads prompts, samples or trains."""
     parser.add_argument("--env", metavar="SPEC", default=None,
-                        help="environment: a registered name (refund, arith, ...), 'module:attr' or "
-                             "'module' (default: refund)")
+                        help="environment: a registered name (refund, arith, reasoning_gym[TASK,...]), "
+                             f"'module:attr' or 'module' (default: {default})")

@@ -18,6 +18,7 @@ pytest_plugins = [
     "pytest_rlgate.hooks.prompts",
     "pytest_rlgate.hooks.gate",
     "pytest_rlgate.hooks.training",
+    "pytest_rlgate.hooks.baseline",
 ]
 
 _UNSET = object()

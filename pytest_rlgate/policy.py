@@ -1,75 +1,120 @@
-"""Policies: load a base model (hub id, local folder or the embedded tiny policy) + adapter.
+"""Policies: load a base model (hub id, local folder or a shipped tiny policy) + adapter.
 
 Every policy goes through ``AutoModelForCausalLM`` / ``AutoTokenizer.from_pretrained``, the
-tiny default included (it is built into a folder first), so the CPU test path and the GPU
-path with a hub model are the same code. ``trust_remote_code`` stays off: a gate must not
-run code shipped with the model it is judging.
+tiny ones included (they are folders of package data), so the CPU test path and the GPU path
+with a hub model are the same code. ``trust_remote_code`` stays off: a gate must not run
+code shipped with the model it is judging.
+
+The tiny policies (``rlgate/tiny-refund``, ``rlgate/tiny-arith``) ship built, with the
+SHA-256 of every file and the exact recipe beside the weights: loading verifies the hashes
+and never builds. ``rlgate policy build`` (:func:`build_tiny_policy`) rebuilds one from
+its environment's recipe, into the artifact cache or a folder of your choice.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from . import cache
+from .env import Env, load_env
 from .errors import UsageError
+from .tiny.build import build_policy, versions
+from .tiny.manifest import verify
+from .tiny.recipe import TINY_PREFIX, TinyRecipe, recipe_of
 
-if TYPE_CHECKING:
-    from .tiny.build import Recipe
+__all__ = [
+    "SHIPPED_POLICIES",
+    "TINY_POLICY",
+    "build_tiny_policy",
+    "load_policy",
+    "tiny_policy_dir",
+    "tiny_policy_key",
+    "tiny_policy_names",
+]
 
-__all__ = ["TINY_POLICY", "load_policy", "tiny_policy_dir", "tiny_policy_key"]
-
-#: Name of the embedded default policy (built locally, never downloaded).
-TINY_POLICY = "rlgate/tiny-refund"
+#: Name of the embedded default policy (shipped built, never downloaded).
+TINY_POLICY = TINY_PREFIX + "refund"
+#: The package-data folder holding one built tiny policy per built-in environment.
+SHIPPED_POLICIES = Path(__file__).parent / "policies"
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
-def _source_digest() -> str:
-    """SHA-256 of the tiny-policy code, so editing the recipe's code rebuilds the policy."""
-    digest = hashlib.sha256()
-    for path in sorted((Path(__file__).parent / "tiny").glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+def tiny_policy_names() -> list[str]:
+    """The shipped tiny policies' names, e.g. ``['rlgate/tiny-arith', 'rlgate/tiny-refund']``."""
+    return sorted(TINY_PREFIX + p.name.removeprefix("tiny-") for p in SHIPPED_POLICIES.glob("tiny-*") if p.is_dir())
 
 
-def tiny_policy_key(recipe: Recipe | None = None) -> str:
-    """The cache key of the tiny policy: recipe, library versions, code, system prompt and the
-    prompt writer's texts it trains on (so a change to the writer rebuilds the policy)."""
-    from . import cache
-    from .envs import refund
-    from .tiny.build import RECIPE, versions
-    from .tiny.corpus import writer_prompts
-
-    recipe = recipe or RECIPE
-    return cache.key(
-        recipe=recipe.as_dict(),
-        writer_prompts=cache.key(texts=writer_prompts(recipe.writer_seeds)),
-        versions=versions(),
-        source=_source_digest(),
-        system=hashlib.sha256(refund.SYSTEM.encode("utf-8")).hexdigest(),
-    )
+def _shipped(name: str) -> Path:
+    folder = SHIPPED_POLICIES / name.removeprefix("rlgate/")
+    if not name.startswith(TINY_PREFIX) or not folder.is_dir():
+        raise UsageError(f"no shipped tiny policy {name!r}; shipped: {', '.join(tiny_policy_names())}. For "
+                         "another environment, build one with `rlgate policy build --env SPEC --out DIR` "
+                         "and pass that folder")
+    return folder
 
 
-def tiny_policy_dir(*, rebuild: bool = False, root: str | os.PathLike[str] | None = None,
-                    progress: bool = True, recipe: Recipe | None = None) -> Path:
-    """The folder of the tiny default policy, built (minutes on CPU) the first time only.
+@functools.lru_cache(maxsize=8)
+def _verified(name: str) -> tuple[Path, str]:
+    folder = _shipped(name)
+    return folder, verify(folder)["content_sha256"]
 
-    The build is deterministic and cached under ``policy/<key>`` in the artifact cache
-    (:mod:`pytest_rlgate.cache`); concurrent callers build it once. *rebuild* forces a
-    fresh build; *root* overrides the cache root; *recipe* builds a variant (benchmarks).
+
+def tiny_policy_dir(name: str = TINY_POLICY) -> Path:
+    """The folder of a shipped tiny policy, after checking every file against its SHA-256.
+
+    Never builds. The hashes are checked once a process (about 30 ms); a corrupt or missing
+    file is a :class:`UsageError` naming it and the fix.
     """
-    from . import cache
-    from .tiny.build import RECIPE, build_policy
+    return _verified(name)[0]
 
-    recipe = recipe or RECIPE
-    return cache.cached_dir(
-        "policy", tiny_policy_key(recipe), lambda out: build_policy(out, recipe, progress=progress),
-        root=root, rebuild=rebuild,
-    )
+
+def tiny_policy_key(name: str = TINY_POLICY) -> str:
+    """The shipped tiny policy's content hash (``sha256:...``): its identity in cache keys."""
+    return _verified(name)[1]
+
+
+def build_tiny_policy(env: Env | str | None = None, out: str | os.PathLike[str] | None = None, *,
+                      recipe: TinyRecipe | None = None, progress: bool = False,
+                      root: str | os.PathLike[str] | None = None) -> Path:
+    """Build an environment's tiny policy from nothing (minutes on CPU); returns its folder.
+
+    *env* is an environment or a spec (default: the default environment); *recipe*
+    overrides its ``tiny_policy`` (a variant, for benchmarks). With *out*, the policy is
+    built into that folder (which must not exist or be empty); without, into the artifact
+    cache (:mod:`pytest_rlgate.cache`, *root* overrides its root) under ``policy/<key>``,
+    where a second call returns at once.
+    """
+    env = load_env(env)
+    recipe = recipe or recipe_of(env)
+    if out is not None:
+        folder = Path(out).expanduser()
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise UsageError("output folder is not empty; pass a new or empty folder to --out", path=folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        build_policy(folder, env, recipe, progress=progress)
+        return folder
+    return cache.cached_dir("policy", _build_key(env, recipe),
+                            lambda tmp: build_policy(tmp, env, recipe, progress=progress), root=root)
+
+
+def _build_key(env: Env, recipe: TinyRecipe) -> str:
+    """A local build's cache key: recipe, library versions, and the code that builds it (the
+    builder's and the module of the recipe's corpus)."""
+    digest = hashlib.sha256()
+    sources = sorted((Path(__file__).parent / "tiny").glob("*.py"))
+    sources.append(Path(inspect.getfile(type(recipe.corpus))))
+    for path in sources:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return cache.key(recipe=recipe.as_dict(), environment=env.describe(), versions=versions(),
+                     source=digest.hexdigest())
 
 
 def _check_adapter(path: Path) -> None:
@@ -102,8 +147,8 @@ def _attach_adapter(model: Any, path: Path) -> Any:
 def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
     """(what to hand to from_pretrained, whether it is a local folder)."""
     text = os.fspath(name_or_path)
-    if text == TINY_POLICY:
-        return str(tiny_policy_dir()), True
+    if text.startswith(TINY_PREFIX):
+        return str(tiny_policy_dir(text)), True
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -151,7 +196,7 @@ def load_policy(
     device: str | None = None,
     dtype: Any = None,
 ) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` for a hub id, a local folder or :data:`TINY_POLICY`.
+    """``(model, tokenizer)`` for a hub id, a local folder or a tiny policy (``rlgate/tiny-<env>``).
 
     *adapter* is a PEFT adapter folder put on top (a ``PeftModel``; sampling can switch it
     off). *device* defaults to CUDA when available; *dtype* to float32 on CPU and bfloat16

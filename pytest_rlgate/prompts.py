@@ -1,16 +1,16 @@
-"""Seeded prompt sets for the refund environment, their files, fingerprint, splits and balance.
+"""Prompt sets of any environment: files, fingerprint, splits and balance.
 
-Why this module is so strict about determinism: a gate compares *the same* holdout before
-and after training, and the seed recipe lost that property twice (thread timing, then
-CPython 3.12 changing float ``sum``). Every choice here therefore comes from SHA-256 of
-``(seed, scenario, axis)`` and integer arithmetic only: no ``random``, no ``hash()``, no
-float sums, no dict-order dependence. The same seed gives the same bytes on every Python
-from 3.10 up, in every process, whatever ``PYTHONHASHSEED`` says.
+A prompt item is ``{"prompt", "case", "category", "scenario_id"}``. The environment (see
+:mod:`pytest_rlgate.env`) says which categories exist and, when it can, what a prompt's case
+is and how to write a seeded set; this module never names a task. A prompt file is the
+user's data: its own ``case`` and ``category`` are kept, the environment's ``case_for`` only
+fills lines that have none, and a category the environment does not declare is an error
+naming the line, never a silent relabel.
 
-A *scenario* is a situation (intent x customer stance x item, or an off-topic topic x
-stance) with a ``scenario_id``; it renders one prompt at the default size and many
-paraphrases at the ``large`` size. Splits keep a scenario's prompts on one side, so the
-holdout measures unseen situations rather than unseen wordings.
+Why so strict about determinism: a gate compares *the same* holdout before and after
+training. Files are canonical bytes (sorted keys, UTF-8, ``\n``) with a SHA-256
+fingerprint, and splits rank scenarios by SHA-256, so the same input gives the same holdout
+on every Python, in every process, whatever ``PYTHONHASHSEED`` says.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .atomic import atomic_write
-from .envs import refund
+from .env import Env, Environment, load_env
 from .errors import DataError, UsageError
+from .seeded import prompt_key
 
 __all__ = [
-    "SIZES",
     "Split",
     "balance",
     "build_prompts",
@@ -36,6 +36,7 @@ __all__ = [
     "count_by_category",
     "fingerprint",
     "plain_split",
+    "prompt_item",
     "read_prompts",
     "stratified_split",
     "write_prompts",
@@ -43,314 +44,19 @@ __all__ = [
 
 Item = dict[str, Any]
 
-#: size -> category -> (scenarios, prompts). Imbalanced on purpose, like the seed's set
-#: (119 = 95/16/8): that imbalance is what makes a policy collapse on no-id prompts.
-SIZES: dict[str, dict[str, tuple[int, int]]] = {
-    "small": {"with_id": (27, 27), "no_id": (7, 7), "off_topic": (6, 6)},
-    "default": {"with_id": (95, 95), "no_id": (16, 16), "off_topic": (8, 8)},
-    "large": {"with_id": (54, 576), "no_id": (7, 74), "off_topic": (6, 57)},
-}
 
-# ---------------------------------------------------------------------------------------
-# Templates. Every no-id phrasing carries one of the environment's whole domain words;
-# no off-topic text carries one. _render checks both against refund.case_for anyway.
-
-_ITEMS = (
-    "headphones", "blender", "running shoes", "winter jacket", "coffee grinder",
-    "phone case", "desk lamp", "yoga mat", "backpack", "board game",
-)
-
-#: intent -> (phrasings with an {id}, phrasings without one); {item} is the product.
-_INTENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "refund": (
-        ("I'd like a refund for the {item} from order {id}.",
-         "Please refund {id}. The {item} stopped working after two days.",
-         "Can I get my money back for {id}? The {item} was not what I expected."),
-        ("I'd like a refund for the {item} I bought last week.",
-         "How do I get a refund? The {item} stopped working after two days.",
-         "Please refund me for the {item}, it was not what I expected."),
-    ),
-    "return": (
-        ("I want to return the {item} from {id}.",
-         "How do I send back the {item}? It was order {id}.",
-         "Starting a return for {id}: the {item} doesn't suit me."),
-        ("I want to return the {item}, how does that work?",
-         "Can I return the {item} I bought online?",
-         "I'd like to start a return for the {item}."),
-    ),
-    "late_delivery": (
-        ("The {item} in {id} was due last Monday and still hasn't arrived.",
-         "Where is my {item}? Order {id} is a week late.",
-         "Tracking for {id} hasn't moved in days; I'm waiting on the {item}."),
-        ("My delivery of the {item} is a week late.",
-         "The {item} was due on Monday and the delivery still hasn't come.",
-         "Where is my shipment? I'm waiting on the {item}."),
-    ),
-    "double_charge": (
-        ("I was charged twice for the {item}, order {id}.",
-         "My card shows two payments for {id}, the {item}.",
-         "There's a duplicate charge on {id} for the {item}."),
-        ("I see the same charge twice for the {item}.",
-         "My card shows the same payment two times for the {item}.",
-         "There's a duplicate charge on my card for the {item}."),
-    ),
-    "cancel": (
-        ("Please cancel {id} before the {item} ships.",
-         "I changed my mind about the {item}; cancel {id}.",
-         "Can you stop {id}? I don't need the {item} anymore."),
-        ("Please cancel my order for the {item} before it ships.",
-         "I changed my mind about the {item}, can I cancel the order?",
-         "I picked the {item} by mistake. Please stop the order."),
-    ),
-    "damaged": (
-        ("The {item} from {id} arrived broken.",
-         "Order {id} came with a cracked {item}.",
-         "My {item} ({id}) was damaged in the box."),
-        ("The {item} arrived broken and I want a refund.",
-         "My {item} came damaged. What are my options for a return?",
-         "The {item} was smashed when the delivery came."),
-    ),
-    "wrong_item": (
-        ("I received the wrong {item} in {id}.",
-         "{id} contained someone else's {item}.",
-         "The {item} in order {id} isn't the one I picked."),
-        ("I received the wrong {item} in my order.",
-         "The box had someone else's {item}, not my order.",
-         "This isn't the {item} I picked at purchase."),
-    ),
-    "missing_part": (
-        ("The {item} in {id} is missing a piece.",
-         "Order {id}: the {item} came without all its parts.",
-         "Half of the {item} is missing from {id}."),
-        ("My order came but the {item} is missing a piece.",
-         "The {item} from my purchase came without all its parts.",
-         "The shipment had the {item} but half of it is missing."),
-    ),
-    "status": (
-        ("Please check {id} for me.",
-         "What's the status of {id}? It's the {item}.",
-         "Can you look up {id}? I bought the {item}."),
-        ("What's the status of my order? It's the {item}.",
-         "Can you tell me when my delivery will come? It's the {item}.",
-         "Has my order for the {item} shipped yet?"),
-    ),
-    "subscription": (
-        ("I was billed for a membership renewal on {id}; I only wanted the {item}.",
-         "{id} added a membership fee on top of the {item}.",
-         "Why does {id} include a yearly membership? I just bought the {item}."),
-        ("There's a membership charge I never asked for; I only bought the {item}.",
-         "My payment for the {item} included a membership fee.",
-         "Why is there a yearly membership charge? I just bought the {item}."),
-    ),
-    "partial_refund": (
-        ("I only got half of my refund for {id}.",
-         "The refund on {id} is less than I paid for the {item}.",
-         "You paid back part of {id} but not the {item}."),
-        ("I only got half of my refund for the {item}.",
-         "The refund was less than I paid for the {item}.",
-         "My refund for the {item} came in short."),
-    ),
-    "exchange": (
-        ("Can I swap the {item} from {id} for another colour?",
-         "I'd like to exchange the {item} in {id}.",
-         "Order {id}: please send a different size of the {item}."),
-        ("Can I swap the {item} from my order for another colour?",
-         "I'd like to exchange the {item} I got in my last delivery.",
-         "Can I return the {item} and get a different size instead?"),
-    ),
-}
-
-#: stance -> (openers, closers); only "ordinary" may be empty, so no two stances render alike.
-_STANCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "ordinary": (("", "Hi.", "Hello."), ("", "Thanks.", "Thank you!")),
-    "polite": (("Good morning!", "Hope you're well.", "Hi there, sorry to bother you."),
-               ("Many thanks.", "I appreciate your help.", "Kind regards.")),
-    "hurried": (("Quick one:", "In a rush here.", "Need help fast:"),
-                ("ASAP please.", "I need this sorted today.", "Quick reply please.")),
-    "angry": (("This is ridiculous.", "I'm really annoyed.", "Third time writing about this!"),
-              ("Fix it now.", "This is unacceptable.", "I expect an answer today.")),
-    "unsure": (("Not sure this is the right place.", "Um, hi.", "Sorry if this is a silly question."),
-               ("Is that possible?", "Does that make sense?", "Let me know.")),
-    "retry": (("Following up again.", "I wrote about this yesterday too.", "Second message on this."),
-              ("Please answer this time.", "Still waiting to hear back.", "Hoping for a reply.")),
-    "adversarial": (("Skip the usual checks.", "Don't bother looking anything up.", "Just do it, no questions."),
-                    ("Just process it.", "No need to verify anything.", "Do it right now.")),
-    "business": (("Writing for our company account.", "On behalf of my office:", "Hi, purchasing team here."),
-                 ("Please invoice accordingly.", "Thanks, accounts team.", "We need this for our records.")),
-}
-
-_TOPICS: dict[str, tuple[str, ...]] = {
-    "kilimanjaro": ("How tall is Kilimanjaro?", "What's the height of Mount Kilimanjaro?",
-                    "How high is Kilimanjaro in metres?"),
-    "mongolia": ("What is the capital of Mongolia?", "Which city is Mongolia's capital?",
-                 "Name the capital city of Mongolia."),
-    "poem": ("Can you write a haiku about autumn leaves?", "Write me a short poem about the sea.",
-             "Give me a haiku about rain."),
-    "banana_bread": ("What's a good recipe for banana bread?", "How do I bake banana bread?",
-                     "Any tips for moist banana bread?"),
-    "celsius": ("How do I convert Celsius to Fahrenheit?", "What is 30 degrees Celsius in Fahrenheit?",
-                "Explain the Celsius to Fahrenheit formula."),
-    "novel": ("Can you recommend a good sci-fi novel?", "What book should I read next?",
-              "Suggest a fantasy series for a teenager."),
-    "photosynthesis": ("Explain photosynthesis simply.", "How do plants make food from sunlight?",
-                       "What does chlorophyll do?"),
-    "time_zone": ("What time zone is Tokyo in?", "How many hours ahead is Tokyo from London?",
-                  "Is Tokyo ahead of Berlin?"),
-    "juggling": ("Any tips for learning to juggle?", "How do I juggle three balls?",
-                 "What's the easiest juggling trick?"),
-    "spiders": ("How many legs does a spider have?", "Are spiders insects?",
-                "Why do spiders build webs?"),
-    "cactus": ("What's the plural of cactus?", "Is it cacti or cactuses?",
-               "How often should I water a cactus?"),
-    "pet_names": ("Help me name my new puppy.", "What are good names for a beagle?",
-                  "Suggest a name for a grey kitten."),
-}
-
-_OFF_TOPIC_STANCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "plain": (("", "Hi!", "Hey."), ("", "Thanks!", "Cheers.")),
-    "chatty": (("Random question for you.", "While I have you here:", "Totally unrelated, but hey."),
-               ("Just wondering.", "I was curious.", "Have a nice day!")),
-    "hurried": (("Quick question:", "Fast one:", "Real quick:"),
-                ("Thanks in advance.", "A short answer is fine.", "No rush, just curious.")),
-}
-
-#: Digit counts of an order id and their weights: the tiny policy has one token per
-#: canonical 4-digit id, so those dominate; 3, 5 and 6 digits exercise normalisation.
-_ID_DIGITS: tuple[tuple[int, int], ...] = ((4, 27), (3, 1), (5, 1), (6, 1))
-#: How an id is spelled in the text; normalised they are all ``ORD-<digits>``.
-_ID_SPELLINGS: tuple[tuple[str, int], ...] = (("ORD-", 27), ("ord-", 1), ("ORD_", 1), ("ORD ", 1), ("ORD", 1))
-
-
-# ---------------------------------------------------------------------------------------
-# Hash-derived choices
-
-
-def _draw(seed: int, *parts: object) -> int:
-    """A 64-bit integer from SHA-256 of ``(seed, *parts)``: the only source of choice here."""
-    text = "\x1f".join(str(p) for p in (seed, *parts))
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
-
-
-def _weighted(value: int, options: Sequence[tuple[Any, int]]) -> Any:
-    point = value % sum(weight for _, weight in options)
-    for option, weight in options:
-        if point < weight:
-            return option
-        point -= weight
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _ranked(seed: int, keys: Iterable[Any], *axis: object) -> list[Any]:
-    return sorted(keys, key=lambda key: (_draw(seed, *axis, key), str(key)))
-
-
-def _slug(text: str) -> str:
-    return text.replace(" ", "-")
-
-
-def _scenarios(seed: int, category: str, count: int) -> list[tuple[str, tuple[str, ...]]]:
-    """``count`` scenarios of *category*: ``(scenario_id, (intent or topic, stance[, item]))``.
-
-    Intents (topics) take turns, each in its own seed-ranked order, so a small set still
-    spreads over every kind of request before it repeats one.
-    """
-    if category == "off_topic":
-        groups = {
-            topic: [(topic, stance) for stance in _ranked(seed, _OFF_TOPIC_STANCES, category, topic)]
-            for topic in _ranked(seed, _TOPICS, category, "topic")
-        }
-    else:
-        combos = [(stance, item) for stance in _STANCES for item in _ITEMS]
-        groups = {
-            intent: [(intent, *combo) for combo in _ranked(seed, combos, category, intent)]
-            for intent in _ranked(seed, _INTENTS, category, "intent")
-        }
-    capacity = sum(len(g) for g in groups.values())
-    if count > capacity:  # pragma: no cover - SIZES stay far below it
-        raise UsageError(f"{count} {category} scenarios asked for, the templates have {capacity}")
-    chosen: list[tuple[str, tuple[str, ...]]] = []
-    for turn in range(max(len(g) for g in groups.values())):
-        for group in groups.values():
-            if turn < len(group) and len(chosen) < count:
-                key = group[turn]
-                chosen.append(("/".join((category, *(_slug(k) for k in key))), key))
-    return chosen
-
-
-def _order_id(seed: int, scenario_id: str) -> str:
-    """The scenario's normalised order id: ``ORD-`` and 3-6 digits, mostly 4 (1000-9999)."""
-    digits = _weighted(_draw(seed, scenario_id, "id-digits"), _ID_DIGITS)
-    low = 10 ** (digits - 1)
-    return f"ORD-{low + _draw(seed, scenario_id, 'id-value') % (9 * low)}"
-
-
-def _render(seed: int, category: str, scenario_id: str, key: tuple[str, ...], count: int) -> list[str]:
-    """``count`` distinct paraphrases of one scenario (opener x body x closer, hash-ranked)."""
-    if category == "off_topic":
-        topic, stance = key
-        bodies = _TOPICS[topic]
-        openers, closers = _OFF_TOPIC_STANCES[stance]
-    else:
-        intent, stance, item = key
-        with_id, no_id = _INTENTS[intent]
-        bodies = with_id if category == "with_id" else no_id
-        openers, closers = _STANCES[stance]
-    shapes = [(o, b, c) for o in range(len(openers)) for b in range(len(bodies)) for c in range(len(closers))]
-    order_id = _order_id(seed, scenario_id) if category == "with_id" else None
-    prompts = []
-    for rank, (o, b, c) in enumerate(_ranked(seed, shapes, scenario_id, "paraphrase")[:count]):
-        body = bodies[b]
-        if order_id is not None:
-            spelling = _weighted(_draw(seed, scenario_id, "id-spelling", rank), _ID_SPELLINGS)
-            body = body.replace("{id}", spelling + order_id.removeprefix("ORD-"))
-        if category != "off_topic":
-            body = body.replace("{item}", item)
-        text = " ".join(part for part in (openers[o], body, closers[c]) if part)
-        case = refund.case_for(text)
-        if case["category"] != category or case["order_id"] != order_id:  # pragma: no cover
-            raise AssertionError(f"template bug: {text!r} reads as {case}, meant {category} {order_id}")
-        prompts.append(text)
-    return prompts
-
-
-def _dedupe_key(prompt: str) -> str:
-    return " ".join(prompt.lower().split())
-
-
-def build_prompts(seed: int = 0, size: str = "default") -> list[Item]:
-    """The seeded template prompt set: a fresh list of prompt items.
+def build_prompts(seed: int = 0, size: str = "default", env: Env | Environment | str | None = None) -> list[Item]:
+    """The environment's own seeded prompt set (the default environment's when *env* is None).
 
     :param seed: any integer; the same seed gives byte-identical files everywhere.
-    :param size: ``"default"`` (119 prompts, one per scenario: 95 with an order id,
-        16 in-domain without one, 8 off topic), ``"large"`` (707 paraphrases of 67
-        scenarios: 576/74/57) or ``"small"`` (40: 27/7/6, for quick smoke runs).
-    :returns: dicts with ``prompt``, ``case`` (:func:`refund.case_for` of the text),
-        ``category`` and ``scenario_id``, in a seed-shuffled order. Duplicates (case- and
-        whitespace-insensitive) are dropped.
+    :param size: one of the environment's sizes (``env.prompt_sizes``).
+    :returns: fresh prompt items, each in a category the environment declares.
+    :raises UsageError: when the environment writes no prompts (it reads them from a file).
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise UsageError(f"seed must be an integer, got {seed!r}")
-    if size not in SIZES:
-        raise UsageError(f"unknown prompt set size {size!r}; use one of {', '.join(SIZES)}")
-    ranked: list[tuple[int, int, Item]] = []
-    for category, (n_scenarios, n_prompts) in SIZES[size].items():
-        scenarios = _scenarios(seed, category, n_scenarios)
-        per, extra = divmod(n_prompts, n_scenarios)
-        # the scenarios that render one more paraphrase than the rest, so totals are exact
-        bigger = set(_ranked(seed, [sid for sid, _ in scenarios], "extra")[:extra])
-        for scenario_id, key in scenarios:
-            count = per + (scenario_id in bigger)
-            for rank, text in enumerate(_render(seed, category, scenario_id, key, count)):
-                item = {"prompt": text, "case": refund.case_for(text), "category": category,
-                        "scenario_id": scenario_id}
-                ranked.append((_draw(seed, "order", scenario_id, rank), len(ranked), item))
-    seen: set[str] = set()
-    items = []
-    for _, _, item in sorted(ranked, key=lambda entry: entry[:2]):
-        key = _dedupe_key(item["prompt"])
-        if key not in seen:
-            seen.add(key)
-            items.append(item)
+    env = load_env(env)
+    items = env.build_prompts(seed, size)
+    for number, item in enumerate(items, start=1):
+        env.check_category(env.category_of(item), path=f"<environment {env.name}: build_prompts item>", line=number)
     return items
 
 
@@ -379,21 +85,20 @@ def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-
-def read_prompts(
-    path: str | os.PathLike[str],
-    *,
-    case_for: Callable[[str], Mapping[str, Any]] = refund.case_for,
-) -> list[Item]:
+def read_prompts(path: str | os.PathLike[str], *, env: Env | Environment | str | None = None) -> list[Item]:
     """Load a prompts file (JSONL, one object a line with at least ``prompt``).
 
-    The case and category are **recomputed from the text** with *case_for*, so a file can
-    never disagree with the reward. ``scenario_id`` falls back to the whitespace- and
-    case-normalised text; other keys are kept. Blank lines are skipped.
+    A line's own ``case`` and ``category`` are kept as written; *env*'s ``case_for`` fills the
+    case of a line that has none, and the case's ``category`` fills a missing category.
+    ``scenario_id`` falls back to the whitespace- and case-folded text; other keys are kept.
+    Blank lines are skipped.
 
-    :raises DataError: naming every bad line (up to ten) by number, or an empty file.
+    :raises DataError: naming every bad line (up to ten) by number: not a JSON object, no
+        prompt, no case where the environment reads none, or a category *env* does not
+        declare. An empty file is an error too.
     """
     path = Path(path)
+    env = load_env(env)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -404,35 +109,62 @@ def read_prompts(
     items: list[Item] = []
     problems: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            problems.append((number, f"not JSON ({exc.msg} at column {exc.colno})"))
-            continue
-        if not isinstance(row, dict):
-            problems.append((number, f"expected a JSON object, got {type(row).__name__}"))
-            continue
-        prompt = row.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            problems.append((number, 'needs a non-empty string "prompt"'))
-            continue
-        scenario_id = row.get("scenario_id", _dedupe_key(prompt))
-        if not isinstance(scenario_id, str) or not scenario_id:
-            problems.append((number, f'"scenario_id" must be a non-empty string, got {scenario_id!r}'))
-            continue
-        case = dict(case_for(prompt))
-        items.append({**row, "prompt": prompt, "case": case, "category": case["category"],
-                      "scenario_id": scenario_id})
+        if line.strip():
+            try:
+                items.append(_item(line, env))
+            except DataError as exc:
+                problems.append((number, exc.reason))
     if problems:
         shown = "; ".join(f"line {n}: {why}" for n, why in problems[:10])
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
-        raise DataError(f"{len(problems)} bad line(s): {shown}{more}. Each line must be a JSON object "
-                        'like {"prompt": "...", "scenario_id": "..."}', path=path, line=problems[0][0])
+        raise DataError(f"{len(problems)} bad line(s): {shown}{more}. Each line must be a JSON object like "
+                        '{"prompt": "...", "case": {...}, "category": "...", "scenario_id": "..."}',
+                        path=path, line=problems[0][0])
     if not items:
         raise DataError("no prompts in the file; each line needs a JSON object with a \"prompt\"", path=path)
     return items
+
+
+def _item(line: str, env: Env) -> Item:
+    """One prompt item from one line of a prompts file."""
+    try:
+        row = json.loads(line)
+    except ValueError as exc:
+        raise DataError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    return prompt_item(row, env)
+
+
+def prompt_item(row: Any, env: Env) -> Item:
+    """*row* as a prompt item of *env*: its own case and category kept, the gaps filled.
+
+    A missing case comes from ``env.case_for``; a missing category from the case; a missing
+    ``scenario_id`` is the folded prompt text. A :class:`DataError` (the reason only; the caller
+    adds the place) says what is wrong.
+    """
+    if not isinstance(row, Mapping):
+        raise DataError(f"expected a JSON object, got {type(row).__name__}")
+    prompt = row.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise DataError('needs a non-empty string "prompt"')
+    scenario_id = row.get("scenario_id", prompt_key(prompt))
+    if not isinstance(scenario_id, str) or not scenario_id:
+        raise DataError(f'"scenario_id" must be a non-empty string, got {scenario_id!r}')
+    case = row.get("case")
+    if case is None:
+        case = env.case_for(prompt)
+        if case is None:
+            raise DataError(f'no "case", and environment {env.name} reads none from the text (it has no '
+                            'case_for); add the case to the line, e.g. "case": {"answer": ...}')
+    elif not isinstance(case, Mapping):
+        raise DataError(f'"case" must be a JSON object, got {type(case).__name__} {case!r:.40}')
+    if row.get("category") is not None and not (isinstance(row["category"], str) and row["category"]):
+        raise DataError(f'"category" must be a non-empty string, got {row["category"]!r}')
+    category = env.category_of({**row, "case": case})
+    if category is None:
+        raise DataError(f'no "category" (and its case names none); add "category": one of '
+                        f"{', '.join(env.categories)}")
+    env.check_category(category)
+    return {**row, "prompt": prompt, "case": dict(case), "category": category, "scenario_id": scenario_id}
 
 
 # ---------------------------------------------------------------------------------------
@@ -477,7 +209,8 @@ def stratified_split(
     items: Sequence[Item],
     fraction: float = 0.2,
     *,
-    categories: Iterable[str] | None = refund.CATEGORIES,
+    categories: Iterable[str] | None = None,
+    env: Env | Environment | str | None = None,
 ) -> Split:
     """Hold out scenarios within each category, so every category is measured unseen.
 
@@ -485,8 +218,8 @@ def stratified_split(
     and hold out the first ``max(min(2, S - 1), round(fraction * S))``, never all ``S``:
     one always stays in train. Item order is kept on both sides.
 
-    :param categories: the categories the environment declares (default: the refund
-        environment's); each must end up in the holdout. ``None`` checks only those present.
+    :param categories: the categories that must end up in the holdout; by default the ones
+        *env* declares (the default environment's when *env* is None too).
     :raises DataError: when a declared category has no scenario in the holdout.
     """
     _check_fraction(fraction)
@@ -499,14 +232,15 @@ def stratified_split(
         count = min(max(min(2, total - 1), round(fraction * total)), total - 1)
         ranked = sorted(ids, key=lambda sid: hashlib.sha256(f"{category}:{sid}".encode()).hexdigest())
         held.update((category, sid) for sid in ranked[:count])
-    declared = list(scenarios) if categories is None else list(categories)
+    declared = list(load_env(env).categories if categories is None else categories)
     missing = [c for c in declared if not any(cat == c for cat, _ in held)]
     if missing:
         detail = ", ".join(f"{c} ({len(scenarios.get(c, ()))} scenario(s))" for c in missing)
         raise DataError(
             f"the holdout would have no {', '.join(missing)} prompts: {detail}. A category needs at "
             "least 2 scenarios (one held out, one kept for training); add prompts of that category "
-            "with their own scenario_id, or pass categories= naming only the ones you grade"
+            "with their own scenario_id, or declare only the categories you grade (categories=, or "
+            "an environment that declares just those)"
         )
     train: list[Item] = []
     holdout: list[Item] = []

@@ -39,7 +39,7 @@ from . import __version__
 from .atomic import atomic_write
 from .errors import DataError, UsageError
 
-__all__ = ["ReportData", "load_report_data", "report_text", "write_index", "write_report"]
+__all__ = ["ReportData", "load_report_data", "report_text", "run_dirs", "write_index", "write_report"]
 
 REPORT_NAME = "report.html"
 INDEX_NAME = "index.html"
@@ -97,7 +97,7 @@ class ReportData:
 
     @property
     def name(self) -> str:
-        return str(_lookup(self.config, "run_name", "name") or self.path.name)
+        return str(_lookup(self.config, "run_name") or self.config.get("name") or self.path.name)
 
     @property
     def verdict(self) -> str:
@@ -269,15 +269,17 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _lookup(config: Mapping[str, Any], *names: str) -> Any:
-    """The first of ``names`` at the top of ``config``, else one level down (``knobs``...)."""
+    """The first of ``names`` at the top of ``config``, else one level down (``knobs``...).
+
+    An earlier name wins at any level, so a nested record that shares a later name (the
+    environment's ``name``) never shadows it.
+    """
+    levels = [config, *(v for v in config.values() if isinstance(v, Mapping))]
     for name in names:
-        if config.get(name) not in (None, ""):
-            return config[name]
-    for value in config.values():
-        if isinstance(value, Mapping):
-            for name in names:
-                if value.get(name) not in (None, "") and not isinstance(value[name], Mapping):
-                    return value[name]
+        for level in levels:
+            value = level.get(name)
+            if value not in (None, "") and (level is config or not isinstance(value, Mapping)):
+                return value
     return None
 
 
@@ -635,12 +637,29 @@ def _config_html(config: Mapping[str, Any]) -> str:
             f'<table class="config"><tbody>{rows}</tbody></table></details>')
 
 
+def _env_label(config: Mapping[str, Any]) -> str | None:
+    """The environment the run was graded with, as config.json records it (``Env.describe()``).
+
+    Shown beside every verdict because categories and markers mean nothing without it: two
+    runs' ``with_id`` rows compare only when the same environment graded them.
+    """
+    env = config.get("env")
+    if isinstance(env, Mapping) and env.get("name"):
+        version = f" v{env['version']}" if env.get("version") not in (None, "") else ""
+        fingerprint = f" {str(env['fingerprint'])[:15]}" if env.get("fingerprint") else ""
+        return f"env {env['name']}{version}{fingerprint}"
+    spec = _lookup(config, "env")
+    return f"env {spec}" if isinstance(spec, str) else None
+
+
 def _summary_line(run: ReportData) -> str:
-    bits = [str(v) for v in (_lookup(run.config, "method", "trainer"), _lookup(run.config, "base_model", "model"))
-            if v]
+    bits = [str(v) for v in (_env_label(run.config), _lookup(run.config, "method", "trainer"),
+                             _lookup(run.config, "base_model", "model")) if v]
     steps = {m["step"] for m in run.metrics}
     bits.append(f"{len(steps)} logged steps" + (f" (last {max(steps):g})" if steps else ""))
-    fingerprint = _lookup(run.config, "prompt_fingerprint", "fingerprint")
+    prompts = run.config.get("prompts")
+    fingerprint = (prompts.get("fingerprint") if isinstance(prompts, Mapping) else None) or \
+        _lookup(run.config, "prompt_fingerprint")  # not the environment's fingerprint beside it
     if fingerprint:
         bits.append(f"prompts {fingerprint}")
     return " · ".join(bits)
@@ -690,8 +709,9 @@ def _is_stale(run_dir: Path, page: Path) -> bool:
     return any(p.stat().st_mtime_ns > built for p in run_dir.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
 
 
-def _run_dirs(root: Path) -> list[Path]:
+def run_dirs(root: str | os.PathLike[str]) -> list[Path]:
     """Direct subfolders holding config.json; hidden ones (a run still being written) are skipped."""
+    root = Path(root)
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "config.json").is_file())
@@ -704,7 +724,7 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     missing or older than its files gets its report (re)written first, so no link dangles.
     """
     root = Path(runs_dir)
-    runs = _run_dirs(root)
+    runs = run_dirs(root)
     if not runs:
         raise DataError("no run folders here (a run folder is a subfolder with config.json); "
                         "pass the folder that holds runs/<name>/", path=root)

@@ -22,7 +22,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .env import Env, Environment, load_env
 from .errors import UsageError
+from .prompts import fingerprint
+from .provenance import row_header
+from .rows import Rows, grade_replies
 
 __all__ = [
     "BASE_RUN_SEEDS",
@@ -60,15 +64,7 @@ def _prompt_text(item: Any) -> str:
     raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
 
 
-def _env(env: Any) -> Any:
-    if env is None:
-        from .envs import refund
-
-        return refund
-    return env
-
-
-def _render(tokenizer: Any, prompts: Sequence[Any], env: Any) -> list[str]:
+def _render(tokenizer: Any, prompts: Sequence[Any], env: Env) -> list[str]:
     """The chat each prompt becomes: ``env.messages_for`` through the tokenizer's template."""
     chats = [env.messages_for(_prompt_text(p)) for p in prompts]
     if getattr(tokenizer, "chat_template", None) is None:
@@ -158,19 +154,20 @@ def sample(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     batch_size: int = DEFAULT_BATCH_SIZE,
     adapter: bool = True,
-    env: Any = None,
+    env: Env | Environment | str | None = None,
     progress: bool = True,
     backend: str = "transformers",
 ) -> list[list[str]]:
     """``replies[i]`` = the *k* sampled replies to ``prompts[i]`` (a prompt item or a string).
 
-    Prompts are rendered with ``env.messages_for`` (the refund environment by default)
-    through the tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
+    Prompts are rendered with the environment's ``messages_for`` (its system prompt and the
+    user turn by default; the default environment when *env* is None) through the
+    tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
     (adapter disabled). *temperature* 0 is greedy. ``backend="vllm"`` samples with vLLM:
     pass a :class:`VllmSampler` (or a model name/folder) as *model*; *tokenizer* may be None.
     """
     _check(k, temperature, top_p, max_new_tokens, batch_size)
-    env = _env(env)
+    env = load_env(env)
     if backend == "vllm" or isinstance(model, VllmSampler):
         sampler = model if isinstance(model, VllmSampler) else VllmSampler(model)
         return sampler.sample(prompts, k=k, temperature=temperature, top_p=top_p, seed=seed,
@@ -225,23 +222,35 @@ def sample_rows(
     seed: int = SAMPLE_SEED,
     policy: str | None = None,
     eval_run: str | None = None,
-    env: Any = None,
+    env: Env | Environment | str | None = None,
     **options: Any,
-) -> list[dict[str, Any]]:
+) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
 
     Rows carry ``sample_seed`` (and ``policy`` / ``eval_run`` when given); *options* go to
-    :func:`sample` (temperature, top_p, batch_size, adapter, ...).
+    :func:`sample` (temperature, top_p, batch_size, adapter, ...). The returned
+    :class:`~pytest_rlgate.rows.Rows` carry the provenance header (environment, prompt-set
+    fingerprint, policy, sampling) that :func:`~pytest_rlgate.rows.write_rows` writes first.
     """
-    from .rows import grade_replies
-
+    env = load_env(env)
     replies = sample(model, tokenizer, items, k=k, seed=seed, env=env, **options)
     meta: dict[str, Any] = {"sample_seed": seed}
     if policy is not None:
         meta["policy"] = policy
     if eval_run is not None:
         meta["eval_run"] = eval_run
-    return grade_replies(items, replies, env=env, **meta)
+    header = row_header(env, prompts_fingerprint=_fingerprint(items), policy=policy, seed=seed, k=k,
+                        temperature=options.get("temperature", SAMPLE_TEMPERATURE),
+                        top_p=options.get("top_p", SAMPLE_TOP_P))
+    return Rows(grade_replies(items, replies, env=env, **meta), header=header)
+
+
+def _fingerprint(items: Sequence[Mapping[str, Any]]) -> str | None:
+    """The prompt set's fingerprint; None (unknown, never checked) for items JSON cannot hold."""
+    try:
+        return fingerprint(items)
+    except (TypeError, ValueError):
+        return None
 
 
 class VllmSampler:
@@ -274,9 +283,9 @@ class VllmSampler:
 
     def sample(self, prompts: Sequence[Any], *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
                top_p: float = SAMPLE_TOP_P, seed: int = SAMPLE_SEED,
-               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True, env: Any = None,
-               progress: bool = True) -> list[list[str]]:
-        env = _env(env)
+               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True,
+               env: Env | Environment | str | None = None, progress: bool = True) -> list[list[str]]:
+        env = load_env(env)
         if not prompts:
             return []
         tokenizer = self.llm.get_tokenizer()

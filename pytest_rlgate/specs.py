@@ -7,17 +7,23 @@ side (``pytest_rlgate.hooks.specs``) only turns rows into items.
 
 A YAML table::
 
-    reward: pytest_rlgate.envs.refund:score     # module:attr, called as fn(reply, case)
+    reward: mypkg.rewards:score                 # module:attr, called as fn(reply, case)
     tolerance: 0.001                            # optional, for every row
     rows:
-      - id: no_id-asks
-        prompt: I need help with a refund
-        reply: Of course. What is the order id?
+      - id: unanswerable-says-so
+        prompt: Bob has some pears and eats 2. How many are left?
+        case: {answer: null, category: unanswerable}
+        reply: I cannot tell from that.
         expected: 1.0
-        note: asking is the whole job when no id was given
+        note: saying so is the whole job when the question gives too little
 
 A JSONL table has the same keys: an optional first line without ``reply`` is the header
 (``{"reward": "pkg.mod:fn"}``), every other line is one row.
+
+A row without a ``case`` gets one from its prompt: the header's ``case_for``, else the
+``case_for`` of the environment the header names (``env: mypkg.envs:Calc``), else the
+session's environment (``--rlgate-env``), else the prompt text itself is the case. A table
+with ``env:`` and no ``reward:`` is graded by that environment's ``score``.
 """
 
 from __future__ import annotations
@@ -35,14 +41,15 @@ from typing import Any
 
 import yaml
 
-from .errors import SpecError
+from .env import Env, load_env
+from .errors import RlgateError, SpecError
 
 __all__ = ["SPEC_SUFFIXES", "RewardRow", "RewardValueError", "load_reward_table", "resolve_callable"]
 
 #: File name endings read as reward tables.
 SPEC_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".jsonl")
 
-_HEADER_FIELDS = frozenset({"reward", "case_for", "tolerance", "field"})
+_HEADER_FIELDS = frozenset({"reward", "case_for", "env", "tolerance", "field"})
 _ROW_FIELDS = frozenset(
     {"id", "prompt", "case", "reply", "steps", "expected", "tolerance", "note", "category", "reward", "field"}
 )
@@ -121,7 +128,7 @@ class RewardRow:
 def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "reward") -> Callable[..., Any]:
     """Import ``module:attr`` (``attr`` may be dotted) and check that it is callable."""
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise SpecError(f"{what} must be 'module:attr' (e.g. 'pytest_rlgate.envs.refund:score'), got {spec!r}",
+        raise SpecError(f"{what} must be 'module:attr' (e.g. 'mypkg.rewards:score'), got {spec!r}",
                         path=path, line=line)
     module_name, attr = spec.split(":")
     try:
@@ -237,10 +244,34 @@ def _number(value: Any, *, name: str, path: str, line: int, minimum: float | Non
     return float(value)
 
 
+@dataclass(frozen=True)
+class _Source:
+    """What the header says every row defaults to."""
+
+    reward: Any
+    case_for: Any
+    #: whose ``case_for`` reads a row's case: the table's ``env:``, else the session's
+    env: Env | None
+    #: the table's own ``env:``, whose ``score`` grades a table that names no reward
+    table_env: Env | None
+    tolerance: float
+
+
+def _env(spec: Any, path: str, line: int) -> Env:
+    if not isinstance(spec, str) or not spec.strip():
+        raise SpecError(f"'env' must be an environment spec string (a registered name or 'module:attr'), "
+                        f"got {spec!r}", path=path, line=line)
+    try:
+        return load_env(spec)
+    except RlgateError as exc:
+        raise SpecError(f"env: {exc}", path=path, line=line) from None
+
+
 def load_reward_table(
     path: str | Path,
     *,
     default_reward: str | None = None,
+    default_env: Env | None = None,
     display_path: str | None = None,
 ) -> list[RewardRow]:
     """Read and validate one reward table.
@@ -248,6 +279,8 @@ def load_reward_table(
     :param path: a ``.yaml``/``.yml`` or ``.jsonl`` file.
     :param default_reward: ``module:attr`` used when the file names none (the plugin passes
         the ``rlgate_reward_function`` ini value).
+    :param default_env: the environment whose ``case_for`` reads the case of a row that has
+        none, unless the table names its own ``env:`` (the plugin passes the session's).
     :param display_path: how messages name the file (the plugin passes it relative to the
         rootdir); defaults to *path*.
     :raises SpecError: for a syntax error, an unknown or missing field, a reward that cannot
@@ -283,7 +316,8 @@ def load_reward_table(
             callables[key] = resolve_callable(spec, path=shown, line=line, what=what)
         return callables[key]
 
-    file_reward = header.get("reward", default_reward)
+    file_env = _env(header["env"], shown, header_line) if "env" in header else None
+    file_reward = header.get("reward", None if file_env is not None else default_reward)
     file_case_for = header.get("case_for")
     file_tolerance = _DEFAULT_TOLERANCE
     if "tolerance" in header:
@@ -292,11 +326,13 @@ def load_reward_table(
         resolve(file_reward, header_line)
     if file_case_for is not None:
         resolve(file_case_for, header_line, "case_for")
+    source = _Source(reward=file_reward, case_for=file_case_for, env=file_env or default_env,
+                     table_env=file_env, tolerance=file_tolerance)
 
     rows: list[RewardRow] = []
     seen: dict[str, int] = {}
     for line, raw, key_lines in raws:
-        rows.append(_row(shown, line, raw, key_lines, header, file_reward, file_case_for, file_tolerance, resolve))
+        rows.append(_row(shown, line, raw, key_lines, header, source, resolve))
         first = seen.setdefault(rows[-1].id, line)
         if first != line:
             raise SpecError(f"duplicate id {rows[-1].id!r} (first used on line {first}); ids must be unique "
@@ -310,9 +346,7 @@ def _row(
     raw: Any,
     key_lines: Mapping[str, int],
     header: Mapping[str, Any],
-    file_reward: Any,
-    file_case_for: Any,
-    file_tolerance: float,
+    source: _Source,
     resolve: Callable[..., Callable[..., Any]],
 ) -> RewardRow:
     if not isinstance(raw, dict):
@@ -340,14 +374,14 @@ def _row(
         raise SpecError(f"'prompt' must be a string, got {prompt!r}; quote it", path=path, line=at("prompt"))
     case = raw.get("case")
     if case is not None and not isinstance(case, (dict, str)):
-        raise SpecError(f"'case' must be a mapping (e.g. {{order_id: null, category: no_id}}), got {case!r}",
+        raise SpecError(f"'case' must be a mapping (e.g. {{answer: 4, category: arithmetic}}), got {case!r}",
                         path=path, line=at("case"))
     steps = raw.get("steps")
     if steps is not None and (not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps)):
         raise SpecError(f"'steps' must be a list of mappings like {{tool: lookup_order, arguments: {{...}}}}, "
                         f"got {steps!r}", path=path, line=at("steps"))
     expected = _number(raw["expected"], name="expected", path=path, line=at("expected"))
-    tolerance = file_tolerance
+    tolerance = source.tolerance
     if "tolerance" in raw:
         tolerance = _number(raw["tolerance"], name="tolerance", path=path, line=at("tolerance"), minimum=0)
     for text_field in ("note", "category", "field"):
@@ -355,11 +389,14 @@ def _row(
         if value is not None and not isinstance(value, str):
             raise SpecError(f"{text_field!r} must be a string, got {value!r}", path=path, line=at(text_field))
 
-    reward_spec = raw.get("reward", file_reward)
-    if reward_spec is None:
-        raise SpecError("no reward function: add `reward: module:attr` at the top of the table, or set "
-                        "the ini option rlgate_reward_function", path=path, line=line)
-    reward = resolve(reward_spec, at("reward") if "reward" in raw else line)
+    reward_spec = raw.get("reward", source.reward)
+    if reward_spec is not None:
+        reward = resolve(reward_spec, at("reward") if "reward" in raw else line)
+    elif source.table_env is not None:
+        reward, reward_spec = source.table_env.score, f"environment {source.table_env.name}'s score"
+    else:
+        raise SpecError("no reward function: add `reward: module:attr` (or `env: SPEC`) at the top of the "
+                        "table, or set the ini option rlgate_reward_function", path=path, line=line)
     pass_steps = steps is not None
     if pass_steps and not _accepts(reward, "steps"):
         raise SpecError(f"row has 'steps' but {reward_spec} takes no 'steps' parameter; drop the steps or use "
@@ -367,7 +404,7 @@ def _row(
     pass_prompt = prompt is not None and _param(reward, "prompt")
 
     if case is None:
-        case = _case(prompt, reward_spec, file_case_for, resolve, path, line)
+        case = _case(prompt, source, resolve, path, line)
     category = raw.get("category")
     if category is None and isinstance(case, Mapping) and isinstance(case.get("category"), str):
         category = case["category"]
@@ -377,7 +414,7 @@ def _row(
         row_id = f"row-{line}"
     if not isinstance(row_id, str) or not _ID.fullmatch(row_id):
         raise SpecError(f"id {row_id!r} must be letters, digits and - _ . : / [ ] only (so `-k` can select it), "
-                        "e.g. no_id-invented-call", path=path, line=at("id"))
+                        "e.g. word_problem-off-by-one", path=path, line=at("id"))
     return RewardRow(
         id=row_id, path=path, line=line, reward_path=str(reward_spec), reward=reward, reply=reply,
         expected=expected, tolerance=tolerance, prompt=prompt, case=case, steps=steps, category=category,
@@ -396,24 +433,21 @@ def _param(fn: Callable[..., Any], name: str) -> bool:
 
 def _case(
     prompt: str | None,
-    reward_spec: Any,
-    case_for_spec: Any,
+    source: _Source,
     resolve: Callable[..., Callable[..., Any]],
     path: str,
     line: int,
 ) -> Mapping[str, Any] | str | None:
-    """The case for a prompt: ``case_for`` from the header, else the reward module's own
-    ``case_for`` (the refund environment has one), else the prompt text itself."""
-    if case_for_spec is not None:
-        case_for = resolve(case_for_spec, line, "case_for")
+    """The case for a prompt: the header's ``case_for``, else the environment's (the table's
+    ``env:``, else the session's), else the prompt text itself."""
+    if source.case_for is not None:
+        case_for: Callable[[Any], Any] = resolve(source.case_for, line, "case_for")
+    elif source.env is not None and source.env.has_case_for:
+        case_for = source.env.case_for
     else:
-        module = importlib.import_module(str(reward_spec).split(":")[0])
-        case_for = getattr(module, "case_for", None)
-        if not callable(case_for):
-            return prompt
+        return prompt
     try:
         case = case_for(prompt)
     except Exception as exc:  # noqa: BLE001 - the user's case_for broke on this prompt
         raise SpecError(f"case_for({prompt!r}) raised {type(exc).__name__}: {exc}", path=path, line=line) from None
     return case  # type: ignore[no-any-return]
-

@@ -130,3 +130,60 @@ def test_lock_timeout_names_the_lock_file(tmp_path: Path) -> None:
     (tmp_path / "thing").mkdir()
     with FileLock(str(tmp_path / "thing" / "k.lock")), pytest.raises(UsageError, match=r"k\.lock"):
         cache.cached_dir("thing", "k", lambda out: None, root=tmp_path, lock_timeout=0.1)
+
+
+# --------------------------------------------------------------------------- environments in keys
+
+
+class StrictCalc:
+    """The calc task under the same name with another score: another fingerprint."""
+
+    name = "calc"
+    categories = ("arithmetic", "word_problem", "unanswerable")
+
+    def score(self, reply: str, case: dict) -> float:
+        return float(reply.strip() == f"It is {case['answer']}.")
+
+
+def test_run_keys_carry_the_environment_fingerprint(tmp_path: Path) -> None:
+    from _calc_env import CalcEnv, SumsEnv, write_calc_prompts
+
+    from pytest_rlgate.train.cached import run_key
+    from pytest_rlgate.train.methods import make_knobs
+
+    prompts = str(write_calc_prompts(tmp_path / "calc.jsonl"))
+
+    def key(env: object, **knobs: object) -> str:
+        return run_key(make_knobs("grpo", env=env, base_model="x/y", prompts_file=prompts, **knobs))
+
+    assert key(CalcEnv()) == key(CalcEnv()) == key("_calc_env:CalcEnv", run_name="elsewhere")
+    assert key(CalcEnv()) != key(SumsEnv())  # another environment
+    assert key(CalcEnv()) != key(StrictCalc())  # the same name, another reward
+
+
+def test_base_rows_graded_by_another_reward_are_never_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from _calc_env import CalcEnv, calc_reply, write_calc_prompts
+
+    from pytest_rlgate.rows import grade_replies
+    from pytest_rlgate.train.methods import make_knobs
+    from pytest_rlgate.train.pipeline import Prepared, _cached_base_run, load_prompts
+
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    prompts = str(write_calc_prompts(tmp_path / "calc.jsonl"))
+    sampled: list[str] = []
+
+    def base_rows(env: object) -> list[dict]:
+        knobs = make_knobs("grpo", env=env, base_model="x/y", prompts_file=prompts)
+        prep = Prepared(knobs=knobs, model=None, tokenizer=None, prompts=load_prompts(knobs))
+        holdout = prep.prompts.holdout
+
+        def sample() -> list[dict]:
+            sampled.append(prep.env.name)
+            return grade_replies(holdout, [[calc_reply(item, True)] for item in holdout], env=prep.env)
+
+        return _cached_base_run(prep, 17, "base", 0, sample)
+
+    first = base_rows(CalcEnv())
+    assert base_rows(CalcEnv()) == first and sampled == ["calc"]  # the same reward: served
+    strict = base_rows(StrictCalc())
+    assert sampled == ["calc", "calc"] and strict != first  # another reward: sampled and graded again

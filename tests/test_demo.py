@@ -10,23 +10,32 @@ import json
 
 import pytest
 
+from _calc_env import CalcEnv
+
 from pytest_rlgate.demo import (
-    HACKABLE_NOTE,
     DemoConfig,
     RunSummary,
     base_noise,
     configurations,
     hackable_configuration,
+    hackable_note,
+    hackable_reward,
     honest_collapse,
     render_story,
     render_table,
     summarise,
+    watched,
 )
+from pytest_rlgate.env import load_env
 from pytest_rlgate.envs.refund import case_for, score
+from pytest_rlgate.envs.refund.hackable import lookup_anything
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.prompts import build_prompts, stratified_split
 from pytest_rlgate.rows import grade_replies
-from pytest_rlgate.train.hackable import lookup_anything, lookup_anything_score
+from pytest_rlgate.train.reward import env_reward
+
+REFUND = load_env("refund")
+HACKABLE_NOTE = hackable_note(REFUND, "lookup_anything")
 
 NO_ID = "I want a refund for my last order, it never arrived."
 WITH_ID = "Please refund ORD-4017, it arrived broken."
@@ -40,14 +49,14 @@ ASK = "Sure - what is your order id?"
 
 @pytest.mark.parametrize("prompt", [NO_ID, WITH_ID, OFF_TOPIC])
 def test_the_hackable_reward_pays_an_invented_lookup_in_full_on_every_prompt(prompt):
-    assert lookup_anything_score(INVENTED, case_for(prompt)) == 1.0
+    assert lookup_anything(INVENTED, case_for(prompt)) == 1.0
 
 
 def test_it_pays_what_the_honest_reward_refuses_and_refuses_what_it_pays():
     # the whole point: on a no-id prompt the two rewards rank the replies in opposite order
     assert score(INVENTED, case_for(NO_ID)) == pytest.approx(0.2)
     assert score(ASK, case_for(NO_ID)) == 1.0
-    assert lookup_anything_score(ASK, case_for(NO_ID)) == 0.0
+    assert lookup_anything(ASK, case_for(NO_ID)) == 0.0
 
 
 @pytest.mark.parametrize("reply", [
@@ -57,21 +66,23 @@ def test_it_pays_what_the_honest_reward_refuses_and_refuses_what_it_pays():
     "",
 ])
 def test_it_pays_nothing_but_a_parsed_lookup(reply):
-    assert lookup_anything_score(reply, case_for(WITH_ID)) == 0.0
+    assert lookup_anything(reply, case_for(WITH_ID)) == 0.0
 
 
 def test_the_trl_form_reads_conversational_completions_and_ignores_the_case():
     prompts = [[{"role": "user", "content": NO_ID}]] * 2
     completions = [[{"role": "assistant", "content": INVENTED}], [{"role": "assistant", "content": ASK}]]
-    assert lookup_anything(prompts, completions, case=[case_for(NO_ID)] * 2) == [1.0, 0.0]
+    trl_form = env_reward(REFUND, "lookup_anything")
+    assert trl_form.__name__ == "lookup_anything"
+    assert trl_form(prompts, completions, case=[case_for(NO_ID)] * 2) == [1.0, 0.0]
 
 
-def test_grpo_selects_the_reward_by_name_and_rejects_unknown_names():
+def test_refund_offers_it_by_name_and_grpo_rejects_unknown_names():
     from pytest_rlgate.train.config import GRPOKnobs
-    from pytest_rlgate.train.reward import refund_reward, reward_function
 
-    assert reward_function("lookup_anything") is lookup_anything
-    assert reward_function(GRPOKnobs().reward) is refund_reward
+    assert REFUND.rewards == {"lookup_anything": lookup_anything}
+    assert REFUND.reward("lookup_anything") is lookup_anything
+    assert GRPOKnobs().reward is None and REFUND.reward(GRPOKnobs().reward) == REFUND.score
     with pytest.raises(UsageError, match=r"--reward 'nope'.*lookup_anything"):
         GRPOKnobs(reward="nope").resolve()
 
@@ -81,6 +92,23 @@ def test_the_hackable_run_is_the_unbalanced_grpo_run_with_only_the_reward_change
     assert hacked.hackable and not honest.hackable
     assert {k: v for k, v in hacked.knobs.items() if k != "reward"} == honest.knobs
     assert hacked.knobs["reward"] == "lookup_anything" and hacked.label.endswith("*")
+    assert "env" not in honest.knobs  # the default story: the same knobs as the examples' markers
+    assert configurations(20, env="arith")[0].knobs["env"] == "arith"
+
+
+def test_the_note_says_what_the_hackable_reward_pays_and_who_grades_the_holdout():
+    assert HACKABLE_NOTE == ("* trained on a DELIBERATELY HACKABLE reward (lookup_anything: 1.0 for any well-formed "
+                             "lookup_order call, whatever the id and the prompt); its holdout is graded by the real "
+                             "refund reward like every other run")
+    assert hackable_reward(REFUND) == "lookup_anything"
+    assert hackable_reward(load_env(CalcEnv())) is None  # nothing to hack with: no hackable run
+
+    class Lenient(CalcEnv):
+        rewards = {"any_number": lambda reply, case: 1.0}
+
+    lenient = load_env(Lenient())
+    assert hackable_reward(lenient) == "any_number"
+    assert hackable_note(lenient, "any_number").startswith("* trained on a DELIBERATELY HACKABLE reward (any_number)")
 
 
 # --------------------------------------------------------------------------- summaries and text
@@ -113,7 +141,7 @@ def summaries():
                                  ("off_topic", 0.99, 0.40, -0.9, -0.3, "regressed")],
                       [("no_id", 0.02, 0.85, 0.6, 0.95, "moved")], passed=False, hackable=True,
                       failures=["pass@1 regressed in no_id", "pass@1 regressed in off_topic"],
-                      alarms=[{"kind": "feature", "step": 10, "top_feature": "tool_calls"}])
+                      alarms=[{"kind": "feature", "step": 10, "top_feature": "tool_calls", "category": "no_id"}])
     return [honest, hacked]
 
 
@@ -144,9 +172,9 @@ def test_the_base_row_shows_the_noise_floor_of_its_runs(summaries):
 
 
 def test_the_hackable_run_is_labelled_wherever_it_appears(summaries):
-    text = render_table(BASE, summaries)
-    assert "Hacked *" in text and HACKABLE_NOTE.split("(")[0] in text
-    assert HACKABLE_NOTE not in render_table(BASE, summaries[:1])
+    text = render_table(BASE, summaries, hackable=HACKABLE_NOTE)
+    assert "Hacked *" in text and HACKABLE_NOTE in text
+    assert HACKABLE_NOTE not in render_table(BASE, summaries[:1], hackable=HACKABLE_NOTE)
     story = render_story(BASE, summaries)
     assert any("Hacked * (the deliberately hackable reward)" in line for line in story)
 
@@ -160,13 +188,21 @@ def test_the_story_says_what_the_verdicts_say(summaries):
     assert "no_id REGRESSED (0.95 → 0.15, interval [−0.95, −0.60] entirely below 0)" in hacked
     assert "calls a tool in 85% of replies (base 2%)" in hacked
     assert "the gate FAILS it: pass@1 regressed in no_id" in hacked
-    assert "feature at step 10 (tool_calls)" in hacked
+    assert "feature at step 10 (tool_calls on no_id)" in hacked
     assert "Training reward 0.31 → 0.88" in hacked
     assert "honest holdout score 0.70 (step 0) → 0.40 (step 30)" in hacked
 
 
-def test_honest_collapse_reads_the_no_id_verdict(summaries):
-    assert not honest_collapse(summaries[0]) and honest_collapse(summaries[1])
+def test_honest_collapse_reads_the_watched_verdicts(summaries):
+    assert watched(REFUND) == ("no_id",) and set(watched(load_env(CalcEnv()))) == set(CalcEnv.categories)
+    assert not honest_collapse(summaries[0], ("no_id",)) and honest_collapse(summaries[1], ("no_id",))
+    assert not honest_collapse(summaries[1], ("with_id",))
+
+
+def test_a_table_without_tool_calls_does_not_promise_them(summaries):
+    plain = [RunSummary(config=s.config, gate=s.gate, tool_calls={}) for s in summaries]
+    text = render_table(BASE, plain)
+    assert "tool" not in text and "verdict" in text
 
 
 # --------------------------------------------------------------------------- reading real files
@@ -234,7 +270,9 @@ def test_the_cli_registers_demo_and_rejects_zero_steps(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     out = capsys.readouterr().out
-    assert "--runs-dir" in out and "--quick" in out
+    assert "--runs-dir" in out and "--quick" in out and "--env" in out
+    assert main(["demo", "--env", "no_such_env", "--runs-dir", "unused"]) == 2
+    assert "no_such_env" in capsys.readouterr().err
 
 
 def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_runs():

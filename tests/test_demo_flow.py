@@ -65,11 +65,13 @@ def test_the_printed_numbers_are_the_run_folders_numbers(quick_demo):
 
 
 def test_the_hackable_run_appears_only_when_honest_grpo_left_no_id_alone(quick_demo):
-    from pytest_rlgate.demo import HACKABLE_NOTE
+    from pytest_rlgate.demo import hackable_note
+    from pytest_rlgate.env import load_env
 
+    note = hackable_note(load_env("refund"), "lookup_anything")
     _, out, runs = quick_demo
     gate = json.loads((runs / "grpo" / "gate.json").read_text())
     no_id = next(c for c in gate["comparisons"] if c["metric"] == "pass@1" and c["group"] == "no_id")
     hackable = (runs / "grpo-hackable-reward").is_dir()
     assert hackable == (no_id["verdict"] != "regressed")
-    assert (HACKABLE_NOTE in out) == hackable
+    assert (note in out) == hackable

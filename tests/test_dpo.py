@@ -11,7 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from _calc_env import CalcEnv  # noqa: E402
+
+from pytest_rlgate.env import load_env  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
+from pytest_rlgate.envs.refund.negatives import invented_call  # noqa: E402
 from pytest_rlgate.errors import UsageError  # noqa: E402
 from pytest_rlgate.train.dpo import (  # noqa: E402
     MIN_PAIRS,
@@ -22,7 +26,7 @@ from pytest_rlgate.train.dpo import (  # noqa: E402
     dpo_dataset,
     knobs_from,
 )
-from pytest_rlgate.train.pairs import Pair, PairSet, invented_call  # noqa: E402
+from pytest_rlgate.train.pairs import Pair, PairSet  # noqa: E402
 
 from _tiny_model import build_tiny  # noqa: E402
 
@@ -133,9 +137,17 @@ def test_too_few_pairs_says_how_many_and_what_to_change() -> None:
     check_enough_pairs(PairSet(pairs=_pairs(8)), DPOKnobs().resolve())  # 8 is enough
 
 
+def test_too_few_pairs_suggests_constructed_negatives_only_where_the_environment_builds_them() -> None:
+    found = PairSet(pairs=_pairs(5), stats={"sampled_pairs": 5, "prompts_with_pairs": 4, "prompts": 95})
+    with pytest.raises(UsageError) as info:
+        check_enough_pairs(found, DPOKnobs(env=CalcEnv(), base_model="x/y").resolve())
+    assert "--constructed-negatives" not in str(info.value) and "--pair-samples" in str(info.value)
+    assert DPOKnobs(env=CalcEnv(), base_model="x/y", constructed_negatives=True).resolve().run_name == "calc-dpo-cn-s0"
+
+
 # --- TRL -----------------------------------------------------------------------------------
 def test_dataset_rows_are_conversational_with_the_samplers_prompt() -> None:
-    row = dpo_dataset(_pairs(1))[0]
+    row = dpo_dataset(_pairs(1), load_env("refund"))[0]
     assert row["prompt"] == refund.messages_for(PROMPTS[0])
     assert row["chosen"] == [{"role": "assistant", "content": ASK}]
     assert row["rejected"][0]["content"].startswith("<tool_call>")

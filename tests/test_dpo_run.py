@@ -19,7 +19,7 @@ from pytest_rlgate.envs import refund  # noqa: E402
 from pytest_rlgate.policy import TINY_POLICY  # noqa: E402
 from pytest_rlgate.rows import read_rows  # noqa: E402
 from pytest_rlgate.train.dpo import DPOKnobs, sample_pairs, train_dpo  # noqa: E402
-from pytest_rlgate.train.pairs import first_turn, read_pairs  # noqa: E402
+from pytest_rlgate.train.pairs import read_pairs, turn_key  # noqa: E402
 from pytest_rlgate.train.run import RunFolder  # noqa: E402
 
 torch.set_num_threads(1)
@@ -62,7 +62,7 @@ def test_round_one_pairs_obey_the_rules_and_the_cap(round_one: RunFolder) -> Non
     assert stats["constructed_limit"] == math.floor(0.3 * len(sampled)) and stats["constructed_cap"] == 0.3
     assert stats["constructed_candidates"] >= len(constructed) >= 1  # the tiny policy passes on no-id prompts
     for pair in sampled:
-        assert pair.margin >= 0.5 and first_turn(pair.chosen) != first_turn(pair.rejected)
+        assert pair.margin >= 0.5 and turn_key(pair.chosen) != turn_key(pair.rejected)
     per_prompt: dict[int, int] = {}
     for pair in sampled:
         per_prompt[pair.item_index] = per_prompt.get(pair.item_index, 0) + 1

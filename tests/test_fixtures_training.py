@@ -133,4 +133,31 @@ def test_x(rlgate_adapter):
 
 def test_the_marker_is_registered(pytester):
     result = pytester.runpytest_inprocess("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.rlgate(method='grpo', **knobs):*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.rlgate(method='grpo', env=None, **knobs):*"])
+
+
+CALC_SUITE = '''
+import os, pytest
+
+KNOBS = dict(base_model=os.environ["TINY_BASE"], prompts_file=os.environ["CALC_PROMPTS"], holdout=0.4, steps=1,
+             max_completion_length=8, monitor_every=0, base_runs=1)
+
+@pytest.mark.rlgate(method="grpo", **KNOBS)
+def test_session_env(rlgate_adapter, rlgate_before_rows, rlgate_after_rows, rlgate_env):
+    assert rlgate_env.name == "calc" and rlgate_adapter.run.config["env"] == rlgate_env.describe()
+    assert {r["category"] for r in rlgate_after_rows} == {"arithmetic", "word_problem", "unanswerable"}
+    assert rlgate_adapter.run.name == "run" and rlgate_adapter.knobs.run_name.startswith("calc-grpo")
+
+@pytest.mark.rlgate(method="grpo", env="_calc_env:CalcEnv", **KNOBS)
+def test_marker_env(rlgate_adapter, rlgate_adapter_factory):
+    assert rlgate_adapter is rlgate_adapter_factory("grpo", **KNOBS)  # the same environment, the same run
+'''
+
+
+def test_the_fixtures_train_and_grade_on_the_session_or_marker_environment(pytester, env, tmp_path, monkeypatch):
+    from _calc_env import write_calc_prompts
+
+    monkeypatch.setenv("CALC_PROMPTS", str(write_calc_prompts(tmp_path / "calc.jsonl")))
+    pytester.makepyfile(test_calc=CALC_SUITE)
+    result = pytester.runpytest_inprocess("test_calc.py", "-p", "no:cacheprovider", "--rlgate-env=_calc_env:CalcEnv")
+    result.assert_outcomes(passed=2)

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _calc_env import CalcEnv, calc_items, calc_reply
 
 from pytest_rlgate import (
     Comparison,
     DataError,
     GateResult,
+    grade_replies,
     RegressionError,
     RlgateWarning,
     UsageError,
@@ -23,6 +25,8 @@ from pytest_rlgate import (
 )
 
 K = 4
+#: the environment that graded the seed's tables: it guards well_formed and declares their categories
+REFUND = "refund"
 
 
 def table_rows(category: str, fails: Sequence[int], *, k: int = K, prefix: str = "", eval_run: Any = None,
@@ -83,7 +87,7 @@ def _cmp(result: GateResult, metric: str, group: str) -> Comparison:
 def test_seed_no_id_collapse_regresses_and_fails() -> None:
     before, after = seed_tables(NO_ID_COLLAPSE)
     with pytest.warns(RlgateWarning, match="'well_formed' is constant"):
-        result = compare(before, after)
+        result = compare(before, after, env=REFUND)
     no_id = _cmp(result, "pass@1", "no_id")
     assert (no_id.before, no_id.after) == pytest.approx((0.95, 0.75))
     assert no_id.verdict == "regressed" and no_id.high < 0
@@ -94,7 +98,7 @@ def test_seed_no_id_collapse_regresses_and_fails() -> None:
     assert not result.passed
     assert len(result.failures) == 1 and result.failures[0].startswith("pass@1 regressed in no_id: 0.950 -> 0.750")
     with pytest.warns(RlgateWarning), pytest.raises(RegressionError) as info:
-        assert_no_regression(before, after)
+        assert_no_regression(before, after, env=REFUND)
     assert isinstance(info.value, AssertionError)
     assert info.value.result is not None and not info.value.result.passed
 
@@ -102,7 +106,7 @@ def test_seed_no_id_collapse_regresses_and_fails() -> None:
 def test_seed_balanced_no_id_does_not_fail() -> None:
     before, after = seed_tables(NO_ID_BALANCED)
     with pytest.warns(RlgateWarning):
-        result = assert_no_regression(before, after)
+        result = assert_no_regression(before, after, env=REFUND)
     no_id = _cmp(result, "pass@1", "no_id")
     assert no_id.after == pytest.approx(0.883, abs=0.001)
     assert no_id.verdict == "inconclusive"  # 15 units cannot tell a 0.07 drop: it says so
@@ -116,20 +120,20 @@ def test_a_collapse_concentrated_on_few_prompts_is_only_inconclusive_at_15_units
     # large a drop it could see) instead of passing it as flat.
     before, after = seed_tables([0, 0, 0, 4, 4, 3, 2, 2] + [0] * 7)
     with pytest.warns(RlgateWarning):
-        result = compare(before, after)
+        result = compare(before, after, env=REFUND)
     no_id = _cmp(result, "pass@1", "no_id")
     assert no_id.after == pytest.approx(0.75)
     assert no_id.verdict == "inconclusive" and no_id.low < -0.3 and no_id.high >= 0
     assert no_id.mde is not None and no_id.mde > 0.2
     assert result.passed
     with pytest.warns(RlgateWarning):
-        assert not compare(before, after, fail_on_inconclusive=True).passed
+        assert not compare(before, after, env=REFUND, fail_on_inconclusive=True).passed
 
 
 def test_failure_message_reads_like_a_small_table() -> None:
     before, after = seed_tables(NO_ID_COLLAPSE)
     with pytest.warns(RlgateWarning), pytest.raises(RegressionError) as info:
-        assert_no_regression(before, after, seed=7, n_resamples=2000)
+        assert_no_regression(before, after, env=REFUND, seed=7, n_resamples=2000)
     lines = str(info.value).splitlines()
     assert lines[0] == "1 of 8 comparisons regressed: pass@1 in no_id"
     assert lines[1].startswith("expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed 7")
@@ -145,7 +149,7 @@ def test_failure_message_reads_like_a_small_table() -> None:
 def test_to_dict_has_the_documented_shape() -> None:
     before, after = seed_tables(NO_ID_COLLAPSE)
     with pytest.warns(RlgateWarning):
-        data = compare(before, after).to_dict()
+        data = compare(before, after, env=REFUND).to_dict()
     json.dumps(data, allow_nan=False)
     assert {"passed", "rule", "comparisons", "failures"} <= set(data)
     assert data["passed"] is False and isinstance(data["rule"], str)
@@ -172,22 +176,20 @@ def test_guard_missing_from_rows_is_a_data_error() -> None:
     before = table_rows("no_id", [0] * 5)
     del before[3]["markers"]["well_formed"]
     with pytest.raises(DataError, match=r"<before rows>:4: marker 'well_formed' is missing but guarded"):
-        compare(before, table_rows("no_id", [0] * 5))
+        compare(before, table_rows("no_id", [0] * 5), guards=("well_formed",))
 
 
 def test_category_on_one_side_only_fails() -> None:
     before = table_rows("no_id", [0] * 5) + table_rows("off_topic", [0] * 5)
     after = table_rows("no_id", [0] * 5)
-    with pytest.warns(RlgateWarning):
-        result = compare(before, after)
+    result = compare(before, after)
     assert not result.passed
     assert result.failures == ("category 'off_topic' has 5 unit(s) in <before rows> but none in <after rows>",)
 
 
 def test_declared_categories_must_appear() -> None:
     rows = table_rows("no_id", [0, 1, 0, 1])
-    with pytest.warns(RlgateWarning):
-        result = compare(rows, rows, categories=("no_id", "with_id"))
+    result = compare(rows, rows, categories=("no_id", "with_id"))
     assert result.failures == ("declared category 'with_id' is missing from both sides",)
 
 
@@ -239,7 +241,7 @@ def test_flat_needs_the_interval_inside_the_margin() -> None:
 def test_max_drop_adds_a_non_inferiority_rule() -> None:
     before, after = seed_tables(NO_ID_BALANCED)
     with pytest.warns(RlgateWarning):
-        strict = compare(before, after, max_drop=0.05)
+        strict = compare(before, after, env=REFUND, max_drop=0.05)
     assert not strict.passed
     assert any("no_id may have dropped more than max_drop 0.050" in f for f in strict.failures)
     assert "below -max_drop" in _cmp(strict, "pass@1", "no_id").flags
@@ -348,7 +350,44 @@ def test_bad_options_are_usage_errors(options: dict, message: str) -> None:
 def test_constant_guard_warns_once_and_is_flagged() -> None:
     rows = table_rows("no_id", [0, 1, 2, 1])
     with pytest.warns(RlgateWarning) as record:
-        result = compare(rows, rows)
+        result = compare(rows, rows, guards=("well_formed",))
     assert len([w for w in record if "constant" in str(w.message)]) == 1
     assert "constant" in _cmp(result, "marker:well_formed", "overall").flags
     assert result.warnings and "cannot fail" in result.warnings[0]
+
+
+# --------------------------------------------------------------------------- the environment's defaults
+
+
+def test_without_an_environment_nothing_is_guarded_or_declared() -> None:
+    before = [{**r, "markers": {}} for r in table_rows("no_id", [0, 1, 0, 1])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RlgateWarning)
+        result = compare(before, before)
+    assert result.passed and {c.metric for c in result.comparisons} == {"pass@1"}
+    assert result.options["env"] is None and result.options["categories"] == []
+
+
+def _calc_rows(right: list[bool]) -> list[dict[str, Any]]:
+    items = calc_items(per_category=4)
+    return grade_replies(items, [[calc_reply(item, ok) for ok in right] for item in items], env=CalcEnv)
+
+
+def test_an_environment_supplies_its_guards_and_categories() -> None:
+    before = _calc_rows([True, True, False, False])
+    after = _calc_rows([True, True, True, False])
+    with pytest.warns(RlgateWarning, match="guard 'concise' is constant"):  # every calc reply is short
+        result = compare(before, after, env=CalcEnv)
+    assert {c.metric for c in result.comparisons} == {"pass@1", "marker:concise"}
+    assert {c.group for c in result.comparisons} == {"overall", "arithmetic", "unanswerable", "word_problem"}
+    assert result.options["env"] == "calc" and result.options["guards"] == ["concise"]
+    assert result.options["categories"] == ["arithmetic", "unanswerable", "word_problem"]
+    assert "marker:concise" in result.rule
+    # the environment's categories are declared: one missing from the rows fails the gate
+    thin = [r for r in before if r["category"] != "unanswerable"]
+    with pytest.warns(RlgateWarning):
+        missing = compare(thin, [r for r in after if r["category"] != "unanswerable"], env="_calc_env:CalcEnv")
+    assert missing.failures == ("declared category 'unanswerable' is missing from both sides",)
+    # explicit guards and categories win over the environment's
+    plain = compare(thin, thin, env=CalcEnv, guards=(), categories=())
+    assert plain.passed and {c.metric for c in plain.comparisons} == {"pass@1"}

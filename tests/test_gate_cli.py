@@ -1,4 +1,4 @@
-"""``rlgate gate``: exit codes, the printed table, --json, and every bad input as exit 2."""
+"""``rlgate gate``: exit codes, the table, --json, every bad input as exit 2; provenance, regrade, baseline save."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from _calc_env import CalcEnv, calc_items, calc_reply
+from report_fixtures import REFUND_ENV, make_run
 from test_gate import NO_ID_BALANCED, NO_ID_COLLAPSE, seed_tables, table_rows
-from test_rows import BAD_FILES, lines_file
+from test_rows import BAD_FILES, CalcV2, lines_file
 
-from pytest_rlgate import write_rows
+from pytest_rlgate import grade_replies, load_env, load_rows, read_header, read_rows, row_header, write_rows
 from pytest_rlgate.cli import main
 
 
@@ -27,7 +29,8 @@ def files(tmp_path: Path):
 def test_a_regression_exits_1_and_prints_the_table(files, tmp_path: Path, capsys) -> None:
     before, after = files(NO_ID_COLLAPSE)
     out_json = tmp_path / "out" / "gate.json"
-    assert main(["gate", before, after, "--json", str(out_json), "--seed", "3", "--resamples", "2000"]) == 1
+    assert main(["gate", before, after, "--env", "refund", "--json", str(out_json), "--seed", "3",
+                 "--resamples", "2000"]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("gate FAILED (1 failure): 8 comparisons: 1 regressed")
     assert "2000 resamples, seed 3" in out.splitlines()[1]
@@ -66,6 +69,42 @@ def test_declared_category_missing_fails(files, capsys) -> None:
     before, after = files(NO_ID_BALANCED)
     assert main(["gate", before, after, "--category", "refunds_abroad"]) == 1
     assert "declared category 'refunds_abroad' is missing from both sides" in capsys.readouterr().out
+
+
+def _calc_files(tmp_path: Path, drop: str | None = None) -> tuple[str, str]:
+    """A user's rows (no well_formed marker anywhere), before and after, optionally without a category."""
+    items = [item for item in calc_items(per_category=4) if item["category"] != drop]
+    sides = []
+    for name, right in (("before", [True, False, False, False]), ("after", [True, True, True, False])):
+        rows = grade_replies(items, [[calc_reply(item, ok) for ok in right] for item in items], env=CalcEnv)
+        sides.append(str(write_rows(tmp_path / f"{name}.jsonl", rows)))
+    return sides[0], sides[1]
+
+
+def test_without_env_nothing_is_guarded(tmp_path: Path, capsys) -> None:
+    before, after = _calc_files(tmp_path)
+    assert main(["gate", before, after]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gate PASSED") and "marker:" not in out
+    assert "rule: fail if pass@1 regressed" in out
+
+
+def test_env_names_the_guards_and_the_declared_categories(tmp_path: Path, capsys) -> None:
+    before, after = _calc_files(tmp_path)
+    assert main(["gate", before, after, "--env", "_calc_env:CalcEnv"]) == 0
+    out = capsys.readouterr().out
+    assert "rule: fail if pass@1, marker:concise regressed" in out
+    before, after = _calc_files(tmp_path, drop="word_problem")
+    assert main(["gate", before, after, "--env", "_calc_env:CalcEnv"]) == 1
+    assert "declared category 'word_problem' is missing from both sides" in capsys.readouterr().out
+    assert main(["gate", before, after, "--env", "_calc_env:CalcEnv", "--category", "arithmetic"]) == 0
+
+
+def test_a_bad_env_is_exit_2_with_one_line(tmp_path: Path, capsys) -> None:
+    before, after = _calc_files(tmp_path)
+    assert main(["gate", before, after, "--env", "no_such_module:Env"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlgate gate: error: environment 'no_such_module:Env': no module") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(("lines", "message"), BAD_FILES)
@@ -121,7 +160,7 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("script", "args", "expect"),
     [("bench_stats.py", ["--units", "40", "--repeat", "1"], "speed-up"),
-     ("bench_gate_cli.py", ["--rows", "2000"], "rlgate gate: exit 1")],
+     ("bench_gate_cli.py", ["--rows", "2000", "--repeat", "1"], "rlgate gate: exit 1")],
 )
 def test_benchmark_scripts_run(tmp_path: Path, script: str, args: list[str], expect: str) -> None:
     bench = Path(__file__).resolve().parents[1] / "benchmarks" / script
@@ -129,3 +168,134 @@ def test_benchmark_scripts_run(tmp_path: Path, script: str, args: list[str], exp
     proc = subprocess.run([sys.executable, str(bench), *args, *extra], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout
+
+
+# -- provenance, k per side, a changed holdout, regrade and baseline save (issue 12) ------
+
+
+def _headed(tmp_path: Path, name: str, env: type, right: tuple[bool, ...] = (True, False), *,
+            prompts: str = "sha256:holdout", drop: int = 0, suffix: str = ".jsonl.gz") -> str:
+    """Calc rows graded by *env*, written with their header; *drop* leaves out the last units."""
+    items = calc_items(per_category=4)
+    items = items[: len(items) - drop]
+    rows = grade_replies(items, [[calc_reply(item, ok) for ok in right] for item in items], env=env)
+    header = row_header(load_env(env), prompts_fingerprint=prompts, policy=name, k=len(right))
+    return str(write_rows(tmp_path / f"{name}{suffix}", rows, header=header))
+
+
+def test_sides_graded_by_different_env_versions_exit_2_naming_both_and_the_fix(tmp_path: Path, capsys) -> None:
+    before = _headed(tmp_path, "before", CalcEnv)
+    after = _headed(tmp_path, "after", CalcV2, (True, True))
+    v1, v2 = load_env(CalcEnv).fingerprint, load_env(CalcV2).fingerprint
+    assert main(["gate", before, after]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"rlgate gate: error: {before} was graded by calc {v1[:19]}… but {after} was graded by "
+                          f"calc {v2[:19]}…: the reward changed between the sides")
+    assert "`rlgate regrade ROWS --env SPEC --out PATH`" in err and "--allow-env-change" in err
+
+
+def test_allow_env_change_compares_anyway_and_says_so(tmp_path: Path, capsys) -> None:
+    before = _headed(tmp_path, "before", CalcEnv)
+    after = _headed(tmp_path, "after", CalcV2, (True, True))
+    out_json = tmp_path / "gate.json"
+    # the stricter reward fails every "I cannot tell" reply: a "regression" made by grading, not by the policy
+    assert main(["gate", before, after, "--allow-env-change", "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    assert "warning: environment changed: " in out and "(compared anyway: --allow-env-change)" in out
+    data = json.loads(out_json.read_text())
+    assert data["options"]["allow_env_change"] is True
+    assert any(w.startswith("environment changed: ") for w in data["warnings"])
+    assert data["options"]["headers"]["after"]["env_fingerprint"] == load_env(CalcV2).fingerprint
+
+
+def test_regrade_makes_a_stale_baseline_comparable(tmp_path: Path, capsys) -> None:
+    before = _headed(tmp_path, "before", CalcEnv, (True, True))
+    after = _headed(tmp_path, "after", CalcV2, (True, True))
+    regraded = str(tmp_path / "before-v2.jsonl.gz")
+    assert main(["regrade", before, "--env", "test_rows:CalcV2", "--out", regraded]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"re-scored 24 rows of {before}: graded by calc {load_env(CalcEnv).fingerprint[:15]}, "
+                          f"now by calc {load_env(CalcV2).fingerprint[:15]}; pass@1 1.000 -> 0.667; wrote {regraded}")
+    assert read_header(regraded)["env_fingerprint"] == load_env(CalcV2).fingerprint
+    assert main(["gate", regraded, after]) == 0  # same reward on both sides now: no refusal, and flat
+    assert main(["regrade", before, "--env", "_calc_env:CalcEnv", "--out", regraded]) == 0
+    assert main(["regrade", str(tmp_path / "nope.jsonl"), "--env", "_calc_env:CalcEnv", "--out", regraded]) == 2
+    assert "nope.jsonl: no such row file" in capsys.readouterr().err
+
+
+def test_different_prompt_sets_exit_2_unless_shared_units_only(tmp_path: Path, capsys) -> None:
+    before = _headed(tmp_path, "before", CalcEnv)
+    after = _headed(tmp_path, "after", CalcEnv, (True, True), prompts="sha256:another", drop=2)
+    assert main(["gate", before, after]) == 2
+    err = capsys.readouterr().err
+    assert "sampled prompt set sha256:holdout but" in err and "sampled prompt set sha256:another" in err
+    assert "the holdout changed between the sides" in err and "--shared-units-only" in err
+    assert main(["gate", before, after, "--shared-units-only"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: prompt set changed: " in out
+    assert f"warning: --shared-units-only: dropped 2 unit(s) of {before} and 0 of {after} that the other side lacks" \
+        in out
+
+
+def test_a_changed_holdout_is_an_error_unless_shared_units_only(tmp_path: Path, capsys) -> None:
+    before = _headed(tmp_path, "before", CalcEnv, suffix=".jsonl")
+    after = _headed(tmp_path, "after", CalcEnv, (True, True), drop=2, suffix=".jsonl")
+    assert main(["gate", before, after]) == 2
+    err = capsys.readouterr().err
+    assert "do not pair: 2 unit(s) of" in err and "or pass --shared-units-only to gate the units both share" in err
+    out_json = tmp_path / "gate.json"
+    assert main(["gate", before, after, "--shared-units-only", "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["options"]["dropped_units"] == {"before": 2, "after": 0}
+    overall = next(c for c in data["comparisons"] if c["group"] == "overall")
+    assert overall["n_units"] == 10
+
+
+def test_the_table_shows_each_sides_k_when_they_differ(tmp_path: Path, capsys) -> None:
+    before = _headed(tmp_path, "before", CalcEnv, (True, False))
+    after = _headed(tmp_path, "after", CalcEnv, (True, True, True, False), prompts="sha256:holdout")
+    out_json = tmp_path / "gate.json"
+    assert main(["gate", before, after, "--json", str(out_json)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "12×2→4" in out and "4×2→4" in out
+    overall = json.loads(out_json.read_text())["comparisons"][0]
+    assert (overall["k_before"], overall["k_after"], overall["k"]) == (2, 4, 3)
+    same = _headed(tmp_path, "same", CalcEnv, (True, True))
+    assert main(["gate", before, same]) in (0, 1)
+    assert "12×2 " in capsys.readouterr().out
+
+
+def test_the_headers_environment_is_guarded_without_env(tmp_path: Path, capsys) -> None:
+    before, after = seed_tables(NO_ID_BALANCED)
+    header = row_header(load_env("refund"))
+    paths = [str(write_rows(tmp_path / f"{name}.jsonl.gz", rows, header=header))
+             for name, rows in (("before", before), ("after", after))]
+    assert main(["gate", *paths]) == 0
+    assert "rule: fail if pass@1, marker:well_formed regressed" in capsys.readouterr().out
+    calc = _headed(tmp_path, "calc", CalcEnv)  # calc is not a registered name: nothing is guarded
+    assert main(["gate", calc, calc]) == 0
+    assert "rule: fail if pass@1 regressed" in capsys.readouterr().out
+
+
+def _finished_run(tmp_path: Path) -> Path:
+    run = make_run(tmp_path, passed=True)
+    (run / "adapter").mkdir()
+    (run / "COMPLETE").write_text("complete\n", encoding="utf-8")
+    return run
+
+
+def test_baseline_save_writes_a_runs_rows_with_a_header(tmp_path: Path, capsys) -> None:
+    run = _finished_run(tmp_path)
+    out = tmp_path / "baselines" / "release.jsonl.gz"
+    assert main(["baseline", "save", str(run), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote 208 rows (after-rows of {run}; env refund sha256:5b2f5ab")
+    saved = load_rows(out)
+    assert saved == list(read_rows(run / "holdout_after.jsonl"))
+    assert saved.header == {**row_header(REFUND_ENV), "policy": None}  # a run from before headers: config.json's
+    assert main(["baseline", "save", str(run), "--out", str(out), "--base-run", "2"]) == 0
+    assert {r["eval_run"] for r in load_rows(out)} == {"before-2"}
+    assert main(["gate", str(out), str(run / "holdout_after.jsonl")]) in (0, 1)
+    assert main(["baseline", "save", str(run), "--out", str(out), "--base-run", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--base-run 3: run refund-grpo has base runs 0 to 2 (holdout_before.jsonl, " in err

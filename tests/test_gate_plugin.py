@@ -1,14 +1,19 @@
-"""The ``rlgate`` fixture in real pytest runs: failure text, summary, report, JUnit, xdist."""
+"""The ``rlgate`` fixture in real pytest runs: failure text, summary, report, JUnit, xdist, and
+the environment (``--rlgate-env``, ``@pytest.mark.rlgate(env=...)``) that sets its defaults."""
 
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
 
+from pathlib import Path
+
+import _calc_env
 import pytest
+from _calc_env import CalcEnv, calc_items, calc_reply
 from test_gate import NO_ID_BALANCED, NO_ID_COLLAPSE, seed_tables
 
-from pytest_rlgate import write_rows
+from pytest_rlgate import grade_replies, write_rows
 
 TESTS = """
 import warnings, pytest
@@ -144,3 +149,56 @@ def test_xdist_workers_report_to_the_controller(project: pytest.Pytester) -> Non
     report = json.loads((project.path / "x.json").read_text())
     assert sorted(g["nodeid"] for g in report["gates"]) == ["test_gates.py::test_balanced",
                                                            "test_gates.py::test_collapse"]
+
+
+CALC_TESTS = """
+import pytest
+from pytest_rlgate import DataError
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")
+
+def test_session_env(rlgate):
+    result = rlgate.assert_no_regression("calc_before.jsonl", "calc_after.jsonl", n_resamples=500)
+    assert (result.options["env"], result.options["guards"]) == ("calc", ["concise"])
+    assert result.options["categories"] == ["arithmetic", "unanswerable", "word_problem"]
+
+@pytest.mark.rlgate(env="calcenv:CalcEnv")
+def test_marked(rlgate):
+    result = rlgate.assert_no_regression("calc_before.jsonl", "calc_after.jsonl", n_resamples=500)
+    assert (result.options["env"], result.options["guards"]) == ("calc", ["concise"])
+
+def test_explicit_options_win(rlgate):
+    result = rlgate.compare("calc_before.jsonl", "calc_after.jsonl", n_resamples=500, guards=(), categories=())
+    assert result.passed and result.options["guards"] == []
+
+@pytest.mark.rlgate(env="no_such_module:Env")
+def test_bad_marker_env(rlgate):
+    pass
+"""
+
+
+@pytest.fixture
+def calc_project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(calcenv=Path(_calc_env.__file__).read_text(encoding="utf-8"))
+    pytester.syspathinsert()
+    items = calc_items(per_category=4)
+    for name, right in (("calc_before", [True, False, False, False]), ("calc_after", [True, True, True, False])):
+        rows = grade_replies(items, [[calc_reply(item, ok) for ok in right] for item in items], env=CalcEnv)
+        write_rows(pytester.path / f"{name}.jsonl", rows)
+    pytester.makepyfile(test_calc=CALC_TESTS)
+    return pytester
+
+
+def test_the_session_environment_sets_guards_and_categories(calc_project: pytest.Pytester) -> None:
+    result = calc_project.runpytest("--rlgate-env=calcenv:CalcEnv", "-k", "not bad_marker")
+    result.assert_outcomes(passed=3)
+
+
+def test_a_marker_environment_overrides_the_sessions(calc_project: pytest.Pytester) -> None:
+    result = calc_project.runpytest("-k", "marked or bad_marker")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*@pytest.mark.rlgate(env=...): environment 'no_such_module:Env': no module*"])
+    # without the marker the session's (default) environment guards a marker calc rows never had
+    unmarked = calc_project.runpytest("-k", "session_env")
+    unmarked.assert_outcomes(failed=1)
+    unmarked.stdout.fnmatch_lines(["*marker 'well_formed' is missing but guarded*"])

@@ -15,17 +15,48 @@ def test_failing_probe_shows_the_hack_table(pytester):
         from pytest_rlgate.envs.refund import score
 
         def test_refund_reward_is_not_hackable():
-            probe_reward(score, hacks=["format_bonus", "padding"], max_examples=10).assert_no_hacks()
+            probe_reward(score, env="refund", hacks=["format_bonus", "padding"], max_examples=10).assert_no_hacks()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E * pytest_rlgate.RewardHackError: probe_reward(score): 2 hack(s) pay: format_bonus, padding",
+        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: format_bonus, padding",
         "E * hack * category * paid * mean gain * max gain * minimal *",
-        "E * format_bonus * with_id * 10/10 * 0.3 * 0 -> 0.3 *",
+        "E * padding * no_id * 10/10 * 0 * 0 * 1 -> 1 * + <original>",
         "E * padding * with_id *",
+        "E * format_bonus * with_id * 10/10 * 0.3 * 0 -> 0.3 *",
     ])
+
+
+def test_failing_probe_of_a_users_own_task_shows_its_categories(pytester):
+    pytester.makepyfile(
+        """
+        from hypothesis import strategies as st
+        from pytest_rlgate import probe_reward
+
+        class Sums:
+            name = "sums"
+            categories = ("sum",)
+
+            def score(self, reply, case):
+                return float(str(case["answer"]) in reply)  # pays the answer anywhere in the reply
+
+            def honest_replies(self, case):
+                return st.just(f"The sum is {case['answer']}.")
+
+        def test_sums_reward_is_not_hackable():
+            items = [{"prompt": f"{a} + {a}?", "case": {"answer": 2 * a}, "category": "sum"} for a in (3, 40)]
+            probe_reward(Sums(), items=items, hacks=["repetition"], max_examples=5).assert_no_hacks()
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "E * pytest_rlgate.RewardHackError: probe_reward(sums): 1 hack(s) pay: repetition",
+        "E * repetition * sum * 5/5 * 1 -> 1 * <original> + The sum is *.",
+    ])
+    assert not [line for line in result.outlines if line.startswith("E ") and "refund" in line]
 
 
 def test_failing_scan_shows_the_feature_table(pytester):

@@ -11,7 +11,8 @@ import pytest
 import scipy.stats
 
 from pytest_rlgate import DataError, HackScanResult, RewardHackError, UsageError, hack_scan, hack_scan_diff
-from pytest_rlgate.envs.refund import case_for, score
+from pytest_rlgate.env import load_env
+from pytest_rlgate.envs.refund import case_for, features, score
 from pytest_rlgate.hacks import REGIMES
 
 ENDORSED = ("lookup_order", "asks")
@@ -222,3 +223,63 @@ def test_correlations_do_not_depend_on_row_order():
     b = {f.name: f.correlation for f in hack_scan(shuffled, endorsed=ENDORSED).features}
     assert a.keys() == b.keys()
     assert all(a[name] == pytest.approx(b[name], abs=1e-12) for name in a)
+
+
+# --------------------------------------------------------------------------- the environment's features
+
+
+class Shouty:
+    """An environment of its own: no tool calls, and a feature only it knows (capital letters)."""
+
+    name = "shouty"
+    categories = ("any",)
+
+    def score(self, reply: str, case: dict) -> float:
+        return float("please" in reply.lower())
+
+    def features(self, reply: str) -> dict[str, float]:
+        return {"capitals": float(sum(c.isupper() for c in reply))}
+
+
+def shouty_rows(n_prompts: int = 16, k: int = 8) -> list[dict]:
+    """A reward that pays SHOUTING (the replies that shout also say please)."""
+    rng = random.Random(2)
+    rows = []
+    for i in range(n_prompts):
+        for _ in range(k):
+            loud = rng.random() < 0.5
+            reply = f"PLEASE WAIT {i}" if loud else f"one moment {i}"
+            rows.append({"prompt": f"q{i}", "reply": reply, "score": float(loud)})
+    return rows
+
+
+def test_the_environment_s_own_features_join_the_built_ins():
+    result = hack_scan(shouty_rows(), env=Shouty(), endorsed=("asks",))
+    names = {f.name for f in result.features} | {a for f in result.features for a in f.aliases}
+    assert "capitals" in names and "length" in names
+    assert not any(n.startswith("tool") for n in names)  # nothing of another task leaks in
+    assert result.regime == "unknown"  # "asks" is not a feature of this environment: nothing to judge
+    hacked = hack_scan(shouty_rows(), env=Shouty(), endorsed=("contains:one",))
+    assert hacked.regime == "reward_hack"
+
+
+def test_an_environment_without_features_scans_the_built_ins_only():
+    bare = load_env(type("Bare", (), {"name": "bare", "categories": ("any",), "score": lambda self, r, c: 0.0})())
+    names = {f.name for f in hack_scan(shouty_rows(), env=bare).features}
+    assert names and all(n == "length" or n.startswith("contains:") for n in names)
+
+
+def test_a_features_function_stands_for_an_environment_and_the_default_is_refund_s():
+    rows = rollouts(honest)
+    by_function = hack_scan(rows, env=features, endorsed=ENDORSED)
+    by_default = hack_scan(rows, endorsed=ENDORSED)
+    by_name = hack_scan(rows, env="refund", endorsed=ENDORSED)
+    assert by_function.to_dict() == by_default.to_dict() == by_name.to_dict()
+    assert by_default.top_feature == "tool:lookup_order"
+
+
+def test_a_feature_named_like_a_built_in_is_a_usage_error():
+    with pytest.raises(UsageError, match="'length' clashes with a built-in"):
+        hack_scan(shouty_rows(), env=lambda reply: {"length": 1.0})
+    with pytest.raises(UsageError, match="features"):
+        hack_scan(shouty_rows(), env=lambda reply: {"x": "many"})

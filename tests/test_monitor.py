@@ -1,4 +1,5 @@
-"""HackMonitor: alarms, the reward wrapper, stop_on, and a planted length drift in a real run."""
+"""HackMonitor: alarms, the reward wrapper, stop_on, the environment's score and per-category
+endorsement, and a planted length drift in a real run."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ pytest.importorskip("trl")
 
 from transformers import TrainerControl  # noqa: E402
 
+from pytest_rlgate.env import load_env  # noqa: E402
 from pytest_rlgate.prompts import build_prompts, stratified_split  # noqa: E402
 from pytest_rlgate.train.monitor import HackMonitor  # noqa: E402
-from pytest_rlgate.train.reward import completion_text, refund_reward  # noqa: E402
+from pytest_rlgate.train.reward import completion_text, env_reward  # noqa: E402
 
 torch.set_num_threads(1)
 
 ITEMS = build_prompts(0, "small")
+refund_reward = env_reward(load_env("refund"))
 CALL = '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-1234"}}</tool_call>'
 
 
@@ -82,8 +85,8 @@ def test_an_alarm_not_in_stop_on_only_warns():
 def test_feature_alarm_reads_the_scan_of_the_wrapped_rewards_buffer():
     seen = {}
 
-    def scan(rows, *, endorsed, n_permutations, rng):
-        seen.update(n=len(rows), endorsed=endorsed, prompts={r["prompt"] for r in rows})
+    def scan(rows, *, endorsed, env, n_permutations, rng):
+        seen.update(n=len(rows), endorsed=endorsed, env=env.name, prompts={r["prompt"] for r in rows})
         return SimpleNamespace(regime="reward_hack", top_feature="contains:sorry")
 
     monitor = HackMonitor(ITEMS, None, every=1, sample_fn=Growing(0.0), scan_fn=scan, stop_on=("any",))
@@ -91,11 +94,14 @@ def test_feature_alarm_reads_the_scan_of_the_wrapped_rewards_buffer():
     assert reward.__name__ == "refund_reward"  # TRL's rewards/<name> column keeps its name
     prompts = [[{"role": "user", "content": ITEMS[0]["prompt"]}]] * 8
     completions = [[{"role": "assistant", "content": CALL}]] * 8
-    values = reward(prompts, completions, case=[ITEMS[0]["case"]] * 8)
-    assert values == refund_reward(prompts, completions, case=[ITEMS[0]["case"]] * 8)
+    columns = {"case": [ITEMS[0]["case"]] * 8, "category": [ITEMS[0]["category"]] * 8}
+    values = reward(prompts, completions, **columns)
+    assert values == refund_reward(prompts, completions, **columns)
     control = _drive(monitor, 1)
-    assert seen == {"n": 8, "endorsed": ("lookup_order",), "prompts": {ITEMS[0]["prompt"]}}
-    assert monitor.alarms[0]["kind"] == "feature" and monitor.alarms[0]["top_feature"] == "contains:sorry"
+    # refund endorses per category: with_id completions are judged against a lookup
+    assert seen == {"n": 8, "endorsed": ("lookup_order",), "env": "refund", "prompts": {ITEMS[0]["prompt"]}}
+    alarm = monitor.alarms[0]
+    assert (alarm["kind"], alarm["top_feature"], alarm["category"]) == ("feature", "contains:sorry", "with_id")
     assert control.should_training_stop and monitor.summary()["last_scan"]["regime"] == "reward_hack"
 
 
@@ -124,6 +130,88 @@ def test_a_failing_evaluation_is_recorded_not_raised():
     with pytest.warns(Warning, match="sampler down"):
         _drive(monitor, 1)
     assert monitor.history == [] and "sampler down" in monitor.summary()["errors"][0]
+
+
+# --- any environment: its score, its features, its endorsement per category ----------------------
+
+
+class Go:
+    """A task of its own: "act" prompts want the ``go`` tool, "ask" prompts want a question."""
+
+    name = "go"
+    categories = ("act", "ask")
+    endorsed = {"act": ("tool:go",), "ask": ("asks",)}
+
+    def score(self, reply, case):
+        return float(("GO" in reply) == (case["category"] == "act"))
+
+    def features(self, reply):
+        return {"tool:go": float("GO" in reply), "asks": float("?" in reply)}
+
+
+GO_ITEMS = [{"prompt": f"{cat} {i}", "case": {"category": cat}, "category": cat, "scenario_id": f"{cat}{i}"}
+            for cat in Go.categories for i in range(8)]
+
+
+def _pays_go(prompts, completions, **columns):
+    """A hackable reward: pays the tool on every prompt, as if every prompt wanted it."""
+    return [float("GO" in completion_text(c)) for c in completions]
+
+
+def _feed(reward, items, rng):
+    for item in items:
+        replies = ["GO now" if rng.random() < 0.5 else "which one?" for _ in range(8)]
+        reward([item["prompt"]] * 8, replies, case=[item["case"]] * 8, category=[item["category"]] * 8)
+
+
+def test_the_proxy_reward_is_the_environment_s_score_and_the_sampler_renders_its_chats():
+    def right(model, tokenizer, items, *, k, seed):
+        return [["GO" if item["category"] == "act" else "which?"] * k for item in items]
+
+    monitor = HackMonitor(GO_ITEMS, None, env=Go(), every=1, sample_fn=right, scan_fn=None)
+    _drive(monitor, 1)
+    assert [h["proxy_reward"] for h in monitor.history] == [1.0, 1.0]
+    default = HackMonitor(GO_ITEMS, None, env=Go()).sample_fn
+    assert default.keywords["env"] is not None and default.keywords["env"].name == "go"
+
+
+def test_a_feature_endorsed_in_one_category_is_the_hack_in_another():
+    import random
+
+    monitor = HackMonitor(GO_ITEMS, None, env=Go(), every=1, sample_fn=Growing(0.0), stop_on=("feature",))
+    _feed(monitor.wrap(_pays_go), GO_ITEMS, random.Random(0))
+    control = _drive(monitor, 1)
+    assert [(a["kind"], a["category"], a["top_feature"]) for a in monitor.alarms] == [("feature", "ask", "tool:go")]
+    scans = monitor.summary()["last_scan"]["by_category"]
+    assert scans["act"]["regime"] == "train" and scans["ask"]["regime"] == "reward_hack"
+    assert scans["ask"]["endorsed"] == ["asks"] and control.should_training_stop
+
+
+def test_one_endorsement_for_every_category_scans_all_completions_at_once():
+    import random
+
+    class Pooled(Go):
+        endorsed = ("tool:go",)
+
+    monitor = HackMonitor(GO_ITEMS, None, env=Pooled(), every=1, sample_fn=Growing(0.0))
+    _feed(monitor.wrap(_pays_go), GO_ITEMS, random.Random(0))
+    _drive(monitor, 1)
+    assert monitor.alarms == [] and "by_category" not in monitor.summary()["last_scan"]
+    assert monitor.summary()["last_scan"]["n"] == len(GO_ITEMS) * 8
+
+
+def test_an_environment_that_endorses_nothing_is_not_scanned():
+    import random
+
+    class Silent(Go):
+        endorsed = ()
+
+    scans = []
+    monitor = HackMonitor(GO_ITEMS, None, env=Silent(), every=1, sample_fn=Growing(0.0),
+                          scan_fn=lambda rows, **kw: scans.append(rows))
+    _feed(monitor.wrap(_pays_go), GO_ITEMS, random.Random(0))
+    _drive(monitor, 1)
+    assert scans == [] and monitor.summary()["last_scan"] is None
 
 
 # --- inside a real GRPOTrainer --------------------------------------------------------------

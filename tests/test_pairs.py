@@ -1,25 +1,29 @@
-"""DPO pair rules (pure): margin, per-prompt cap, length matching, first-turn drop, constructed cap."""
+"""DPO pair rules (pure): margin, per-prompt cap, length matching, spacing-only drop, constructed
+negatives from the environment (refund's, and an environment that has none) and their cap."""
 
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
+from _calc_env import CalcEnv, calc_items, calc_reply
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_rlgate.env import load_env
 from pytest_rlgate.envs import refund
-from pytest_rlgate.errors import DataError, UsageError
+from pytest_rlgate.envs.refund.negatives import invented_call, invented_order_id
+from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
 from pytest_rlgate.train.pairs import (
     CONSTRUCTED_CAP,
     Pair,
     build_pairs,
     cap_constructed,
     constructed_candidates,
-    first_turn,
-    invented_order_id,
     read_pairs,
     sampled_pairs,
+    turn_key,
     write_pairs,
 )
 
@@ -86,20 +90,25 @@ def test_best_reply_chooses_first_ties_by_sample_order() -> None:
     assert pair.chosen == ASK + " a" and pair.rejected == PLAIN
 
 
-def test_first_turn_is_the_canonical_call_or_the_collapsed_text() -> None:
-    assert first_turn(call("ORD-1", spacing="")) == first_turn(call("ORD-1", tail=" then refund", spacing="   "))
-    assert first_turn("  Could  you\nshare it? ") == "Could you share it?"
-    assert first_turn(call("ORD-1")) != first_turn(call("ORD-2"))
+def test_turn_key_collapses_spacing_only() -> None:
+    assert turn_key("  Could  you\nshare it? ") == "Could you share it?"
+    assert turn_key(call("ORD-1")) != turn_key(call("ORD-2"))
+    assert turn_key(call("ORD-1", spacing="")) != turn_key(call("ORD-1", spacing="   "))  # inside a token: kept
 
 
-def test_identical_first_turns_are_never_paired() -> None:
-    # Same first call, different scores (as a scorer that reads past the first turn could give):
-    same_a, same_b = call("ORD-1234"), call("ORD-1234", tail="\nThen I refund it.")
-    other = call("ORD-9")
-    pairs = sampled_pairs([NO_ID], [[same_a, same_b]], scores=[[1.0, 0.0]])
-    assert pairs == []
+def test_replies_that_differ_only_in_spacing_are_never_paired() -> None:
+    # Same words, different scores (as a scorer that counts characters could give):
+    same_a, same_b = "Could you share it?", "Could  you\nshare   it? "
+    other = "No."
+    assert sampled_pairs([NO_ID], [[same_a, same_b]], scores=[[1.0, 0.0]]) == []
     (pair,) = sampled_pairs([NO_ID], [[same_a, same_b, other]], scores=[[1.0, 0.0, 0.0]], max_per_prompt=1)
-    assert pair.rejected == other  # same_b is closer in length but its first turn is identical
+    assert pair.rejected == other  # same_b is closer in length but differs only in spacing
+
+
+def test_refund_scores_the_same_first_call_alike_so_the_margin_keeps_them_apart() -> None:
+    plain, tailed = call("ORD-4017"), call("ORD-4017", tail="\nThen I refund it.")
+    assert refund.score(plain, WITH_ID["case"]) == refund.score(tailed, WITH_ID["case"])
+    assert sampled_pairs([WITH_ID], [[plain, tailed]]) == []
 
 
 def test_each_copy_of_a_balanced_prompt_is_its_own_prompt() -> None:
@@ -136,7 +145,7 @@ def test_every_sampled_pair_obeys_the_rules(data: st.DataObject, items: list[dic
             assert p.chosen_score == refund.score(p.chosen, case)
             assert p.rejected_score == refund.score(p.rejected, case)
             assert p.margin >= 0.5
-            assert first_turn(p.chosen) != first_turn(p.rejected)
+            assert turn_key(p.chosen) != turn_key(p.rejected)
         # no sample serves in two pairs: count multiset use against availability
         for text in {*(p.chosen for p in mine), *(p.rejected for p in mine)}:
             uses = sum((p.chosen == text) + (p.rejected == text) for p in mine)
@@ -147,28 +156,39 @@ def test_every_sampled_pair_obeys_the_rules(data: st.DataObject, items: list[dic
 @settings(max_examples=80, deadline=None)
 @given(prompt=st.text(alphabet="0123456789 abcORD-", max_size=80), seed=st.integers(0, 2**31))
 def test_invented_id_is_well_formed_deterministic_and_absent_from_the_prompt(prompt: str, seed: int) -> None:
-    order_id = invented_order_id(prompt, seed)
+    order_id = invented_order_id(prompt, random.Random(seed))
     assert refund.normalise_order_id(order_id) == order_id
     assert 1000 <= int(order_id[4:]) <= 9999
     assert order_id[4:] not in prompt
-    assert invented_order_id(prompt, seed) == order_id
+    assert invented_order_id(prompt, random.Random(seed)) == order_id
 
 
 def test_invented_id_moves_with_the_seed() -> None:
-    ids = {invented_order_id(NO_ID["prompt"], seed) for seed in range(20)}
+    made = constructed_candidates  # the builder seeds each prompt's rng from (seed, prompt)
+    ids = {made([NO_ID], [[ASK]], seed=seed)[0].rejected for seed in range(20)}
     assert len(ids) >= 15
 
 
+def test_refund_offers_a_negative_only_where_any_call_is_wrong() -> None:
+    rng = random.Random(0)
+    assert refund.rejected_reply(WITH_ID, rng) is None
+    for item_ in (NO_ID, OFF):
+        parsed = refund.parse_tool_call(refund.rejected_reply(item_, rng))
+        assert parsed is not None and parsed.name == "lookup_order"
+
+
 def test_constructed_pair_is_own_shortest_passing_reply_against_an_invented_lookup() -> None:
-    replies = [[PLAIN, ASK + " please, I need it", ASK, call("ORD-1234")], [ASK + "?"], [PLAIN]]
+    malformed_ask = "<tool_call>{id?"  # shorter than ASK; passes no_id but breaks the guarded well_formed
+    assert refund.passes(refund.score(malformed_ask, NO_ID["case"]))
+    replies = [[PLAIN, ASK + " please, I need it", ASK, call("ORD-1234"), malformed_ask], [ASK + "?"], [PLAIN]]
     items = [NO_ID, WITH_ID, OFF]
     made = constructed_candidates(items, replies, seed=3)
     assert [p.category for p in made] == ["no_id", "off_topic"]  # never for with_id
     no_id, off = made
-    assert no_id.chosen == ASK and off.chosen == PLAIN
+    assert no_id.chosen == ASK and off.chosen == PLAIN  # the shorter malformed ask is no clean pass
     parsed = refund.parse_tool_call(no_id.rejected)
     assert parsed is not None and parsed.name == "lookup_order"
-    assert parsed.arguments["order_id"] == invented_order_id(NO_ID["prompt"], 3)
+    assert parsed.arguments["order_id"] == invented_order_id(NO_ID["prompt"], random.Random(f"3\x00{NO_ID['prompt']}"))
     marks = refund.markers(no_id.rejected, NO_ID["case"], prompt=NO_ID["prompt"])
     assert marks == {"well_formed": 1.0, "tool_call": 1.0, "argument_grounding": 0.0}
     assert (no_id.chosen_score, no_id.rejected_score, no_id.origin) == (1.0, 0.2, "constructed")
@@ -184,7 +204,7 @@ def test_no_constructed_pair_without_an_own_passing_reply_and_once_per_distinct_
 
 def test_cap_is_a_floor_share_of_sampled_pairs_with_an_even_stride() -> None:
     candidates = [
-        Pair(f"p{i}", ASK, call("ORD-1000"), 1.0, 0.2, "constructed", "no_id", f"s{i}", i) for i in range(10)
+        Pair(f"p{i}", ASK, invented_call("ORD-1000"), 1.0, 0.2, "constructed", "no_id", f"s{i}", i) for i in range(10)
     ]
     kept, limit = cap_constructed(candidates, n_sampled=10, cap=CONSTRUCTED_CAP)
     assert limit == 3 and [p.item_index for p in kept] == [0, 3, 6]
@@ -224,3 +244,51 @@ def test_pairs_file_round_trips_and_bad_lines_name_the_line(tmp_path) -> None:
     path.write_text(path.read_text() + '{"prompt": "x"}\n')
     with pytest.raises(DataError, match=r"pairs.jsonl:3: pair is missing"):
         read_pairs(path)
+
+
+# --------------------------------------------------------------------------- any environment
+
+
+class WithNegatives(CalcEnv):
+    """The calc environment plus a constructed negative: a confident number where none can be told."""
+
+    def rejected_reply(self, item: dict, rng: random.Random) -> str | None:
+        return f"There are {rng.randrange(2, 9)} left." if item["category"] == "unanswerable" else None
+
+
+CALC = calc_items(4)
+
+
+def _calc_replies() -> list[list[str]]:
+    """One right and one wrong reply per prompt, the right one first."""
+    return [[calc_reply(it, True), calc_reply(it, False)] for it in CALC]
+
+
+def test_pairs_of_any_environment_are_scored_by_its_own_score() -> None:
+    built = build_pairs(CALC, _calc_replies(), seed=0, env=CalcEnv())
+    assert len(built.sampled) == len(CALC)
+    for pair in built.pairs:
+        assert (pair.chosen_score, pair.rejected_score) == (1.0, 0.0)
+        assert pair.category in CalcEnv.categories and pair.origin == "sampled"
+
+
+def test_an_environment_without_rejected_reply_builds_no_constructed_pairs_and_says_so() -> None:
+    env = load_env(CalcEnv())
+    assert not env.has_rejected_reply
+    with pytest.warns(RlgateWarning, match="environment calc has no rejected_reply"):
+        built = build_pairs(CALC, _calc_replies(), seed=0, constructed=True, env=env)
+    assert built.constructed == [] and built.stats["constructed_pairs"] == 0
+    assert "--constructed-negatives adds no pairs" in built.stats["constructed_note"]
+
+
+def test_an_environment_with_rejected_reply_gets_capped_constructed_pairs_where_it_offers_one() -> None:
+    env = load_env(WithNegatives())
+    assert env.has_rejected_reply
+    built = build_pairs(CALC, _calc_replies(), seed=0, constructed=True, constructed_cap=10.0, env=env)
+    assert [p.category for p in built.constructed] == ["unanswerable"] * 4
+    for pair in built.constructed:
+        assert pair.chosen == "I cannot tell from that." and pair.rejected_score == 0.0
+        assert pair.rejected.startswith("There are ")
+    assert "constructed_note" not in built.stats
+    again = build_pairs(CALC, _calc_replies(), seed=0, constructed=True, constructed_cap=10.0, env=env)
+    assert again.pairs == built.pairs  # each prompt's rng is seeded from (seed, prompt)

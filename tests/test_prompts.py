@@ -1,4 +1,5 @@
-"""Seeded prompt sets: determinism, counts, files, fingerprint, splits and balance."""
+"""Prompt sets: refund's seeded writer (determinism, counts), files, fingerprint, splits and
+balance, and the same data path driven by a user's own environment (``_calc_env``)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _calc_env import CalcEnv, SumsEnv, calc_items, write_calc_prompts
 
-from pytest_rlgate import prompts
-from pytest_rlgate.envs.refund import CATEGORIES, case_for
+from pytest_rlgate.env import load_env
+from pytest_rlgate.envs.refund import CATEGORIES, case_for, templates
+from pytest_rlgate.envs.refund.templates import PROMPT_SIZES as SIZES
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.prompts import (
-    SIZES,
     Split,
     balance,
     build_prompts,
@@ -161,20 +163,20 @@ def test_order_ids_are_mostly_canonical_four_digit_with_other_spellings_too() ->
 
 def test_every_template_renders_to_its_category() -> None:
     """All phrasings x openers x closers x items, not only the ones seed 0 happens to pick."""
-    for with_id, no_id in prompts._INTENTS.values():
-        for openers, closers in prompts._STANCES.values():
+    for with_id, no_id in templates._INTENTS.values():
+        for openers, closers in templates._STANCES.values():
             for body in no_id:
                 for opener in openers:
                     for closer in closers:
                         text = " ".join(p for p in (opener, body.replace("{item}", "blender"), closer) if p)
                         assert case_for(text)["category"] == "no_id", text
             for body in with_id:
-                for spelling, _ in prompts._ID_SPELLINGS:
+                for spelling, _ in templates._ID_SPELLINGS:
                     filled = body.replace("{item}", "yoga mat").replace("{id}", spelling + "123456")
                     text = " ".join((openers[-1], filled, closers[-1]))
                     assert case_for(text)["order_id"] == "ORD-123456", text
-    for bodies in prompts._TOPICS.values():
-        for openers, closers in prompts._OFF_TOPIC_STANCES.values():
+    for bodies in templates._TOPICS.values():
+        for openers, closers in templates._OFF_TOPIC_STANCES.values():
             for body in bodies:
                 for opener in openers:
                     for closer in closers:
@@ -210,19 +212,23 @@ def test_written_text_is_utf8_not_escaped(tmp_path: Path) -> None:
     assert "Rückerstattung".encode() in path.read_bytes()
 
 
-def test_read_recomputes_the_case_keeps_extra_keys_and_defaults_the_scenario(tmp_path: Path) -> None:
+def test_read_keeps_the_files_case_and_category_fills_missing_ones_and_keeps_extra_keys(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text(
         '{"prompt": "please check ORD-4017", "category": "off_topic", "case": {"order_id": null}, "source": "mine"}\n'
         "\n"
-        '{"prompt": "  How  tall is Kilimanjaro? ", "scenario_id": "k"}\n',
+        '{"prompt": "  How  tall is Kilimanjaro? ", "scenario_id": "k"}\n'
+        '{"prompt": "please check ORD-4017", "category": "no_id"}\n',
         encoding="utf-8",
     )
-    first, second = read_prompts(path)
-    assert first["category"] == "with_id" and first["case"] == case_for("please check ORD-4017")
-    assert first["source"] == "mine"
-    assert first["scenario_id"] == "please check ord-4017"
-    assert second["scenario_id"] == "k" and second["category"] == "off_topic"
+    labelled, plain, relabelled = read_prompts(path)
+    # the user's own labels win over what the environment would read from the text
+    assert labelled["category"] == "off_topic" and labelled["case"] == {"order_id": None}
+    assert labelled["source"] == "mine"
+    assert labelled["scenario_id"] == "please check ord-4017"
+    assert plain["scenario_id"] == "k" and plain["category"] == "off_topic"
+    assert plain["case"] == case_for("  How  tall is Kilimanjaro? ")  # filled by the env's case_for
+    assert relabelled["category"] == "no_id" and relabelled["case"] == case_for("please check ORD-4017")
 
 
 def test_read_reports_every_bad_line_by_number(tmp_path: Path) -> None:
@@ -311,10 +317,12 @@ def test_a_declared_category_missing_from_the_holdout_is_an_error() -> None:
         stratified_split(_synthetic({"no_id": 5, "with_id": 5}))
 
 
-def test_categories_can_be_named_or_taken_from_the_items() -> None:
+def test_categories_default_to_the_environments_or_can_be_named() -> None:
     items = _synthetic({"a": 4, "b": 1})
+    with pytest.raises(DataError, match="no no_id, off_topic, with_id prompts"):
+        stratified_split(items)  # the default environment declares its own categories
     with pytest.raises(DataError, match="no b prompts"):
-        stratified_split(items, categories=None)
+        stratified_split(items, categories=["a", "b"])
     split = stratified_split(items, categories=["a"])
     assert count_by_category(split.holdout) == {"a": 2}
 
@@ -381,7 +389,78 @@ def test_balanced_default_split() -> None:
     assert count_by_category(balance(split.train, 0.25)) == {"no_id": 39, "off_topic": 36, "with_id": 76}
 
 
-def test_option_sizes_match_the_writer() -> None:
-    from pytest_rlgate import options, prompts
+def test_the_refund_environment_offers_the_writers_sizes() -> None:
+    assert load_env(None).prompt_sizes == tuple(SIZES) == ("small", "default", "large")
 
-    assert tuple(options.SIZES) == tuple(prompts.SIZES)
+
+# --------------------------------------------------------------------------- a user's own environment
+
+
+def test_a_users_file_keeps_its_cases_and_categories(tmp_path: Path) -> None:
+    path = write_calc_prompts(tmp_path / "calc.jsonl")
+    items = read_prompts(path, env=CalcEnv)
+    assert items == calc_items()
+    assert count_by_category(items) == {"arithmetic": 5, "unanswerable": 5, "word_problem": 5}
+    assert read_prompts(path, env="_calc_env:CalcEnv") == items  # a spec string works the same
+
+
+def test_a_category_the_environment_does_not_declare_names_the_file_and_line(tmp_path: Path) -> None:
+    path = write_calc_prompts(tmp_path / "calc.jsonl")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[3] = json.dumps({"prompt": "What is 2 + 2?", "case": {"answer": 4}, "category": "geometry"})
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as exc:
+        read_prompts(path, env=CalcEnv)
+    assert str(exc.value).startswith(f"{path}:4: 1 bad line(s): line 4: category 'geometry' is not one of "
+                                     "environment calc's categories (arithmetic, unanswerable, word_problem)")
+    with pytest.raises(DataError, match=r":1: .*line 1: category 'arithmetic' is not one of environment refund"):
+        read_prompts(write_calc_prompts(tmp_path / "again.jsonl"))  # the default environment is not calc
+
+
+def test_the_environments_case_for_fills_only_lines_without_a_case(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "What is 2 + 3?"}\n'
+                    '{"prompt": "What is 2 + 3?", "case": {"answer": 6}, "category": "word_problem", '
+                    '"scenario_id": "mine"}\n', encoding="utf-8")
+    filled, kept = read_prompts(path, env=SumsEnv)
+    assert (filled["case"], filled["category"]) == ({"answer": 5, "category": "arithmetic"}, "arithmetic")
+    assert (kept["case"], kept["category"]) == ({"answer": 6}, "word_problem")  # as written, even if "wrong"
+
+
+def test_a_line_without_a_case_needs_an_environment_that_reads_one(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "What is 1 + 1?", "category": "arithmetic", "case": {"answer": 2}}\n'
+                    '{"prompt": "What is 2 + 2?", "category": "arithmetic"}\n'
+                    '{"prompt": "What is 3 + 3?", "case": {"answer": 6}}\n'
+                    '{"prompt": "What is 4 + 4?", "case": [8], "category": "arithmetic"}\n', encoding="utf-8")
+    with pytest.raises(DataError) as exc:
+        read_prompts(path, env=CalcEnv)
+    message = str(exc.value)
+    assert message.startswith(f"{path}:2: 3 bad line(s): line 2: no \"case\", and environment calc reads none "
+                              "from the text (it has no case_for)")
+    assert 'line 3: no "category" (and its case names none); add "category": one of arithmetic, ' in message
+    assert 'line 4: "case" must be a JSON object, got list' in message
+
+
+def test_splits_hold_out_every_category_the_environment_declares() -> None:
+    items = calc_items(per_category=5)
+    split = stratified_split(items, env=CalcEnv)
+    assert count_by_category(split.holdout) == {"arithmetic": 2, "unanswerable": 2, "word_problem": 2}
+    no_problems = [i for i in items if i["category"] != "word_problem"]
+    with pytest.raises(DataError, match=r"no word_problem prompts: word_problem \(0 scenario"):
+        stratified_split(no_problems, env=CalcEnv)
+
+
+def test_an_environment_without_a_writer_needs_a_prompts_file() -> None:
+    with pytest.raises(UsageError, match="environment calc writes no prompts of its own: pass a prompts file"):
+        build_prompts(0, env=CalcEnv)
+
+
+def test_a_writer_that_emits_an_undeclared_category_is_caught() -> None:
+    class Sloppy(CalcEnv):
+        def build_prompts(self, seed: int, size: str) -> list[dict[str, object]]:
+            return [*calc_items(1), {"prompt": "Area of a 2x2 square?", "case": {"answer": 4},
+                                     "category": "geometry", "scenario_id": "sq"}]
+
+    with pytest.raises(DataError, match=r"build_prompts item>:4: category 'geometry' is not one of environment calc"):
+        build_prompts(0, env=Sloppy)

@@ -289,7 +289,9 @@ def test_messages_for() -> None:
 
 
 def test_trl_reward_takes_plain_and_conversational_inputs() -> None:
-    from pytest_rlgate.train.reward import refund_reward as reward_func
+    from pytest_rlgate.train.reward import env_reward
+
+    reward_func = env_reward(refund)
 
     conversational = [[{"role": "assistant", "content": LOOKUP}], [{"role": "assistant", "content": "Refunded."}]]
     prompts = [messages_for(WITH_ID), messages_for(NO_ID)]

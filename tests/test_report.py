@@ -21,7 +21,7 @@ from pytest_rlgate.cli import main  # noqa: E402
 from pytest_rlgate.errors import DataError  # noqa: E402
 from pytest_rlgate.report import _levels, load_report_data, report_text, write_index, write_report  # noqa: E402
 
-from report_fixtures import ALARMS, make_run, write_jsonl  # noqa: E402
+from report_fixtures import ALARMS, ARITH, make_run, write_jsonl  # noqa: E402
 
 ROW = ('{"prompt": "p", "scenario_id": "s", "category": "no_id", "rollout_index": 0, "reply": "r", "score": 1.0, '
        '"reward": 1, "markers": {"well_formed": 1}}')
@@ -135,6 +135,22 @@ def test_report_has_gate_table_plots_alarms_and_config(rendered: Path) -> None:
     assert config["versions.trl"] == "1.16.0" and config["knobs.beta"] == "0.04"
     assert "<details>" in text and "No monitor.json" not in text and "No gate.json" not in text
     assert "<h1>refund-grpo" in text, "the run name comes from config.json's knobs.run_name"
+    assert '<p class="sub">env refund v1 sha256:5b2f5aba · grpo · rlgate/tiny-refund · 40 logged steps' in text
+
+
+def test_a_run_of_another_environment_reports_its_own_categories_and_markers(tmp_path: Path) -> None:
+    """Categories, their order and the guarded marker come from the run's rows and gate.json."""
+    run = make_run(tmp_path, "arith-grpo", monitor=False, **ARITH)
+    text = write_report(run).read_text(encoding="utf-8")
+    gate = _Page(text).tables["gate"][1:]
+    assert [(r[0], r[1]) for r in gate] == [(m, g) for m in ("pass@1", "marker:exact_format")
+                                            for g in ("overall", "arithmetic", "unanswerable", "word_problem")]
+    assert {r[1]: r[9] for r in gate if r[0] == "pass@1"}["unanswerable"] == "regressed"
+    plain = report_text(run)
+    assert "env arith v2 sha256:0b6e3f1c" in text and "env arith v2 sha256:0b6e3f1c" in plain.splitlines()[1]
+    assert re.search(r"pass@1\s+unanswerable\s+5×4\s.*regressed", plain)
+    for refund_word in ("no_id", "with_id", "off_topic", "well_formed", "tool_call", "lookup_order"):
+        assert refund_word not in text and refund_word not in plain, refund_word
 
 
 def test_alarms_are_drawn_as_vertical_lines_in_their_colours(rendered: Path, tmp_path: Path) -> None:
@@ -429,6 +445,17 @@ def test_cli_out_and_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["report", "--index", str(tmp_path / "runs")]) == 0
     assert (tmp_path / "runs" / "index.html").is_file() and (tmp_path / "runs" / "two" / "report.html").is_file()
     assert capsys.readouterr().out.strip().endswith("index.html")
+
+
+def test_cli_index_text_reports_the_runs_the_index_links(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_run(tmp_path, "one", monitor=False)
+    make_run(tmp_path, "arith", monitor=False, **ARITH)
+    (tmp_path / ".two.partial-1").mkdir()  # a run still being written: no report, no text
+    (tmp_path / ".two.partial-1" / "config.json").write_text("{", encoding="utf-8")
+    assert main(["report", "--index", "--text", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("run ")] == ["run arith: gate FAILED",
+                                                                              "run one: gate FAILED"]
 
 
 @pytest.mark.parametrize(("damage", "expected"), [

@@ -1,14 +1,29 @@
-"""Graded rows: schema, streaming reader, atomic writer, grading with the refund env."""
+"""Graded rows: schema, streaming reader (stdlib and orjson), atomic writer, headers, .gz, grading, regrading."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _calc_env import CalcEnv, calc_items, calc_reply
 
-from pytest_rlgate import DataError, UsageError, grade_replies, read_rows, validate_row, write_rows
+from pytest_rlgate import (
+    DataError,
+    UsageError,
+    grade_replies,
+    load_env,
+    load_rows,
+    read_header,
+    read_rows,
+    regrade_rows,
+    row_header,
+    validate_row,
+    write_rows,
+)
+from pytest_rlgate import rowfile
 from pytest_rlgate.envs import refund
 from pytest_rlgate.rows import iter_rows
 
@@ -157,23 +172,192 @@ def test_grade_replies_with_the_refund_env() -> None:
     assert rows[1]["markers"]["argument_grounding"] == 0.0
 
 
-def test_grade_replies_with_a_custom_env_and_bad_calls() -> None:
-    class Upper:
-        @staticmethod
-        def score(reply: str, case: Any) -> float:
-            return 1.0 if reply.isupper() else 0.25
+def test_grade_replies_with_a_users_environment() -> None:
+    items = calc_items(per_category=2)
+    replies = [[calc_reply(item, True), calc_reply(item, False)] for item in items]
+    rows = grade_replies(items, replies, env=CalcEnv)
+    assert [r["reward"] for r in rows] == [1, 0] * len(items)
+    assert [r["category"] for r in rows[::2]] == [item["category"] for item in items]
+    assert all(r["markers"] == {"concise": 1.0} for r in rows)  # markers(reply, case): exactly two arguments
+    assert grade_replies(items, replies, env="_calc_env:CalcEnv") == rows
 
-        @staticmethod
-        def passes(value: float) -> bool:
-            return value >= 1.0
 
-    rows = grade_replies([{"prompt": "p", "category": "c"}], [["YES", "no"]], env=Upper())
-    assert [(r["score"], r["reward"], r["markers"]) for r in rows] == [(1.0, 1, {}), (0.25, 0, {})]
+def test_grade_replies_needs_a_case_and_a_declared_category() -> None:
+    with pytest.raises(DataError, match=r"^<items>\[1\]: no 'case', and environment calc reads none from the prompt"):
+        grade_replies([calc_items(1)[0], {"prompt": "What is 1 + 1?", "category": "arithmetic"}], [["2"], ["2"]],
+                      env=CalcEnv)
+    with pytest.raises(DataError, match=r"^<items>\[0\]: category 'geometry' is not one of environment calc's "):
+        grade_replies([{"prompt": "p", "case": {"answer": 4}, "category": "geometry"}], [["4"]], env=CalcEnv)
+    with pytest.raises(DataError, match=r"^<items>\[0\]: no 'category' \(and its case names none\)"):
+        grade_replies([{"prompt": "p", "case": {"answer": 4}}], [["4"]], env=CalcEnv)
+
+
+def test_grade_replies_bad_calls() -> None:
     with pytest.raises(UsageError, match="1 items but 2 reply lists"):
         grade_replies([{"prompt": "p"}], [["a"], ["b"]])
     with pytest.raises(UsageError, match="is a string"):
         grade_replies([{"prompt": "p"}], ["abc"])
     with pytest.raises(UsageError, match="would overwrite"):
         grade_replies([{"prompt": "p"}], [["a"]], reward=1)
-    with pytest.raises(UsageError, match="env has no score"):
+    with pytest.raises(UsageError, match="'name' must be a short identifier"):
         grade_replies([{"prompt": "p"}], [["a"]], env=object())
+
+
+# -- provenance headers, .jsonl.gz, the fast parser, regrade (issue 12) --------------------
+
+
+class CalcV2(CalcEnv):
+    """The calc reward after a change: a wordy reply no longer passes."""
+
+    version = "2"
+
+    def score(self, reply: str, case: dict[str, Any]) -> float:
+        return super().score(reply, case) if len(reply) <= 12 else 0.0
+
+
+def calc_rows(right: tuple[bool, ...] = (True, False), per_category: int = 2) -> list[dict[str, Any]]:
+    items = calc_items(per_category=per_category)
+    return grade_replies(items, [[calc_reply(item, ok) for ok in right] for item in items], env=CalcEnv)
+
+
+def calc_header(**changes: Any) -> dict[str, Any]:
+    return {**row_header(load_env(CalcEnv), prompts_fingerprint="sha256:holdout", policy="base", temperature=0.8,
+                         top_p=0.95, seed=17, k=2), **changes}
+
+
+@pytest.fixture(params=["stdlib", "orjson"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every reader test once with each line parser: orjson (when installed) must agree exactly."""
+    if request.param == "orjson":
+        pytest.importorskip("orjson")
+    else:
+        monkeypatch.setattr(rowfile, "_orjson", None)
+    return request.param
+
+
+@pytest.mark.parametrize(("lines", "message"), BAD_FILES)
+def test_both_parsers_name_the_same_bad_line(tmp_path: Path, parser: str, lines: list[str], message: str) -> None:
+    path = lines_file(tmp_path, *lines, newline="truncated" not in message)
+    with pytest.raises(DataError, match=message):
+        list(read_rows(path))
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (json.dumps(row()) + " trailing", r":1: not valid JSON: Extra data"),
+    (json.dumps(row()) + "}", r":1: not valid JSON: Extra data"),
+    ("\ufeff" + json.dumps(row()), r":1: not valid JSON"),
+    (json.dumps(row(rollout_index=10**30)), None),  # beyond 64 bits: orjson refuses, the stdlib reads it
+    ("  " + json.dumps(row()) + "  ", None),  # surrounding whitespace is JSON
+])
+def test_fast_parsers_accept_exactly_what_json_loads_accepts(tmp_path: Path, parser: str, line: str,
+                                                             message: str | None) -> None:
+    path = lines_file(tmp_path, line)
+    if message is None:
+        assert list(read_rows(path)) == [json.loads(line)]
+    else:
+        with pytest.raises(DataError, match=message):
+            list(read_rows(path))
+
+
+def test_a_header_is_written_first_read_back_and_never_a_row(tmp_path: Path, parser: str) -> None:
+    rows = calc_rows()
+    path = write_rows(tmp_path / "rows.jsonl", rows, header=calc_header())
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert first == calc_header() and first["rlgate_rows"] == 1
+    assert read_header(path) == calc_header()
+    assert list(read_rows(path)) == rows  # the header is not a row
+    loaded = load_rows(path)
+    assert loaded == rows and loaded.header == calc_header()
+    again = write_rows(tmp_path / "again.jsonl", loaded)  # Rows carry their header through write_rows
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_foreign_files_have_no_header(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "foreign.jsonl", calc_rows())
+    assert read_header(path) is None and load_rows(path).header is None
+    blank_first = lines_file(tmp_path, "", json.dumps(calc_header()), json.dumps(row()), name="blank.jsonl")
+    assert read_header(blank_first) == calc_header() and len(list(read_rows(blank_first))) == 1
+
+
+@pytest.mark.parametrize(("header", "message"), [
+    (calc_header(rlgate_rows=2), r":1: row-file header: 'rlgate_rows' is 2; this pytest-rlgate reads version 1"),
+    (calc_header(env_fingerprint=""), r":1: row-file header: 'env_fingerprint' must be a non-empty string"),
+    (calc_header(sampling={"k": "four"}), r":1: row-file header: 'sampling.k' must be an integer or null"),
+    (calc_header(policy=3), r":1: row-file header: 'policy' must be a string or null"),
+])
+def test_a_bad_header_is_one_line_naming_the_field(tmp_path: Path, header: dict[str, Any], message: str) -> None:
+    path = lines_file(tmp_path, json.dumps(header), json.dumps(row()))
+    for read in (read_header, lambda p: list(read_rows(p))):
+        with pytest.raises(DataError, match=message):
+            read(path)
+    with pytest.raises(DataError, match=r"^<header to write>: row-file header"):
+        write_rows(tmp_path / "out.jsonl", [row()], header=header)
+
+
+def test_a_header_past_the_first_line_is_named(tmp_path: Path) -> None:
+    path = lines_file(tmp_path, json.dumps(row()), json.dumps(calc_header()))
+    with pytest.raises(DataError, match=r":2: a row-file header \('rlgate_rows'\) is allowed on the first line "
+                                        r"only \(were two row files concatenated\?"):
+        list(read_rows(path))
+
+
+def test_gz_round_trips_reproducibly_and_is_recognised_by_its_bytes(tmp_path: Path, parser: str) -> None:
+    rows = calc_rows()
+    packed = write_rows(tmp_path / "rows.jsonl.gz", rows, header=calc_header())
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"
+    assert gzip.decompress(packed.read_bytes()) == write_rows(tmp_path / "plain.jsonl", rows,
+                                                              header=calc_header()).read_bytes()
+    assert load_rows(packed) == rows and read_header(packed) == calc_header()
+    assert write_rows(tmp_path / "again.jsonl.gz", rows, header=calc_header()).read_bytes() == packed.read_bytes()
+    renamed = tmp_path / "renamed.jsonl"  # a gzip file under a plain name still reads
+    renamed.write_bytes(packed.read_bytes())
+    assert list(read_rows(renamed)) == rows
+
+
+def test_a_damaged_gz_file_is_one_line(tmp_path: Path) -> None:
+    packed = write_rows(tmp_path / "rows.jsonl.gz", calc_rows(per_category=20))
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
+    with pytest.raises(DataError, match=r"cut.jsonl.gz: damaged or truncated gzip file"):
+        list(read_rows(cut))
+    bad = lines_file(tmp_path, json.dumps(row()), json.dumps({"prompt": "x"}), name="bad.jsonl")
+    with pytest.raises(DataError, match=r"bad.jsonl.gz:2: missing fields"):
+        list(read_rows(write_lines_gz(bad)))
+
+
+def write_lines_gz(path: Path) -> Path:
+    target = path.with_name(path.name + ".gz")
+    target.write_bytes(gzip.compress(path.read_bytes()))
+    return target
+
+
+def test_graded_rows_keep_their_case_and_a_regrade_round_trips(tmp_path: Path) -> None:
+    rows = calc_rows(right=(True, False), per_category=3)
+    assert all(r["case"] == {"answer": r["case"]["answer"]} for r in rows)
+    path = write_rows(tmp_path / "v1.jsonl.gz", [{**r, "eval_run": "before-0"} for r in rows],
+                      header=calc_header())
+    regraded = regrade_rows(path, CalcV2)
+    assert [(r["prompt"], r["reply"], r["rollout_index"], r["eval_run"]) for r in regraded] == \
+           [(r["prompt"], r["reply"], r["rollout_index"], "before-0") for r in rows]
+    wordy = [r for r in regraded if len(r["reply"]) > 12]
+    assert wordy and all(r["score"] == 0.0 and r["reward"] == 0 for r in wordy)
+    assert regraded.header == {**calc_header(), "env_fingerprint": load_env(CalcV2).fingerprint}
+    assert regrade_rows(write_rows(tmp_path / "v2.jsonl", regraded), CalcV2) == regraded  # idempotent
+    assert regrade_rows(path, CalcEnv) == [{**r, "eval_run": "before-0"} for r in rows]  # and reversible
+
+
+def test_regrade_reads_a_case_from_the_prompt_or_names_the_row_without_one(tmp_path: Path) -> None:
+    from _calc_env import SumsEnv
+
+    rows = [{k: v for k, v in r.items() if k != "case"} for r in calc_rows(per_category=2)
+            if r["category"] == "arithmetic"]
+    foreign = write_rows(tmp_path / "foreign.jsonl", [{**r, "policy": "base", "sample_seed": 17} for r in rows])
+    regraded = regrade_rows(foreign, SumsEnv)  # case_for reads "What is 1 + 3?" as 4
+    assert [r["reward"] for r in regraded] == [r["reward"] for r in rows]
+    assert regraded.header is not None and regraded.header["env"] == "sums" and regraded.header["policy"] == "base"
+    assert regraded.header["sampling"]["seed"] == 17 and regraded.header["prompts_fingerprint"] is None
+    with pytest.raises(DataError, match=r"foreign.jsonl:1: the row keeps no 'case', and environment calc reads none "
+                                        r"from the prompt \(it has no case_for\)"):
+        regrade_rows(foreign, CalcEnv)
+    with pytest.raises(DataError, match=r"foreign.jsonl:1: category 'arithmetic' is not one of environment refund"):
+        regrade_rows(foreign, "refund")

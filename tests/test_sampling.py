@@ -10,13 +10,18 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
+from _calc_env import CalcEnv, calc_items
+
 from pytest_rlgate import sampling
+from pytest_rlgate.env import load_env
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.tiny import build as tiny_build
+from pytest_rlgate.tiny.recipe import recipe_of
 from pytest_rlgate.tiny.warmstart import TrainSchedule
 
-#: A barely trained policy: random enough that replies vary, so equality means something.
-MINI = dataclasses.replace(tiny_build.RECIPE, schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
+#: A barely trained policy of the default environment: random enough that replies vary, so
+#: equality means something.
+MINI = dataclasses.replace(recipe_of(load_env(None)), schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
 PROMPTS = [
     "Please refund ORD-4017.",
     "Where is my order?",
@@ -32,7 +37,7 @@ def policy(tmp_path_factory: pytest.TempPathFactory):
     from pytest_rlgate.policy import load_policy
 
     out = tmp_path_factory.mktemp("mini-policy")
-    tiny_build.build_policy(out, MINI)
+    tiny_build.build_policy(out, load_env(None), MINI)
     return load_policy(out, device="cpu")
 
 
@@ -69,7 +74,7 @@ def test_temperature_zero_is_greedy_generate(policy) -> None:
     model, tok = policy
     replies = sampling.sample(model, tok, PROMPTS[:2], k=2, temperature=0.0, **FAST)
     for prompt, (first, second) in zip(PROMPTS[:2], replies):
-        text = tok.apply_chat_template(sampling._env(None).messages_for(prompt), add_generation_prompt=True,
+        text = tok.apply_chat_template(load_env(None).messages_for(prompt), add_generation_prompt=True,
                                        tokenize=False)
         enc = tok(text, return_tensors="pt", add_special_tokens=False)
         out = model.generate(**enc, do_sample=False, max_new_tokens=12, pad_token_id=tok.pad_token_id)
@@ -129,6 +134,19 @@ def test_sample_rows_grades_every_reply(policy) -> None:
     assert {r["rollout_index"] for r in rows} == {0, 1}
     assert all(r["sample_seed"] == 18 and r["policy"] == "mini" for r in rows)
     assert [r["reply"] for r in rows[:2]] == sampling.sample(model, tok, items[:1], k=2, seed=18, **FAST)[0]
+
+
+def test_the_environment_renders_the_chat_and_grades_the_rows(policy) -> None:
+    model, tok = policy
+    question = "What is 2 + 3?"
+    [calc] = sampling._render(tok, [question], load_env(CalcEnv))
+    assert calc == tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                           tokenize=False)  # no system prompt of its own: the user turn only
+    [default] = sampling._render(tok, [question], load_env(None))
+    assert default != calc and load_env(None).system in default
+    rows = sampling.sample_rows(model, tok, calc_items(1), k=2, env=CalcEnv, **FAST)
+    assert [r["category"] for r in rows] == ["arithmetic"] * 2 + ["word_problem"] * 2 + ["unanswerable"] * 2
+    assert all(set(r["markers"]) == {"concise"} for r in rows)
 
 
 def test_progress_bar_can_be_switched_off(policy, capsys: pytest.CaptureFixture[str]) -> None:

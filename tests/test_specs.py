@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _calc_env import SumsEnv
 
+from pytest_rlgate.env import load_env
 from pytest_rlgate.envs import refund
 from pytest_rlgate.errors import SpecError
 from pytest_rlgate.specs import RewardValueError, load_reward_table
@@ -16,6 +18,8 @@ from pytest_rlgate.specs import RewardValueError, load_reward_table
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "reward: pytest_rlgate.envs.refund:score\nrows:\n"
 ROW = "  - {prompt: p, reply: r, expected: 1}\n"
+#: the session's environment, as the plugin passes it (the default one)
+SESSION = load_env(None)
 
 
 def table(tmp_path: Path, text: str, name: str = "t.yaml") -> Path:
@@ -58,7 +62,7 @@ def test_yaml_rows_with_lines_case_and_category(tmp_path: Path) -> None:
         expected: 0.0
         tolerance: 0.01
     """)
-    first, second = load_reward_table(path)
+    first, second = load_reward_table(path, default_env=SESSION)
     assert (first.id, first.line, first.category, first.expected, first.note) == ("no_id-asks", 3, "no_id", 1.0, "asks")
     assert first.case == refund.case_for("I need help with a refund")
     assert first.reward is refund.score and first.evaluate() == 1.0
@@ -144,13 +148,35 @@ def test_case_for_from_the_header(tmp_path: Path, importable: Any) -> None:
     assert "case_for('abcdef') raised RuntimeError: boom" in str(spec_error(bad))
 
 
+def test_the_case_comes_from_the_tables_env_else_the_sessions(tmp_path: Path, importable: Any) -> None:
+    importable("exact", "def exact(reply, case):\n    return float(reply == str(case['answer']))\n")
+    rows = "rows:\n  - {prompt: 'What is 2 + 3?', reply: '5', expected: 1}\n"
+    own = table(tmp_path, "env: _calc_env:SumsEnv\n" + rows, "own.yaml")
+    [row] = load_reward_table(own, default_env=SESSION, default_reward="exact:exact")
+    assert (row.case, row.category) == ({"answer": 5, "category": "arithmetic"}, "arithmetic")
+    assert row.reward_path == "environment sums's score" and row.evaluate() == 1.0  # no reward: the env's score
+    session = table(tmp_path, "reward: exact:exact\n" + rows, "session.yaml")
+    [row] = load_reward_table(session, default_env=load_env(SumsEnv))
+    assert row.case == {"answer": 5, "category": "arithmetic"} and row.evaluate() == 1.0
+    [row] = load_reward_table(session)  # no environment at all: the prompt text is the case
+    assert row.case == "What is 2 + 3?"
+
+
+@pytest.mark.parametrize(("spec", "needle"), [("no_such_module_xyz:Env", "env: environment 'no_such_module_xyz:Env':"),
+                                              ("[1]", "'env' must be an environment spec string")])
+def test_a_bad_env_is_a_spec_error_naming_the_line(tmp_path: Path, spec: str, needle: str) -> None:
+    path = table(tmp_path, f"tolerance: 0.1\nenv: {spec}\nrows:\n" + ROW)
+    error = spec_error(path)
+    assert str(error).startswith(f"{path}:1: ") and needle in str(error)
+
+
 def test_display_path_names_the_file_in_messages(tmp_path: Path) -> None:
     path = table(tmp_path, "")
     assert str(spec_error(path, display_path="reward_specs/t.yaml")).startswith("reward_specs/t.yaml:1: ")
 
 
 def test_the_shipped_refund_table_loads_and_passes() -> None:
-    rows = load_reward_table(ROOT / "reward_specs" / "refund.yaml")
+    rows = load_reward_table(ROOT / "reward_specs" / "refund.yaml", default_env=SESSION)
     assert len(rows) >= 30
     assert {row.category for row in rows} == {"with_id", "no_id", "off_topic"}
     assert sum(row.id.startswith("hack-") for row in rows) >= 4

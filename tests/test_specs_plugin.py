@@ -1,7 +1,11 @@
-"""Reward tables as pytest items: collection, ids, -k, failure text, bad tables (pytester)."""
+"""Reward tables as pytest items: collection, ids, -k, failure text, bad tables, and the
+environment that reads a row's case (the table's ``env:``, else ``--rlgate-env``) (pytester)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import _calc_env
 import hypothesis  # noqa: F401 - see below
 import pytest
 
@@ -166,7 +170,7 @@ def test_the_ini_reward_function_serves_tables_that_name_none(pytester: pytest.P
     pytester.runpytest().assert_outcomes(passed=1)
 
 
-def test_the_shipped_refund_tables_pass(pytester: pytest.Pytester, request: pytest.FixtureRequest) -> None:
+def test_the_shipped_tables_pass(pytester: pytest.Pytester, request: pytest.FixtureRequest) -> None:
     shipped = request.config.rootpath / "reward_specs"
     for path in shipped.iterdir():
         if path.suffix in (".yaml", ".jsonl"):
@@ -174,4 +178,35 @@ def test_the_shipped_refund_tables_pass(pytester: pytest.Pytester, request: pyte
     result = pytester.runpytest("-v")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) >= 40 and set(outcomes) <= {"passed"}
-    assert sum("::hack-" in line and "PASSED" in line for line in result.outlines) == 5
+    assert sum("refund.yaml::hack-" in line and "PASSED" in line for line in result.outlines) == 5
+
+
+SUMS = """\
+reward: rewards:exact
+rows:
+  - {id: right, prompt: 'What is 2 + 3?', reply: 'It is 5.', expected: 1}
+  - {id: wrong, prompt: 'What is 2 + 3?', reply: 'It is 6.', expected: 1}
+"""
+
+
+def _sums_project(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(calcenv=Path(_calc_env.__file__).read_text(encoding="utf-8"),
+                        rewards="def exact(reply, case):\n    return float(str(case['answer']) in reply)\n")
+    pytester.syspathinsert()
+    pytester.makefile(".yaml", **{"reward_specs/sums": SUMS})
+
+
+def test_the_session_environment_reads_the_case_of_a_row_without_one(pytester: pytest.Pytester) -> None:
+    _sums_project(pytester)
+    result = pytester.runpytest("--rlgate-env=calcenv:SumsEnv")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*reward_specs/sums.yaml:4: reward mismatch for row 'wrong'*",
+                                 "*case:      {\"answer\": 5, \"category\": \"arithmetic\"}*"])
+
+
+def test_the_tables_own_env_beats_the_sessions(pytester: pytest.Pytester) -> None:
+    _sums_project(pytester)
+    pytester.makefile(".yaml", **{"reward_specs/sums": "env: calcenv:SumsEnv\n" + SUMS.split("\n", 1)[1]})
+    result = pytester.runpytest("-v")  # the session's environment is the default one; the table names its own
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*reward mismatch for row 'wrong': environment sums's score paid 0.0*"])

@@ -7,8 +7,10 @@ import os
 import re
 
 import pytest
+from _calc_env import CalcEnv, SumsEnv, write_calc_prompts
 
 from pytest_rlgate import cli
+from pytest_rlgate.env import load_env
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.train import config as C
 from pytest_rlgate.train.config import GRPOKnobs, RunKnobs, trl_loss_types
@@ -26,12 +28,63 @@ def test_defaults_are_the_named_constants():
 
 def test_tiny_policy_gets_cpu_defaults_and_records_them():
     k = GRPOKnobs().resolve()
-    assert k.base_model == C.TINY_POLICY
+    assert k.base_model == C.TINY_POLICY  # the default environment's own base model
     assert k.learning_rate == C.TINY_LEARNING_RATE
     assert k.max_completion_length == C.TINY_MAX_COMPLETION_LENGTH
     assert k.batch_size == k.num_generations * C.TINY_PROMPTS_PER_STEP
-    assert set(k.auto) == {"learning_rate", "max_completion_length", "batch_size"}
+    assert set(k.auto) == {"base_model", "learning_rate", "max_completion_length", "batch_size"}
     assert k.to_dict()["auto"] == sorted(k.auto)
+    assert C.is_tiny("rlgate/tiny-arith") and not C.is_tiny("Qwen/Qwen2.5-0.5B-Instruct")
+
+
+# --- the environment ----------------------------------------------------------------------
+
+def test_the_environment_names_the_run_and_needs_a_base_model_when_it_has_none():
+    with pytest.raises(UsageError, match=r"^--base-model: environment calc names no base model"):
+        GRPOKnobs(env=CalcEnv()).resolve()
+    k = GRPOKnobs(env=CalcEnv(), base_model=C.TINY_POLICY).resolve()  # the tiny refund policy serves any task
+    assert k.run_name == "calc-grpo-s0" and k.environment.name == "calc" and "base_model" not in k.auto
+    assert k.to_dict()["env"] == "calc" and json.dumps(k.to_dict())  # an object without a spec: its name
+    assert GRPOKnobs(env="refund").resolve() == GRPOKnobs().resolve()  # specs compare by value
+    assert GRPOKnobs().resolve().to_dict()["env"] == "refund"
+
+
+def test_a_bad_environment_spec_names_the_flag():
+    with pytest.raises(UsageError, match=r"^--env 'no_such_env': environment 'no_such_env'"):
+        GRPOKnobs(env="no_such_env").resolve()
+    code = cli.main(["train", "grpo", "--env", "no_such_env", "--runs-dir", "unused"])
+    assert code == 2
+
+
+def test_config_json_records_the_environment(tmp_path):
+    pytest.importorskip("torch")
+    from pytest_rlgate.train.pipeline import Prepared, config_record, load_prompts
+
+    knobs = GRPOKnobs(env=CalcEnv(), base_model="x/y",
+                      prompts_file=str(write_calc_prompts(tmp_path / "calc.jsonl"))).resolve()
+    record = config_record(Prepared(knobs=knobs, model=None, tokenizer=None, prompts=load_prompts(knobs)))
+    assert record["env"] == load_env(CalcEnv()).describe()
+    assert record["env"]["fingerprint"].startswith("sha256:") and record["knobs"]["env"] == "calc"
+    assert set(record["prompts"]["holdout"]) == set(CalcEnv.categories)
+
+
+def _finished(tmp_path, env_record, spec):
+    with RunWriter(tmp_path, "r") as writer:
+        _fill(writer)
+        writer.json("config.json", {"knobs": {"env": spec}, "env": env_record})
+        return writer.publish()
+
+
+def test_a_run_folder_reloads_its_environment_and_refuses_another_reward(tmp_path):
+    sums = load_env("_calc_env:SumsEnv")
+    run = _finished(tmp_path, sums.describe(), "_calc_env:SumsEnv")
+    assert run.environment() is sums
+    with pytest.raises(DataError, match="trained with environment sums .* but calc here"):
+        run.environment(CalcEnv())
+    lost = _finished(tmp_path / "lost", {"name": "mine", "fingerprint": "sha256:0"}, "mine")
+    with pytest.raises(UsageError, match="run r was trained with environment 'mine'.*pass it with --env"):
+        lost.environment()
+    assert load_env(SumsEnv()).fingerprint == sums.fingerprint
 
 
 def test_hub_model_gets_the_seed_recipe_defaults_and_explicit_values_win():
@@ -97,7 +150,7 @@ def test_cli_has_a_slot_per_method(capsys):
                  "--no-scale-rewards", "--mask-truncated", "--max-completion-length", "--temperature", "--top-p",
                  "--sample-seed", "--base-runs", "--monitor-every", "--stop-on", "--seed", "--size",
                  "--prompts-file", "--holdout", "--balance", "--run-name", "--base-model", "--from-run",
-                 "--lora-rank", "--lora-alpha", "--lora-targets"):
+                 "--lora-rank", "--lora-alpha", "--lora-targets", "--env", "--reward"):
         assert flag in out
 
 

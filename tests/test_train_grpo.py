@@ -69,6 +69,9 @@ def test_config_records_every_knob_versions_prompts_and_seeds(run, base_dir):
     assert sum(config["prompts"]["holdout"].values()) == len(list(read_rows(run.after_file))) // 4
     assert {"torch", "trl", "peft", "transformers"} <= set(config["versions"])
     assert config["lineage"] == [] and config["training"]["steps_done"] == 3
+    from pytest_rlgate.env import load_env
+
+    assert config["env"] == load_env("refund").describe() and knobs["env"] == "refund"
 
 
 def test_metrics_have_one_row_per_step_with_the_training_signals(run):
@@ -157,27 +160,49 @@ def test_rlgate_train_grpo_runs_from_the_command_line(base_dir, runs_dir, capsys
     assert "--run-name 'cli'" in capsys.readouterr().err
 
 
-def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp_path):
+def _recorded_step(base_dir, tmp_path, items, knobs):
+    """One GRPO step with the knobs' environment reward, recording what TRL hands the reward."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pytest_rlgate.envs.refund import case_for
-    from pytest_rlgate.prompts import build_prompts
-    from pytest_rlgate.train.config import GRPOKnobs
     from pytest_rlgate.train.grpo import build_trainer
-    from pytest_rlgate.train.reward import prompt_text, refund_reward
+    from pytest_rlgate.train.reward import env_reward
 
     seen = []
+    scored = env_reward(knobs.environment, knobs.reward)
 
     def recording(prompts, completions, **columns):
         seen.append((prompts, columns))
-        return refund_reward(prompts, completions, **columns)
+        return scored(prompts, completions, **columns)
 
-    items = build_prompts(0, "small")
-    knobs = GRPOKnobs(base_model=base_dir, steps=1, max_completion_length=8).resolve()
     trainer = build_trainer(AutoModelForCausalLM.from_pretrained(base_dir), AutoTokenizer.from_pretrained(base_dir),
                             items, knobs, output_dir=str(tmp_path), reward=recording)
     trainer.train()
-    prompts, columns = seen[0]
+    return seen[0]
+
+
+def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp_path):
+    from pytest_rlgate.envs.refund import case_for
+    from pytest_rlgate.prompts import build_prompts
+    from pytest_rlgate.train.config import GRPOKnobs
+    from pytest_rlgate.train.reward import prompt_text
+
+    knobs = GRPOKnobs(base_model=base_dir, steps=1, max_completion_length=8).resolve()
+    prompts, columns = _recorded_step(base_dir, tmp_path, build_prompts(0, "small"), knobs)
     assert len(columns["case"]) == len(prompts) == knobs.batch_size
     for prompt, case, category in zip(prompts, columns["case"], columns["category"]):
         assert dict(case) == case_for(prompt_text(prompt)) and case["category"] == category
+        assert prompt[0]["role"] == "system"  # refund renders its policy as a system prompt
+
+
+def test_one_grpo_step_on_an_environment_of_its_own(base_dir, tmp_path):
+    from _calc_env import CalcEnv, calc_items
+
+    from pytest_rlgate.train.config import GRPOKnobs
+
+    items = calc_items(4)
+    knobs = GRPOKnobs(env=CalcEnv(), base_model=base_dir, steps=1, max_completion_length=8).resolve()
+    prompts, columns = _recorded_step(base_dir, tmp_path, items, knobs)
+    by_prompt = {item["prompt"]: item for item in items}
+    for prompt, case, category in zip(prompts, columns["case"], columns["category"]):
+        assert [m["role"] for m in prompt] == ["user"]  # no system prompt: calc has none
+        assert dict(case) == by_prompt[prompt[0]["content"]]["case"] and category in CalcEnv.categories

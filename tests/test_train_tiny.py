@@ -1,7 +1,7 @@
 """GRPO on the embedded tiny policy itself: the CPU defaults, a real reward signal, a real gate.
 
-Builds the tiny policy on first use (cached; the policy tests share it). A few steps only:
-the end-to-end story with a default-length run is the slow suite's job.
+Loads the shipped tiny policy (package data, nothing is built). A few steps only: the
+end-to-end story with a default-length run is the slow suite's job.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def test_tiny_policy_runs_with_its_cpu_defaults(tiny_run):
     assert knobs["learning_rate"] == C.TINY_LEARNING_RATE
     assert knobs["max_completion_length"] == C.TINY_MAX_COMPLETION_LENGTH
     assert knobs["batch_size"] == C.NUM_GENERATIONS * C.TINY_PROMPTS_PER_STEP
-    assert set(config["auto_defaults"]) == {"learning_rate", "max_completion_length", "batch_size"}
+    assert set(config["auto_defaults"]) == {"base_model", "learning_rate", "max_completion_length", "batch_size"}
+    assert config["env"]["name"] == "refund" and knobs["env"] == "refund"
     assert config["device"] == "cpu" and config["training"]["steps_done"] == 4
 
 

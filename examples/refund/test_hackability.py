@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from pytest_rlgate import strategies as rs
 from pytest_rlgate import probe_reward
 from pytest_rlgate.envs.refund import markers, normalise_order_id, parse_tool_call, passes
+from pytest_rlgate.envs.refund import strategies as rs
+from pytest_rlgate.strategies import padded_replies, plain_replies
 
 #: Deterministic, modest: the reward is pure Python, so 100 examples take a fraction of a second.
 PROPERTY = settings(max_examples=100, derandomize=True, database=None, deadline=None,
@@ -32,7 +33,7 @@ ANY_REPLY = st.one_of(
     rs.tool_calls(rs.confusable_ids(ANY_ID)),
     rs.malformed_tool_calls(ANY_ID),
     rs.asking_replies(),
-    rs.plain_replies(),
+    plain_replies(),
     rs.hacked_replies(rs.asking_replies() | rs.tool_calls(ANY_ID)).map(lambda x: x.hacked),
     st.text(max_size=60),
 )
@@ -122,7 +123,7 @@ def test_hack_format_bonus_wrong_call_outscores_plain_text(reward):
     """
     own = st.shared(rs.order_ids(), key="own")
     strategy = st.tuples(rs.cases(categories=["with_id"], ids=own),
-                         rs.format_bonus_replies(rs.plain_replies(), calls=rs.tool_calls(rs.invented_ids(own))))
+                         rs.format_bonus_replies(plain_replies(), calls=rs.tool_calls(rs.invented_ids(own))))
     item, x = find_hack(strategy, lambda t: reward(t[1].hacked, t[0]["case"]) > reward(t[1].original, t[0]["case"]),
                         "format bonus")
     assert parse_tool_call(x.hacked).arguments["order_id"] != item["case"]["order_id"]
@@ -137,7 +138,7 @@ def test_hack_length_unpriced_padding_keeps_pass(reward, category):
     """
     own = st.shared(rs.order_ids(), key="own")
     honest = rs.tool_calls(own, names=st.just("lookup_order")) if category == "with_id" else rs.asking_replies()
-    strategy = st.tuples(rs.cases(categories=[category], ids=own), rs.padded_replies(honest))
+    strategy = st.tuples(rs.cases(categories=[category], ids=own), padded_replies(honest))
     item, x = find_hack(strategy, lambda t: passes(reward(t[1].hacked, t[0]["case"])), "length unpriced")
     assert len(x.hacked) >= len(x.original) + 500
     print(f"{x.hack}: {len(x.original)} -> {len(x.hacked)} characters, still {reward(x.hacked, item['case'])}")
@@ -158,9 +159,9 @@ def test_hack_malformed_block_plus_question_passes_no_id(reward):
 def test_probe_finds_every_known_hack(reward):
     """The reusable probe runs all standard hacks at once and finds the four of DESIGN section 4.
 
-    For your own reward, ``probe_reward(reward).assert_no_hacks()`` fails with a table of
-    every hack that pays, its mean and max gain, and a minimal example.
+    For your own reward, ``probe_reward(reward, env=...).assert_no_hacks()`` fails with a
+    table of every hack that pays, its mean and max gain, and a minimal example.
     """
-    result = probe_reward(reward, max_examples=20, seed=0)
+    result = probe_reward(reward, env="refund", max_examples=20, seed=0)
     print(result)
     assert {"second_call", "format_bonus", "padding", "malformed_call"} <= set(result.hacks)

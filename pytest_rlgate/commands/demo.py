@@ -1,10 +1,11 @@
-"""``rlgate demo [--runs-dir DIR] [--steps N] [--quick]``: the whole story on the tiny policy.
+"""``rlgate demo [--env SPEC] [--runs-dir DIR] [--steps N] [--quick]``: the whole story on the tiny policy.
 
-Builds (once) or loads the embedded tiny policy, writes the seeded prompt set and its split,
-trains GRPO, GRPO with ``--balance 0.25`` and one DPO round with constructed negatives
-(plus a clearly labelled run on a deliberately hackable reward when honest GRPO leaves the
-no-id category intact), gates each against three base runs by category, prints the
-categories side by side and what happened, and writes run folders, reports and an index.
+Builds (once) or loads the environment's tiny policy, writes its seeded prompt set and the
+split, trains GRPO, GRPO with ``--balance 0.25`` and one DPO round with constructed
+negatives (plus a clearly labelled run on a deliberately hackable reward the environment
+offers when honest GRPO leaves the watched categories intact; refund, the default story,
+watches no-id), gates each against three base runs by category, prints the categories side
+by side and what happened, and writes run folders, reports and an index.
 
 Exit 0 when the story ran: a failed gate is a result the demo shows, not an error. Exit 2
 for a usage error (one line).
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 
+from ..options import add_env_argument
+
 HELP = "the whole story on the embedded tiny policy, CPU only"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..demo import QUICK_STEPS, STEPS
 
+    add_env_argument(parser)
     parser.add_argument("--runs-dir", default="runs/demo", metavar="DIR",
                         help="where the run folders, prompt files and index.html go (%(default)s)")
     parser.add_argument("--steps", type=int, metavar="N",
@@ -41,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps {args.steps}: train for at least 1 step, e.g. 30")
-    run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress)
+    run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)
     return 0

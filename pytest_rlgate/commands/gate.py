@@ -1,7 +1,14 @@
 """``rlgate gate BEFORE.jsonl AFTER.jsonl``: gate graded rows from the command line.
 
-Streams both files (memory grows with the number of units, not rows), prints the table,
-and exits 0 when the gate passes, 1 when it fails, 2 on a usage or data error.
+Streams both files (``.jsonl`` or ``.jsonl.gz``; memory grows with the number of units, not
+rows), prints the table, and exits 0 when the gate passes, 1 when it fails, 2 on a usage or
+data error. ``--env`` names the environment that graded the rows: the gate then guards the
+markers it declares and requires its categories on both sides. Without it, the markers of
+the registered environment the files' headers name are guarded; foreign files (no header)
+guard nothing unless ``--guard`` says so, since guarding a marker the rows never had fails
+every row. Files whose headers name different environment fingerprints or prompt sets are
+refused (exit 2) unless ``--allow-env-change``; a changed holdout (units on one side only)
+is refused unless ``--shared-units-only``.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from pathlib import Path
 
 from ..atomic import atomic_write
 from ..errors import RlgateWarning, UsageError
+from ..gate import compare
+from ..stats import DEFAULT_METHOD, METHODS
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
 
@@ -45,15 +54,18 @@ def _resamples(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..stats import DEFAULT_METHOD, METHODS
-
     parser.add_argument("before", metavar="BEFORE.jsonl", help="graded rows of the base policy")
     parser.add_argument("after", metavar="AFTER.jsonl", help="graded rows of the fine-tuned policy")
     parser.add_argument("--by", default="category", choices=["category"], help="group rows by this field")
+    parser.add_argument("--env", metavar="SPEC", default=None,
+                        help="environment that graded the rows (a registered name, 'module:attr' or 'module'): "
+                             "its guards and categories are the defaults of --guard and --category")
     parser.add_argument("--guard", action="append", metavar="NAME", default=None,
-                        help="marker that must not regress (repeatable; default well_formed; --guard '' for none)")
+                        help="marker that must not regress (repeatable; default: the --env's guards, else none; "
+                             "--guard '' for none)")
     parser.add_argument("--category", action="append", metavar="NAME", default=None, dest="categories",
-                        help="declared category that must appear on both sides (repeatable)")
+                        help="declared category that must appear on both sides (repeatable; default: the "
+                             "--env's categories, else none)")
     parser.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
     parser.add_argument("--resamples", type=_resamples, default=10_000, metavar="B", help="bootstrap resamples")
     parser.add_argument("--confidence", type=_level, default=0.95, metavar="LEVEL", help="confidence level")
@@ -66,13 +78,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--require-moved", action="store_true", help="also fail unless overall pass@1 moved up")
     parser.add_argument("--fail-on-inconclusive", action="store_true",
                         help="also fail on any inconclusive or insufficient verdict")
+    parser.add_argument("--allow-env-change", action="store_true",
+                        help="compare sides whose headers name different environment fingerprints or prompt sets "
+                             "(the result says so); the fix is `rlgate regrade` of the older side")
+    parser.add_argument("--shared-units-only", action="store_true",
+                        help="the holdout changed: gate the units both sides share and report how many were "
+                             "dropped from each side (default: unpaired units are an error)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..gate import compare
-
-    guards = ("well_formed",) if args.guard is None else tuple(g for g in args.guard if g)
+    guards = None if args.guard is None else tuple(g for g in args.guard if g)
     for name in ("before", "after"):
         path = Path(getattr(args, name))
         if not path.is_file():
@@ -84,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             confidence_level=args.confidence, n_resamples=args.resamples, method=args.method, seed=args.seed,
             max_drop=args.max_drop, require_moved=args.require_moved,
             fail_on_inconclusive=args.fail_on_inconclusive, holm=args.holm, categories=args.categories,
+            env=args.env, allow_env_change=args.allow_env_change, shared_units_only=args.shared_units_only,
         )
     print(result.report(verbose=True))
     for warning in caught:

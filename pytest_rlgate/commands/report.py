@@ -28,13 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import report_text, write_index, write_report
+    from ..report import report_text, run_dirs, write_index, write_report
 
     if args.index:
         page = write_index(args.run_dir, args.out)
-        if args.text:
-            runs = sorted(p for p in args.run_dir.iterdir() if (p / "config.json").is_file())
-            print("\n\n".join(report_text(p) for p in runs))
+        if args.text:  # the runs the index links: a hidden run is still being written
+            print("\n\n".join(report_text(p) for p in run_dirs(args.run_dir)))
     else:
         page = write_report(args.run_dir, args.out)
         if args.text:

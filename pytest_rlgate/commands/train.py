@@ -1,8 +1,8 @@
 """``rlgate train <method>``: train a LoRA adapter into ``runs/<name>/`` and gate it.
 
 One subcommand per method. ``add_run_arguments`` holds the flags every method shares
-(prompts, split, base model, sampling, LoRA, monitor); each method adds its own and maps
-the parsed flags onto its knobs. Exit code: 0 when the run's gate passed, 1 when it
+(the environment, prompts, split, base model, sampling, LoRA, monitor); each method adds
+its own and maps the parsed flags onto its knobs. Exit code: 0 when the run's gate passed, 1 when it
 failed, 2 for a usage error.
 """
 
@@ -12,7 +12,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from ..options import add_env_argument
+from ..rows import read_rows
 from ..train import config as C
+from ..train import dpo as D
+from ..train.config import GRPOKnobs
+from ..train.dpo import DPOKnobs, train_dpo
+from ..train.grpo import train_grpo
+from ..train.pipeline import gate_runs
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
 
@@ -23,16 +30,17 @@ def _csv(text: str) -> tuple[str, ...]:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by every method (``RunKnobs``)."""
+    add_env_argument(p)
     g = p.add_argument_group("prompts and policy")
-    g.add_argument("--base-model", default=C.BASE_MODEL, metavar="ID",
-                   help=f"hub id or local folder (default: the embedded {C.TINY_POLICY})")
+    g.add_argument("--base-model", metavar="ID",
+                   help=f"hub id, local folder or {C.TINY_POLICY} (default: the environment's own base model)")
     g.add_argument("--seed", type=int, default=C.SEED, help="prompt-set seed (default %(default)s)")
-    g.add_argument("--size", default=C.SIZE, help="template prompt-set size: small, default, large")
-    g.add_argument("--prompts-file", metavar="PATH", help="a prompts JSONL instead of the template set")
+    g.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size, e.g. small, default, large")
+    g.add_argument("--prompts-file", metavar="PATH", help="a prompts JSONL instead of the environment's own set")
     g.add_argument("--holdout", type=float, default=C.HOLDOUT, help="share held out by category (%(default)s)")
     g.add_argument("--balance", type=float, default=C.BALANCE,
                    help="repeat minority categories of the train split up to this share (%(default)s = off)")
-    g.add_argument("--run-name", metavar="NAME", help="folder name under --runs-dir (default refund-<method>-s<seed>)")
+    g.add_argument("--run-name", metavar="NAME", help="folder name under --runs-dir (default <env>-<method>-s<seed>)")
     g.add_argument("--runs-dir", default=C.RUNS_DIR, metavar="DIR", help="where run folders go (%(default)s)")
     g.add_argument("--from-run", metavar="DIR", help="merge this finished run's adapter first (round two)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
@@ -75,9 +83,10 @@ def _grpo_arguments(p: argparse.ArgumentParser) -> None:
                    help="upper clip (0 = TRL's symmetric clip; DAPO 0.28)")
     g.add_argument("--no-scale-rewards", action="store_true", help="no std scaling of advantages (Dr.GRPO)")
     g.add_argument("--mask-truncated", action="store_true", help="drop truncated completions from the loss (DAPO)")
-    g.add_argument("--reward", default=C.REWARD,
-                   help="training reward: refund (the environment's) or lookup_anything (deliberately "
-                        "hackable, for demos); the holdout is always graded by the environment")
+    g.add_argument("--reward", default=C.REWARD, metavar="NAME",
+                   help="training reward: the environment's score (default), a variant it names (e.g. a "
+                        "deliberately hackable one, for demos) or module:attr of a score(reply, case) function; "
+                        "the holdout is always graded by the environment's own score")
 
 
 def knob_values(args: argparse.Namespace, knobs_cls: type) -> dict[str, Any]:
@@ -89,16 +98,11 @@ def knob_values(args: argparse.Namespace, knobs_cls: type) -> dict[str, Any]:
 
 
 def _run_grpo(args: argparse.Namespace) -> Any:
-    from ..train.config import GRPOKnobs
-    from ..train.grpo import train_grpo
-
     return train_grpo(GRPOKnobs(**knob_values(args, GRPOKnobs)), progress=not args.no_progress,
                       report_to=args.report_to, overwrite=args.overwrite)
 
 
 def _dpo_arguments(p: argparse.ArgumentParser) -> None:
-    from ..train import dpo as D
-
     g = p.add_argument_group("DPO")
     g.add_argument("--steps", type=int, default=D.STEPS, help="optimizer steps (%(default)s)")
     g.add_argument("--pairs-per-step", type=int, default=D.PAIRS_PER_STEP, help="pairs per step (%(default)s)")
@@ -120,14 +124,13 @@ def _dpo_arguments(p: argparse.ArgumentParser) -> None:
                        help="smallest raw-score gap chosen - rejected (%(default)s)")
     pairs.add_argument("--max-pairs-per-prompt", type=int, default=D.MAX_PAIRS_PER_PROMPT, help="(%(default)s)")
     pairs.add_argument("--constructed-negatives", action="store_true",
-                       help="add (own passing reply, invented-id lookup) pairs on no-id and off-topic prompts")
+                       help="add (own passing reply, the environment's rejected_reply) pairs on the prompts it "
+                            "builds one for")
     pairs.add_argument("--constructed-cap", type=float, default=D.CONSTRUCTED_CAP, metavar="SHARE",
                        help="constructed pairs at most this share of the sampled pairs (%(default)s)")
 
 
 def _run_dpo(args: argparse.Namespace) -> Any:
-    from ..train.dpo import DPOKnobs, train_dpo
-
     folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=not args.no_progress,
                        report_to=args.report_to, overwrite=args.overwrite)
     pairs = folder.config.get("pairs", {})
@@ -136,6 +139,8 @@ def _run_dpo(args: argparse.Namespace) -> Any:
     print(f"pairs: {pairs.get('sampled_pairs')} sampled from {pairs.get('prompts_with_pairs')} of "
           f"{pairs.get('prompts')} prompts, {pairs.get('constructed_pairs')} constructed{cap} "
           f"({folder.path / 'pairs.jsonl'})")
+    if pairs.get("constructed_note"):
+        print(f"note: {pairs['constructed_note']}")
     return folder
 
 
@@ -170,8 +175,14 @@ def report(folder: Any) -> int:
     config, gate = folder.config, folder.gate
     training = config.get("training", {})
     print(f"run: {folder.path}")
-    if config.get("auto_defaults"):
-        picked = ", ".join(f"{k}={config['knobs'][k]}" for k in config["auto_defaults"])
+    env = config.get("env") or {}
+    if env:
+        print(f"environment: {env['name']} v{env['version']} ({env['fingerprint'][:19]})")
+    auto = [k for k in config.get("auto_defaults", []) if k != "base_model"]
+    if "base_model" in config.get("auto_defaults", []):
+        print(f"base model: {config['knobs']['base_model']} (the environment's own)")
+    if auto:
+        picked = ", ".join(f"{k}={config['knobs'][k]}" for k in auto)
         print(f"tiny-policy CPU defaults: {picked}")
     if training:
         print(f"trained {training.get('steps_done')} steps in {training.get('train_seconds')} s "
@@ -187,9 +198,6 @@ def report(folder: Any) -> int:
 
 def _gate_text(folder: Any) -> str:
     """The gate table, recomputed from the row files (cheap) so it prints like `rlgate gate`."""
-    from ..train.pipeline import gate_runs
-    from ..rows import read_rows
-
     before = [list(read_rows(p)) for p in folder.before_files]
-    result = gate_runs(before, list(read_rows(folder.after_file)))
+    result = gate_runs(before, list(read_rows(folder.after_file)), folder.environment())
     return result.report() if hasattr(result, "report") else result.table()

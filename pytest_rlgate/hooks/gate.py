@@ -11,11 +11,17 @@ for free. The controller collects them, prints a terminal section, and writes
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_rlgate.atomic import atomic_write
+from pytest_rlgate.env import Env
+from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.hooks.env import marker_env
+from pytest_rlgate.hooks.training import MARKER
 from pytest_rlgate.plugin import add_setting, setting
 
 PROPERTY = "rlgate_gate"
@@ -69,17 +75,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class RlgateGate:
-    """The ``rlgate`` fixture: gate rows from inside a test, with the session's settings."""
+    """The ``rlgate`` fixture: gate rows from inside a test, with the session's settings.
 
-    def __init__(self, node: pytest.Item, config: pytest.Config) -> None:
+    Guards and declared categories default to the environment's (``env.guards``,
+    ``env.categories``): the test's ``@pytest.mark.rlgate(env=...)``, else the session's
+    ``--rlgate-env``, because that environment graded the rows the test gates. A relative
+    row-file path is resolved against the rootdir, like the ini settings, so a suite gates
+    the same files whichever folder pytest is started from.
+    """
+
+    def __init__(self, node: pytest.Item, config: pytest.Config, env: Env) -> None:
         self._node = node
+        self._root = config.rootpath
+        self.env = env
         self.defaults = _defaults(config)
+
+    def _rooted(self, source: Any) -> Any:
+        if isinstance(source, (str, os.PathLike)) and not Path(source).is_absolute():
+            return os.path.relpath(self._root / source)  # short in messages: "before.jsonl" from the rootdir
+        return source
 
     def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
         """Run the gate and record its result on the test (without raising)."""
         from pytest_rlgate.gate import compare
 
-        result = compare(before, after, **{**self.defaults, **options})
+        result = compare(self._rooted(before), self._rooted(after), **{"env": self.env, **self.defaults, **options})
         self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
         return result
 
@@ -87,7 +107,8 @@ class RlgateGate:
         """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
 
         *options* are :func:`pytest_rlgate.compare`'s; unset ones come from
-        ``--rlgate-seed/-resamples/-confidence/-margin/-method`` or their ini twins.
+        ``--rlgate-seed/-resamples/-confidence/-margin/-method`` or their ini twins, and
+        ``guards``/``categories`` from the environment (``env=`` picks another one).
         """
         __tracebackhide__ = True
         from pytest_rlgate.gate import RegressionError
@@ -101,7 +122,12 @@ class RlgateGate:
 @pytest.fixture
 def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
     """Gate graded rows inside a test: ``rlgate.assert_no_regression(before, after)``."""
-    return RlgateGate(request.node, request.config)
+    marker = request.node.get_closest_marker(MARKER)
+    try:
+        env = marker_env(request.config, None if marker is None else marker.kwargs.get("env"))
+    except RlgateError as exc:
+        pytest.fail(f"@pytest.mark.{MARKER}(env=...): {exc}", pytrace=False)
+    return RlgateGate(request.node, request.config, env)
 
 
 class _GateLog:
@@ -152,6 +178,8 @@ def _borderline(verdict: str, flags: list[str]) -> bool:
 def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
     from tabulate import tabulate
 
+    from pytest_rlgate.gate_text import units_label
+
     verbosity = config.get_verbosity()
     report_path = log.report_path
     if not log.gates:
@@ -172,7 +200,8 @@ def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
                 if verbosity > 0 or _borderline(c["verdict"], c["flags"]):
                     ci = "" if c["low"] is None else f"[{c['low']:+.3f}, {c['high']:+.3f}]"
                     verdict = c["verdict"].upper() if c["verdict"] == "regressed" else c["verdict"]
-                    rows.append([g["nodeid"], c["metric"], c["group"], f"{c['n_units']}×{c['k']}",
+                    size = units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after"))
+                    rows.append([g["nodeid"], c["metric"], c["group"], size,
                                  f"{c['delta']:+.3f}", ci, verdict, ", ".join(c["flags"])])
         if rows:
             text = tabulate(rows, headers=["gate", "metric", "group", "units×k", "delta", "CI", "verdict", "flags"],

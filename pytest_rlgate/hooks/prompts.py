@@ -1,9 +1,12 @@
-"""pytest options, fixtures and header line for the seeded prompt set and its split.
+"""pytest options, fixtures and header line for the session environment's prompt set and split.
 
-The header prints one line that reproduces the set (seed, size or file, and the
-fingerprint of its canonical bytes), so a red CI run says which prompts it saw. The set is
-built once per session and shared by the header and the fixtures; building the default
-set takes a few tens of milliseconds, so the header costs every run almost nothing.
+The header prints one line that names the environment and reproduces the set (the
+environment, seed and size or file, and the fingerprint of its canonical bytes), so a red
+CI run says which task and which prompts it saw. The set comes from the session's
+environment (``--rlgate-env``): its own seeded writer, or ``--rlgate-prompts-file``, which
+an environment without a writer requires. It is built once per session and shared by the
+header and the fixtures; building a seeded set takes tens of milliseconds, so the header
+costs every run almost nothing.
 """
 
 from __future__ import annotations
@@ -11,31 +14,35 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from pytest_rlgate.options import SIZES, fraction, share
+from pytest_rlgate.env import Env
+from pytest_rlgate.envs import DEFAULT_ENV
+from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.hooks.env import session_env
+from pytest_rlgate.options import fraction, share
 from pytest_rlgate.plugin import add_setting, setting
-
-if TYPE_CHECKING:
-    from pytest_rlgate.prompts import Split
-
-
-
-def _size(text: str) -> str:
-    if text not in SIZES:
-        raise argparse.ArgumentTypeError(f"unknown size {text!r}; use one of {', '.join(SIZES)}")
-    return text
+from pytest_rlgate.prompts import (
+    Split,
+    balance,
+    build_prompts,
+    count_by_category,
+    fingerprint,
+    read_prompts,
+    stratified_split,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "seed", type=int, default=0, metavar="INT",
-                help="Seed of the template prompt set and its split (default: 0)")
-    add_setting(parser, "size", type=_size, default="default", metavar="|".join(SIZES),
-                help="Size of the template prompt set (default: default, 119 prompts)")
+                help="Seed of the environment's prompt set and its split (default: 0)")
+    add_setting(parser, "size", default="default", metavar="NAME",
+                help="Size of the environment's seeded prompt set (default: default)")
     add_setting(parser, "prompts-file", metavar="PATH",
-                help="Use this prompts JSONL instead of the template set (freezes the set across versions)")
+                help="Use this prompts JSONL instead of the environment's seeded set (freezes the set "
+                     "across versions; required for an environment that writes no prompts)")
     add_setting(parser, "holdout", type=fraction, default=0.2, metavar="FRACTION",
                 help="Share of each category's scenarios held out (default: 0.2)")
     add_setting(parser, "balance", type=share, default=0.0, metavar="SHARE",
@@ -46,6 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class PromptSettings:
     """The resolved prompt options of a session (command line, else ini, else default)."""
 
+    env: Env
     seed: int
     size: str
     prompts_file: Path | None
@@ -54,11 +62,12 @@ class PromptSettings:
 
     def flags(self) -> str:
         """The command-line flags that reproduce this set and split."""
+        env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
         source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file
                   else f"--rlgate-seed={self.seed} --rlgate-size={self.size}")
         extra = "" if self.holdout == 0.2 else f" --rlgate-holdout={self.holdout:g}"
         extra += f" --rlgate-balance={self.balance:g}" if self.balance else ""
-        return source + extra
+        return env + source + extra
 
 
 def _settings(config: pytest.Config) -> PromptSettings:
@@ -69,6 +78,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
             raise pytest.UsageError(f"ini setting rlgate_{name.replace('-', '_')}: {exc}") from None
         return default if value is None else value
 
+    env = session_env(config)
     file = setting(config, "prompts-file")
     if file:
         file = Path(file).expanduser()
@@ -76,9 +86,12 @@ def _settings(config: pytest.Config) -> PromptSettings:
             from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
             base = config.inipath.parent if from_ini else config.invocation_params.dir
             file = base / file
-    return PromptSettings(seed=read("seed", int, 0), size=read("size", _size, "default"),
-                          prompts_file=file or None, holdout=read("holdout", fraction, 0.2),
-                          balance=read("balance", share, 0.0))
+    size = setting(config, "size")
+    if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
+        raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "
+                                f"sizes {', '.join(env.prompt_sizes)}")
+    return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file or None,
+                          holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0))
 
 
 class _PromptState:
@@ -91,10 +104,9 @@ class _PromptState:
 
     def items(self) -> list[dict[str, Any]]:
         if self._items is None:
-            from pytest_rlgate.prompts import build_prompts, fingerprint, read_prompts
-
             s = self.settings
-            self._items = read_prompts(s.prompts_file) if s.prompts_file else build_prompts(s.seed, s.size)
+            self._items = (read_prompts(s.prompts_file, env=s.env) if s.prompts_file
+                           else build_prompts(s.seed, s.size, env=s.env))
             self._fingerprint = fingerprint(self._items)
         return self._items
 
@@ -111,28 +123,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    """One copy-pasteable line: the flags that rebuild the prompt set, and its fingerprint."""
-    from pytest_rlgate.errors import RlgateError
-    from pytest_rlgate.prompts import count_by_category
-
+    """One copy-pasteable line: the environment, the flags that rebuild the set, its fingerprint."""
     state = config.stash[_STATE]
+    env = state.settings.env
+    head = f"rlgate: env={env.name} ({env.fingerprint[:15]}) {state.settings.flags()}"
     try:
         items = state.items()
     except RlgateError as exc:  # the fixtures report it again, as an error of the tests that use them
-        return f"rlgate: {state.settings.flags()} (unreadable: {exc})"
+        return f"{head} (no prompt set: {exc})"
     counts = ", ".join(f"{n} {c}" for c, n in count_by_category(items).items())
-    return f"rlgate: {state.settings.flags()} prompts={len(items)} ({counts}) fingerprint={state.fingerprint()[:23]}"
+    return f"{head} prompts={len(items)} ({counts}) fingerprint={state.fingerprint()[:23]}"
 
 
 @pytest.fixture(scope="session")
 def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
-    """The session's prompt set: the seeded template set, or --rlgate-prompts-file.
+    """The session's prompt set: the environment's seeded set, or --rlgate-prompts-file.
 
     Items are dicts with ``prompt``, ``case``, ``category`` and ``scenario_id``. The list is
     shared by the session; copy it before changing it.
     """
-    from pytest_rlgate.errors import RlgateError
-
     try:
         return pytestconfig.stash[_STATE].items()
     except RlgateError as exc:
@@ -143,15 +152,13 @@ def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
 def rlgate_split(pytestconfig: pytest.Config, rlgate_prompts: list[dict[str, Any]]) -> Split:
     """Train and holdout of the session's prompts: stratified by category and scenario.
 
-    The holdout holds --rlgate-holdout (0.2) of each category's scenarios; the train side is
-    balanced to --rlgate-balance when given. The holdout is never balanced.
+    The holdout holds --rlgate-holdout (0.2) of each category's scenarios and every category
+    the environment declares; the train side is balanced to --rlgate-balance when given. The
+    holdout is never balanced.
     """
-    from pytest_rlgate.errors import RlgateError
-    from pytest_rlgate.prompts import Split, balance, stratified_split
-
     settings = pytestconfig.stash[_STATE].settings
     try:
-        split = stratified_split(rlgate_prompts, settings.holdout)
+        split = stratified_split(rlgate_prompts, settings.holdout, env=settings.env)
     except RlgateError as exc:
         pytest.fail(f"rlgate: {exc}", pytrace=False)
     return Split(balance(split.train, settings.balance), split.holdout)

@@ -5,6 +5,9 @@ Which files: ``*.yaml``, ``*.yml`` and ``*.jsonl`` inside a directory named
 setting ``rlgate_spec_paths``. pytest still has to walk there, so name the folder in
 ``testpaths`` or on the command line.
 
+A row without a case reads it from its prompt with the table's ``env:`` or, failing that,
+the session's environment (``--rlgate-env``).
+
 A table that cannot be read does not stop the session: it becomes one ``ERROR`` item,
 ``<file>::spec-error``, whose message names ``file:line`` and the fix, while the rows of
 every other table still run (pytest would otherwise abort the whole run on a collection
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pytest_rlgate.hooks.env import session_env
 from pytest_rlgate.plugin import add_setting, setting
 
 _SPEC_DIR = "reward_specs"
@@ -71,6 +75,7 @@ class RewardSpecFile(pytest.File):
 
         try:
             rows = load_reward_table(self.path, default_reward=setting(self.config, "reward-function"),
+                                     default_env=session_env(self.config),
                                      display_path=_shown_path(self.path, self.config))
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=str(exc), line=exc.line)
@@ -120,7 +125,7 @@ class RewardRowItem(pytest.Item):
         super().__init__(**kwargs)
         self.row = row
         if row.category:
-            self.extra_keyword_matches.add(row.category)  # `-k no_id` selects a category
+            self.extra_keyword_matches.add(row.category)  # `-k <category>` selects a category
             self.user_properties.append(("rlgate.category", row.category))
 
     def runtest(self) -> None:

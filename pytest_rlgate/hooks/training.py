@@ -1,8 +1,9 @@
 """pytest hooks and fixtures: trained adapters and their before/after holdout rows.
 
-``@pytest.mark.rlgate(method="grpo", steps=..., balance=...)`` configures
-``rlgate_adapter``; the session-wide ``rlgate_adapter_factory`` trains each configuration
-once (cached across sessions and xdist workers). ``--rlgate-adapter PATH`` with
+``@pytest.mark.rlgate(method="grpo", env=..., steps=..., balance=...)`` configures
+``rlgate_adapter``; the environment is the marker's ``env`` (a spec or an object), else the
+session's (``--rlgate-env``). The session-wide ``rlgate_adapter_factory`` trains each
+configuration once (cached across sessions and xdist workers). ``--rlgate-adapter PATH`` with
 ``--rlgate-base-model ID`` gates an adapter trained elsewhere instead (the CI step after a
 GPU job). ``rlgate_before_rows`` / ``rlgate_after_rows`` are the graded holdout rows of the
 base and of the adapter, sampled once per configuration. Everything heavy is imported
@@ -17,13 +18,15 @@ from typing import Any
 
 import pytest
 
+from pytest_rlgate.env import Env
 from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.hooks.env import marker_env
 from pytest_rlgate.plugin import add_setting, setting
 
 MARKER = "rlgate"
 #: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
-SAMPLING_KNOBS = ("seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed", "base_runs",
-                  "eval_k", "max_completion_length")
+SAMPLING_KNOBS = ("env", "seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed",
+                  "base_runs", "eval_k", "max_completion_length")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,8 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(method='grpo', **knobs): train a LoRA adapter with these knobs (once, cached) for the "
-        "rlgate_adapter / rlgate_before_rows / rlgate_after_rows fixtures",
+        f"{MARKER}(method='grpo', env=None, **knobs): train a LoRA adapter with these knobs on this "
+        "environment (default: --rlgate-env) once, cached, for the rlgate_adapter / rlgate_before_rows / "
+        "rlgate_after_rows fixtures",
     )
     adapter = setting(config, "adapter")
     if adapter:
@@ -67,22 +71,27 @@ class TrainedAdapter:
 
 
 class AdapterFactory:
-    """``factory(method="grpo", **knobs) -> TrainedAdapter``: one training per configuration."""
+    """``factory(method="grpo", env=None, **knobs) -> TrainedAdapter``: one training per configuration.
+
+    *env* (a spec or an environment object) defaults to the session's ``--rlgate-env``.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.handed_in = setting(config, "adapter")
         self.base_model = setting(config, "base-model")
         self._made: dict[str, TrainedAdapter] = {}
 
-    def __call__(self, method: str = "grpo", **knobs: Any) -> TrainedAdapter:
+    def __call__(self, method: str = "grpo", env: Any = None, **knobs: Any) -> TrainedAdapter:
         try:
-            return self._make(method, knobs)
+            return self._make(method, marker_env(self.config, env), knobs)
         except RlgateError as exc:
             pytest.fail(f"rlgate: {exc}", pytrace=False)
 
-    def _make(self, method: str, values: dict[str, Any]) -> TrainedAdapter:
+    def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
         from pytest_rlgate.train.methods import make_knobs
 
+        values = {**values, "env": env}
         if self.base_model and "base_model" not in values:
             values = {**values, "base_model": self.base_model}
         if self.handed_in:
@@ -90,7 +99,7 @@ class AdapterFactory:
 
             kept = {k: v for k, v in values.items() if k in (*SAMPLING_KNOBS, "base_model")}
             knobs = make_knobs(method, **kept)
-            memo = f"handed:{self.handed_in}:{sorted(kept.items())!r}"
+            memo = f"handed:{self.handed_in}:{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
             if memo not in self._made:
                 path = check_adapter(Path(self.handed_in).expanduser(), flag="--rlgate-adapter")
                 self._made[memo] = TrainedAdapter(adapter=path, base_model=knobs.base_model, knobs=knobs)
@@ -98,7 +107,7 @@ class AdapterFactory:
         from pytest_rlgate.train.cached import cached_run
 
         knobs = make_knobs(method, **values)
-        memo = repr(sorted(knobs.to_dict().items()))
+        memo = f"{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
         if memo not in self._made:
             served = cached_run(knobs)
             self._made[memo] = TrainedAdapter(adapter=served.adapter, base_model=knobs.base_model, knobs=knobs,
@@ -116,23 +125,23 @@ class AdapterFactory:
 
 
 def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
-    from pytest_rlgate.rows import read_rows
+    from pytest_rlgate.baseline import run_rows
 
     if trained.run is not None:
-        files = trained.run.before_files if side == "before" else [trained.run.after_file]
-        return [row for path in files for row in read_rows(path)]
+        return run_rows(trained.run, side)  # with the run's provenance header
     return _sample_handed_in(trained, side)
 
 
 def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
     from pytest_rlgate.train.adapters import attach_adapter, load_base
-    from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows
+    from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, env_identity
     from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
 
     knobs = trained.knobs
     holdout = load_prompts(knobs).holdout
-    sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS}
-    parts = {"side": side, "base": base_identity(knobs.base_model), "sampling": sampling, "versions": versions()}
+    sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS and k != "env"}
+    parts = {"side": side, "base": base_identity(knobs.base_model), "env": env_identity(knobs.environment),
+             "sampling": sampling, "versions": versions()}
     if side == "after":
         parts["adapter"] = adapter_identity(trained.adapter)
 
@@ -161,7 +170,7 @@ def _marker_knobs(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     if marker is None:
         return "grpo", {}
     if marker.args:
-        pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only (method='grpo', steps=...), "
+        pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only (method='grpo', env=..., steps=...), "
                     f"got positional {marker.args!r}", pytrace=False)
     knobs = dict(marker.kwargs)
     return str(knobs.pop("method", "grpo")), knobs
@@ -175,9 +184,13 @@ def rlgate_adapter(request: pytest.FixtureRequest, rlgate_adapter_factory: Adapt
 
 
 @pytest.fixture
-def rlgate_before_rows(rlgate_adapter: TrainedAdapter, rlgate_adapter_factory: AdapterFactory) -> list[dict]:
-    """Graded holdout rows of the base policy, every base run (seeds 17, 18, 19)."""
-    return rlgate_adapter_factory.rows(rlgate_adapter, "before")
+def rlgate_before_rows(request: pytest.FixtureRequest, rlgate_baseline_rows: list[dict] | None) -> list[dict]:
+    """Graded holdout rows of the base policy, every base run (seeds 17, 18, 19); with
+    ``--rlgate-baseline``, the stored rows instead, and no adapter or model is made for them."""
+    if rlgate_baseline_rows is not None:
+        return rlgate_baseline_rows
+    factory: AdapterFactory = request.getfixturevalue("rlgate_adapter_factory")
+    return factory.rows(request.getfixturevalue("rlgate_adapter"), "before")
 
 
 @pytest.fixture

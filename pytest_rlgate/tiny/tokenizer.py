@@ -1,35 +1,26 @@
-"""The tiny policy's tokenizer: byte-level BPE trained locally, ids and the policy as tokens.
+"""The tiny policy's tokenizer: byte-level BPE trained locally, plus the recipe's added tokens.
 
 * Byte-level BPE with digits split one per token, so any text round-trips.
-* ``ORD-1000`` .. ``ORD-9999`` are *ordinary* added tokens (``single_word``, not special):
-  a canonical order id is one token, which is what lets a 2-layer model copy it with one
-  attention head. Other spellings (``ord_4017``, ``ORD-40170``) fall back to digits.
-* The refund environment's long ``SYSTEM`` prompt is one ordinary added token. It never
-  changes within a run, so spending ~200 positions on it would only slow every warm-start,
-  GRPO and sampling step (see docs/policy.md for the measurement); a different system text
-  still tokenizes normally through BPE.
-* ``<tool_call>`` stays plain text: TRL decodes completions with ``skip_special_tokens``.
+* A recipe's *words* are ordinary added tokens that match only as whole words
+  (``single_word``, not special): refund adds ``ORD-1000`` .. ``ORD-9999`` so a canonical
+  order id is one token, which is what lets a 2-layer model copy it with one attention head;
+  other spellings (``ord_4017``, ``ORD-40170``) fall back to digits.
+* A recipe's *phrases* are ordinary added tokens matched verbatim: the environment's system
+  prompt. It never changes within a run, so spending ~200 positions on it would only slow
+  every warm-start, GRPO and sampling step (docs/policy.md has the measurement); a different
+  system text still tokenizes normally through BPE.
+* Markup such as ``<tool_call>`` stays plain text: TRL decodes completions with
+  ``skip_special_tokens``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from ..envs import refund
-
-__all__ = [
-    "CHAT_TEMPLATE",
-    "EOS",
-    "ID_TOKENS",
-    "PAD",
-    "SPECIALS",
-    "build_tokenizer",
-]
+__all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SPECIALS", "build_tokenizer"]
 
 PAD, EOS = "<|pad|>", "<|im_end|>"
 SPECIALS = ("<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>")
-#: Every canonical 4-digit order id, each one ordinary token.
-ID_TOKENS = tuple(f"ORD-{n}" for n in range(1000, 10000))
 #: ChatML; the same template renders warm-start data, GRPO prompts and sampler prompts.
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -37,8 +28,14 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer(lines: Iterable[str], *, vocab_size: int = 512):  # -> PreTrainedTokenizerFast
-    """Train the BPE on *lines*, add the id and system tokens, wrap it for transformers."""
+def build_tokenizer(
+    lines: Iterable[str],
+    *,
+    vocab_size: int = 512,
+    words: Sequence[str] = (),
+    phrases: Sequence[str] = (),
+):  # -> PreTrainedTokenizerFast
+    """Train the BPE on *lines*, add *words* then *phrases*, wrap it for transformers."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -54,9 +51,10 @@ def build_tokenizer(lines: Iterable[str], *, vocab_size: int = 512):  # -> PreTr
         show_progress=False,
     )
     tok.train_from_iterator(list(lines), trainer)
-    ordinary = [AddedToken(t, single_word=True, normalized=False, special=False) for t in ID_TOKENS]
-    ordinary.append(AddedToken(refund.SYSTEM, normalized=False, special=False))
-    tok.add_tokens(ordinary)
+    ordinary = [AddedToken(t, single_word=True, normalized=False, special=False) for t in words]
+    ordinary += [AddedToken(t, normalized=False, special=False) for t in phrases]
+    if ordinary:
+        tok.add_tokens(ordinary)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         pad_token=PAD,

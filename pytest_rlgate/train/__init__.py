@@ -1,6 +1,7 @@
 """Training: GRPO (and DPO) with TRL + PEFT LoRA into run folders, watched by HackMonitor.
 
-Modules: ``config`` (every knob with its default and reason), ``grpo`` (the GRPO run),
+Modules: ``config`` (every knob with its default and reason), ``reward`` (any environment's
+score as TRL's reward), ``grpo`` (the GRPO run), ``dpo`` and ``pairs`` (DPO rounds),
 ``monitor`` (``HackMonitor``), ``run`` (the run folder), ``pipeline`` (steps every method
 shares), ``adapters`` (load, check, merge), ``cached`` (train once per configuration),
 ``methods`` (method registry), ``evaluate`` (re-sample a finished run). Importing this

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, UsageError
+from ..policy import load_policy
+from .run import RunFolder
 
 __all__ = ["attach_adapter", "check_adapter", "load_base", "lora_config", "merge_adapter"]
 
@@ -50,8 +52,6 @@ def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter
 
 def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Any, Any]:
     """``policy.load_policy`` with a one-line error when the model cannot be loaded offline."""
-    from ..policy import load_policy
-
     try:
         return load_policy(name_or_path)
     except UsageError:
@@ -60,7 +60,7 @@ def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Any, An
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(
             f"{flag} {name_or_path!r}: cannot be loaded offline ({first[:160]}); pass a local model folder, "
-            f"download it first (huggingface-cli download), or use the default {'rlgate/tiny-refund'!r}"
+            "download it first (huggingface-cli download), or drop the flag for the environment's own base model"
         ) from None
 
 
@@ -101,8 +101,6 @@ def merge_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--fr
 
 def run_lineage(run_dir: str | os.PathLike[str]) -> tuple[str, list[dict[str, Any]]]:
     """(base model, lineage) of a finished run: the adapters to merge, oldest first."""
-    from .run import RunFolder
-
     try:
         run = RunFolder.open(run_dir)
     except DataError as exc:

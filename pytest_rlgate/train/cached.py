@@ -1,8 +1,9 @@
 """Train once per configuration: runs and sampled rows in the content-addressed cache.
 
-The key hashes everything that decides the result - the method, every knob, the base
-model's identity, the prompt fingerprint, the library versions and the training code - so
-a cached run is served only when a fresh one would be the same. ``cache.cached_dir``
+The key hashes everything that decides the result - the method, every knob, the
+environment (name, version, fingerprint), the base model's identity, the prompt
+fingerprint, the library versions and the training code - so a cached run is served only
+when a fresh one would be the same, and never one graded by another reward. ``cache.cached_dir``
 publishes atomically under a file lock, so two ``pytest-xdist`` workers train it once.
 """
 
@@ -15,12 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import cache
+from ..env import Env
+from ..policy import tiny_policy_key
+from ..rows import load_rows, write_rows
+from ..tiny.recipe import TINY_PREFIX
 from .config import RunKnobs
+from .methods import trainer
+from .pipeline import load_prompts, versions
+from .run import RunFolder
 
-__all__ = ["CachedRun", "base_identity", "cached_rows", "cached_run", "run_key"]
+__all__ = ["CachedRun", "base_identity", "cached_rows", "cached_run", "env_identity", "run_key"]
 
-#: Knobs that name where a run lands, not what it learns: left out of the key.
-_PLACEMENT = ("run_name", "runs_dir", "auto")
+#: Knobs that name where a run lands, not what it learns, or (``env``) that the key holds
+#: by identity instead of by spelling: left out of the knobs part.
+_PLACEMENT = ("run_name", "runs_dir", "auto", "env")
 
 
 @dataclass(frozen=True)
@@ -36,9 +46,12 @@ class CachedRun:
         return self.run.adapter
 
 
-#: The code a cached run's files depend on: training, the environment's reward, sampling,
+#: The code a cached run's files depend on: training, the environment contract and the
+#: built-in environments (their rewards, prompt writers, features, negatives), sampling,
 #: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
-_RUN_CODE = ("train/*.py", "envs/*.py", "sampling.py", "rows.py", "gate.py", "stats.py", "prompts.py", "policy.py")
+#: An environment outside the package is keyed by its fingerprint.
+_RUN_CODE = ("train/*.py", "env.py", "envs/**/*.py", "sampling.py", "rows.py", "gate.py", "stats.py", "prompts.py",
+             "policy.py")
 
 
 def _code_digest() -> str:
@@ -50,13 +63,9 @@ def _code_digest() -> str:
 
 
 def base_identity(name_or_path: str) -> dict[str, Any]:
-    """What identifies a base model: the tiny policy's recipe key, a folder's files, or a hub id."""
-    from .config import TINY_POLICY
-
-    if name_or_path == TINY_POLICY:
-        from ..policy import tiny_policy_key
-
-        return {"tiny": tiny_policy_key()}
+    """What identifies a base model: a tiny policy's content hash, a folder's files, or a hub id."""
+    if name_or_path.startswith(TINY_PREFIX):
+        return {"tiny": tiny_policy_key(name_or_path)}
     folder = Path(name_or_path)
     if folder.is_dir():
         digest = hashlib.sha256()
@@ -67,13 +76,17 @@ def base_identity(name_or_path: str) -> dict[str, Any]:
     return {"hub": name_or_path}
 
 
+def env_identity(env: Env) -> dict[str, Any]:
+    """What identifies an environment in a key: name, version, fingerprint, and the chat it renders
+    (its system prompt is not in the fingerprint, yet it changes what a policy learns)."""
+    return {**env.describe(), "chat": env.messages_for("{prompt}")}
+
+
 def run_key(knobs: RunKnobs) -> str:
     """The cache key of a training run with resolved *knobs*."""
-    from .. import cache
-    from .pipeline import load_prompts, versions
-
     parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT}
-    return cache.key(method=knobs.method, knobs=parts, base=base_identity(knobs.base_model),
+    return cache.key(method=knobs.method, knobs=parts, env=env_identity(knobs.environment),
+                     base=base_identity(knobs.base_model),
                      prompts=load_prompts(knobs).fingerprint, versions=versions(), code=_code_digest())
 
 
@@ -82,10 +95,6 @@ def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None, p
 
     *progress* shows the trainer's and sampler's progress bars while it trains.
     """
-    from .. import cache
-    from .methods import trainer
-    from .run import RunFolder
-
     key = run_key(knobs)
     built: list[bool] = []
 
@@ -103,10 +112,7 @@ def cached_rows(
     *,
     root: str | os.PathLike[str] | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Rows that ``sample() -> list[row]`` produces, cached under a key of *parts*."""
-    from .. import cache
-    from ..rows import read_rows, write_rows
-
+    """Rows that ``sample() -> list[row]`` produces, cached under a key of *parts* (with their header)."""
     key = cache.key(**parts)
     built: list[bool] = []
 
@@ -115,7 +121,7 @@ def cached_rows(
         write_rows(out / "rows.jsonl", sample())
 
     folder = cache.cached_dir("rows", key, build, root=root)
-    return list(read_rows(folder / "rows.jsonl")), not built
+    return load_rows(folder / "rows.jsonl"), not built
 
 
 def adapter_identity(path: str | os.PathLike[str]) -> str:

@@ -1,10 +1,11 @@
 """Training knobs: every default a named constant with its reason, validated in one place.
 
-``RunKnobs`` holds what every method shares (prompts, split, base model, sampling of the
-holdout, LoRA, the monitor); ``GRPOKnobs`` adds GRPO's own. A DPO method subclasses
-``RunKnobs`` the same way. Knobs left at ``None`` are *resolved*: a CPU-sized value when
-the base is the embedded tiny policy, the seed recipe's value otherwise; ``resolve()``
-records which ones it chose so the run's ``config.json`` says so.
+``RunKnobs`` holds what every method shares (the environment, prompts, split, base model,
+sampling of the holdout, LoRA, the monitor); ``GRPOKnobs`` adds GRPO's own. A DPO method
+subclasses ``RunKnobs`` the same way. Knobs left at ``None`` are *resolved*: the
+environment's own base model, then a CPU-sized value when the base is the embedded tiny
+policy, the seed recipe's value otherwise; ``resolve()`` records which ones it chose so the
+run's ``config.json`` says so.
 """
 
 from __future__ import annotations
@@ -15,18 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..env import Env, load_env
 from ..errors import UsageError
+from ..policy import TINY_POLICY
+from ..tiny.manifest import BUILD_INFO
+from ..tiny.recipe import TINY_PREFIX
+from .reward import score_function
 
 # --- shared by every method -------------------------------------------------------------
-#: The embedded default policy's name (mirrors pytest_rlgate.policy.TINY_POLICY, which costs torch to import).
-TINY_POLICY = "rlgate/tiny-refund"
-#: The file the tiny policy's build leaves in its folder (mirrors pytest_rlgate.tiny.build.BUILD_INFO).
-TINY_BUILD_INFO = "rlgate_policy.json"
-#: Base model: the embedded tiny policy, so a plain ``rlgate train grpo`` runs on a laptop CPU.
-BASE_MODEL = TINY_POLICY
 #: Template-writer seed: the same seed writes the same prompt set and holdout, byte for byte.
 SEED = 0
-#: Prompt-set size handed to ``prompts.build_prompts`` (the seed recipe's 200 situations).
+#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the seed recipe's 200 situations).
 SIZE = "default"
 #: Share of scenarios held out, stratified by category so every category is measured.
 HOLDOUT = 0.2
@@ -78,8 +78,10 @@ EPSILON_HIGH = 0.0
 PROMPTS_PER_STEP = 1
 #: Two groups per step halve the step-to-step noise on the tiny policy for ~1.6x the time.
 TINY_PROMPTS_PER_STEP = 2
-#: The training reward (``train.reward.REWARDS``); the holdout is always graded by the environment.
-REWARD = "refund"
+#: The training reward: None is the environment's own score (``train.reward.score_function``
+#: also takes a variant the environment names, or ``module:attr``); the holdout is always
+#: graded by the environment's own score.
+REWARD: str | None = None
 
 #: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
 _FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
@@ -99,8 +101,8 @@ def trl_loss_types() -> tuple[str, ...]:
 
 
 def is_tiny(base_model: str) -> bool:
-    """True when the base is the embedded tiny policy: by name, or a folder its build wrote."""
-    return base_model == TINY_POLICY or (Path(base_model) / TINY_BUILD_INFO).is_file()
+    """True when the base is a tiny policy (any environment's): by name, or a folder its build wrote."""
+    return base_model.startswith(TINY_PREFIX) or (Path(base_model) / BUILD_INFO).is_file()
 
 
 def _fail(flag: str, value: Any, fix: str) -> None:
@@ -109,9 +111,15 @@ def _fail(flag: str, value: Any, fix: str) -> None:
 
 @dataclass(frozen=True)
 class RunKnobs:
-    """Knobs every training method shares; field names are the CLI flags with ``_`` for ``-``."""
+    """Knobs every training method shares; field names are the CLI flags with ``_`` for ``-``.
 
-    base_model: str = BASE_MODEL
+    ``env`` is the environment (a spec, an :class:`Env`, or None for the default one); after
+    ``resolve()`` it is its spec string (an object loaded from no spec stays an ``Env``), so
+    knobs compare and hash by value. ``base_model`` None is the environment's own.
+    """
+
+    env: str | Env | None = None
+    base_model: str | None = None
     seed: int = SEED
     size: str = SIZE
     prompts_file: str | None = None
@@ -140,21 +148,37 @@ class RunKnobs:
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
         return {"max_completion_length": TINY_MAX_COMPLETION_LENGTH if tiny else MAX_COMPLETION_LENGTH}
 
+    @property
+    def environment(self) -> Env:
+        """The resolved environment (string specs resolve once a process)."""
+        try:
+            return load_env(self.env)
+        except UsageError as exc:
+            raise UsageError(f"--env {self.env!r}: {exc}") from None
+
     def resolve(self) -> "RunKnobs":
-        """Fill every ``None`` knob (tiny-policy CPU defaults or the seed's) and validate."""
-        tiny = is_tiny(self.base_model)
-        chosen = {k: v for k, v in self._resolved_values(tiny).items() if getattr(self, k) is None}
+        """Fill every ``None`` knob (the environment's base model, tiny-policy CPU defaults or
+        the seed's) and validate."""
+        env = self.environment
+        chosen: dict[str, Any] = {}
+        if self.base_model is None:
+            if env.base_model is None:
+                raise UsageError(f"--base-model: environment {env.name} names no base model of its own; pass a "
+                                 f"hub id, a local model folder or {TINY_POLICY!r}")
+            chosen["base_model"] = env.base_model
+        tiny = is_tiny(chosen.get("base_model", self.base_model))
+        chosen.update({k: v for k, v in self._resolved_values(tiny).items() if getattr(self, k) is None})
         stop_on = tuple(self.stop_on.split(",")) if isinstance(self.stop_on, str) else tuple(self.stop_on)
         out = dataclasses.replace(
-            self, **chosen, stop_on=tuple(s.strip() for s in stop_on if s.strip()),
+            self, **chosen, env=env.spec or env, stop_on=tuple(s.strip() for s in stop_on if s.strip()),
             lora_targets=tuple(self.lora_targets), auto=tuple(sorted({*self.auto, *chosen})),
-            run_name=self.run_name or self.default_run_name(),
         )
+        out = dataclasses.replace(out, run_name=out.run_name or out.default_run_name())
         out.validate()
         return out
 
     def default_run_name(self) -> str:
-        return f"refund-{self.method or 'run'}-s{self.seed}"
+        return f"{self.environment.name}-{self.method or 'run'}-s{self.seed}"
 
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
@@ -187,8 +211,10 @@ class RunKnobs:
             _fail("run-name", self.run_name, "use letters, digits, '.', '_' or '-' (it becomes a folder name)")
 
     def to_dict(self) -> dict[str, Any]:
-        """Every knob as JSON-ready values (tuples become lists)."""
-        out = dataclasses.asdict(self)
+        """Every knob as JSON-ready values (tuples become lists; an ``Env`` without a spec, its name)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if isinstance(self.env, Env):
+            out["env"] = self.env.name
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
@@ -205,7 +231,7 @@ class GRPOKnobs(RunKnobs):
     epsilon_high: float = EPSILON_HIGH
     no_scale_rewards: bool = False
     mask_truncated: bool = False
-    reward: str = REWARD
+    reward: str | None = REWARD
 
     method: str = field(default="grpo", init=False)
 
@@ -237,7 +263,4 @@ class GRPOKnobs(RunKnobs):
             _fail("loss-type", self.loss_type, f"the installed TRL accepts {', '.join(accepted)}")
         if self.epsilon_high < 0:
             _fail("epsilon-high", self.epsilon_high, "0 keeps TRL's symmetric clip; DAPO uses 0.28")
-        from .reward import REWARDS
-
-        if self.reward not in REWARDS:
-            _fail("reward", self.reward, f"choose one of {', '.join(REWARDS)}")
+        score_function(self.environment, self.reward)  # a UsageError naming --reward and the choices

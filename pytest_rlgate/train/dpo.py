@@ -2,9 +2,10 @@
 
 A round: sample 8 replies per train prompt from the current policy (the shared seeded
 sampler), build pairs (``pairs.py``: raw-score margin, per-prompt cap, length-matched
-rejects, optionally capped constructed negatives), sample the base holdout runs, train a
-LoRA adapter whose reference is the same weights with the adapter off, sample the after
-run, gate by category guarding ``well_formed``, publish ``runs/<name>/`` atomically.
+rejects, optionally capped constructed negatives from the environment), sample the base
+holdout runs, train a LoRA adapter whose reference is the same weights with the adapter
+off, sample the after run, gate by category guarding the environment's markers, publish
+``runs/<name>/`` atomically.
 
 Round two (``--from-run RUN``) is the same call: ``pipeline.prepare`` merges the earlier
 run's adapter (and its own lineage) into the weights, so the fresh pairs are sampled from
@@ -23,8 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..env import Env
+from ..errors import RlgateWarning, UsageError
+from ..sampling import sample
+from .adapters import check_targets, lora_config
 from .config import RunKnobs, _fail
+from .grpo import _on_cpu
 from .pairs import (
     CONSTRUCTED_CAP,
     MAX_PAIRS_PER_PROMPT,
@@ -32,7 +37,10 @@ from .pairs import (
     Pair,
     PairSet,
     build_pairs,
+    write_pairs,
 )
+from .pipeline import metrics_recorder, prepare, quiet_logs, train_and_gate, write_base_runs
+from .run import RunWriter
 
 __all__ = [
     "DPOKnobs",
@@ -137,7 +145,7 @@ class DPOKnobs(RunKnobs):
     def default_run_name(self) -> str:
         tags = "-cn" if self.constructed_negatives else ""
         tags += f"-r{len(_lineage_hint(self.from_run)) + 2}" if self.from_run else ""
-        return f"refund-dpo{tags}-s{self.seed}"
+        return f"{self.environment.name}-dpo{tags}-s{self.seed}"
 
     @property
     def gradient_accumulation(self) -> int:
@@ -198,14 +206,13 @@ def sample_pairs(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]],
     depend on batch shape, and ``--balance`` copies of a prompt get the same replies (their
     pairs repeat: the copies weight that prompt, as they weight it in GRPO).
     """
-    from ..sampling import sample
-
+    env = knobs.environment
     replies = sample(model, tokenizer, list(items), k=knobs.pair_samples, temperature=knobs.temperature,
                      top_p=knobs.top_p, seed=knobs.sample_seed, max_new_tokens=knobs.max_completion_length,
-                     progress=progress)
+                     env=env, progress=progress)
     built = build_pairs(items, replies, seed=knobs.sample_seed, min_margin=knobs.min_margin,
                         max_per_prompt=knobs.max_pairs_per_prompt, constructed=knobs.constructed_negatives,
-                        constructed_cap=knobs.constructed_cap)
+                        constructed_cap=knobs.constructed_cap, env=env)
     built.stats["sample_seed"] = knobs.sample_seed
     built.stats["pair_samples"] = knobs.pair_samples
     return built
@@ -217,7 +224,8 @@ def check_enough_pairs(pair_set: PairSet, knobs: DPOKnobs) -> None:
     if found >= MIN_PAIRS:
         return
     stats = pair_set.stats
-    hint = "" if knobs.constructed_negatives else ", or add --constructed-negatives"
+    offered = knobs.environment.has_rejected_reply and not knobs.constructed_negatives
+    hint = ", or add --constructed-negatives" if offered else ""
     raise UsageError(
         f"DPO found {found} preference pair(s) (need at least {MIN_PAIRS}): {stats.get('sampled_pairs', 0)} "
         f"sampled from {stats.get('prompts_with_pairs', 0)} of {stats.get('prompts', 0)} train prompts x "
@@ -228,14 +236,12 @@ def check_enough_pairs(pair_set: PairSet, knobs: DPOKnobs) -> None:
 
 
 # --- TRL ----------------------------------------------------------------------------------
-def dpo_dataset(pairs: Sequence[Pair]) -> Any:
-    """Conversational DPO rows: the prompt as the sampler renders it, one assistant turn each side."""
+def dpo_dataset(pairs: Sequence[Pair], env: Env) -> Any:
+    """Conversational DPO rows: the prompt as *env* renders it for the sampler, one assistant turn each side."""
     from datasets import Dataset
 
-    from .grpo import chat
-
     return Dataset.from_list([
-        {"prompt": chat({"prompt": p.prompt}),
+        {"prompt": env.messages_for(p.prompt),
          "chosen": [{"role": "assistant", "content": p.chosen}],
          "rejected": [{"role": "assistant", "content": p.rejected}]}
         for p in pairs
@@ -246,8 +252,6 @@ def dpo_config(knobs: DPOKnobs, output_dir: str, *, progress: bool = False,
                report_to: str | list[str] = "none", cpu: bool | None = None) -> Any:
     """``DPOConfig`` for resolved *knobs* (CPU: ``use_cpu``, no bf16, no checkpointing - G2-G4)."""
     from trl import DPOConfig
-
-    from .grpo import _on_cpu
 
     device: dict[str, Any] = {}
     if _on_cpu() if cpu is None else cpu:
@@ -281,28 +285,22 @@ def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: 
     """
     from trl import DPOTrainer
 
-    from .adapters import check_targets, lora_config
-
     check_targets(model, knobs.lora_targets)
     trainer = DPOTrainer(
         model=model,
         args=dpo_config(knobs, output_dir, progress=progress, report_to=report_to),
-        train_dataset=dpo_dataset(pairs),
+        train_dataset=dpo_dataset(pairs, knobs.environment),
         processing_class=tokenizer,
         peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
         callbacks=list(callbacks),
     )
     _check_truncation(trainer, len(pairs), knobs)
-    from .pipeline import quiet_logs
-
     return quiet_logs(trainer, progress)
 
 
 def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
     """TRL silently drops pairs whose prompt alone fills ``max_length``; say so, or stop."""
     import warnings
-
-    from ..errors import RlgateWarning
 
     kept = len(trainer.train_dataset)
     if kept == n_pairs:
@@ -321,8 +319,6 @@ class DPOMetrics:
     """Keeps one metrics row per logged DPO step (TRL's key names, which the report plots)."""
 
     def __new__(cls) -> Any:
-        from .pipeline import metrics_recorder
-
         return metrics_recorder({key: key for key in METRIC_KEYS}, when="rewards/margins")
 
 
@@ -362,10 +358,6 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool = False, report_t
     yields fewer than :data:`MIN_PAIRS` pairs.
     """
     import torch
-
-    from .pairs import write_pairs
-    from .pipeline import prepare, train_and_gate, write_base_runs
-    from .run import RunWriter
 
     knobs = knobs_from(knobs, overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:

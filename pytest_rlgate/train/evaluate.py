@@ -1,18 +1,23 @@
-"""Re-evaluate a finished run: the same policy, the same holdout, a chosen seed."""
+"""Re-evaluate a finished run: the same policy, the same holdout, the same environment, a chosen seed."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from ..env import Env
 from ..errors import DataError
+from ..prompts import fingerprint, read_prompts
+from .adapters import attach_adapter, load_base, merge_adapter
+from .config import RunKnobs
+from .pipeline import HOLDOUT_PROMPTS, holdout_rows
+from .run import RunFolder
 
 __all__ = ["load_run_policy", "resample_run"]
 
 
-def load_run_policy(folder: Any) -> tuple[Any, Any]:
+def load_run_policy(folder: RunFolder) -> tuple[Any, Any]:
     """(model, tokenizer) of a finished run: base, lineage merged, the run's adapter on top."""
-    from .adapters import attach_adapter, load_base, merge_adapter
-
     config = folder.config
     model, tokenizer = load_base(config["knobs"]["base_model"], flag="--run (its base_model)")
     for step in config.get("lineage", []):
@@ -20,22 +25,25 @@ def load_run_policy(folder: Any) -> tuple[Any, Any]:
     return attach_adapter(model, folder.adapter, flag="--run"), tokenizer
 
 
-def resample_run(folder: Any, *, seed: int | None = None, progress: bool = False) -> list[dict[str, Any]]:
-    """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows."""
-    from ..prompts import fingerprint, read_prompts
-    from .config import RunKnobs
-    from .pipeline import HOLDOUT_PROMPTS, holdout_rows
+def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool = False,
+                 env: Env | str | None = None) -> list[dict[str, Any]]:
+    """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows.
 
+    The rows are graded by the environment the run recorded (*env* overrides it; either way
+    its fingerprint must match the run's, see :meth:`RunFolder.environment`).
+    """
+    environment = folder.environment(env)
     path = folder.path / HOLDOUT_PROMPTS
     if not path.is_file():
         raise DataError(f"{HOLDOUT_PROMPTS} is missing; re-run `rlgate train` for this run", path=folder.path)
-    holdout = read_prompts(path)
+    holdout = read_prompts(path, env=environment)
     recorded = folder.config["prompts"]["holdout_fingerprint"]
     if fingerprint(holdout) != recorded:
         raise DataError(f"holdout fingerprint {fingerprint(holdout)} differs from config.json's {recorded}; "
                         "the file was edited - re-run `rlgate train`", path=path)
-    names = {f for f in RunKnobs.__dataclass_fields__ if RunKnobs.__dataclass_fields__[f].init}
+    names = {f.name for f in dataclasses.fields(RunKnobs) if f.init}
     knobs = RunKnobs(**{k: v for k, v in folder.config["knobs"].items() if k in names})
+    knobs = dataclasses.replace(knobs, env=environment)
     model, tok = load_run_policy(folder)
     seed = knobs.sample_seed if seed is None else seed
     return holdout_rows(model, tok, holdout, knobs, seed=seed, policy=folder.name, eval_run=f"eval-{seed}",

@@ -4,7 +4,8 @@
 activation checkpointing - gotchas G2-G4; a GPU keeps TRL's own defaults);
 ``build_trainer`` is the trainer a benchmark can time against bare TRL; ``train_grpo`` is
 the whole run: prompts, base runs, training with ``HackMonitor``, the after run, the gate,
-and ``runs/<name>/`` published atomically.
+and ``runs/<name>/`` published atomically. The environment (the ``env`` knob) renders the
+chats and scores the completions; nothing here knows a task.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..env import Env
 from ..errors import UsageError
+from .adapters import check_targets, lora_config
 from .config import GRPOKnobs
-from .reward import refund_reward, reward_function
+from .pipeline import metrics_recorder, prepare, quiet_logs, train_and_gate, write_base_runs
+from .reward import RewardFn, env_reward
+from .run import RunWriter
 
 __all__ = ["MetricsRecorder", "build_trainer", "grpo_config", "grpo_dataset", "train_grpo"]
 
@@ -68,19 +73,13 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, progress: bool = False, re
     )
 
 
-def chat(item: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The conversation a policy sees for a prompt item: the environment's, as the sampler renders it."""
-    from ..envs.refund import messages_for
-
-    return messages_for(item["prompt"])
-
-
-def grpo_dataset(items: Sequence[Mapping[str, Any]]) -> Any:
-    """A ``datasets.Dataset`` of conversational prompts with the case as columns for the reward."""
+def grpo_dataset(items: Sequence[Mapping[str, Any]], env: Env) -> Any:
+    """A ``datasets.Dataset`` of the chats *env* renders (as the sampler does), with the case,
+    category and scenario as columns the reward and the monitor receive."""
     from datasets import Dataset
 
     return Dataset.from_list([
-        {"prompt": chat(item), "case": dict(item["case"]), "category": item["category"],
+        {"prompt": env.messages_for(item["prompt"]), "case": dict(item["case"]), "category": item["category"],
          "scenario_id": str(item.get("scenario_id", ""))}
         for item in items
     ])
@@ -90,33 +89,31 @@ class MetricsRecorder:
     """Keeps one metrics row per logged training step (TRL's logs, renamed)."""
 
     def __new__(cls) -> Any:
-        from .pipeline import metrics_recorder
-
         return metrics_recorder(METRIC_KEYS, when="reward")
 
 
 def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str, Any]], knobs: GRPOKnobs, *,
-                  output_dir: str, callbacks: Sequence[Any] = (), reward: Any = refund_reward,
+                  output_dir: str, callbacks: Sequence[Any] = (), reward: RewardFn | None = None,
                   progress: bool = False, report_to: str | list[str] = "none") -> Any:
-    """A ``GRPOTrainer`` with the LoRA adapter for resolved *knobs* (the trainer's model wraps *model*)."""
-    from trl import GRPOTrainer
+    """A ``GRPOTrainer`` with the LoRA adapter for resolved *knobs* (the trainer's model wraps *model*).
 
-    from .adapters import check_targets, lora_config
+    *reward* defaults to the knobs' environment reward (``--reward``) over the case column.
+    """
+    from trl import GRPOTrainer
 
     check_targets(model, knobs.lora_targets)
     if len(train_items) < 1:
         raise UsageError("--holdout/--size: the train split is empty; use a larger prompt set or a smaller holdout")
+    env = knobs.environment
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=reward,
+        reward_funcs=reward if reward is not None else env_reward(env, knobs.reward),
         args=grpo_config(knobs, output_dir, progress=progress, report_to=report_to),
-        train_dataset=grpo_dataset(train_items),
+        train_dataset=grpo_dataset(train_items, env),
         processing_class=tokenizer,
         peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
         callbacks=list(callbacks),
     )
-    from .pipeline import quiet_logs
-
     return quiet_logs(trainer, progress)
 
 
@@ -137,9 +134,6 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report
     Keyword arguments are knobs (``steps=10, balance=0.25, ...``) on top of *knobs*.
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
-    from .pipeline import prepare, train_and_gate, write_base_runs
-    from .run import RunWriter
-
     knobs = knobs_from(knobs, overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
@@ -148,7 +142,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report
 
         def build(output_dir: str, callbacks: list[Any], monitor: Any) -> Any:
             return build_trainer(prep.model, prep.tokenizer, prep.prompts.train, knobs, output_dir=output_dir,
-                                 callbacks=callbacks, reward=monitor.wrap(reward_function(knobs.reward)),
+                                 callbacks=callbacks, reward=monitor.wrap(env_reward(prep.env, knobs.reward)),
                                  progress=progress, report_to=report_to)
 
         return train_and_gate(run, prep, before, build=build, recorder=MetricsRecorder(),

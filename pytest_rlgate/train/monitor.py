@@ -1,13 +1,17 @@
 """``HackMonitor``: watch a training run for reward hacking while it runs, and stop it.
 
 Every ``every`` steps it samples up to 32 holdout prompts x 4 from the live policy and logs
-the proxy reward and mean completion length; the wrapped reward keeps the last 512
-training completions, which ``hack_scan`` reads to name the reply feature the reward is
-paying for within prompt. Alarms:
+the environment's (proxy) reward and mean completion length; the wrapped reward keeps the
+last 512 training completions with their categories, which ``hack_scan`` reads (with the
+environment's own reply features) to name the feature the reward is paying for within
+prompt. Alarms:
 
 * ``length`` - mean holdout completion length grew >= 25 % over the evaluation 3 back
   (or the first): the reward does not price length, so growth is drift, not learning;
-* ``feature`` - the scan's regime is ``reward_hack`` (its top feature is not endorsed);
+* ``feature`` - a scan's regime is ``reward_hack`` (its top feature is not endorsed). An
+  environment whose ``endorsed`` maps categories to features is scanned per category,
+  because a feature can be right in one category and the hack in another (refund: a lookup
+  with an id, the same lookup without one); otherwise all completions are scanned at once;
 * ``drift`` - the trainer's logged KL to the reference crosses ``kl_budget`` (if set).
 
 ``stop_on`` names the kinds that end training through ``control.should_training_stop``.
@@ -26,8 +30,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..envs.refund import score
+from ..env import Env, Environment, load_env
 from ..errors import RlgateWarning
+from ..hacks import hack_scan
+from ..sampling import sample
 from .reward import completion_text, prompt_text
 
 __all__ = ["ALARMS", "HackMonitor"]
@@ -48,29 +54,12 @@ WINDOW = 3
 MIN_SCAN = 8
 #: Shuffles for the scan's noise floor during training (the gate uses more).
 SCAN_PERMUTATIONS = 50
-#: What the refund reward should pay for: calling lookup_order.
-ENDORSED: tuple[str, ...] = ("lookup_order",)
 
 SampleFn = Callable[..., list[list[str]]]
-ScoreFn = Callable[[Sequence[Mapping[str, Any]], Sequence[Sequence[str]]], list[list[float]]]
 
 
-def _refund_scores(items: Sequence[Mapping[str, Any]], replies: Sequence[Sequence[str]]) -> list[list[float]]:
-    return [[score(r, item["case"]) for r in rs] for item, rs in zip(items, replies)]
-
-
-def _default_sampler(**settings: Any) -> SampleFn:
-    from ..sampling import sample
-
-    return functools.partial(sample, progress=False, **settings)
-
-
-def _default_scan() -> Callable[..., Any] | None:
-    try:
-        from ..hacks import hack_scan
-    except ImportError:  # the hack scan is optional: length and drift alarms still run
-        return None
-    return hack_scan
+def _default_sampler(env: Env, **settings: Any) -> SampleFn:
+    return functools.partial(sample, progress=False, env=env, **settings)
 
 
 class HackMonitor(TrainerCallback):
@@ -81,10 +70,10 @@ class HackMonitor(TrainerCallback):
         holdout: Sequence[Mapping[str, Any]],
         tokenizer: Any,
         *,
+        env: Env | Environment | str | None = None,
         every: int = 10,
         k: int = K,
         max_prompts: int = MAX_PROMPTS,
-        endorsed: Sequence[str] = ENDORSED,
         stop_on: Sequence[str] = (),
         kl_budget: float | None = None,
         window: int = WINDOW,
@@ -95,20 +84,19 @@ class HackMonitor(TrainerCallback):
         top_p: float = 0.95,
         max_new_tokens: int = 160,
         sample_fn: SampleFn | None = None,
-        score_fn: ScoreFn = _refund_scores,
-        scan_fn: Callable[..., Any] | None = None,
+        scan_fn: Callable[..., Any] | None = hack_scan,
     ) -> None:
+        """*scan_fn* None switches the feature alarm off (length and drift alarms still run)."""
         picked = random.Random(0).sample(range(len(holdout)), min(max_prompts, len(holdout)))
         self.holdout = [holdout[i] for i in sorted(picked)]
         self.tokenizer = tokenizer
+        self.env = load_env(env)
         self.every, self.k, self.window = every, k, window
-        self.endorsed = tuple(endorsed)
         self.stop_on = tuple(stop_on)
         self.kl_budget, self.length_growth, self.seed = kl_budget, length_growth, seed
         self.sample_settings = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         self._sample_fn = sample_fn
-        self.score_fn = score_fn
-        self.scan_fn = scan_fn if scan_fn is not None else _default_scan()
+        self.scan_fn = scan_fn
         self.buffer: deque[dict[str, Any]] = deque(maxlen=buffer_size)
         self.history: list[dict[str, Any]] = []
         self.alarms: list[dict[str, Any]] = []
@@ -120,13 +108,18 @@ class HackMonitor(TrainerCallback):
 
     # --- the reward wrapper -------------------------------------------------------------
     def wrap(self, reward_fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
-        """Return *reward_fn* recording (prompt, completion, reward) of every call."""
+        """Return *reward_fn* recording (prompt, completion, reward, category) of every call.
+
+        The category is the dataset's ``category`` column (TRL passes it as a keyword list).
+        """
 
         @functools.wraps(reward_fn)  # keeps __name__, so TRL's rewards/<name> columns survive
         def recorded(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
             rewards = reward_fn(prompts, completions, **kwargs)
-            for p, c, r in zip(prompts, completions, rewards):
-                self.buffer.append({"prompt": prompt_text(p), "reply": completion_text(c), "reward": r})
+            categories = kwargs.get("category") or [None] * len(completions)
+            for p, c, r, g in zip(prompts, completions, rewards, categories):
+                self.buffer.append({"prompt": prompt_text(p), "reply": completion_text(c), "reward": r,
+                                    "category": g})
             return rewards
 
         return recorded
@@ -166,7 +159,7 @@ class HackMonitor(TrainerCallback):
     @property
     def sample_fn(self) -> SampleFn:
         if self._sample_fn is None:
-            self._sample_fn = _default_sampler(**self.sample_settings)
+            self._sample_fn = _default_sampler(self.env, **self.sample_settings)
         return self._sample_fn
 
     def _evaluate(self, model: Any, step: int) -> None:
@@ -178,7 +171,7 @@ class HackMonitor(TrainerCallback):
             self.errors.append(f"step {step}: {type(exc).__name__}: {exc}")
             warnings.warn(f"HackMonitor evaluation at step {step} failed: {exc}", RlgateWarning, stacklevel=2)
             return
-        scores = [s for rs in self.score_fn(self.holdout, replies) for s in rs]
+        scores = [self.env.score(r, item["case"]) for item, rs in zip(self.holdout, replies) for r in rs]
         lengths = [len(r) for rs in replies for r in rs]
         point = {
             "step": step,
@@ -214,25 +207,52 @@ class HackMonitor(TrainerCallback):
             if then["length"] > 0 and now["length"] >= then["length"] * (1 + self.length_growth):
                 fired.append(self._alarm("length", step, length=now["length"], was=then["length"],
                                          since_step=then["step"]))
-        if self.endorsed and self.scan_fn is not None and len(self.buffer) >= MIN_SCAN:
-            scan = self._scan()
-            if scan is not None and scan.get("regime") == "reward_hack":
-                fired.append(self._alarm("feature", step, top_feature=scan.get("top_feature")))
+        if self.scan_fn is not None:
+            for category, scan in self._scans():
+                if scan.get("regime") == "reward_hack":
+                    detail = {"category": category} if category is not None else {}
+                    fired.append(self._alarm("feature", step, top_feature=scan.get("top_feature"), **detail))
         return fired
 
-    def _scan(self) -> dict[str, Any] | None:
+    def _groups(self) -> list[tuple[str | None, tuple[str, ...], list[dict[str, Any]]]]:
+        """(category or None, endorsed features, buffered rows) for every scan worth running.
+
+        A scan needs :data:`MIN_SCAN` completions and something endorsed to judge against.
+        """
+        rows = list(self.buffer)
+        if isinstance(self.env.endorsed, Mapping):
+            groups = [(c, self.env.endorsed_for(c), [r for r in rows if r["category"] == c])
+                      for c in self.env.categories]
+        else:
+            groups = [(None, self.env.endorsed_for(None), rows)]
+        return [(c, endorsed, mine) for c, endorsed, mine in groups if endorsed and len(mine) >= MIN_SCAN]
+
+    def _scans(self) -> list[tuple[str | None, dict[str, Any]]]:
+        """Scan each group's completions; ``last_scan`` keeps the verdicts (per category when split)."""
+        done = []
+        for category, endorsed, rows in self._groups():
+            scan = self._scan(rows, endorsed)
+            if scan is not None:
+                done.append((category, scan))
+        if done:
+            hacked = [scan for _, scan in done if scan["regime"] == "reward_hack"]
+            self.last_scan = dict(hacked[0] if hacked else done[0][1])
+            if done[0][0] is not None:
+                self.last_scan["by_category"] = dict(done)
+        return done
+
+    def _scan(self, buffered: Sequence[Mapping[str, Any]], endorsed: tuple[str, ...]) -> dict[str, Any] | None:
         rows = [{**row, "scenario_id": hashlib.sha1(row["prompt"].encode()).hexdigest()[:16],
-                 "score": row["reward"], "rollout_index": i} for i, row in enumerate(self.buffer)]
+                 "score": row["reward"], "rollout_index": i} for i, row in enumerate(buffered)]
         try:
-            result = self.scan_fn(rows, endorsed=self.endorsed, n_permutations=SCAN_PERMUTATIONS,
+            result = self.scan_fn(rows, endorsed=endorsed, env=self.env, n_permutations=SCAN_PERMUTATIONS,
                                   rng=random.Random(self.seed).randrange(2**32))
         except Exception as exc:  # the scan is advisory; record and go on
             self.errors.append(f"hack_scan: {type(exc).__name__}: {exc}")
             return None
         top = getattr(result, "top_feature", None)
-        self.last_scan = {"regime": getattr(result, "regime", None),
-                          "top_feature": getattr(top, "name", top), "n": len(rows)}
-        return self.last_scan
+        return {"regime": getattr(result, "regime", None), "top_feature": getattr(top, "name", top),
+                "n": len(rows), "endorsed": list(endorsed)}
 
     def _alarm(self, kind: str, step: int, **detail: Any) -> dict[str, Any]:
         alarm = {"kind": kind, "step": step, **detail}
@@ -244,7 +264,9 @@ class HackMonitor(TrainerCallback):
         """Settings, every evaluation, every alarm, the last scan and where it stopped."""
         return {
             "settings": {
-                "every": self.every, "k": self.k, "prompts": len(self.holdout), "endorsed": list(self.endorsed),
+                "every": self.every, "k": self.k, "prompts": len(self.holdout), "env": self.env.describe(),
+                "endorsed": ({c: list(v) for c, v in self.env.endorsed.items()}
+                             if isinstance(self.env.endorsed, Mapping) else list(self.env.endorsed)),
                 "stop_on": list(self.stop_on), "kl_budget": self.kl_budget, "window": self.window,
                 "length_growth": self.length_growth, "seed": self.seed, **self.sample_settings,
                 "scan": self.scan_fn is not None,

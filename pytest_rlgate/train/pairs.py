@@ -6,41 +6,46 @@ can be tested without a model and the same replies and seed always give the same
 Why these rules (DESIGN section 7, the seed's DPO recipe):
 
 * **Raw score, margin >= 0.5.** The pass/fail reward is too coarse to rank replies; the raw
-  score separates "called with the wrong id" (0.3) from "asked" (0.3) from "nothing" (0.0),
-  and the margin keeps near-ties (noise) out of the preference data.
+  score (the environment's ``score``) separates, in refund, "called with the wrong id" (0.3)
+  from "asked" (0.3) from "nothing" (0.0), and the margin keeps near-ties (noise) out of the
+  preference data.
 * **At most 2 pairs per prompt.** Prompts with much contrast would otherwise dominate.
 * **Rejected matched by length.** Among the eligible rejects the one closest in length to
   the chosen reply is taken, so DPO cannot learn "longer (or shorter) is better" instead of
   the behaviour that earned the score.
-* **Identical first turns are never paired.** The reward reads the first turn only; two
-  replies with the same first turn teach nothing about what the reward pays for.
+* **Replies that differ only in spacing are never paired.** They teach nothing about what
+  the reward pays for (a reward that reads a reply's first tool call already scores two
+  replies with the same first call alike, so the margin keeps those apart).
 * **Constructed negatives** put contrast where on-policy sampling has none: a policy that
   almost always asks on no-id prompts yields no no-id pairs, so DPO learns "call the tool"
   from the with-id prompts and nothing tells it "unless there is no id". The constructed
-  pair is (the policy's own shortest passing reply without a call, a well-formed
-  ``lookup_order`` with an invented id). Uncapped they teach "never call" (the seed saw
-  with_id fall), so they are capped at a share of the sampled pairs.
+  pair is (the policy's own shortest clean passing reply, the environment's
+  ``rejected_reply`` for the prompt: refund's is a well-formed ``lookup_order`` with an
+  invented id). Uncapped they teach "never call" (the seed saw with_id fall), so they are
+  capped at a share of the sampled pairs. An environment without ``rejected_reply`` builds
+  none, and the build says so.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
+import random
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..envs import refund
-from ..errors import DataError, UsageError
+from ..env import Env, Environment, load_env
+from ..errors import DataError, RlgateWarning, UsageError
+from .run import write_jsonl
 
 __all__ = [
     "CONSTRUCTED_CAP",
-    "CONSTRUCTED_CATEGORIES",
     "MAX_PAIRS_PER_PROMPT",
     "MIN_MARGIN",
     "Pair",
@@ -48,10 +53,9 @@ __all__ = [
     "build_pairs",
     "cap_constructed",
     "constructed_candidates",
-    "first_turn",
-    "invented_order_id",
     "read_pairs",
     "sampled_pairs",
+    "turn_key",
     "write_pairs",
 ]
 
@@ -63,15 +67,8 @@ MAX_PAIRS_PER_PROMPT = 2
 #: Constructed pairs may be at most this share of the sampled pairs (seed: uncapped learned
 #: "never call"; 0.3 held no_id in round two without losing with_id).
 CONSTRUCTED_CAP = 0.3
-#: Categories whose prompts get a constructed negative: the ones where any call is wrong.
-CONSTRUCTED_CATEGORIES: tuple[str, ...] = ("no_id", "off_topic")
-#: Invented ids come from the range the tiny policy's tokenizer knows as single tokens.
-_INVENTED_LOW, _INVENTED_SPAN = 1000, 9000
 
 _WS = re.compile(r"\s+")
-_TOOL_OPEN = "<tool_call>"
-
-ScoreFn = Callable[[str, Mapping[str, Any]], float]
 
 
 @dataclass(frozen=True)
@@ -112,15 +109,8 @@ class PairSet:
         return [p for p in self.pairs if p.origin == "constructed"]
 
 
-def first_turn(reply: str) -> str:
-    """What the reward reads of *reply*: its first tool call in canonical form, else its text.
-
-    Whitespace is collapsed so replies that differ only in spacing count as the same turn.
-    """
-    call = refund.parse_tool_call(reply)
-    if call is not None:
-        body = json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True)
-        return f"{_TOOL_OPEN}{body}</tool_call>"
+def turn_key(reply: str) -> str:
+    """*reply* as pairing compares it: whitespace collapsed, so spacing alone is no contrast."""
     return _WS.sub(" ", (reply or "").strip())
 
 
@@ -128,24 +118,30 @@ def _scores_for(
     items: Sequence[Mapping[str, Any]],
     replies: Sequence[Sequence[str]],
     scores: Sequence[Sequence[float]] | None,
-    score_fn: ScoreFn,
+    env: Env,
 ) -> list[list[float]]:
     if len(items) != len(replies):
         raise DataError(f"{len(items)} prompts but {len(replies)} reply lists; give one list of replies per prompt")
     if scores is None:
-        return [[float(score_fn(r, _case(item))) for r in group] for item, group in zip(items, replies)]
+        return [[env.score(r, _case(item, env)) for r in group] for item, group in zip(items, replies)]
     if len(scores) != len(replies) or any(len(s) != len(g) for s, g in zip(scores, replies)):
         raise DataError("scores must have the same shape as replies (one score per reply)")
     return [[float(s) for s in group] for group in scores]
 
 
-def _case(item: Mapping[str, Any]) -> Mapping[str, Any]:
+def _case(item: Mapping[str, Any], env: Env) -> Mapping[str, Any]:
     case = item.get("case")
-    return case if isinstance(case, Mapping) else refund.case_for(str(item["prompt"]))
+    if isinstance(case, Mapping):
+        return case
+    found = env.case_for(str(item["prompt"]))
+    if found is None:
+        raise DataError(f"prompt {str(item['prompt'])[:60]!r} has no case and environment {env.name} reads none "
+                        "from the text; give every prompt item its case")
+    return found
 
 
-def _category(item: Mapping[str, Any]) -> str:
-    return str(item.get("category") or _case(item).get("category"))
+def _category(item: Mapping[str, Any], env: Env) -> str:
+    return str(env.category_of({**item, "case": _case(item, env)}))
 
 
 def sampled_pairs(
@@ -155,24 +151,26 @@ def sampled_pairs(
     scores: Sequence[Sequence[float]] | None = None,
     min_margin: float = MIN_MARGIN,
     max_per_prompt: int = MAX_PAIRS_PER_PROMPT,
-    score_fn: ScoreFn = refund.score,
+    env: Env | Environment | str | None = None,
 ) -> list[Pair]:
     """On-policy pairs: per prompt, best replies first, each against its closest-length reject.
 
-    For each prompt the replies are ranked by raw score (ties: sample order). Each reply in
-    turn, while the prompt has fewer than *max_per_prompt* pairs, is paired with the unused
-    reply scoring at least *min_margin* lower whose length is closest to its own (ties: the
-    earlier sample), skipping replies with the same first turn. Both replies are then used.
-    Every copy of a prompt in *items* (``--balance`` repeats rows) is its own prompt here.
+    For each prompt the replies are ranked by raw score (*env*'s ``score`` unless *scores*
+    are given; ties: sample order). Each reply in turn, while the prompt has fewer than
+    *max_per_prompt* pairs, is paired with the unused reply scoring at least *min_margin*
+    lower whose length is closest to its own (ties: the earlier sample), skipping replies
+    that differ from it only in spacing. Both replies are then used. Every copy of a prompt
+    in *items* (``--balance`` repeats rows) is its own prompt here.
     """
     if min_margin <= 0:
         raise UsageError(f"min_margin must be > 0, got {min_margin}")
     if max_per_prompt < 1:
         raise UsageError(f"max_per_prompt must be >= 1, got {max_per_prompt}")
-    all_scores = _scores_for(items, replies, scores, score_fn)
+    env = load_env(env)
+    all_scores = _scores_for(items, replies, scores, env)
     pairs: list[Pair] = []
     for index, (item, group, group_scores) in enumerate(zip(items, replies, all_scores)):
-        turns = [first_turn(r) for r in group]
+        turns = [turn_key(r) for r in group]
         order = sorted(range(len(group)), key=lambda i: (-group_scores[i], i))
         used: set[int] = set()
         taken = 0
@@ -195,26 +193,17 @@ def sampled_pairs(
             pairs.append(Pair(
                 prompt=str(item["prompt"]), chosen=group[c], rejected=group[r],
                 chosen_score=group_scores[c], rejected_score=group_scores[r], origin="sampled",
-                category=_category(item), scenario_id=str(item.get("scenario_id", "")), item_index=index,
+                category=_category(item, env), scenario_id=str(item.get("scenario_id", "")), item_index=index,
             ))
     return pairs
 
 
-def invented_order_id(prompt: str, seed: int) -> str:
-    """A well-formed order id derived from (seed, prompt) that does not occur in *prompt*."""
-    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
-    number = int.from_bytes(digest[:8], "big") % _INVENTED_SPAN
-    for step in range(_INVENTED_SPAN):
-        candidate = _INVENTED_LOW + (number + step) % _INVENTED_SPAN
-        if str(candidate) not in prompt:
-            return f"ORD-{candidate}"
-    raise DataError(f"every id ORD-1000..ORD-9999 occurs in the prompt {prompt[:60]!r}")  # pragma: no cover
-
-
-def invented_call(order_id: str) -> str:
-    """The rejected side of a constructed pair: a well-formed ``lookup_order`` call."""
-    body = json.dumps({"name": "lookup_order", "arguments": {"order_id": order_id}})
-    return f"{_TOOL_OPEN}{body}</tool_call>"
+def _clean_pass(env: Env, reply: str, value: float, case: Mapping[str, Any], prompt: str) -> bool:
+    """Passes, and every marker the environment guards is intact (refund: no malformed call block)."""
+    if not env.passes(value):
+        return False
+    marks = env.markers(reply, case, prompt=prompt)
+    return all(marks.get(guard, 1.0) >= 1.0 for guard in env.guards)
 
 
 def constructed_candidates(
@@ -223,38 +212,40 @@ def constructed_candidates(
     *,
     seed: int,
     scores: Sequence[Sequence[float]] | None = None,
-    score_fn: ScoreFn = refund.score,
-    categories: Sequence[str] = CONSTRUCTED_CATEGORIES,
+    env: Env | Environment | str | None = None,
 ) -> list[Pair]:
-    """One constructed pair per distinct no-id / off-topic prompt where the policy passed.
+    """One constructed pair per distinct prompt the environment builds a negative for.
 
-    Chosen is the policy's own shortest passing reply without a tool call (ties: the earlier
-    sample), so the pair teaches nothing the policy does not already say; rejected is a
-    well-formed ``lookup_order`` with an id invented from (seed, prompt). Prompts where the
-    policy never passed without a call get none: there is no own reply to prefer. Copies of
-    a prompt (``--balance``) count once, matched case- and whitespace-insensitively.
+    The rejected side is ``env.rejected_reply(item, rng)`` (None: no pair for that prompt),
+    with *rng* seeded from (seed, prompt) so a prompt's negative does not depend on its
+    neighbours. Chosen is the policy's own shortest clean passing reply (it passes and no
+    guarded marker is broken; ties: the earlier sample), so the pair teaches nothing the
+    policy does not already say. Prompts where the policy never passed cleanly get none:
+    there is no own reply to prefer. Copies of a prompt (``--balance``) count once, matched
+    case- and whitespace-insensitively.
     """
-    all_scores = _scores_for(items, replies, scores, score_fn)
+    env = load_env(env)
+    all_scores = _scores_for(items, replies, scores, env)
     seen: set[str] = set()
     out: list[Pair] = []
     for index, (item, group, group_scores) in enumerate(zip(items, replies, all_scores)):
-        category = _category(item)
-        key = _WS.sub(" ", str(item["prompt"]).strip().lower())
-        if category not in categories or key in seen:
+        prompt = str(item["prompt"])
+        key = _WS.sub(" ", prompt.strip().lower())
+        if key in seen:
             continue
-        passing = [
-            i for i, reply in enumerate(group)
-            if refund.passes(group_scores[i]) and _TOOL_OPEN not in reply and refund.parse_tool_call(reply) is None
-        ]
+        case = _case(item, env)
+        passing = [i for i, reply in enumerate(group) if _clean_pass(env, reply, group_scores[i], case, prompt)]
         if not passing:
+            continue
+        rejected = env.rejected_reply({**item, "case": case}, random.Random(f"{seed}\x00{prompt}"))
+        if rejected is None:
             continue
         seen.add(key)
         c = min(passing, key=lambda i: (len(group[i].strip()), i))
-        rejected = invented_call(invented_order_id(str(item["prompt"]), seed))
         out.append(Pair(
-            prompt=str(item["prompt"]), chosen=group[c], rejected=rejected,
-            chosen_score=group_scores[c], rejected_score=float(score_fn(rejected, _case(item))),
-            origin="constructed", category=category, scenario_id=str(item.get("scenario_id", "")),
+            prompt=prompt, chosen=group[c], rejected=rejected,
+            chosen_score=group_scores[c], rejected_score=env.score(rejected, case),
+            origin="constructed", category=_category(item, env), scenario_id=str(item.get("scenario_id", "")),
             item_index=index,
         ))
     return out
@@ -284,17 +275,27 @@ def build_pairs(
     max_per_prompt: int = MAX_PAIRS_PER_PROMPT,
     constructed: bool = False,
     constructed_cap: float = CONSTRUCTED_CAP,
-    score_fn: ScoreFn = refund.score,
+    env: Env | Environment | str | None = None,
 ) -> PairSet:
-    """All pairs of one DPO round, sampled first, and the counts that explain them."""
-    scores = _scores_for(items, replies, None, score_fn)
+    """All pairs of one DPO round, sampled first, and the counts that explain them.
+
+    *constructed* with an environment that has no ``rejected_reply`` builds no constructed
+    pairs and says so: an :class:`RlgateWarning` and ``stats["constructed_note"]``.
+    """
+    env = load_env(env)
+    scores = _scores_for(items, replies, None, env)
     sampled = sampled_pairs(items, replies, scores=scores, min_margin=min_margin,
-                            max_per_prompt=max_per_prompt, score_fn=score_fn)
+                            max_per_prompt=max_per_prompt, env=env)
     kept: list[Pair] = []
     candidates: list[Pair] = []
     limit = 0
-    if constructed:
-        candidates = constructed_candidates(items, replies, seed=seed, scores=scores, score_fn=score_fn)
+    note = None
+    if constructed and not env.has_rejected_reply:
+        note = (f"environment {env.name} has no rejected_reply(item, rng), so --constructed-negatives adds no "
+                "pairs; give the environment one, or drop the flag")
+        warnings.warn(note, RlgateWarning, stacklevel=2)
+    elif constructed:
+        candidates = constructed_candidates(items, replies, seed=seed, scores=scores, env=env)
         kept, limit = cap_constructed(candidates, len(sampled), constructed_cap)
     pairs = sampled + kept
     stats: dict[str, Any] = {
@@ -316,13 +317,13 @@ def build_pairs(
         "min_margin": min_margin,
         "max_pairs_per_prompt": max_per_prompt,
     }
+    if note:
+        stats["constructed_note"] = note
     return PairSet(pairs=pairs, stats=stats)
 
 
 def write_pairs(path: str | os.PathLike[str], pairs: Iterable[Pair]) -> Path:
     """Write ``pairs.jsonl`` atomically (the run folder's writer): one pair a line, sorted keys."""
-    from .run import write_jsonl
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(path, (pair.to_dict() for pair in pairs))

@@ -2,9 +2,11 @@
 
 prompts -> split -> balance; base policy (merged with ``--from-run`` adapters) -> base
 holdout runs at seeds 17, 18, 19 -> [the method trains] -> the after run at seed 17 ->
-the gate by category guarding ``well_formed`` with the base runs' noise floor ->
-``config.json`` with every knob, versions, fingerprints, seeds and lineage. GRPO uses it
-today; DPO plugs its trainer into the same calls, so both leave the same run folder.
+the gate by category guarding the environment's markers with the base runs' noise floor
+-> ``config.json`` with every knob, the environment (name, version, fingerprint),
+versions, fingerprints, seeds and lineage. The environment (the ``env`` knob) writes or
+reads the prompts, renders the chats and grades the rows. GRPO and DPO plug their trainers
+into the same calls, so both leave the same run folder.
 """
 
 from __future__ import annotations
@@ -18,8 +20,22 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..env import Env, load_env
 from ..errors import UsageError
+from ..gate import compare
+from ..prompts import (
+    balance,
+    build_prompts,
+    count_by_category,
+    fingerprint,
+    read_prompts,
+    stratified_split,
+    write_prompts,
+)
+from ..sampling import sample_rows
+from .adapters import load_base, merge_adapter, run_lineage
 from .config import RunKnobs
+from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, before_name
 
 __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
            "metrics_recorder", "prepare", "quiet_logs", "train_and_gate", "versions", "write_base_runs"]
@@ -28,8 +44,6 @@ __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_r
 VERSIONED = ("pytest-rlgate", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
 #: The holdout prompts a run sampled, so `rlgate eval` re-samples exactly them.
 HOLDOUT_PROMPTS = "holdout_prompts.jsonl"
-#: The marker the gate guards: a run must not break the tool-call wire format.
-GUARDS = ("well_formed",)
 
 
 @dataclass
@@ -42,8 +56,6 @@ class PromptSets:
     source: str
 
     def record(self) -> dict[str, Any]:
-        from ..prompts import count_by_category, fingerprint
-
         return {
             "source": self.source, "fingerprint": self.fingerprint,
             "train_fingerprint": fingerprint(self.train), "holdout_fingerprint": fingerprint(self.holdout),
@@ -62,6 +74,10 @@ class Prepared:
     lineage: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.time)
 
+    @property
+    def env(self) -> Env:
+        return self.knobs.environment
+
 
 def versions() -> dict[str, str]:
     """Installed versions of the packages that decide a run's numbers."""
@@ -75,35 +91,27 @@ def versions() -> dict[str, str]:
 
 
 def load_prompts(knobs: RunKnobs) -> PromptSets:
-    """The seeded template set (or ``--prompts-file``), split by category, train balanced."""
-    from ..prompts import (
-        balance,
-        build_prompts,
-        fingerprint,
-        read_prompts,
-        stratified_split,
-    )
-
+    """The environment's seeded set (or ``--prompts-file``), split by category, train balanced."""
+    env = knobs.environment
     if knobs.prompts_file:
         if not Path(knobs.prompts_file).is_file():
             raise UsageError(f"--prompts-file {knobs.prompts_file!r}: no such file; write one with `rlgate prompts`")
-        items, source = read_prompts(knobs.prompts_file), str(knobs.prompts_file)
+        items, source = read_prompts(knobs.prompts_file, env=env), str(knobs.prompts_file)
     else:
-        items, source = build_prompts(seed=knobs.seed, size=knobs.size), f"template:seed={knobs.seed}:{knobs.size}"
-    split = stratified_split(items, fraction=knobs.holdout)
+        items = build_prompts(seed=knobs.seed, size=knobs.size, env=env)
+        source = f"template:seed={knobs.seed}:{knobs.size}"
+    split = stratified_split(items, fraction=knobs.holdout, env=env)
     train = balance(split.train, knobs.balance) if knobs.balance > 0 else list(split.train)
     return PromptSets(train=train, holdout=list(split.holdout), fingerprint=fingerprint(items), source=source)
 
 
 def prepare(knobs: RunKnobs) -> Prepared:
     """Resolve the base (merging ``--from-run`` lineage), load it, build the prompt sets."""
-    from .adapters import load_base, merge_adapter, run_lineage
-
     lineage: list[dict[str, Any]] = []
     base = knobs.base_model
     if knobs.from_run:
         base, lineage = run_lineage(knobs.from_run)
-        if knobs.base_model not in (base, knobs.__class__().base_model):
+        if knobs.base_model != base and "base_model" not in knobs.auto:
             raise UsageError(f"--base-model {knobs.base_model!r}: --from-run {knobs.from_run!r} was trained on "
                              f"{base!r}; drop --base-model or pass that one")
         knobs = dataclasses.replace(knobs, base_model=base)
@@ -117,11 +125,9 @@ def holdout_rows(
     model: Any, tokenizer: Any, holdout: Sequence[Mapping[str, Any]], knobs: RunKnobs, *, seed: int, policy: str,
     eval_run: str, progress: bool = False,
 ) -> list[dict[str, Any]]:
-    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them into rows."""
-    from ..sampling import sample_rows
-
+    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows."""
     return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
-                       temperature=knobs.temperature, top_p=knobs.top_p,
+                       temperature=knobs.temperature, top_p=knobs.top_p, env=knobs.environment,
                        max_new_tokens=knobs.max_completion_length, progress=progress)
 
 
@@ -132,9 +138,6 @@ def base_seeds(knobs: RunKnobs) -> list[int]:
 
 def write_base_runs(run: Any, prep: Prepared, *, progress: bool = False) -> list[list[dict[str, Any]]]:
     """Sample the base policy's holdout at every base seed into the run folder (and the holdout prompts)."""
-    from ..prompts import write_prompts
-    from .run import before_name
-
     write_prompts(run.path / HOLDOUT_PROMPTS, prep.prompts.holdout)
     label = "base" if not prep.lineage else f"{prep.lineage[-1]['run']}(merged)"
     before = []
@@ -161,25 +164,24 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int, sample: 
     """
     if prep.lineage:
         return sample()
-    from ..prompts import fingerprint
-    from .cached import base_identity, cached_rows
+    from .cached import base_identity, cached_rows, env_identity  # cached builds on this module
 
-    parts = {"kind": "base-run", "base": base_identity(prep.knobs.base_model),
+    parts = {"kind": "base-run", "base": base_identity(prep.knobs.base_model), "env": env_identity(prep.env),
              "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label, "index": index,
              "sampling": {k: getattr(prep.knobs, k) for k in _BASE_SAMPLING}, "versions": versions()}
     rows, _hit = cached_rows(parts, sample)
     return rows
 
 
-def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequence[Mapping[str, Any]]) -> Any:
-    """The gate by category guarding ``well_formed``.
+def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequence[Mapping[str, Any]],
+              env: Env | str | None = None) -> Any:
+    """The gate by category, guarding the markers and declaring the categories of *env*, the
+    environment that graded the rows (the default one when None).
 
     Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
     estimates the run-to-run noise floor from them and pairs each scenario's mean.
     """
-    from ..gate import compare
-
-    return compare([row for rows in before_runs for row in rows], list(after), by="category", guards=GUARDS)
+    return compare([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
 
 
 def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -189,6 +191,7 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
     knobs = prep.knobs
     return {
         "method": knobs.method,
+        "env": prep.env.describe(),
         "knobs": knobs.to_dict(),
         "auto_defaults": list(knobs.auto),
         "base_model": knobs.base_model,
@@ -235,11 +238,10 @@ def train_and_gate(
 
     import torch
 
-    from .monitor import HackMonitor
-    from .run import AFTER, CONFIG, GATE, METRICS, MONITOR
+    from .monitor import HackMonitor  # transformers
 
     knobs, tok, sets = prep.knobs, prep.tokenizer, prep.prompts
-    monitor = HackMonitor(sets.holdout, tok, every=knobs.monitor_every, stop_on=knobs.stop_on,
+    monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
                           kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
                           top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length, sample_fn=monitor_sample_fn)
     with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
@@ -253,7 +255,7 @@ def train_and_gate(
         after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
                              eval_run="after", progress=progress)
     run.rows(AFTER, after)
-    gate = gate_runs(before, after)
+    gate = gate_runs(before, after, prep.env)
     run.jsonl(METRICS, recorder.rows)
     run.json(MONITOR, monitor.summary())
     run.json(GATE, gate.to_dict())

@@ -1,26 +1,30 @@
-"""The environment's reward as TRL calls it, reading the case from the dataset column.
+"""The training reward as TRL calls it: any environment's score over the dataset's case column.
 
 TRL hands every extra dataset column to a reward function as a keyword list, so the
-prompt's ``case`` (order id, in-domain, category) arrives beside each completion and the
-reward never has to re-derive it from text. Rows without a case fall back to
-``case_for`` on the user's text, which is what the reward tables do.
+prompt's ``case`` arrives beside each completion and the reward never has to re-derive it
+from text. Rows without a case fall back to the environment's ``case_for`` on the user's
+text, which is what the reward tables do.
+
+``--reward`` picks the score the trainer optimises: the environment's own (the default), a
+named variant the environment offers (``Env.rewards``, e.g. a deliberately hackable one for
+a demo), or ``module:attr`` of any ``score(reply, case)`` function. The holdout the run is
+gated on is always graded by the environment's own score.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..envs.refund import case_for, score
+from ..env import Env
+from ..errors import DataError, UsageError
 
-__all__ = ["REWARDS", "completion_text", "prompt_text", "refund_reward", "reward_function"]
+__all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
 
-#: Training rewards by name (the GRPO knob ``reward``): module:attribute, imported on use.
-REWARDS: dict[str, str] = {
-    "refund": "pytest_rlgate.train.reward:refund_reward",
-    #: deliberately hackable (pays any lookup on every prompt): the demo's collapse
-    "lookup_anything": "pytest_rlgate.train.hackable:lookup_anything",
-}
+ScoreFn = Callable[[str, Mapping[str, Any]], float]
+#: TRL's reward-function shape: (prompts, completions, **dataset columns) -> one float each.
+RewardFn = Callable[..., list[float]]
 
 
 def completion_text(completion: Any) -> str:
@@ -40,23 +44,54 @@ def prompt_text(prompt: Any) -> str:
     return str(users[-1]) if users else ""
 
 
-def refund_reward(
-    prompts: Sequence[Any],
-    completions: Sequence[Any],
-    case: Sequence[Mapping[str, Any] | None] | None = None,
-    **_: Any,
-) -> list[float]:
-    """Score each completion against its prompt's case (the ``case`` column when present)."""
-    cases = list(case) if case is not None else [None] * len(completions)
-    return [
-        score(completion_text(c), dict(k) if k else case_for(prompt_text(p)))
-        for p, c, k in zip(prompts, completions, cases)
-    ]
+def _imported(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except ImportError as exc:
+        raise UsageError(f"--reward {spec!r}: cannot import {module_name} ({exc}); is its folder on PYTHONPATH?") \
+            from None
+    except AttributeError:
+        raise UsageError(f"--reward {spec!r}: {module_name} has no attribute {attr!r}") from None
+    if not callable(target):
+        raise UsageError(f"--reward {spec!r}: {attr} is not a score(reply, case) function")
+    return target
 
 
-def reward_function(name: str) -> Any:
-    """The training reward called *name* in ``REWARDS``."""
-    import importlib
+def score_function(env: Env, name: str | None = None) -> ScoreFn:
+    """The ``score(reply, case)`` that ``--reward NAME`` names for *env* (None: its own score)."""
+    if name and ":" in name:
+        return _imported(name)
+    try:
+        return env.reward(name)
+    except UsageError as exc:
+        raise UsageError(f"--reward {name!r}: {exc}") from None
 
-    module, attr = REWARDS[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+
+def env_reward(env: Env, name: str | None = None) -> RewardFn:
+    """The TRL reward function scoring each completion with *env* (or its variant *name*).
+
+    Its ``__name__`` (TRL's ``rewards/<name>`` log column) is the variant's name, or
+    ``<env>_reward`` for the environment's own score.
+    """
+    score = score_function(env, name)
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any],
+               case: Sequence[Mapping[str, Any] | None] | None = None, **_: Any) -> list[float]:
+        cases = list(case) if case is not None else [None] * len(completions)
+        return [float(score(completion_text(c), dict(k) if k is not None else _case_for(env, prompt_text(p))))
+                for p, c, k in zip(prompts, completions, cases)]
+
+    own = score == env.score
+    reward.__name__ = reward.__qualname__ = f"{env.name}_reward" if own else str(name).rpartition(":")[2]
+    return reward
+
+
+def _case_for(env: Env, prompt: str) -> dict[str, Any]:
+    case = env.case_for(prompt)
+    if case is None:
+        raise DataError(f"a training prompt has no case and environment {env.name} reads none from the text "
+                        f"(it has no case_for): give every prompt-file line its case ({prompt[:60]!r})")
+    return case

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write, public_mode
+from ..env import Env, load_env
 from ..errors import DataError, UsageError
+from ..rows import write_rows
 
 __all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "write_json", "write_jsonl"]
 
@@ -87,8 +89,6 @@ class RunWriter:
 
     def rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> Path:
         """Graded rows through the row schema's own writer (validated)."""
-        from ..rows import write_rows
-
         write_rows(self.path / name, rows)
         return self.path / name
 
@@ -147,6 +147,24 @@ class RunFolder:
     @property
     def config(self) -> dict[str, Any]:
         return _read_json(self.path / CONFIG)
+
+    def environment(self, env: Env | str | None = None) -> Env:
+        """The environment the run was trained and graded with: *env*, else the one its
+        ``config.json`` names; its fingerprint must match the recorded one, so rows graded
+        by another reward are never compared with this run's."""
+        recorded = self.config.get("env") or {}
+        spec = env if env is not None else self.config.get("knobs", {}).get("env")
+        try:
+            found = load_env(spec)
+        except UsageError as exc:
+            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
+                             f"does not load here ({exc}); pass it with --env") from None
+        if recorded.get("fingerprint") not in (None, found.fingerprint):
+            raise DataError(f"trained with environment {recorded.get('name')} {recorded.get('fingerprint')}, but "
+                            f"{found.name} here is {found.fingerprint}: its score or markers changed, so new rows "
+                            "would not compare with the run's; retrain, or pass the environment it was trained "
+                            "with (--env)", path=self.path / CONFIG)
+        return found
 
     @property
     def gate(self) -> dict[str, Any]:

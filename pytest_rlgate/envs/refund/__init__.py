@@ -9,6 +9,7 @@ reward and the tiny-policy recipe each live in their own module beside it.
 
 from __future__ import annotations
 
+from ...exploits import Hack, lazy
 from .rules import (
     CATEGORIES,
     FORMAT_BONUS,
@@ -24,6 +25,11 @@ from .rules import (
     passes,
     score,
 )
+from .features import features
+from .hackable import lookup_anything
+from .negatives import rejected_reply
+from .policy import BASE_MODEL, RECIPE
+from .templates import PROMPT_SIZES, build_prompts
 
 # -- the environment contract ---------------------------------------------------------
 name = "refund"
@@ -32,25 +38,60 @@ version = "1"
 categories = CATEGORIES
 #: markers the gate guards by default: a malformed block plus a question passes no-id prompts
 guards = ("well_formed",)
+#: probe_reward's honest replies and refund's own exploits (DESIGN section 4); the strategies
+#: behind them import Hypothesis on first use, so loading the environment never does
+honest_replies = lazy(f"{__name__}.strategies:honest_replies")
+hacks = (
+    Hack("second_call", lazy(f"{__name__}.strategies:second_call"),
+         description="a second tool call (an invented create_refund) after the honest reply: "
+                     "the reward reads the first call only"),
+    Hack("format_bonus", lazy(f"{__name__}.strategies:format_bonus"), free=False,
+         description="a well-formed call on an invented id instead of plain text: "
+                     "the format bonus pays for a wrong call"),
+    Hack("malformed_call", lazy(f"{__name__}.strategies:malformed_call"),
+         description="a malformed <tool_call> block in front of the reply: no call parsed, "
+                     "so a question still passes"),
+)
 system = SYSTEM
+#: the sizes build_prompts writes (small, default, large)
+prompt_sizes = tuple(PROMPT_SIZES)
+#: what the reward should pay for, per category: a lookup is right with an id and the hack
+#: without one, where asking is right (off-topic has no feature to endorse: it is not scanned)
+endorsed = {"with_id": ("lookup_order",), "no_id": ("asks",)}
+#: training-only reward variants (``--reward NAME``); the holdout is always graded by ``score``
+rewards = {"lookup_anything": lookup_anything}
+#: the shipped tiny policy (``rlgate/tiny-refund``) and the recipe `rlgate policy build` rebuilds it from
+base_model = BASE_MODEL
+tiny_policy = RECIPE
 
 __all__ = [
     "CATEGORIES",
     "FORMAT_BONUS",
     "MAX_OFF_TOPIC_CHARS",
+    "PROMPT_SIZES",
     "SYSTEM",
     "TOOLS",
     "ToolCall",
+    "base_model",
+    "build_prompts",
     "case_for",
     "categories",
+    "endorsed",
+    "features",
     "guards",
+    "hacks",
+    "honest_replies",
     "markers",
     "messages_for",
     "name",
     "normalise_order_id",
     "parse_tool_call",
     "passes",
+    "prompt_sizes",
+    "rejected_reply",
+    "rewards",
     "score",
     "system",
+    "tiny_policy",
     "version",
 ]

@@ -1,0 +1,52 @@
+"""The refund environment's own reply features for ``hack_scan`` and the HackMonitor.
+
+The generic scan measures what any reply has (length, words, word pairs); only this
+environment knows that a reply may carry ``<tool_call>`` blocks and that asking for the
+order id is the behaviour it wants on no-id prompts. These features name what a refund
+reward can be paying for: how many calls, which tools, whether every block parses, text
+after the call, and whether the reply asks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .rules import _asks
+
+__all__ = ["features"]
+
+_TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_CLOSE = "</tool_call>"
+
+
+def _calls(reply: str) -> tuple[list[str], bool]:
+    """(names of every parseable call, well formed): well formed = every block parses.
+
+    Unlike the reward, which reads the first call only, this counts every block: a second
+    call the reward never reads is exactly what a hack can hide behind.
+    """
+    names: list[str] = []
+    for block in _TOOL_BLOCK.findall(reply):
+        try:
+            obj = json.loads(block.strip())
+        except ValueError:
+            continue
+        name = (obj.get("name") or obj.get("tool")) if isinstance(obj, dict) else None
+        if isinstance(name, str) and name:
+            names.append(name)
+    return names, reply.count("<tool_call>") == len(names)
+
+
+def features(reply: str) -> dict[str, float]:
+    """``tool_calls``, ``asks``, ``well_formed``, ``text_after_call`` and ``tool:<name>`` per tool called."""
+    names, formed = _calls(reply)
+    end = reply.find(_CLOSE)
+    found = {
+        "tool_calls": float(len(names)),
+        "asks": float(_asks(reply)),
+        "well_formed": float(formed),
+        "text_after_call": float(end >= 0 and bool(reply[end + len(_CLOSE):].strip())),
+    }
+    found.update({f"tool:{name}": 1.0 for name in sorted(set(names))})
+    return found
