@@ -2,20 +2,34 @@
 
 Each subcommand lives in ``pytest_rlgate.commands.<name>`` with ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their
-command runs, so ``rlgate gate`` never pays for torch. Exit codes: 0 pass, 1 gate failed,
-2 usage or data error (one line naming the file, row or field; never a traceback).
+command runs, so ``rlgate gate`` never pays for torch. Exit codes (CI reads them, so each
+means one thing): 0 pass, 1 the gate failed (and nothing else), 2 a usage or data problem
+(one line naming the flag, file, row or field; never a traceback), 3 an internal error (a
+bug: one line naming the log file that holds the traceback), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import __version__
+from .cache import cache_root
 from .errors import RlgateError
+
+#: Exit codes; 1 is reserved for "the gate failed" so CI never mistakes a crash for a verdict.
+EXIT_GATE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 #: subcommand -> (module, one-line help); the module is imported lazily
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -56,18 +70,56 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: objec
     return f"rlgate: {category.__name__}: {message}\n"
 
 
+def _crash_log(command: str) -> Path | None:
+    """Write the current exception's traceback to a new log file; its path, or None if none could be written."""
+    text = f"rlgate {__version__} {command}: {' '.join(sys.argv)}\n{traceback.format_exc()}"
+    for folder in (cache_root() / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f"rlgate-{command}-{time.strftime('%Y%m%d-%H%M%S')}-",
+                                        suffix=".log", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as log:
+                log.write(text)
+            return Path(name)
+        except OSError:
+            continue
+    return None
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a terminal tool, not a library: no source lines
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    name = f"rlgate {args.command}"
     try:
         return int(_load(COMMANDS[args.command][0]).run(args))
     except RlgateError as exc:
-        print(f"rlgate {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"{name}: error: {_one_line(exc, 2000)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"rlgate {args.command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if exc.filename is None:  # not about a file the user named: a bug, reported below
+            return _internal(name, args.command, exc)
+        print(f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and its "
+              "permissions", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - any other exception is a bug in rlgate: say so, keep exit 1 for the gate
+        return _internal(name, args.command, exc)
+
+
+def _internal(name: str, command: str, exc: BaseException) -> int:
+    log = _crash_log(command)
+    where = f"the traceback is in {log}" if log else "no log file could be written"
+    print(f"{name}: internal error ({type(exc).__name__}: {_one_line(exc)}); {where}; please report it",
+          file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import numpy as np
 from .env import Env, Environment, load_env
 from .errors import DataError, RlgateWarning, UsageError
 from .provenance import Provenance
+from .recipe import MIN_UNITS, interval_verdict
 from .rows import NEW, SAME, header_of, iter_checked
 from .stats import DEFAULT_METHOD, METHODS, holm, paired_bootstrap, t_ppf
 
@@ -44,8 +45,6 @@ __all__ = [
     "compare",
 ]
 
-#: fewer paired units than this get the verdict "insufficient"
-MIN_UNITS = 3
 VERDICTS: tuple[str, ...] = ("regressed", "inconclusive", "insufficient", "flat", "moved")
 #: Holm turns itself on from this many categories (stats.md 3.5: ~7 % run-level false
 #: fails with three categories at 95 % each)
@@ -349,16 +348,6 @@ def _noise_band(before_runs: list[float], after_runs: list[float], confidence_le
     return q * run_std * math.sqrt(1.0 / len(before_runs) + 1.0 / len(after_runs))
 
 
-def _interval_verdict(low: float, high: float, margin: float) -> str:
-    if high < 0:
-        return "regressed"
-    if low > 0:
-        return "moved"
-    if -margin <= low and high <= margin:
-        return "flat"
-    return "inconclusive"
-
-
 def _pair(before: _Side, after: _Side, categories: Sequence[str], shared_units_only: bool) -> str | None:
     """Units of a shared category must appear on both sides: name the first missing ones.
 
@@ -584,7 +573,7 @@ def _one(
     res = paired_bootstrap(b, a, n_resamples=n_resamples, confidence_level=confidence_level, method=method, rng=rng)
     low, high = res.confidence_interval
     noise = _noise_band(*paired.run_means(column), confidence_level)
-    verdict = _interval_verdict(low, high, margin)
+    verdict = interval_verdict(low, high, margin)
     if noise is not None and abs(delta) <= noise:
         # Asymmetric on purpose: run-to-run noise can take back a claimed win, never a
         # regression. The interval's false-regression rate is already calibrated (<= 2.5 %),

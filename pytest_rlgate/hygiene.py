@@ -78,7 +78,7 @@ class Decontamination:
         """What a run's ``config.json`` records."""
         return {"enabled": self.enabled, "n": self.n, "threshold": self.threshold,
                 "train_before": len(self.kept) + len(self.dropped), "dropped": len(self.dropped),
-                "dropped_prompts": self.dropped[:50]}
+                "dropped_prompts": self.dropped[:50], "summary": self.summary()}
 
 
 def decontaminate(
@@ -163,6 +163,7 @@ def keep_prompts(
     max_chars: int = KEEP_MAX_CHARS,
     jaccard: float = NEAR_DUPLICATE_JACCARD,
     path: str | None = None,
+    lines: Sequence[int] | None = None,
 ) -> KeepResult:
     """Filter model-written prompts: keep those that read as the category their scenario asked for.
 
@@ -170,15 +171,18 @@ def keep_prompts(
     asked the writer for). A prompt stays when the environment's ``case_for`` reads it in that
     category (skipped for environments without one), its whitespace-collapsed length is
     *min_chars*-*max_chars* characters, and its word set is not a near-duplicate (Jaccard >=
-    *jaccard*) of an earlier kept prompt. Kept items carry the environment's case and keep
-    their ``scenario_id``; a category the environment does not declare is a :class:`DataError`.
+    *jaccard*) of an earlier kept prompt. Kept items carry the environment's case (their own
+    where it has no ``case_for``, so each line must then carry one) and keep their
+    ``scenario_id``. A line that is not such an object, or names a category the environment
+    does not declare, is a :class:`DataError` naming *path* and the line (``lines[i]`` for
+    item ``i`` when given, the file's line numbers with blank lines skipped; else ``i + 1``).
     """
     env = load_env(env)
     counts: Counter[str] = Counter()
     kept: list[Item] = []
     kept_words: list[frozenset[str]] = []
-    for number, item in enumerate(items, start=1):
-        where = {"path": path or "<items>", "line": number}
+    for index, item in enumerate(items):
+        where = {"path": path or "<items>", "line": lines[index] if lines is not None else index + 1}
         if not isinstance(item, Mapping):
             raise DataError(f"expected an object with prompt, scenario_id and category, got {type(item).__name__}",
                             **where)
@@ -187,6 +191,9 @@ def keep_prompts(
                 raise DataError(f"needs a string {key!r} (each line: prompt, scenario_id and the category "
                                 "its scenario asked for)", **where)
         category = env.check_category(item["category"], **where)
+        if not env.has_case_for and not isinstance(item.get("case"), Mapping):
+            raise DataError(f'no "case" object, and environment {env.name} reads none from the text (it has no '
+                            'case_for); add each line\'s case, e.g. "case": {"answer": ...}', **where)
         text = _collapsed(item["prompt"])
         if len(text) < min_chars:
             counts["too_short"] += 1
@@ -194,8 +201,9 @@ def keep_prompts(
         if len(text) > max_chars:
             counts["too_long"] += 1
             continue
-        case = env.case_for(text) if env.has_case_for else item.get("case")
-        if env.has_case_for and (case or {}).get("category", category) != category:
+        case = env.case_for(text) if env.has_case_for else item["case"]
+        # the category check needs the environment's own reading; None: it cannot read this prompt
+        if env.has_case_for and (case is None or case.get("category", category) != category):
             counts["off_category"] += 1
             continue
         words = frozenset(_words(text))
@@ -203,8 +211,7 @@ def keep_prompts(
             counts["near_duplicate"] += 1
             continue
         kept_words.append(words)
-        kept.append({**item, "category": category,
-                     **({"case": dict(case)} if isinstance(case, Mapping) else {})})
+        kept.append({**item, "category": category, "case": dict(case)})
     return KeepResult(kept, dict(counts), checked_category=env.has_case_for)
 
 

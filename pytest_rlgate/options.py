@@ -1,14 +1,23 @@
-"""Option values shared by the pytest plugin and the ``rlgate`` CLI, parsed one way.
+"""Option values shared by the pytest plugin, the ``rlgate`` CLI and the training knobs, parsed one way.
 
-argparse turns the ``ArgumentTypeError`` these raise into a one-line usage error, in pytest
-and in the CLI alike. Pure Python, so the plugin can import it at load time.
+argparse turns the ``ArgumentTypeError`` these raise into a one-line usage error (exit 2),
+in pytest and in the CLI alike, so a bad value is refused at parse time, before anything
+is loaded, sampled or trained. :class:`Number` also guards the Python API: NaN slips
+through every ``x <= 0`` check and infinities or absurd sizes (``--resamples 10**12``)
+would allocate without end, so each numeric option states one finite range, checked by
+the command line and by the knobs' ``validate`` alike. Pure Python, so the plugin can
+import it at load time.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["add_env_argument", "fraction", "share"]
+__all__ = ["Number", "add_env_argument", "fraction", "output_dir", "output_file", "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -31,6 +40,97 @@ def share(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a share in [0, 1), e.g. 0.25, got {text!r}")
     return value
+
+
+def _shown(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric option's finite range: called on text it is an argparse ``type``; ``problem``
+    and ``check`` apply the same range to a value handed to the API."""
+
+    low: float
+    high: float
+    example: str
+    integer: bool = False
+    #: the bound itself is outside the range (``(0, 1]`` has ``low_open``)
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        """``an integer in [1, 1000000], e.g. 40``: the range and an example, for messages."""
+        kind = "an integer" if self.integer else "a number"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{kind} in {left}{_shown(self.low)}, {_shown(self.high)}{right}, e.g. {self.example}"
+
+    def problem(self, value: object) -> str | None:
+        """None when *value* is in range, else what is wrong with it (one line)."""
+        wanted = (int,) if self.integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, wanted):
+            return f"expected {self.describe()}"
+        if not math.isfinite(value):
+            return f"{value} is not a finite number; expected {self.describe()}"
+        too_low = value <= self.low if self.low_open else value < self.low
+        too_high = value >= self.high if self.high_open else value > self.high
+        return f"out of range; expected {self.describe()}" if too_low or too_high else None
+
+    def check(self, value: object) -> None:
+        """Raise ``ValueError`` (the :meth:`problem`) when *value* is out of range."""
+        problem = self.problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            value: int | float = int(text) if self.integer else float(text)
+        except ValueError:  # also int() of more digits than Python converts
+            raise argparse.ArgumentTypeError(f"expected {self.describe()}, got {text[:40]!r}") from None
+        problem = self.problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"{problem}, got {text[:40]!r}")
+        return value
+
+
+def path_problem(path: str | os.PathLike[str], *, directory: bool) -> str | None:
+    """None when *path* can be written as a file (or, with *directory*, created or filled as a
+    folder), else the one-line reason: it is the other kind, or its nearest existing folder
+    is not a folder or not writable. Checked before the work starts, so a long run never
+    ends in a traceback at its last write."""
+    target = Path(path).expanduser()
+    if target.exists():
+        if directory and not target.is_dir():
+            return "is a file, not a folder; name a folder (it is created if missing)"
+        if not directory and target.is_dir():
+            return "is a folder; name a file inside it, e.g. " + str(target / "out.json")
+        if not os.access(target, os.W_OK | (os.X_OK if directory else 0)):
+            return "is not writable; choose a place you may write to"
+        return None
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot be created: {parent} is not writable"
+    return None
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type`` for a file the command writes (``--out``, ``--json``, ``--rlgate-report``)."""
+    problem = path_problem(text, directory=False)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return Path(text).expanduser()
+
+
+def output_dir(text: str) -> Path:
+    """An argparse ``type`` for a folder the command creates or fills (``--out-dir``, ``--runs-dir``)."""
+    problem = path_problem(text, directory=True)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return Path(text).expanduser()
 
 
 def add_env_argument(parser: argparse.ArgumentParser, default: str = "refund") -> None:

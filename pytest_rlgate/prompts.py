@@ -20,22 +20,28 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .atomic import atomic_write
 from .env import Env, Environment, load_env
 from .errors import DataError, UsageError
+from .hygiene import Decontamination, decontaminate, skip_decontamination
 from .seeded import prompt_key
 
 __all__ = [
+    "SPLITS",
     "Split",
+    "TrainSplit",
     "balance",
     "build_prompts",
     "canonical_bytes",
     "count_by_category",
     "fingerprint",
+    "jsonl_lines",
     "plain_split",
+    "prepare_split",
     "prompt_item",
     "read_prompts",
     "stratified_split",
@@ -99,21 +105,13 @@ def read_prompts(path: str | os.PathLike[str], *, env: Env | Environment | str |
     """
     path = Path(path)
     env = load_env(env)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("prompts file not found; write one with `rlgate prompts --out-dir DIR`",
-                        path=path) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save it as UTF-8", path=path) from None
     items: list[Item] = []
     problems: list[tuple[int, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                items.append(_item(line, env))
-            except DataError as exc:
-                problems.append((number, exc.reason))
+    for number, line in jsonl_lines(path, what="prompts file", fix="write one with `rlgate prompts --out-dir DIR`"):
+        try:
+            items.append(_item(line, env))
+        except DataError as exc:
+            problems.append((number, exc.reason))
     if problems:
         shown = "; ".join(f"line {n}: {why}" for n, why in problems[:10])
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
@@ -123,6 +121,26 @@ def read_prompts(path: str | os.PathLike[str], *, env: Env | Environment | str |
     if not items:
         raise DataError("no prompts in the file; each line needs a JSON object with a \"prompt\"", path=path)
     return items
+
+
+def jsonl_lines(path: Path, *, what: str, fix: str) -> list[tuple[int, str]]:
+    """``(line number, text)`` of each non-blank line of the UTF-8 file *path*.
+
+    Lines end at ``\n`` only: ``str.splitlines`` would also cut a prompt at U+2028, U+2029,
+    ``\x85`` or ``\x0c``, which :func:`write_prompts` writes raw inside a JSON string.
+
+    :raises DataError: naming *path* (called *what*) when it is missing (saying *fix*), a
+        folder or not UTF-8.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{what} not found; {fix}", path=path) from None
+    except IsADirectoryError:
+        raise DataError(f"{what} is a folder; pass a JSONL file, e.g. DIR/prompts.jsonl", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save it as UTF-8", path=path) from None
+    return [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
 
 
 def _item(line: str, env: Env) -> Item:
@@ -279,3 +297,62 @@ def balance(items: Sequence[Item], share: float, max_repeat: int = 6) -> list[It
             counts[category] += len(originals)
             copies += 1
     return result
+
+
+# ---------------------------------------------------------------------------------------
+# The one place a prompt set becomes training data
+
+#: The split rules ``prepare_split`` (and ``rlgate prompts --split``) offer.
+SPLITS: tuple[str, ...] = ("stratified", "plain")
+
+
+@dataclass(frozen=True)
+class TrainSplit:
+    """A split ready to train on: the holdout, and train tasks decontaminated against it.
+
+    ``tasks`` is the train side after decontamination and before balance: one entry per
+    task, what a next-round filter samples. ``train`` is ``tasks`` balanced to ``share``,
+    recomputed whenever the tasks are narrowed, so balance always sees the final tasks.
+    """
+
+    tasks: list[Item]
+    holdout: list[Item]
+    decontamination: Decontamination
+    share: float = 0.0
+    #: ``tasks`` with minority categories repeated up to ``share`` (see :func:`balance`)
+    train: list[Item] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "train", balance(self.tasks, self.share))
+
+    @property
+    def split(self) -> Split:
+        return Split(self.train, self.holdout)
+
+    def with_tasks(self, tasks: Iterable[Item]) -> TrainSplit:
+        """The same split with the train tasks narrowed to *tasks* (balanced afresh)."""
+        return replace(self, tasks=list(tasks))
+
+
+def prepare_split(
+    items: Sequence[Item],
+    fraction: float = 0.2,
+    *,
+    env: Env | Environment | str | None = None,
+    how: str = "stratified",
+    share: float = 0.0,
+    decontaminate_train: bool = True,
+) -> TrainSplit:
+    """Split *items*, drop train prompts that repeat a holdout prompt, balance the rest.
+
+    Every surface that splits (``rlgate prompts``, the ``rlgate_split`` fixture, ``rlgate
+    train``) calls this, so all three drop the same prompts and report the same numbers.
+    Decontamination runs before balance, so a repeated minority prompt is never a copy of a
+    contaminated one. *how* is ``stratified`` (by category, the default) or ``plain``.
+    """
+    if how not in SPLITS:
+        raise UsageError(f"split {how!r}: choose one of {', '.join(SPLITS)}")
+    split = stratified_split(items, fraction, env=env) if how == "stratified" else plain_split(items, fraction)
+    record = (decontaminate(split.train, split.holdout) if decontaminate_train
+              else skip_decontamination(split.train))
+    return TrainSplit(record.kept, list(split.holdout), record, share)

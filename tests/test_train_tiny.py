@@ -53,3 +53,23 @@ def test_the_tiny_policy_writes_tool_calls_the_gate_can_grade(tiny_run):
     assert any(r["markers"]["tool_call"] == 1.0 for r in before)  # it calls tools, well-formed or not
     assert 0 < sum(r["reward"] for r in before) < len(before)  # a mixed policy, not all pass or all fail
     assert set(tiny_run.gate) >= {"passed"}
+
+
+@pytest.fixture(scope="module")
+def arith_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("arith-runs")
+    return train_grpo(env="arith", runs_dir=str(runs), run_name="arith", size="small", steps=4, base_runs=2,
+                      monitor_every=2)
+
+
+@pytest.mark.filterwarnings("ignore:guard 'format' is constant")  # 4 steps rarely break the format
+def test_arith_trains_its_own_tiny_policy_and_guards_its_markers(arith_run):
+    """The second environment runs the same flow on the policy the same builder made from its corpus."""
+    config = arith_run.config
+    assert config["knobs"]["base_model"] == "rlgate/tiny-arith" and config["env"]["name"] == "arith"
+    before = list(read_rows(arith_run.before_files[0]))
+    assert {r["category"] for r in before} == {"add", "compare", "unanswerable"}
+    assert set(before[0]["markers"]) == {"answered", "exact", "format"}
+    assert 0 < sum(r["reward"] for r in before) < len(before)  # decent on add, weak on compare
+    assert any(m["reward_std"] > 0 for m in arith_run.metrics())
+    assert {c["metric"] for c in arith_run.gate["comparisons"]} >= {"pass@1", "marker:exact", "marker:format"}

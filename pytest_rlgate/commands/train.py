@@ -37,30 +37,30 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=C.SEED, help="prompt-set seed (default %(default)s)")
     g.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size, e.g. small, default, large")
     g.add_argument("--prompts-file", metavar="PATH", help="a prompts JSONL instead of the environment's own set")
-    g.add_argument("--holdout", type=float, default=C.HOLDOUT, help="share held out by category (%(default)s)")
-    g.add_argument("--balance", type=float, default=C.BALANCE,
+    g.add_argument("--holdout", type=C.RUN_BOUNDS["holdout"], default=C.HOLDOUT, help="share held out by category (%(default)s)")
+    g.add_argument("--balance", type=C.RUN_BOUNDS["balance"], default=C.BALANCE,
                    help="repeat minority categories of the train split up to this share (%(default)s = off)")
     g.add_argument("--run-name", metavar="NAME", help="folder name under --runs-dir (default <env>-<method>-s<seed>)")
     g.add_argument("--runs-dir", default=C.RUNS_DIR, metavar="DIR", help="where run folders go (%(default)s)")
     g.add_argument("--from-run", metavar="DIR", help="merge this finished run's adapter first (round two)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
     s = p.add_argument_group("sampling and evaluation")
-    s.add_argument("--temperature", type=float, default=C.TEMPERATURE, help="rollouts and eval (%(default)s)")
-    s.add_argument("--top-p", type=float, default=C.TOP_P, help="rollouts and eval (%(default)s)")
+    s.add_argument("--temperature", type=C.RUN_BOUNDS["temperature"], default=C.TEMPERATURE, help="rollouts and eval (%(default)s)")
+    s.add_argument("--top-p", type=C.RUN_BOUNDS["top_p"], default=C.TOP_P, help="rollouts and eval (%(default)s)")
     s.add_argument("--sample-seed", type=int, default=C.SAMPLE_SEED,
                    help="trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)")
-    s.add_argument("--base-runs", type=int, default=C.BASE_RUNS, help="base holdout samples (%(default)s)")
-    s.add_argument("--eval-k", type=int, default=C.EVAL_K, help="replies per holdout prompt (%(default)s)")
-    s.add_argument("--max-completion-length", type=int, metavar="TOKENS",
+    s.add_argument("--base-runs", type=C.RUN_BOUNDS["base_runs"], default=C.BASE_RUNS, help="base holdout samples (%(default)s)")
+    s.add_argument("--eval-k", type=C.RUN_BOUNDS["eval_k"], default=C.EVAL_K, help="replies per holdout prompt (%(default)s)")
+    s.add_argument("--max-completion-length", type=C.RUN_BOUNDS["max_completion_length"], metavar="TOKENS",
                    help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on the tiny policy")
     m = p.add_argument_group("HackMonitor")
-    m.add_argument("--monitor-every", type=int, default=C.MONITOR_EVERY, help="steps between checks, 0 = off")
+    m.add_argument("--monitor-every", type=C.RUN_BOUNDS["monitor_every"], default=C.MONITOR_EVERY, help="steps between checks, 0 = off")
     m.add_argument("--stop-on", type=_csv, default=(), metavar="KINDS",
                    help=f"end training on these alarms: {','.join(C.STOP_ON_CHOICES)} (comma-separated)")
-    m.add_argument("--kl-budget", type=float, metavar="KL", help="drift alarm when the logged KL exceeds this")
+    m.add_argument("--kl-budget", type=C.RUN_BOUNDS["kl_budget"], metavar="KL", help="drift alarm when the logged KL exceeds this")
     lora = p.add_argument_group("LoRA")
-    lora.add_argument("--lora-rank", type=int, default=C.LORA_RANK, help="(%(default)s)")
-    lora.add_argument("--lora-alpha", type=int, default=C.LORA_ALPHA, help="(%(default)s)")
+    lora.add_argument("--lora-rank", type=C.RUN_BOUNDS["lora_rank"], default=C.LORA_RANK, help="(%(default)s)")
+    lora.add_argument("--lora-alpha", type=C.RUN_BOUNDS["lora_alpha"], default=C.LORA_ALPHA, help="(%(default)s)")
     lora.add_argument("--lora-targets", type=_csv, default=C.LORA_TARGETS, metavar="NAMES",
                       help="comma-separated module names (default: attention + MLP projections)")
     p.add_argument("--report-to", default="none", help="TRL/transformers report_to (tensorboard, wandb, ...)")
@@ -69,17 +69,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def _grpo_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("GRPO")
-    g.add_argument("--steps", type=int, default=C.STEPS, help="optimizer steps (%(default)s)")
-    g.add_argument("--num-generations", type=int, default=C.NUM_GENERATIONS, help="group size (%(default)s)")
-    g.add_argument("--batch-size", type=int, metavar="COMPLETIONS",
+    g.add_argument("--steps", type=C.GRPO_BOUNDS["steps"], default=C.STEPS, help="optimizer steps (%(default)s)")
+    g.add_argument("--num-generations", type=C.GRPO_BOUNDS["num_generations"], default=C.NUM_GENERATIONS, help="group size (%(default)s)")
+    g.add_argument("--batch-size", type=C.GRPO_BOUNDS["batch_size"], metavar="COMPLETIONS",
                    help="completions per step, a multiple of --num-generations "
                         f"(default 1 group; {C.TINY_PROMPTS_PER_STEP} on the tiny policy)")
-    g.add_argument("--learning-rate", type=float,
+    g.add_argument("--learning-rate", type=C.GRPO_BOUNDS["learning_rate"],
                    help=f"default {C.LEARNING_RATE:g}; {C.TINY_LEARNING_RATE:g} on the tiny policy")
-    g.add_argument("--beta", type=float, default=C.BETA, help="KL penalty to the adapter-off base (%(default)s)")
+    g.add_argument("--beta", type=C.GRPO_BOUNDS["beta"], default=C.BETA, help="KL penalty to the adapter-off base (%(default)s)")
     g.add_argument("--loss-type", default=C.LOSS_TYPE,
                    help="any loss_type the installed TRL accepts: " + ", ".join(C.trl_loss_types()))
-    g.add_argument("--epsilon-high", type=float, default=C.EPSILON_HIGH,
+    g.add_argument("--epsilon-high", type=C.GRPO_BOUNDS["epsilon_high"], default=C.EPSILON_HIGH,
                    help="upper clip (0 = TRL's symmetric clip; DAPO 0.28)")
     g.add_argument("--no-scale-rewards", action="store_true", help="no std scaling of advantages (Dr.GRPO)")
     g.add_argument("--mask-truncated", action="store_true", help="drop truncated completions from the loss (DAPO)")
@@ -104,29 +104,30 @@ def _run_grpo(args: argparse.Namespace) -> Any:
 
 def _dpo_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("DPO")
-    g.add_argument("--steps", type=int, default=D.STEPS, help="optimizer steps (%(default)s)")
-    g.add_argument("--pairs-per-step", type=int, default=D.PAIRS_PER_STEP, help="pairs per step (%(default)s)")
-    g.add_argument("--pairs-per-device", type=int, metavar="PAIRS",
+    g.add_argument("--steps", type=D.DPO_BOUNDS["steps"], default=D.STEPS, help="optimizer steps (%(default)s)")
+    g.add_argument("--pairs-per-step", type=D.DPO_BOUNDS["pairs_per_step"], default=D.PAIRS_PER_STEP, help="pairs per step (%(default)s)")
+    g.add_argument("--pairs-per-device", type=D.DPO_BOUNDS["pairs_per_device"], metavar="PAIRS",
                    help=f"pairs per forward, the rest is accumulation (default {D.PAIRS_PER_DEVICE}; "
                         f"{D.TINY_PAIRS_PER_DEVICE} on the tiny policy)")
-    g.add_argument("--learning-rate", type=float,
+    g.add_argument("--learning-rate", type=D.DPO_BOUNDS["learning_rate"],
                    help=f"default {D.LEARNING_RATE:g}; {D.TINY_LEARNING_RATE:g} on the tiny policy")
-    g.add_argument("--beta", type=float, default=D.BETA, help="DPO beta, KL strength (%(default)s)")
+    g.add_argument("--beta", type=D.DPO_BOUNDS["beta"], default=D.BETA, help="DPO beta, KL strength (%(default)s)")
     g.add_argument("--loss-type", metavar="TYPES",
                    help=f"comma-separated TRL DPO losses (default {','.join(D.LOSS_TYPE)}; "
                         f"{','.join(D.TINY_LOSS_TYPE)} on the tiny policy): " + ", ".join(D.dpo_loss_types()))
-    g.add_argument("--max-length", type=int, metavar="TOKENS",
+    g.add_argument("--max-length", type=D.DPO_BOUNDS["max_length"], metavar="TOKENS",
                    help=f"prompt + reply tokens (default {D.MAX_LENGTH}; {D.TINY_MAX_LENGTH} on the tiny policy)")
     pairs = p.add_argument_group("pairs")
-    pairs.add_argument("--pair-samples", type=int, default=D.PAIR_SAMPLES,
+    pairs.add_argument("--pair-samples", type=D.DPO_BOUNDS["pair_samples"], default=D.PAIR_SAMPLES,
                        help="replies sampled per train prompt for pairing (%(default)s)")
-    pairs.add_argument("--min-margin", type=float, default=D.MIN_MARGIN,
+    pairs.add_argument("--min-margin", type=D.DPO_BOUNDS["min_margin"], default=D.MIN_MARGIN,
                        help="smallest raw-score gap chosen - rejected (%(default)s)")
-    pairs.add_argument("--max-pairs-per-prompt", type=int, default=D.MAX_PAIRS_PER_PROMPT, help="(%(default)s)")
+    pairs.add_argument("--max-pairs-per-prompt", type=D.DPO_BOUNDS["max_pairs_per_prompt"],
+                       default=D.MAX_PAIRS_PER_PROMPT, help="(%(default)s)")
     pairs.add_argument("--constructed-negatives", action="store_true",
                        help="add (own passing reply, the environment's rejected_reply) pairs on the prompts it "
                             "builds one for")
-    pairs.add_argument("--constructed-cap", type=float, default=D.CONSTRUCTED_CAP, metavar="SHARE",
+    pairs.add_argument("--constructed-cap", type=D.DPO_BOUNDS["constructed_cap"], default=D.CONSTRUCTED_CAP, metavar="SHARE",
                        help="constructed pairs at most this share of the sampled pairs (%(default)s)")
 
 

@@ -97,7 +97,7 @@ class TinyRecipe:
 
 def recipe_of(env: Env) -> TinyRecipe:
     """The environment's ``tiny_policy`` recipe, or a :class:`UsageError` saying how to add one."""
-    recipe = getattr(env.raw, "tiny_policy", None)
+    recipe = env.tiny_policy
     if not isinstance(recipe, TinyRecipe):
         raise UsageError(f"environment {env.name} has no tiny policy recipe (a 'tiny_policy' TinyRecipe "
                          "attribute, see docs/policy.md); add one, or train from --base-model MODEL")

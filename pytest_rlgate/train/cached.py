@@ -50,8 +50,8 @@ class CachedRun:
 #: built-in environments (their rewards, prompt writers, features, negatives), sampling,
 #: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
 #: An environment outside the package is keyed by its fingerprint.
-_RUN_CODE = ("train/*.py", "env.py", "envs/**/*.py", "sampling.py", "rows.py", "gate.py", "stats.py", "prompts.py",
-             "policy.py")
+_RUN_CODE = ("train/*.py", "env.py", "envs/**/*.py", "sampling.py", "rows.py", "gate.py", "recipe.py", "stats.py",
+             "prompts.py", "policy.py")
 
 
 def _code_digest() -> str:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..env import Env, load_env
 from ..errors import UsageError
+from ..options import Number, path_problem
 from ..policy import TINY_POLICY
 from ..tiny.manifest import BUILD_INFO
 from ..tiny.recipe import TINY_PREFIX
@@ -87,6 +89,32 @@ REWARD: str | None = None
 _FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
+#: The range of every numeric knob every method shares, by field name; the CLI parses the
+#: flags with the same objects. Upper bounds stop a typo from allocating without end
+#: (a 10**9-token completion budget) and every range is finite, so NaN never passes.
+RUN_BOUNDS: Mapping[str, Number] = {
+    "holdout": Number(0, 1, "0.2", low_open=True, high_open=True),
+    "balance": Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True),
+    "temperature": Number(0, 10, "0.8", low_open=True),
+    "top_p": Number(0, 1, "0.95", low_open=True),
+    "base_runs": Number(1, 100, "3 (a noise floor)", integer=True),
+    "eval_k": Number(1, 1024, "4", integer=True),
+    "max_completion_length": Number(1, 32768, "160", integer=True),
+    "monitor_every": Number(0, 1_000_000, "10 (0 switches the monitor off)", integer=True),
+    "kl_budget": Number(0, 1_000_000, "0.1", low_open=True),
+    "lora_rank": Number(1, 1024, "16", integer=True),
+    "lora_alpha": Number(1, 65536, "32", integer=True),
+}
+#: GRPO's own numeric knobs, as ``RUN_BOUNDS``.
+GRPO_BOUNDS: Mapping[str, Number] = {
+    "steps": Number(1, 1_000_000, "40", integer=True),
+    "num_generations": Number(2, 1024, "8 (GRPO compares completions within a group)", integer=True),
+    "batch_size": Number(2, 65536, "16", integer=True),
+    "learning_rate": Number(0, 1, "5e-6", low_open=True),
+    "beta": Number(0, 100, "0.04 (0 disables the KL penalty)"),
+    "epsilon_high": Number(0, 10, "0.28 (0 keeps TRL's symmetric clip)"),
+}
+
 
 def trl_loss_types() -> tuple[str, ...]:
     """The ``loss_type`` values the installed TRL documents (read from GRPOConfig's help)."""
@@ -107,6 +135,15 @@ def is_tiny(base_model: str) -> bool:
 
 def _fail(flag: str, value: Any, fix: str) -> None:
     raise UsageError(f"--{flag} {value!r}: {fix}")
+
+
+def check_numbers(knobs: Any, bounds: Mapping[str, Number]) -> None:
+    """Raise ``UsageError`` naming the flag for the first knob outside its range (None = resolved later)."""
+    for name, number in bounds.items():
+        value = getattr(knobs, name)
+        problem = None if value is None else number.problem(value)
+        if problem is not None:
+            _fail(name.replace("_", "-"), value, problem)
 
 
 @dataclass(frozen=True)
@@ -144,6 +181,8 @@ class RunKnobs:
     auto: tuple[str, ...] = field(default=(), compare=False)
 
     method: str = field(default="", init=False)
+    #: the numeric knobs' ranges (a subclass adds its own)
+    BOUNDS: ClassVar[Mapping[str, Number]] = RUN_BOUNDS
 
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
         return {"max_completion_length": TINY_MAX_COMPLETION_LENGTH if tiny else MAX_COMPLETION_LENGTH}
@@ -159,6 +198,7 @@ class RunKnobs:
     def resolve(self) -> "RunKnobs":
         """Fill every ``None`` knob (the environment's base model, tiny-policy CPU defaults or
         the seed's) and validate."""
+        check_numbers(self, self.BOUNDS)  # before resolving derives values (batch sizes) from them
         env = self.environment
         chosen: dict[str, Any] = {}
         if self.base_model is None:
@@ -182,33 +222,17 @@ class RunKnobs:
 
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
-        if not 0.0 < self.holdout < 1.0:
-            _fail("holdout", self.holdout, "give a fraction strictly between 0 and 1, e.g. 0.2")
-        if not 0.0 <= self.balance < 1.0:
-            _fail("balance", self.balance, "give a share in [0, 1), e.g. 0.25; 0 leaves the split as written")
-        if self.temperature <= 0:
-            _fail("temperature", self.temperature, "sampling needs a temperature above 0, e.g. 0.8")
-        if not 0.0 < self.top_p <= 1.0:
-            _fail("top-p", self.top_p, "give a probability in (0, 1], e.g. 0.95")
-        if self.base_runs < 1:
-            _fail("base-runs", self.base_runs, "at least 1 base sample is needed for 'before'; 3 gives a noise floor")
-        if self.eval_k < 1:
-            _fail("eval-k", self.eval_k, "sample at least 1 reply per holdout prompt, e.g. 4")
-        if self.max_completion_length is not None and self.max_completion_length < 1:
-            _fail("max-completion-length", self.max_completion_length, "give a positive token budget, e.g. 160")
-        if self.monitor_every < 0:
-            _fail("monitor-every", self.monitor_every, "give a step interval >= 1, or 0 to switch the monitor off")
+        check_numbers(self, self.BOUNDS)
         unknown = [s for s in self.stop_on if s not in STOP_ON_CHOICES]
         if unknown:
             _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")
-        if self.kl_budget is not None and self.kl_budget <= 0:
-            _fail("kl-budget", self.kl_budget, "give a positive KL budget, or leave it unset")
-        if self.lora_rank < 1 or self.lora_alpha <= 0:
-            _fail("lora-rank", f"{self.lora_rank}/{self.lora_alpha}", "rank >= 1 and alpha > 0, e.g. 16 and 32")
         if not self.lora_targets:
             _fail("lora-targets", "", "name at least one module, e.g. q_proj,v_proj")
         if self.run_name is not None and not _RUN_NAME.match(self.run_name):
             _fail("run-name", self.run_name, "use letters, digits, '.', '_' or '-' (it becomes a folder name)")
+        problem = path_problem(self.runs_dir, directory=True)
+        if problem is not None:
+            _fail("runs-dir", self.runs_dir, problem)
 
     def to_dict(self) -> dict[str, Any]:
         """Every knob as JSON-ready values (tuples become lists; an ``Env`` without a spec, its name)."""
@@ -234,6 +258,7 @@ class GRPOKnobs(RunKnobs):
     reward: str | None = REWARD
 
     method: str = field(default="grpo", init=False)
+    BOUNDS: ClassVar[Mapping[str, Number]] = {**RUN_BOUNDS, **GRPO_BOUNDS}
 
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
         per_step = TINY_PROMPTS_PER_STEP if tiny else PROMPTS_PER_STEP
@@ -245,22 +270,11 @@ class GRPOKnobs(RunKnobs):
 
     def validate(self) -> None:
         super().validate()
-        if self.steps < 1:
-            _fail("steps", self.steps, "train for at least 1 step, e.g. 40")
-        if self.num_generations < 2:
-            _fail("num-generations", self.num_generations,
-                  "GRPO compares completions within a group; use at least 2, e.g. 8")
-        if self.batch_size is not None and (self.batch_size < 1 or self.batch_size % self.num_generations):
+        if self.batch_size is not None and self.batch_size % self.num_generations:
             _fail("batch-size", self.batch_size,
                   f"the batch counts completions and must be a multiple of --num-generations "
                   f"{self.num_generations}, e.g. {self.num_generations * 2}")
-        if self.learning_rate is not None and self.learning_rate <= 0:
-            _fail("learning-rate", self.learning_rate, "give a positive learning rate, e.g. 5e-6")
-        if self.beta < 0:
-            _fail("beta", self.beta, "the KL penalty cannot be negative; 0 disables it, 0.04 is the default")
         accepted = trl_loss_types()
         if self.loss_type not in accepted:
             _fail("loss-type", self.loss_type, f"the installed TRL accepts {', '.join(accepted)}")
-        if self.epsilon_high < 0:
-            _fail("epsilon-high", self.epsilon_high, "0 keeps TRL's symmetric clip; DAPO uses 0.28")
         score_function(self.environment, self.reward)  # a UsageError naming --reward and the choices

@@ -22,13 +22,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..env import Env
 from ..errors import RlgateWarning, UsageError
+from ..options import Number
 from ..sampling import sample
 from .adapters import check_targets, lora_config
-from .config import RunKnobs, _fail
+from .config import RUN_BOUNDS, RunKnobs, _fail
 from .grpo import _on_cpu
 from .pairs import (
     CONSTRUCTED_CAP,
@@ -108,6 +109,21 @@ def dpo_loss_types() -> tuple[str, ...]:
     return found or _FALLBACK_LOSS_TYPES
 
 
+#: DPO's own numeric knobs, as ``config.RUN_BOUNDS`` (finite ranges: NaN never passes).
+DPO_BOUNDS: Mapping[str, Number] = {
+    "steps": Number(1, 1_000_000, "60", integer=True),
+    "pairs_per_step": Number(1, 65536, "8", integer=True),
+    "pairs_per_device": Number(1, 65536, "2 (it must divide --pairs-per-step)", integer=True),
+    "learning_rate": Number(0, 1, "5e-6", low_open=True),
+    "beta": Number(0, 100, "0.1 (DPO's beta must be positive)", low_open=True),
+    "max_length": Number(8, 131072, "896 (prompt + reply tokens)", integer=True),
+    "pair_samples": Number(2, 1024, "8 (pairing needs at least 2 replies per prompt)", integer=True),
+    "min_margin": Number(0, 1_000_000, "0.5 (a raw-score gap)", low_open=True),
+    "max_pairs_per_prompt": Number(1, 10_000, "2", integer=True),
+    "constructed_cap": Number(0, 1_000_000, "0.3 (a share of the sampled pairs; large means uncapped)"),
+}
+
+
 @dataclass(frozen=True)
 class DPOKnobs(RunKnobs):
     """DPO's knobs; ``None`` means "resolve for the base model" (tiny policy: CPU-sized)."""
@@ -126,6 +142,7 @@ class DPOKnobs(RunKnobs):
     constructed_cap: float = CONSTRUCTED_CAP
 
     method: str = field(default="dpo", init=False)
+    BOUNDS: ClassVar[Mapping[str, Number]] = {**RUN_BOUNDS, **DPO_BOUNDS}
 
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
         return {
@@ -153,33 +170,13 @@ class DPOKnobs(RunKnobs):
 
     def validate(self) -> None:
         super().validate()
-        if self.steps < 1:
-            _fail("steps", self.steps, "train for at least 1 step, e.g. 60")
-        if self.pairs_per_step < 1:
-            _fail("pairs-per-step", self.pairs_per_step, "give at least 1 pair per optimizer step, e.g. 8")
-        if self.pairs_per_device is not None and (
-                self.pairs_per_device < 1 or self.pairs_per_step % self.pairs_per_device):
+        if self.pairs_per_device is not None and self.pairs_per_step % self.pairs_per_device:
             _fail("pairs-per-device", self.pairs_per_device,
                   f"it must divide --pairs-per-step {self.pairs_per_step} (the rest is gradient accumulation)")
-        if self.learning_rate is not None and self.learning_rate <= 0:
-            _fail("learning-rate", self.learning_rate, "give a positive learning rate, e.g. 5e-6")
-        if self.beta <= 0:
-            _fail("beta", self.beta, "DPO's beta must be positive; 0.1 is the default")
         accepted = dpo_loss_types()
         unknown = [t for t in self.loss_type or () if t not in accepted]
         if unknown or not self.loss_type:
             _fail("loss-type", ",".join(self.loss_type or ()), f"the installed TRL's DPO accepts {', '.join(accepted)}")
-        if self.max_length is not None and self.max_length < 8:
-            _fail("max-length", self.max_length, "give the prompt+reply token budget, e.g. 896")
-        if self.pair_samples < 2:
-            _fail("pair-samples", self.pair_samples, "pairing needs at least 2 replies per prompt, e.g. 8")
-        if self.min_margin <= 0:
-            _fail("min-margin", self.min_margin, "give a positive raw-score gap, e.g. 0.5")
-        if self.max_pairs_per_prompt < 1:
-            _fail("max-pairs-per-prompt", self.max_pairs_per_prompt, "allow at least 1 pair per prompt, e.g. 2")
-        if not self.constructed_cap >= 0:
-            _fail("constructed-cap", self.constructed_cap,
-                  "give the largest share of the sampled pairs, e.g. 0.3 (a large value means uncapped)")
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -162,8 +162,8 @@ def sampled_pairs(
     that differ from it only in spacing. Both replies are then used. Every copy of a prompt
     in *items* (``--balance`` repeats rows) is its own prompt here.
     """
-    if min_margin <= 0:
-        raise UsageError(f"min_margin must be > 0, got {min_margin}")
+    if not 0 < min_margin < math.inf:  # also refuses NaN, which every gap comparison would silently fail
+        raise UsageError(f"min_margin must be a finite number > 0, got {min_margin}")
     if max_per_prompt < 1:
         raise UsageError(f"max_per_prompt must be >= 1, got {max_per_prompt}")
     env = load_env(env)
