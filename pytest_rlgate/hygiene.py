@@ -187,9 +187,10 @@ def keep_prompts(
             raise DataError(f"expected an object with prompt, scenario_id and category, got {type(item).__name__}",
                             **where)
         for key in ("prompt", "scenario_id", "category"):
-            if not isinstance(item.get(key), str):
-                raise DataError(f"needs a string {key!r} (each line: prompt, scenario_id and the category "
-                                "its scenario asked for)", **where)
+            value = item.get(key)
+            if not isinstance(value, str) or (key != "prompt" and not value):  # an empty prompt is too short
+                raise DataError(f"needs a {'' if key == 'prompt' else 'non-empty '}string {key!r} (each line: "
+                                "prompt, scenario_id and the category its scenario asked for)", **where)
         category = env.check_category(item["category"], **where)
         if not env.has_case_for and not isinstance(item.get("case"), Mapping):
             raise DataError(f'no "case" object, and environment {env.name} reads none from the text (it has no '

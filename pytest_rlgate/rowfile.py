@@ -127,14 +127,10 @@ def _stdlib_fast(raw: bytes) -> Any:
     return obj
 
 
-def line_parser(*, use_orjson: bool | None = None) -> Callable[[bytes], Any]:
-    """The fast line parser: orjson's when it is installed (or *use_orjson*), else the stdlib's.
+def line_parser() -> Callable[[bytes], Any]:
+    """The fast line parser: orjson's when it is installed, else the standard library's scanner.
 
     It raises ValueError (orjson's errors subclass it) or StopIteration on anything it will
     not parse; the caller then asks :func:`parse_line` for the exact verdict.
     """
-    if use_orjson is None:
-        use_orjson = _orjson is not None
-    if use_orjson and _orjson is None:
-        raise ModuleNotFoundError("orjson is not installed (pip install orjson)")
-    return _orjson.loads if use_orjson else _stdlib_fast  # type: ignore[union-attr]
+    return _stdlib_fast if _orjson is None else _orjson.loads

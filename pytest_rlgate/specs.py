@@ -24,10 +24,18 @@ A row without a ``case`` gets one from its prompt: the header's ``case_for``, el
 ``case_for`` of the environment the header names (``env: mypkg.envs:Calc``), else the
 session's environment (``--rlgate-env``), else the prompt text itself is the case. A table
 with ``env:`` and no ``reward:`` is graded by that environment's ``score``.
+
+A table is code: its ``reward``, ``case_for`` and ``env`` name Python that runs when the
+table is read, so trust a table as you trust the code it imports. The reader refuses only
+what cannot be meant (builtins that evaluate text, like ``builtins:eval``) and bounds what
+could hang or flood a test run: nesting depth, YAML alias expansion, number size, message
+length. Anything else that goes wrong, including user code raising ``SystemExit`` on
+import, is a :class:`~pytest_rlgate.errors.SpecError` for that one table.
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import inspect
 import json
@@ -57,10 +65,72 @@ _ROW_FIELDS = frozenset(
 _ID = re.compile(r"[\w.:\-\[\]/]+")
 _DEFAULT_TOLERANCE = 1e-6
 _FORMAT_HINT = "see docs/specs.md for the table format"
+#: Deepest nesting a table may use (YAML or a JSON line); tables need about six levels.
+MAX_DEPTH = 64
+#: Most values YAML aliases may expand to in one table: a shared case a hundred times is
+#: a few thousand; an alias bomb is billions.
+MAX_ALIAS_EXPANSION = 100_000
+#: Longest row id: it becomes the pytest item name.
+_MAX_ID = 200
+#: Errors raised by user code a table names (its import, ``case_for``, ``env``): all of them
+#: are that table's error, ``SystemExit`` included; only ``KeyboardInterrupt`` stops the run.
+_USER_CODE_ERRORS = (Exception, SystemExit)
+#: Callables that evaluate or run text: never a reward or ``case_for``, whatever a table says.
+_REFUSED_CALLABLES = frozenset(
+    id(fn) for fn in (builtins.eval, builtins.exec, builtins.compile, builtins.__import__, builtins.breakpoint,
+                      builtins.input, builtins.open, importlib.import_module)
+)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr`` of a value from a table, cut to *limit* characters (a message stays one short line)."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # a self-referencing or oversized value
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading ``1e-6`` as a float (YAML 1.1 wants ``1.0e-6``)."""
+    """PyYAML's safe loader, reading ``1e-6`` as a float (YAML 1.1 wants ``1.0e-6``), with
+    bounded nesting and alias expansion: a deep or self-multiplying document is refused
+    while it is composed, before anything is built from it."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._expanded = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise yaml.composer.ComposerError(None, None, "found an alias to a node that contains it "
+                                                  "(a recursive value)", event.start_mark)
+            self._expanded += size
+            if self._expanded > MAX_ALIAS_EXPANSION:
+                raise yaml.composer.ComposerError(None, None, f"YAML aliases expand to more than "
+                                                  f"{MAX_ALIAS_EXPANSION:,} values (an alias bomb?)",
+                                                  event.start_mark)
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                              event.start_mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        self._sizes[id(node)] = 1 + sum(self._sizes.get(id(child), 0) for child in children)
+        return node
 
 
 _Loader.add_implicit_resolver(

@@ -1,4 +1,4 @@
-"""Shared test setup: one CPU thread (2 cores are shared; see DESIGN's G1), pytester on."""
+"""Shared test setup: one CPU thread (2 cores are shared), extension modules loaded once."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ import os
 # Imported once here: Hypothesis's plugin re-imports it after every in-process pytester run
 # otherwise, which costs seconds per run.
 import hypothesis  # noqa: F401
+
+# An in-process pytester run drops every module it imported from sys.modules afterwards; a
+# C extension such as numpy.fft cannot be loaded twice in one process, so a later import of
+# torch (which needs it) would fail. Loading it here keeps it out of the runs' snapshots.
+import numpy.fft  # noqa: F401
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -265,8 +265,10 @@ def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
 def test_the_cli_registers_demo_and_rejects_zero_steps(capsys):
     from pytest_rlgate.cli import main
 
-    assert main(["demo", "--steps", "0"]) == 2
-    assert "--steps 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # refused while parsing, before anything loads
+        main(["demo", "--steps", "0"])
+    assert refused.value.code == 2
+    assert "argument --steps: out of range" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     out = capsys.readouterr().out

@@ -150,10 +150,11 @@ def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest
     assert lines[0] == (f"rlgate prompts --seed 0 --size default --holdout 0.2 --split stratified --balance 0.25 "
                         f"-> {out}")
     assert lines[1] == f"environment: refund v1 {load_env(None).fingerprint}"
-    assert lines[2].split() == ["file", "prompts", "no_id", "off_topic", "with_id", "scenarios", "fingerprint"]
-    assert lines[4].split() == ["prompts.jsonl", "119", "16", "8", "95", "119", fingerprint(items)]
-    assert lines[5].split() == ["train.jsonl", "151", "39", "36", "76", "95", fingerprint(train)]
-    assert lines[6].split() == ["holdout.jsonl", "24", "3", "2", "19", "24", fingerprint(split.holdout)]
+    assert lines[2].startswith("decontamination: dropped 0 of 95 train prompts (its word 8-grams cover >= 0.8")
+    assert lines[3].split() == ["file", "prompts", "no_id", "off_topic", "with_id", "scenarios", "fingerprint"]
+    assert lines[5].split() == ["prompts.jsonl", "119", "16", "8", "95", "119", fingerprint(items)]
+    assert lines[6].split() == ["train.jsonl", "151", "39", "36", "76", "95", fingerprint(train)]
+    assert lines[7].split() == ["holdout.jsonl", "24", "3", "2", "19", "24", fingerprint(split.holdout)]
 
 
 def test_cli_is_byte_identical_across_runs_and_splits_a_prompts_file(tmp_path: Path,
@@ -203,10 +204,11 @@ def test_cli_splits_a_users_file_by_the_users_categories(tmp_path: Path, capsys:
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"rlgate prompts --env {CALC} --prompts-file {path} --holdout 0.2 --split stratified -> {out}"
     assert lines[1] == f"environment: calc v0 {load_env(CALC).fingerprint}"
-    assert lines[2].split() == ["file", "prompts", "arithmetic", "unanswerable", "word_problem", "scenarios",
+    assert lines[2].startswith("decontamination: dropped 0 of 9 train prompts")
+    assert lines[3].split() == ["file", "prompts", "arithmetic", "unanswerable", "word_problem", "scenarios",
                                 "fingerprint"]
-    assert lines[4].split()[:6] == ["prompts.jsonl", "15", "5", "5", "5", "15"]
-    assert lines[6].split()[:6] == ["holdout.jsonl", "6", "2", "2", "2", "6"]
+    assert lines[5].split()[:6] == ["prompts.jsonl", "15", "5", "5", "5", "15"]
+    assert lines[7].split()[:6] == ["holdout.jsonl", "6", "2", "2", "2", "6"]
     assert read_prompts(out / "prompts.jsonl", env=CALC) == calc_items()
     holdout = read_prompts(out / "holdout.jsonl", env=CALC)
     assert all(item in calc_items() for item in holdout)  # cases and categories as the user wrote them

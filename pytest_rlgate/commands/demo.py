@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import argparse
 
-from ..options import add_env_argument
+from ..options import add_env_argument, output_dir
 
 HELP = "the whole story on the embedded tiny policy, CPU only"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..demo import QUICK_STEPS, STEPS
+    from ..train.config import GRPO_BOUNDS
 
     add_env_argument(parser)
-    parser.add_argument("--runs-dir", default="runs/demo", metavar="DIR",
+    parser.add_argument("--runs-dir", type=output_dir, default="runs/demo", metavar="DIR",
                         help="where the run folders, prompt files and index.html go (%(default)s)")
-    parser.add_argument("--steps", type=int, metavar="N",
+    parser.add_argument("--steps", type=GRPO_BOUNDS["steps"], metavar="N",
                         help=f"training steps of every run (default {STEPS}; {QUICK_STEPS} with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="the whole flow on the small prompt set with very few steps (a smoke test: "
@@ -41,9 +42,6 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from ..demo import run_demo
-    from ..errors import UsageError
 
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps {args.steps}: train for at least 1 step, e.g. 30")
     run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)
     return 0

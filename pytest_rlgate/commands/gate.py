@@ -9,6 +9,11 @@ guard nothing unless ``--guard`` says so, since guarding a marker the rows never
 every row. Files whose headers name different environment fingerprints or prompt sets are
 refused (exit 2) unless ``--allow-env-change``; a changed holdout (units on one side only)
 is refused unless ``--shared-units-only``.
+
+``rlgate gate BEFORE AFTER AFTER ...``, one AFTER per training seed of the same recipe (each
+sampled on BEFORE's holdout), gates the recipe instead (:mod:`pytest_rlgate.recipe_gate`):
+per metric and category the recipe interval over units and seeds, each seed's own verdict
+and "regressed in k of S seeds"; exit 1 when the recipe regressed.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 
 from ..atomic import atomic_write
 from ..errors import RlgateWarning, UsageError
-from ..gate import compare
+from ..recipe_gate import compare
 from ..stats import DEFAULT_METHOD, METHODS
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
@@ -55,7 +60,9 @@ def _resamples(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("before", metavar="BEFORE.jsonl", help="graded rows of the base policy")
-    parser.add_argument("after", metavar="AFTER.jsonl", help="graded rows of the fine-tuned policy")
+    parser.add_argument("after", metavar="AFTER.jsonl", nargs="+",
+                        help="graded rows of the fine-tuned policy; several, one per training seed of the same "
+                             "recipe, gate the recipe across seeds")
     parser.add_argument("--by", default="category", choices=["category"], help="group rows by this field")
     parser.add_argument("--env", metavar="SPEC", default=None,
                         help="environment that graded the rows (a registered name, 'module:attr' or 'module'): "
@@ -89,14 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     guards = None if args.guard is None else tuple(g for g in args.guard if g)
-    for name in ("before", "after"):
-        path = Path(getattr(args, name))
+    for name, path in (("before", Path(args.before)), *(("after", Path(p)) for p in args.after)):
         if not path.is_file():
             raise UsageError(f"{name} row file {str(path)!r} does not exist or is not a file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RlgateWarning)
         result = compare(
-            args.before, args.after, by=args.by, guards=guards, margin=args.margin,
+            args.before, args.after[0] if len(args.after) == 1 else args.after, by=args.by, guards=guards, margin=args.margin,
             confidence_level=args.confidence, n_resamples=args.resamples, method=args.method, seed=args.seed,
             max_drop=args.max_drop, require_moved=args.require_moved,
             fail_on_inconclusive=args.fail_on_inconclusive, holm=args.holm, categories=args.categories,

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ..env import load_env
 from ..errors import UsageError
-from ..options import add_env_argument
+from ..options import add_env_argument, output_dir
 from ..policy import build_tiny_policy, tiny_policy_key, tiny_policy_names
 from ..tiny.manifest import read_build_info
 from ..tiny.recipe import recipe_of
@@ -29,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = actions.add_parser("build", help=HELP, description=HELP)
     add_env_argument(build)
-    build.add_argument("--out", type=Path, metavar="DIR",
+    build.add_argument("--out", type=output_dir, metavar="DIR",
                        help="build into this new or empty folder (default: the artifact cache)")
     build.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
 

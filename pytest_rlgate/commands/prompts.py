@@ -1,34 +1,42 @@
 """``rlgate prompts``: write an environment's prompt set, its train/holdout split and fingerprints.
 
-Writes ``prompts.jsonl`` (the whole set, canonical bytes), ``train.jsonl`` (balanced when
-``--balance`` is given) and ``holdout.jsonl`` (never balanced) into ``--out-dir``, then
-prints the environment, each file's counts per declared category and its fingerprint. The
-set is the environment's own seeded one, or ``--prompts-file`` (whose lines keep their case
-and category; an environment without a writer requires it). Exit 0, or 2 with one line for
-a bad option or prompts file.
+Writes ``prompts.jsonl`` (the whole set, canonical bytes), ``train.jsonl`` (decontaminated
+against the holdout, then balanced when ``--balance`` is given) and ``holdout.jsonl`` (never
+balanced) into ``--out-dir`` as one unit (:mod:`pytest_rlgate.promptset`), then prints the
+environment, the decontamination line, each file's counts per declared category and its
+fingerprint. The set is the environment's own seeded one, ``--prompts-file``, or ``--keep``:
+a model-written file (``prompt``, ``scenario_id``, ``category`` a line) passed through the
+keep filter first, whose drops are printed by reason. Exit 0, or 2 with one line for a bad
+option or file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from tabulate import tabulate
 
-from ..env import load_env
+from ..env import Env, load_env
 from ..envs import DEFAULT_ENV
+from ..errors import DataError
+from ..hygiene import KeepResult, keep_prompts
 from ..options import add_env_argument, fraction, share
 from ..prompts import (
-    balance,
+    SPLITS,
     build_prompts,
     count_by_category,
-    plain_split,
+    jsonl_lines,
+    prepare_split,
     read_prompts,
-    stratified_split,
-    write_prompts,
 )
+from ..promptset import write_prompt_set
 
 HELP = "write a seeded prompt set, its split and fingerprint"
+
+#: What a line of a ``--keep`` file holds (named in its errors).
+KEEP_LINE = '{"prompt": "...", "scenario_id": "...", "category": "..."}'
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,21 +44,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the seeded set (default 0)")
     parser.add_argument("--size", default="default", metavar="NAME",
                         help="a size the environment's writer offers (default: default)")
-    parser.add_argument("--prompts-file", type=Path, metavar="FILE",
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--prompts-file", type=Path, metavar="FILE",
                         help="split this prompts JSONL instead of writing the environment's seeded set")
+    source.add_argument("--keep", type=Path, metavar="FILE",
+                        help="filter this model-written JSONL (prompt, scenario_id, category a line) with the keep "
+                             "filter, then split what it keeps")
     parser.add_argument("--holdout", type=fraction, default=0.2, metavar="FRACTION",
                         help="share of each category's scenarios held out (default 0.2)")
-    parser.add_argument("--split", choices=("stratified", "plain"), default="stratified",
+    parser.add_argument("--split", choices=SPLITS, default="stratified",
                         help="stratified by category (default) or the plain hash split by scenario")
     parser.add_argument("--balance", type=share, default=0.0, metavar="SHARE",
                         help="repeat minority categories of train.jsonl up to this share, e.g. 0.25 (default off)")
+    parser.add_argument("--no-decontaminate", action="store_true",
+                        help="keep train prompts that repeat a holdout prompt (default: drop them)")
     parser.add_argument("--out-dir", type=Path, required=True, metavar="DIR",
-                        help="folder for prompts.jsonl, train.jsonl and holdout.jsonl (created if missing)")
+                        help="folder for prompts.jsonl, train.jsonl and holdout.jsonl (created if missing; "
+                             "replaced whole)")
+
+
+def keep_written(path: Path, env: Env) -> KeepResult:
+    """The keep filter over a model-written file; a line that is not JSON names file:line."""
+    numbered = jsonl_lines(path, what="--keep file", fix=f"pass a JSONL of model-written prompts, {KEEP_LINE} a line")
+    rows = []
+    for number, line in numbered:
+        try:
+            rows.append(json.loads(line))
+        except ValueError as exc:
+            raise DataError(f"not JSON ({exc.msg} at column {exc.colno}); each line is {KEEP_LINE}",
+                            path=path, line=number) from None
+    if not rows:
+        raise DataError(f"no prompts in the file; each line is {KEEP_LINE}", path=path)
+    result = keep_prompts(rows, env, path=str(path), lines=[number for number, _ in numbered])
+    if not result.kept:
+        raise DataError(f"the keep filter kept none of the prompts ({result.summary()})", path=path)
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
     env = load_env(args.env)
-    if args.prompts_file is not None:
+    kept = None
+    if args.keep is not None:
+        kept = keep_written(args.keep, env)
+        items, source = kept.kept, f"--keep {args.keep}"
+    elif args.prompts_file is not None:
         items = read_prompts(args.prompts_file, env=env)
         source = f"--prompts-file {args.prompts_file}"
     else:
@@ -58,20 +95,23 @@ def run(args: argparse.Namespace) -> int:
         source = f"--seed {args.seed} --size {args.size}"
     if env.spec not in (None, DEFAULT_ENV):
         source = f"--env {env.spec} {source}"
-    split = (stratified_split(items, args.holdout, env=env) if args.split == "stratified"
-             else plain_split(items, args.holdout))
-    train = balance(split.train, args.balance)
+    prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,
+                             decontaminate_train=not args.no_decontaminate)
+    outputs = {"prompts.jsonl": items, "train.jsonl": prepared.train, "holdout.jsonl": prepared.holdout}
+    digests = write_prompt_set(args.out_dir, outputs)
 
-    outputs = {"prompts.jsonl": items, "train.jsonl": train, "holdout.jsonl": split.holdout}
     table = []
     for name, rows in outputs.items():
-        digest = write_prompts(args.out_dir / name, rows)
         counts = count_by_category(rows)
         scenarios = len({item["scenario_id"] for item in rows})
-        table.append([name, len(rows), *(counts.get(c, 0) for c in env.categories), scenarios, digest])
+        table.append([name, len(rows), *(counts.get(c, 0) for c in env.categories), scenarios, digests[name]])
     print(f"rlgate prompts {source} --holdout {args.holdout:g} --split {args.split}"
-          + (f" --balance {args.balance:g}" if args.balance else "") + f" -> {args.out_dir}")
+          + (f" --balance {args.balance:g}" if args.balance else "")
+          + (" --no-decontaminate" if args.no_decontaminate else "") + f" -> {args.out_dir}")
     print(f"environment: {env.name} v{env.version} {env.fingerprint}")
+    if kept is not None:
+        print(kept.summary())
+    print(prepared.decontamination.summary())
     print(tabulate(table, headers=["file", "prompts", *env.categories, "scenarios", "fingerprint"],
                    disable_numparse=True, colalign=("left", *("right",) * (len(env.categories) + 2), "left")))
     return 0

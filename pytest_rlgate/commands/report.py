@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..options import output_file
+
 HELP = "write report.html with plots for a run folder"
 
 
@@ -17,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
                         help="a run folder (runs/<name>/) as written by rlgate train; with --index, "
                              "the folder that holds several")
-    parser.add_argument("--out", metavar="PATH", type=Path, default=None,
+    parser.add_argument("--out", metavar="PATH", type=output_file, default=None,
                         help="where to write the page (default RUN_DIR/report.html, or RUN_DIR/index.html "
                              "with --index); the PNG plots go next to it")
     parser.add_argument("--index", action="store_true",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +96,29 @@ class RlgateGate:
             return os.path.relpath(self._root / source)  # short in messages: "before.jsonl" from the rootdir
         return source
 
-    def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
-        """Run the gate and record its result on the test (without raising)."""
-        from pytest_rlgate.gate import compare
+    def _rooted_after(self, after: Any) -> Any:
+        """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
+        from pytest_rlgate.recipe_gate import is_seed_sources
 
-        result = compare(self._rooted(before), self._rooted(after), **{"env": self.env, **self.defaults, **options})
+        if isinstance(after, Mapping):
+            return {seed: self._rooted(rows) for seed, rows in after.items()}
+        return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
+
+    def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
+        """Run the gate (a recipe gate when *after* holds one row source per training seed) and
+        record its result on the test (without raising)."""
+        from pytest_rlgate.recipe_gate import compare
+
+        result = compare(self._rooted(before), self._rooted_after(after),
+                         **{"env": self.env, **self.defaults, **options})
         self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
         return result
 
     def assert_no_regression(self, before: Any, after: Any, **options: Any):  # noqa: ANN201
         """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
+
+        *after* may hold one row source per training seed (``rlgate_after_rows`` of a
+        ``@pytest.mark.rlgate(seeds=...)`` test is a mapping seed -> rows): the recipe gate.
 
         *options* are :func:`pytest_rlgate.compare`'s; unset ones come from
         ``--rlgate-seed/-resamples/-confidence/-margin/-method`` or their ini twins, and
@@ -169,16 +183,19 @@ class _GateLog:
             terminalreporter.write_line(f"rlgate: could not print the gate summary: {exc!r}", yellow=True)
 
 
-def _borderline(verdict: str, flags: list[str]) -> bool:
+def _borderline(c: dict[str, Any]) -> bool:
     from pytest_rlgate.gate_text import is_borderline
+    from pytest_rlgate.recipe_text import worth_a_look
 
-    return is_borderline(verdict, flags)
+    return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
 
 
 def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
     from tabulate import tabulate
 
     from pytest_rlgate.gate_text import units_label
+    from pytest_rlgate.recipe import RECIPE_VERDICTS
+    from pytest_rlgate.recipe_text import DOTS_LEGEND, seeds_cell
 
     verbosity = config.get_verbosity()
     report_path = log.report_path
@@ -189,25 +206,29 @@ def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
     for g in log.gates:
         for c in g["comparisons"]:
             counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    tally = ", ".join(f"{counts[v]} {v}" for v in ("regressed", "inconclusive", "insufficient", "flat", "moved")
-                      if counts.get(v))
+    tally = ", ".join(f"{counts[v]} {v}" for v in RECIPE_VERDICTS if counts.get(v))
+    recipes = any(g.get("kind") == "recipe" for g in log.gates)  # then a column of per-seed dots
     last = (f"rlgate: {len(log.gates)} gate{'s' if len(log.gates) != 1 else ''}, {failed} failed; {tally}")
     if verbosity >= 0:
         tr.write_sep("=", "rlgate: gates")
         rows = []
         for g in log.gates:
             for c in g["comparisons"]:
-                if verbosity > 0 or _borderline(c["verdict"], c["flags"]):
+                if verbosity > 0 or _borderline(c):
                     ci = "" if c["low"] is None else f"[{c['low']:+.3f}, {c['high']:+.3f}]"
                     verdict = c["verdict"].upper() if c["verdict"] == "regressed" else c["verdict"]
                     size = units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after"))
+                    seeds = [seeds_cell(c) if "seeds" in c else ""] if recipes else []
                     rows.append([g["nodeid"], c["metric"], c["group"], size,
-                                 f"{c['delta']:+.3f}", ci, verdict, ", ".join(c["flags"])])
+                                 f"{c['delta']:+.3f}", ci, *seeds, verdict, ", ".join(c["flags"])])
         if rows:
-            text = tabulate(rows, headers=["gate", "metric", "group", "units×k", "delta", "CI", "verdict", "flags"],
-                            tablefmt="plain", disable_numparse=True)
+            headers = ["gate", "metric", "group", "units×k", "delta", "CI", *(["per-seed Δ"] if recipes else []),
+                       "verdict", "flags"]
+            text = tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
             for line in text.splitlines():
                 tr.write_line(line, red="REGRESSED" in line)
+            if recipes:
+                tr.write_line(DOTS_LEGEND)
         elif verbosity == 0:
             tr.write_line("(no regressed or borderline comparisons; -v lists them all)")
         for g in log.gates:

@@ -1,8 +1,10 @@
-"""pytest options, fixtures and header line for the session environment's prompt set and split.
+"""pytest options, fixtures and header lines for the session environment's prompt set and split.
 
 The header prints one line that names the environment and reproduces the set (the
 environment, seed and size or file, and the fingerprint of its canonical bytes), so a red
-CI run says which task and which prompts it saw. The set comes from the session's
+CI run says which task and which prompts it saw, and one line saying how many train prompts
+decontamination dropped for repeating a holdout prompt (``--rlgate-no-decontaminate`` keeps
+them). The set comes from the session's
 environment (``--rlgate-env``): its own seeded writer, or ``--rlgate-prompts-file``, which
 an environment without a writer requires. It is built once per session and shared by the
 header and the fixtures; building a seeded set takes tens of milliseconds, so the header
@@ -26,13 +28,16 @@ from pytest_rlgate.options import fraction, share
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.prompts import (
     Split,
-    balance,
+    TrainSplit,
     build_prompts,
     count_by_category,
     fingerprint,
+    prepare_split,
     read_prompts,
-    stratified_split,
 )
+
+#: ``--rlgate-no-decontaminate`` and its ini twin ``rlgate_no_decontaminate`` (a bool).
+NO_DECONTAMINATE = "rlgate_no_decontaminate"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +52,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="Share of each category's scenarios held out (default: 0.2)")
     add_setting(parser, "balance", type=share, default=0.0, metavar="SHARE",
                 help="Repeat minority categories of the train split up to this share (default: 0, off)")
+    help_ = "Keep train prompts that repeat a holdout prompt (default: rlgate_split drops them)"
+    parser.getgroup("rlgate").addoption("--rlgate-no-decontaminate", dest=NO_DECONTAMINATE, action="store_true",
+                                        default=False, help=help_)
+    parser.addini(NO_DECONTAMINATE, help=f"{help_} (ini twin of --rlgate-no-decontaminate)", type="bool",
+                  default=False)
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,7 @@ class PromptSettings:
     prompts_file: Path | None
     holdout: float
     balance: float
+    decontaminate: bool = True
 
     def flags(self) -> str:
         """The command-line flags that reproduce this set and split."""
@@ -67,6 +78,7 @@ class PromptSettings:
                   else f"--rlgate-seed={self.seed} --rlgate-size={self.size}")
         extra = "" if self.holdout == 0.2 else f" --rlgate-holdout={self.holdout:g}"
         extra += f" --rlgate-balance={self.balance:g}" if self.balance else ""
+        extra += "" if self.decontaminate else " --rlgate-no-decontaminate"
         return env + source + extra
 
 
@@ -90,17 +102,20 @@ def _settings(config: pytest.Config) -> PromptSettings:
     if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
         raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "
                                 f"sizes {', '.join(env.prompt_sizes)}")
+    off = config.getoption(NO_DECONTAMINATE) or config.getini(NO_DECONTAMINATE)
     return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file or None,
-                          holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0))
+                          holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
+                          decontaminate=not off)
 
 
 class _PromptState:
-    """Per-session cache: settings now, the prompt set on first use (header or fixture)."""
+    """Per-session cache: settings now, the prompt set and its split on first use (header or fixture)."""
 
     def __init__(self, settings: PromptSettings) -> None:
         self.settings = settings
         self._items: list[dict[str, Any]] | None = None
         self._fingerprint = ""
+        self._split: TrainSplit | None = None
 
     def items(self) -> list[dict[str, Any]]:
         if self._items is None:
@@ -114,6 +129,13 @@ class _PromptState:
         self.items()
         return self._fingerprint
 
+    def split(self) -> TrainSplit:
+        if self._split is None:
+            s = self.settings
+            self._split = prepare_split(self.items(), s.holdout, env=s.env, share=s.balance,
+                                        decontaminate_train=s.decontaminate)
+        return self._split
+
 
 _STATE = pytest.StashKey[_PromptState]()
 
@@ -122,17 +144,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _PromptState(_settings(config))
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """One copy-pasteable line: the environment, the flags that rebuild the set, its fingerprint."""
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """A copy-pasteable line (the environment, the flags that rebuild the set, its fingerprint),
+    then what decontamination dropped from the split's train side."""
     state = config.stash[_STATE]
     env = state.settings.env
     head = f"rlgate: env={env.name} ({env.fingerprint[:15]}) {state.settings.flags()}"
     try:
         items = state.items()
     except RlgateError as exc:  # the fixtures report it again, as an error of the tests that use them
-        return f"{head} (no prompt set: {exc})"
+        return [f"{head} (no prompt set: {exc})"]
     counts = ", ".join(f"{n} {c}" for c, n in count_by_category(items).items())
-    return f"{head} prompts={len(items)} ({counts}) fingerprint={state.fingerprint()[:23]}"
+    lines = [f"{head} prompts={len(items)} ({counts}) fingerprint={state.fingerprint()[:23]}"]
+    try:
+        lines.append(f"rlgate: {state.split().decontamination.summary()}")
+    except RlgateError as exc:  # rlgate_split fails the tests that use it with the same message
+        lines.append(f"rlgate: no split ({exc})")
+    return lines
 
 
 @pytest.fixture(scope="session")
@@ -149,16 +177,15 @@ def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def rlgate_split(pytestconfig: pytest.Config, rlgate_prompts: list[dict[str, Any]]) -> Split:
+def rlgate_split(pytestconfig: pytest.Config) -> Split:
     """Train and holdout of the session's prompts: stratified by category and scenario.
 
     The holdout holds --rlgate-holdout (0.2) of each category's scenarios and every category
-    the environment declares; the train side is balanced to --rlgate-balance when given. The
-    holdout is never balanced.
+    the environment declares; train prompts that repeat a holdout prompt are dropped (not with
+    --rlgate-no-decontaminate; the header says how many), then the train side is balanced to
+    --rlgate-balance when given. The holdout is never balanced.
     """
-    settings = pytestconfig.stash[_STATE].settings
     try:
-        split = stratified_split(rlgate_prompts, settings.holdout, env=settings.env)
+        return pytestconfig.stash[_STATE].split().split
     except RlgateError as exc:
         pytest.fail(f"rlgate: {exc}", pytrace=False)
-    return Split(balance(split.train, settings.balance), split.holdout)

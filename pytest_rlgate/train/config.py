@@ -60,6 +60,11 @@ MONITOR_EVERY = 10
 STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
 #: Run folders live under ./runs/<name>/ (DESIGN section 7).
 RUNS_DIR = "runs"
+#: Round two (``--from-run``) trains on the train tasks whose pass rate under round one lies in
+#: this band, the seed's: a task passed or failed every time gives GRPO no advantage, DPO no pair.
+DIFFICULTY: tuple[float, float] = (0.2, 0.8)
+#: Each end of the ``--difficulty`` band: a pass rate.
+PASS_RATE = Number(0, 1, "0.2 0.8")
 
 # --- GRPO -------------------------------------------------------------------------------
 #: Optimizer steps: the seed's 40 (reward visibly moves on a 1.5B model in ~15 GPU minutes).
@@ -146,6 +151,20 @@ def check_numbers(knobs: Any, bounds: Mapping[str, Number]) -> None:
             _fail(name.replace("_", "-"), value, problem)
 
 
+def _check_band(band: Any, from_run: str | None) -> None:
+    """``--difficulty LOW HIGH``: two pass rates, 0 <= LOW <= HIGH <= 1, and only with ``--from-run``."""
+    shown = " ".join(map(str, band)) if isinstance(band, (tuple, list)) else band
+    if not isinstance(band, (tuple, list)) or len(band) != 2:
+        _fail("difficulty", shown, "give two pass rates LOW HIGH, e.g. 0.2 0.8")
+    problem = PASS_RATE.problem(band[0]) or PASS_RATE.problem(band[1])
+    if problem is None and band[0] > band[1]:
+        problem = "LOW must not exceed HIGH, e.g. 0.2 0.8"
+    if problem is None and not from_run:
+        problem = "it selects round two's train tasks; add --from-run RUN, or drop --difficulty"
+    if problem is not None:
+        _fail("difficulty", shown, problem)
+
+
 @dataclass(frozen=True)
 class RunKnobs:
     """Knobs every training method shares; field names are the CLI flags with ``_`` for ``-``.
@@ -177,6 +196,10 @@ class RunKnobs:
     run_name: str | None = None
     runs_dir: str = RUNS_DIR
     from_run: str | None = None
+    #: (LOW, HIGH) pass-rate band of round two's train tasks; resolved to DIFFICULTY with from_run
+    difficulty: tuple[float, float] | None = None
+    #: keep train prompts that repeat a holdout prompt (decontamination off)
+    no_decontaminate: bool = False
     #: names of knobs that ``resolve`` filled with a CPU/tiny-policy default
     auto: tuple[str, ...] = field(default=(), compare=False)
 
@@ -213,7 +236,9 @@ class RunKnobs:
             self, **chosen, env=env.spec or env, stop_on=tuple(s.strip() for s in stop_on if s.strip()),
             lora_targets=tuple(self.lora_targets), auto=tuple(sorted({*self.auto, *chosen})),
         )
-        out = dataclasses.replace(out, run_name=out.run_name or out.default_run_name())
+        band = DIFFICULTY if out.difficulty is None and out.from_run else out.difficulty
+        out = dataclasses.replace(out, run_name=out.run_name or out.default_run_name(),
+                                  difficulty=None if band is None else tuple(band))
         out.validate()
         return out
 
@@ -228,6 +253,8 @@ class RunKnobs:
             _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")
         if not self.lora_targets:
             _fail("lora-targets", "", "name at least one module, e.g. q_proj,v_proj")
+        if self.difficulty is not None:
+            _check_band(self.difficulty, self.from_run)
         if self.run_name is not None and not _RUN_NAME.match(self.run_name):
             _fail("run-name", self.run_name, "use letters, digits, '.', '_' or '-' (it becomes a folder name)")
         problem = path_problem(self.runs_dir, directory=True)
