@@ -3,7 +3,7 @@
 Writes BEFORE/AFTER JSONL files of N rows each (default 1,000,000: 50,000 scenarios x
 5 paraphrased prompts x k = 4 rollouts, three categories, one category regressing, each
 file with the provenance header of the refund environment, so the gate guards its
-``well_formed`` marker as it would on a real run's files). Then, each in a child process:
+``well_formed`` and ``argument_grounding`` markers as it would on a real run's files). Then, each in a child process:
 
 * the *floor*: one bare ``json.loads`` per line over both files (the standard library),
   and ``orjson.loads`` when orjson is installed, which the reader then uses;
@@ -72,7 +72,8 @@ def write_pair(directory: Path, rows: int, seed: int = 0) -> tuple[Path, Path]:
                             "prompt": prompt, "scenario_id": f"s{s}", "category": category, "rollout_index": j,
                             "reply": "Which order id?" if ok else "<tool_call>{}</tool_call>",
                             "score": 1.0 if ok else 0.2, "reward": int(ok),
-                            "markers": {"well_formed": 1.0 if ok or j else 0.0}, "eval_run": 0,
+                            "markers": {"well_formed": 1.0 if ok or j else 0.0, "argument_grounding": 1.0},
+                            "eval_run": 0,
                         }))
                 out.write("\n".join(lines) + "\n")
     return paths

@@ -79,11 +79,20 @@ _EXPORTS: dict[str, str] = {
     "ConfidenceInterval": "stats",
     "holm": "stats",
     "minimum_detectable_effect": "stats",
-    "compare": "gate",
+    "compare": "recipe_gate",
     "GateResult": "gate",
     "Comparison": "gate",
     "RegressionError": "gate",
-    "assert_no_regression": "gate",
+    "assert_no_regression": "recipe_gate",
+    # recipes across training seeds (issue 16)
+    "RecipeGateResult": "recipe_gate",
+    "RecipeComparison": "recipe_gate",
+    "compare_recipe": "recipe",
+    "recipe_interval": "recipe",
+    "RecipeResult": "recipe",
+    "RecipeInterval": "recipe",
+    "SeedComparison": "recipe",
+    "train_seeds": "train.seeds",
     # run reports
     "write_report": "report",
     "write_index": "report",
@@ -136,13 +145,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         SpecError as SpecError,
         UsageError as UsageError,
     )
-    from .gate import (
-        Comparison as Comparison,
-        GateResult as GateResult,
-        RegressionError as RegressionError,
-        assert_no_regression as assert_no_regression,
-        compare as compare,
-    )
+    from .gate import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
     from .hacks import (
         HackScanDiff as HackScanDiff,
         HackScanResult as HackScanResult,
@@ -170,6 +173,19 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         write_prompts as write_prompts,
     )
     from .provenance import row_header as row_header
+    from .recipe import (
+        RecipeInterval as RecipeInterval,
+        RecipeResult as RecipeResult,
+        SeedComparison as SeedComparison,
+        compare_recipe as compare_recipe,
+        recipe_interval as recipe_interval,
+    )
+    from .recipe_gate import (
+        RecipeComparison as RecipeComparison,
+        RecipeGateResult as RecipeGateResult,
+        assert_no_regression as assert_no_regression,
+        compare as compare,
+    )
     from .report import report_text as report_text, write_index as write_index, write_report as write_report
     from .rows import (
         Rows as Rows,
@@ -206,3 +222,4 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.pairs import Pair as Pair, build_pairs as build_pairs, read_pairs as read_pairs
     from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter
+    from .train.seeds import train_seeds as train_seeds

@@ -1,17 +1,22 @@
 """Atomic file writes: readers see the old file or the whole new one, never half of it.
 
 Every file pytest-rlgate writes (prompt sets, graded rows, gate JSON, reports, run
-folders) goes through here, so an interrupted write leaves nothing that looks usable.
+folders) goes through here, so an interrupted write leaves nothing that looks usable. The
+temp file is named for its owner (``.<name>.<owner>-<random>.tmp``); one a killed writer
+left behind is removed by the next write of the same file (:mod:`pytest_rlgate.stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from .stale import OWNER, sweep, token
 
 __all__ = ["atomic_open", "atomic_write", "public_mode"]
 
@@ -34,7 +39,8 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) ->
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
         kwargs.setdefault("newline", "\n")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    sweep(target.parent, re.compile(rf"\.{re.escape(target.name)}\.{OWNER}-[^.]+\.tmp"))
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{token()}-", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle

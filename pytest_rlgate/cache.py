@@ -6,7 +6,9 @@ A build writes into a private temporary sibling folder, drops a completion marke
 and only then renames it into place, so a reader sees either nothing or a finished
 artifact, never a half-written one. A :mod:`filelock` lock per key makes concurrent
 processes (``pytest-xdist`` workers, two CI jobs on one runner) build it exactly once:
-the others wait and then read the winner's copy.
+the others wait and then read the winner's copy. Temporary folders carry their owner
+(:mod:`pytest_rlgate.stale`), so the ones a killed build left behind, of any key, are
+removed by the next build in the same kind.
 
 The root is, in order: the ``root`` argument, the ``RLGATE_CACHE_DIR`` environment
 variable, platformdirs' user cache dir for ``pytest-rlgate``.
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .stale import OWNER, sweep, token
 
 __all__ = ["CACHE_ENV", "MARKER", "cache_key", "cache_root", "cached_dir", "is_complete", "key"]
 
@@ -36,6 +39,8 @@ CACHE_ENV = "RLGATE_CACHE_DIR"
 MARKER = ".rlgate-complete.json"
 #: Prefix of in-progress build folders; a crashed build leaves one behind, cleaned up later.
 _TMP_PREFIX = ".tmp-"
+#: A build in progress (``.tmp-<key>-<owner>-<hex>``) or a folder being deleted (``.tmp-gone-…``).
+_LEFTOVER = re.compile(rf"\.tmp-.+-{OWNER}-[0-9a-f]+")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
@@ -95,7 +100,7 @@ def _remove(path: Path) -> None:
     """Delete *path* without ever exposing a half-deleted artifact under its real name."""
     if not path.exists():
         return
-    doomed = path.with_name(f"{_TMP_PREFIX}gone-{path.name}-{uuid.uuid4().hex}")
+    doomed = path.with_name(f"{_TMP_PREFIX}gone-{path.name}-{token()}-{uuid.uuid4().hex}")
     os.replace(path, doomed)
     shutil.rmtree(doomed, ignore_errors=True)
 
@@ -122,6 +127,7 @@ def cached_dir(
     if not rebuild and is_complete(final):
         return final
     base.mkdir(parents=True, exist_ok=True)
+    sweep(base, _LEFTOVER)  # what killed builds of any key left behind; never a live build's folder
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(base / f"{key}.lock"))
@@ -139,7 +145,7 @@ def cached_dir(
         for stale in base.glob(f"{_TMP_PREFIX}{key}-*"):
             shutil.rmtree(stale, ignore_errors=True)
         _remove(final)  # unpublished (no marker) or being rebuilt
-        tmp = base / f"{_TMP_PREFIX}{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = base / f"{_TMP_PREFIX}{key}-{token()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         started = time.time()
         try:

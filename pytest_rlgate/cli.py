@@ -24,6 +24,7 @@ from pathlib import Path
 from . import __version__
 from .cache import cache_root
 from .errors import RlgateError
+from .progress import third_party_quiet
 
 #: Exit codes; 1 is reserved for "the gate failed" so CI never mistakes a crash for a verdict.
 EXIT_GATE_FAILED = 1
@@ -97,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     name = f"rlgate {args.command}"
     try:
-        return int(_load(COMMANDS[args.command][0]).run(args))
+        # commands that load no third-party library have no --verbose: nothing to let through
+        with third_party_quiet(verbose=getattr(args, "verbose", False)):
+            return int(_load(COMMANDS[args.command][0]).run(args))
     except RlgateError as exc:
         print(f"{name}: error: {_one_line(exc, 2000)}", file=sys.stderr)
         return EXIT_USAGE

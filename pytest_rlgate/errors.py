@@ -22,8 +22,19 @@ class RlgateError(Exception):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+#: Longest message a ``SpecError`` carries (besides the file and line): a table's mistake is
+#: told in one short line whatever the table holds; a 4 MB value never becomes a 4 MB message.
+MAX_SPEC_MESSAGE = 300
+
+
 class SpecError(RlgateError):
-    """A reward table that cannot be read: names the file, the line and the fix."""
+    """A reward table that cannot be read: names the file, the line and the fix, in one bounded line."""
+
+    def __init__(self, message: str, *, path: str | PathLike[str] | None = None, line: int | None = None) -> None:
+        text = " ".join(message.split())
+        if len(text) > MAX_SPEC_MESSAGE:
+            text = text[:MAX_SPEC_MESSAGE - 3] + "..."
+        super().__init__(text, path=path, line=line)
 
 
 class DataError(RlgateError):

@@ -182,7 +182,7 @@ def keep_prompts(
     kept: list[Item] = []
     kept_words: list[frozenset[str]] = []
     for index, item in enumerate(items):
-        where = {"path": path or "<items>", "line": lines[index] if lines is not None else index + 1}
+        where: dict[str, Any] = {"path": path or "<items>", "line": lines[index] if lines is not None else index + 1}
         if not isinstance(item, Mapping):
             raise DataError(f"expected an object with prompt, scenario_id and category, got {type(item).__name__}",
                             **where)
@@ -204,7 +204,8 @@ def keep_prompts(
             continue
         case = env.case_for(text) if env.has_case_for else item["case"]
         # the category check needs the environment's own reading; None: it cannot read this prompt
-        if env.has_case_for and (case is None or case.get("category", category) != category):
+        # (a line's own case, without case_for, was checked above and is never None)
+        if case is None or (env.has_case_for and case.get("category", category) != category):
             counts["off_category"] += 1
             continue
         words = frozenset(_words(text))

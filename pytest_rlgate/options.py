@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Number", "add_env_argument", "fraction", "output_dir", "output_file", "path_problem", "share"]
+__all__ = ["Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir", "output_file", "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -138,3 +138,17 @@ def add_env_argument(parser: argparse.ArgumentParser, default: str = "refund") -
     parser.add_argument("--env", metavar="SPEC", default=None,
                         help="environment: a registered name (refund, arith, reasoning_gym[TASK,...]), "
                              f"'module:attr' or 'module' (default: {default})")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress`` and ``--verbose``, the same on every command that samples, trains or builds.
+
+    ``args.progress`` is False with ``--no-progress`` and None otherwise: the library then
+    shows its bars when stderr is a terminal (:func:`pytest_rlgate.progress.progress_enabled`).
+    ``args.verbose`` lets third-party warnings, logs and bars through (``rlgate`` silences
+    them around the command: :func:`pytest_rlgate.progress.third_party_quiet`).
+    """
+    parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                        help="no progress bars (default: shown when stderr is a terminal)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="let transformers/TRL/datasets warnings, logs and progress bars through")

@@ -8,6 +8,7 @@ ini twin where the command line wins.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any, Callable
 
 import pytest
@@ -53,5 +54,5 @@ def setting(config: pytest.Config, name: str, type: Callable[[str], Any] = str) 
         return None
     try:
         return type(raw)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:  # the option parsers' own refusals too
         raise pytest.UsageError(f"ini setting {dest} = {raw!r}: {exc}") from None

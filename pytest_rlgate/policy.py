@@ -24,6 +24,7 @@ from typing import Any
 from . import cache
 from .env import Env, load_env
 from .errors import UsageError
+from .lora import attach_adapter
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
 from .tiny.recipe import TINY_PREFIX, TinyRecipe, recipe_of
@@ -44,7 +45,6 @@ TINY_POLICY = TINY_PREFIX + "refund"
 SHIPPED_POLICIES = Path(__file__).parent / "policies"
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-_ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
 def tiny_policy_names() -> list[str]:
@@ -82,7 +82,7 @@ def tiny_policy_key(name: str = TINY_POLICY) -> str:
 
 
 def build_tiny_policy(env: Env | str | None = None, out: str | os.PathLike[str] | None = None, *,
-                      recipe: TinyRecipe | None = None, progress: bool = False,
+                      recipe: TinyRecipe | None = None, progress: bool | None = None,
                       root: str | os.PathLike[str] | None = None) -> Path:
     """Build an environment's tiny policy from nothing (minutes on CPU); returns its folder.
 
@@ -90,7 +90,8 @@ def build_tiny_policy(env: Env | str | None = None, out: str | os.PathLike[str] 
     overrides its ``tiny_policy`` (a variant, for benchmarks). With *out*, the policy is
     built into that folder (which must not exist or be empty); without, into the artifact
     cache (:mod:`pytest_rlgate.cache`, *root* overrides its root) under ``policy/<key>``,
-    where a second call returns at once.
+    where a second call returns at once. *progress* shows the build's bar (None: when stderr
+    is a terminal).
     """
     env = load_env(env)
     recipe = recipe or recipe_of(env)
@@ -115,33 +116,6 @@ def _build_key(env: Env, recipe: TinyRecipe) -> str:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return cache.key(recipe=recipe.as_dict(), environment=env.describe(), versions=versions(),
                      source=digest.hexdigest())
-
-
-def _check_adapter(path: Path) -> None:
-    if not path.is_dir():
-        raise UsageError(
-            "adapter folder does not exist; pass the adapter/ folder of a finished run "
-            "(e.g. runs/<name>/adapter)", path=path,
-        )
-    if not (path / "adapter_config.json").is_file() or not any((path / w).is_file() for w in _ADAPTER_WEIGHTS):
-        raise UsageError(
-            "not a PEFT adapter folder (needs adapter_config.json and adapter_model.safetensors); "
-            "pass the adapter/ folder that training wrote", path=path,
-        )
-
-
-def _attach_adapter(model: Any, path: Path) -> Any:
-    from peft import PeftModel
-
-    _check_adapter(path)
-    try:
-        return PeftModel.from_pretrained(model, str(path), is_trainable=False)
-    except Exception as exc:  # noqa: BLE001 - safetensors, json, shape, key errors: all a bad adapter
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(
-            f"adapter cannot be loaded onto this base model ({first[:200]}); "
-            "check it was trained from the same base (--rlgate-base-model) or retrain it", path=path,
-        ) from None
 
 
 def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
@@ -218,7 +192,7 @@ def load_policy(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if adapter is not None:
-        model = _attach_adapter(model, Path(adapter).expanduser())
+        model = attach_adapter(model, adapter, flag="adapter")
     model.to(device)
     model.eval()
     return model, tokenizer

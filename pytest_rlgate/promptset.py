@@ -50,6 +50,10 @@ def _sweep(folder: Path) -> None:
 
 
 def _check_target(folder: Path, names: Sequence[str], flag: str) -> None:
+    here = Path.cwd()
+    if folder == here or folder in here.parents:
+        raise UsageError(f"{flag} {str(folder)!r}: is the current folder or holds it, and the set replaces its "
+                         "folder whole; pass a subfolder, e.g. prompts/")
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{flag} {str(folder)!r}: is a file; pass a folder for the prompt set")
     if folder.is_dir():
@@ -73,7 +77,7 @@ def write_prompt_set(
     anything but :data:`SET_FILES` is refused (a :class:`UsageError` naming *flag*): the swap
     would delete it.
     """
-    target = Path(folder)
+    target = Path(os.path.normpath(Path(folder).absolute()))
     unknown = sorted(set(files) - set(SET_FILES))
     if unknown:
         raise UsageError(f"prompt set file(s) {', '.join(unknown)}: a set holds {', '.join(SET_FILES)}")
@@ -88,14 +92,24 @@ def write_prompt_set(
     try:
         digests = {name: write_prompts(partial / name, items) for name, items in files.items()}
         os.chmod(partial, public_mode(directory=True))
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=prefix % "old", dir=target.parent))
-            os.replace(target, old / "set")
-            os.replace(partial, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(partial, target)
+        _swap(partial, target, tempfile.mkdtemp(prefix=prefix % "old", dir=target.parent))
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return digests
+
+
+def _swap(new: Path, target: Path, trash: str) -> None:
+    """Rename *new* to *target*, moving an existing *target* into the empty folder *trash* first."""
+    old = Path(trash) / "set"
+    if target.exists():
+        os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if old.exists():
+            os.replace(old, target)  # the old set goes back; the error stands
+        raise
+    finally:
+        if not old.exists() or target.exists():
+            shutil.rmtree(trash, ignore_errors=True)

@@ -37,11 +37,20 @@ import numpy as np
 from . import gate, recipe_text
 from .env import Env, Environment, load_env
 from .errors import DataError, RlgateWarning, UsageError
-from .gate import GateResult, RegressionError, _label, _pair, _Paired, _ratio_k, _Side, _validate_options
+from .gate import (
+    GateResult,
+    RegressionError,
+    _label,
+    _pair,
+    _Paired,
+    _ratio_k,
+    _Side,
+    _validate_options,
+)
 from .provenance import Provenance, header_env
 from .recipe import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .rows import header_of
-from .stats import DEFAULT_METHOD
+from .stats import DEFAULT_METHOD, Method
 
 __all__ = ["RecipeComparison", "RecipeGateResult", "assert_no_regression", "compare", "compare_seeds",
            "is_seed_sources", "seed_labels"]
@@ -259,7 +268,7 @@ def _pair_all(before: _Side, afters: Sequence[_Side], categories: Sequence[str],
 
 def _recipe_one(
     paired: Sequence[_Paired], metric: str, column: int, group: str, labels: Sequence[int | str], *,
-    margin: float, confidence_level: float, n_resamples: int, method: str, rng: np.random.Generator | None,
+    margin: float, confidence_level: float, n_resamples: int, method: Method, rng: np.random.Generator | None,
 ) -> RecipeComparison:
     before = paired[0].means(column)[0]
     after = np.stack([p.means(column)[1] for p in paired])
@@ -322,14 +331,14 @@ def _rule(metrics: Sequence[str], n_seeds: int, confidence_level: float, method:
 
 def compare_seeds(
     before_rows: Any,
-    after_rows: Mapping[int | str, Any] | Sequence[Any],
+    after_rows: Mapping[Any, Any] | Sequence[Any],
     *,
     by: str = "category",
     guards: Sequence[str] | None = None,
     margin: float = 0.10,
     confidence_level: float = 0.95,
     n_resamples: int = 10_000,
-    method: str = DEFAULT_METHOD,
+    method: Method = DEFAULT_METHOD,
     seed: int | None = 0,
     max_drop: float | None = None,
     require_moved: bool = False,

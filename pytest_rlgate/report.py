@@ -35,14 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, recipe_text
 from .atomic import atomic_write
 from .errors import DataError, UsageError
 
-__all__ = ["ReportData", "load_report_data", "report_text", "run_dirs", "write_index", "write_report"]
+__all__ = ["ReportData", "is_recipe_folder", "load_report_data", "plot_recipe", "report_text", "run_dirs",
+           "write_index", "write_report"]
 
 REPORT_NAME = "report.html"
 INDEX_NAME = "index.html"
+#: A recipe folder (``rlgate train --seeds``) holds this instead of config.json: the recipe
+#: gate over every seed's run, and where those runs are.
+RECIPE_FILE = "recipe.json"
 #: Confidence level of the display bands on pass@1 levels; the gate's intervals on the
 #: paired difference come from gate.json unchanged.
 LEVEL_CONFIDENCE = 0.95
@@ -65,6 +69,7 @@ VERDICT_COLOURS = {
     "flat": "#4a5568",
     "inconclusive": "#b7791f",
     "insufficient": "#718096",
+    "unresolved": "#6b46c1",
 }
 BEFORE_COLOUR, AFTER_COLOUR, MONITOR_COLOUR = "#a0aec0", "#2b6cb0", "#319795"
 
@@ -678,6 +683,8 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         file is corrupt; the message names the file and line.
     :raises UsageError: matplotlib is not installed.
     """
+    if is_recipe_folder(run_dir):
+        return _write_recipe_report(Path(run_dir), out)
     run = load_report_data(run_dir)
     page = Path(out) if out is not None else run.path / REPORT_NAME
     curves_name, categories_name = f"{page.stem}-curves.png", f"{page.stem}-categories.png"
@@ -710,11 +717,13 @@ def _is_stale(run_dir: Path, page: Path) -> bool:
 
 
 def run_dirs(root: str | os.PathLike[str]) -> list[Path]:
-    """Direct subfolders holding config.json; hidden ones (a run still being written) are skipped."""
+    """Direct subfolders holding config.json (a run) or recipe.json (a recipe over runs); hidden
+    ones (a run still being written) are skipped."""
     root = Path(root)
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p / "config.json").is_file())
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".")
+                  and ((p / "config.json").is_file() or is_recipe_folder(p)))
 
 
 def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
@@ -734,8 +743,11 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         report = run_dir / REPORT_NAME
         if _is_stale(run_dir, report):
             write_report(run_dir)
-        run = load_report_data(run_dir)
         link = os.path.relpath(report, page.parent).replace(os.sep, "/")
+        if is_recipe_folder(run_dir):
+            rows.append(_recipe_index_row(run_dir, link, page.parent))
+            continue
+        run = load_report_data(run_dir)
         thumb = os.path.relpath(run_dir / f"{Path(REPORT_NAME).stem}-curves.png", page.parent).replace(os.sep, "/")
         pass_rows = _pass_comparisons(run.gate)
         regressed = sorted(g for g, c in pass_rows.items() if c["verdict"] == "regressed")
@@ -755,13 +767,161 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     return page
 
 
+# --------------------------------------------------------------------------- recipes
+
+
+def is_recipe_folder(path: str | os.PathLike[str]) -> bool:
+    """True for a recipe folder (``runs/<name>-recipe/``, written by ``rlgate train --seeds``)."""
+    return (Path(path) / RECIPE_FILE).is_file()
+
+
+def _read_recipe(path: Path) -> dict[str, Any]:
+    """recipe.json, checked for the fields the page reads."""
+    record = _read_json_object(_required(path / RECIPE_FILE))
+    gate = record.get("gate")
+    if not isinstance(gate, dict) or gate.get("kind") != "recipe" or not isinstance(gate.get("passed"), bool) \
+            or not isinstance(gate.get("comparisons"), list):
+        raise DataError("expected 'gate' to be a recipe gate (RecipeGateResult.to_dict(): kind 'recipe', a boolean "
+                        "'passed', a list 'comparisons'); re-run `rlgate train --seeds`", path=path / RECIPE_FILE)
+    for i, c in enumerate(gate["comparisons"]):
+        if not isinstance(c, dict) or not isinstance(c.get("seeds"), list) or "verdict" not in c:
+            raise DataError(f"gate.comparisons[{i}] needs a 'verdict' and a list 'seeds'", path=path / RECIPE_FILE)
+    return record
+
+
+def _recipe_summary(record: Mapping[str, Any]) -> str:
+    gate = record["gate"]
+    bits = [f"gate {'PASSED' if gate['passed'] else 'FAILED'}", str(record.get("method") or ""),
+            _env_label(record) or "", f"trainer seeds {', '.join(map(str, gate.get('seeds') or []))}"]
+    return " · ".join(b for b in bits if b)
+
+
+def plot_recipe(name: str, gate: Mapping[str, Any]) -> bytes | None:
+    """Per group: the recipe interval and delta coloured by verdict, each seed's own delta and
+    interval as a dot just under it, and the ±margin band; None without pass@1 rows."""
+    rows = sorted((c for c in gate["comparisons"] if c["metric"] == "pass@1"),
+                  key=lambda c: (c["group"] != "overall", c["group"]))
+    if not rows:
+        return None
+    fig = _new_figure(9.0, max(3.0, 1.2 + 0.9 * len(rows)))
+    ax = fig.subplots()
+    margin = gate.get("margin")
+    if _is_number(margin) and margin > 0:
+        ax.axvspan(-margin, margin, color="#edf2f7", label=f"±{margin:g} margin (flat)")
+    ax.axvline(0, color="#1a202c", linewidth=0.8)
+    ticks = []
+    for i, c in enumerate(rows):
+        y = float(len(rows) - 1 - i)
+        ticks.append((y, c["group"]))
+        colour = VERDICT_COLOURS.get(c["verdict"], "#1a202c")
+        if c.get("low") is not None and c.get("high") is not None:
+            ax.plot([c["low"], c["high"]], [y, y], color=colour, linewidth=5, alpha=0.6, solid_capstyle="butt",
+                    label="recipe interval (units and seeds)" if i == 0 else None)
+        ax.plot([c["delta"]], [y], "D", color=colour, markersize=7)
+        ax.annotate(f"{c['verdict']} · {c['seeds_line']}", xy=(c["delta"], y), xytext=(0, 8),
+                    textcoords="offset points", ha="center", fontsize=8, color=colour, fontweight="bold")
+        seeds = c["seeds"]
+        for j, seed in enumerate(seeds):
+            yy = y - 0.18 - 0.22 * j / max(len(seeds) - 1, 1)
+            if seed.get("low") is not None and seed.get("high") is not None:
+                ax.plot([seed["low"], seed["high"]], [yy, yy], color="#a0aec0", linewidth=1)
+            ax.plot([seed["delta"]], [yy], "o", markersize=5, label="each seed alone" if i == 0 and j == 0 else None,
+                    color=VERDICT_COLOURS["regressed"] if seed["verdict"] == "regressed" else "#2d3748")
+            ax.annotate(str(seed["seed"]), xy=(seed["delta"], yy), xytext=(5, -3), textcoords="offset points",
+                        fontsize=7, color="#4a5568")
+    ax.set_yticks([y for y, _ in ticks], [g for _, g in ticks])
+    ax.set_ylim(-0.8, len(rows) - 0.4)
+    ax.set_xlabel("Δ pass@1, after − before: the recipe (diamond, its interval) and each seed (dots)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3, fontsize=8, frameon=False)
+    fig.suptitle(f"{name}: the recipe across training seeds", fontsize=11)
+    return _png_bytes(fig)
+
+
+def _recipe_html(record: Mapping[str, Any], folder: Path) -> str:
+    gate = record["gate"]
+    parts = [f"<p><b>Rule:</b> {_e(gate.get('rule', ''))}</p>",
+             f'<p class="sub">{_e(recipe_text.settings_line(gate))}</p>']
+    parts += [f'<p class="note">{_e(w)}</p>' for w in gate.get("warnings") or []]
+    if gate.get("failures"):
+        parts.append('<ul class="failures">' + "".join(f"<li>{_e(f)}</li>" for f in gate["failures"]) + "</ul>")
+    head = ["metric", "group", "units×k", "seeds", "before", "after", "Δ", _interval_header(gate), "MDE",
+            "per-seed Δ", "verdict", "regressed", "each seed", "flags"]
+    rows = []
+    for c in gate["comparisons"]:
+        each = "; ".join(f"{s['seed']}: {_fmt(s.get('delta'), signed=True)} {s['verdict']}" for s in c["seeds"])
+        dots = recipe_text.seed_dots([s["delta"] for s in c["seeds"]], c.get("low"), c.get("high"))
+        flags = [*map(str, c.get("flags") or []), *([c["reason"]] if c.get("reason") else [])]
+        cls = ' class="fail"' if c["verdict"] == "regressed" else ""
+        cells = [f'<td class="l">{_e(c["metric"])}</td>', f'<td class="l">{_e(c["group"])}</td>',
+                 f"<td>{_e(_units(c))}</td>", f"<td>{_e(c.get('n_seeds'))}</td>",
+                 f"<td>{_fmt(c.get('before'))}</td>", f"<td>{_fmt(c.get('after'))}</td>",
+                 f"<td>{_fmt(c.get('delta'), signed=True)}</td>", f"<td>{_e(_interval(c))}</td>",
+                 f"<td>{_fmt(c.get('mde'))}</td>", f'<td class="l"><code>{_e(dots)}</code></td>',
+                 _verdict_cell(c["verdict"]), f"<td>{_e(c.get('regressed_seeds'))} of {_e(c.get('n_seeds'))}</td>",
+                 f'<td class="l">{_e(each)}</td>', f'<td class="l">{_e(", ".join(flags))}</td>']
+        rows.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    header = "".join(f'<th class="l">{_e(h)}</th>' if h in ("metric", "group", "per-seed Δ", "verdict", "each seed",
+                                                           "flags") else f"<th>{_e(h)}</th>" for h in head)
+    parts.append(f'<table class="gate"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    parts.append(f'<p class="sub">{_e(recipe_text.DOTS_LEGEND)}</p>')
+    links = []
+    for seed, where in (record.get("runs") or {}).items():
+        target = (folder / str(where) / REPORT_NAME)
+        href = os.path.relpath(target, folder).replace(os.sep, "/")
+        links.append(f'<li>seed {_e(seed)}: <a href="{_e(href)}">{_e(Path(str(where)).name)}</a></li>')
+    if links:
+        parts.append("<h2>Each seed's run</h2><ul>" + "".join(links) + "</ul>")
+    return "\n".join(parts)
+
+
+def _write_recipe_report(path: Path, out: str | os.PathLike[str] | None) -> Path:
+    """report.html of a recipe folder: the recipe gate table with per-seed dots, and its plot."""
+    record = _read_recipe(path)
+    page = Path(out) if out is not None else path / REPORT_NAME
+    plot_name = f"{page.stem}-recipe.png"
+    plot = plot_recipe(path.name, record["gate"])
+    if plot is not None:
+        atomic_write(page.parent / plot_name, plot)
+    body = [f"<h1>{_e(path.name)} {_badge('passed' if record['gate']['passed'] else 'failed')}</h1>",
+            f'<p class="sub">{_e(_recipe_summary(record))}</p>', "<h2>Recipe gate</h2>"]
+    if plot is not None:
+        body.append(f'<img src="{_e(plot_name)}" alt="the recipe interval and each seed, by category">')
+    body += [_recipe_html(record, page.parent), _config_html({"knobs": record.get("knobs") or {}}),
+             f'<p class="sub">pytest-rlgate {_e(__version__)}; <code>rlgate report RUN_DIR</code> rewrites '
+             "this page.</p>"]
+    atomic_write(page, _page(f"rlgate recipe: {path.name}", "\n".join(body)).encode("utf-8"))
+    return page
+
+
+def _recipe_index_row(folder: Path, link: str, index_dir: Path) -> str:
+    record = _read_recipe(folder)
+    gate = record["gate"]
+    pass_rows = {c["group"]: c for c in gate["comparisons"] if c["metric"] == "pass@1"}
+    regressed = sorted(g for g, c in pass_rows.items() if c["verdict"] == "regressed")
+    moves = ", ".join(f"{g} {_fmt(c.get('delta'), 2, signed=True)}" for g, c in pass_rows.items())
+    thumb = os.path.relpath(folder / f"{Path(REPORT_NAME).stem}-recipe.png", index_dir).replace(os.sep, "/")
+    return (f'<tr><td class="l"><a href="{_e(link)}">{_e(folder.name)}</a></td>'
+            f'<td class="l">{_badge("passed" if gate["passed"] else "failed")}</td>'
+            f'<td class="l">{_e(", ".join(regressed) or "–")}</td><td class="l">{_e(moves or "–")} (recipe)</td>'
+            f'<td class="l">–</td><td class="l">{_e(_recipe_summary(record))}</td>'
+            f'<td><a href="{_e(link)}"><img src="{_e(thumb)}" alt="recipe" style="width:220px"></a></td></tr>')
+
+
 # --------------------------------------------------------------------------- text
 
 
 def report_text(run_dir: str | os.PathLike[str]) -> str:
-    """The report for a terminal: header, gate table, curve summary and alarms; no plots."""
+    """The report for a terminal: header, gate table, curve summary and alarms; no plots.
+
+    A recipe folder's is its recipe gate: the recipe table with per-seed dots, and each seed.
+    """
     from tabulate import tabulate
 
+    if is_recipe_folder(run_dir):
+        record = _read_recipe(Path(run_dir))
+        return "\n".join([f"recipe {Path(run_dir).name}: {_recipe_summary(record)}",
+                          recipe_text.render_report(record["gate"])])
     run = load_report_data(run_dir)
     lines = [f"run {run.name}: gate {run.verdict.upper()}", _summary_line(run)]
     if run.gate is not None:

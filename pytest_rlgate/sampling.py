@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .env import Env, Environment, load_env
-from .errors import UsageError
+from .errors import RlgateWarning, UsageError
+from .lora import check_adapter
+from .progress import bar, progress_enabled
 from .prompts import fingerprint
 from .provenance import row_header
 from .rows import Rows, grade_replies
@@ -155,7 +158,8 @@ def sample(
     batch_size: int = DEFAULT_BATCH_SIZE,
     adapter: bool = True,
     env: Env | Environment | str | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
+    desc: str = "sampling",
     backend: str = "transformers",
 ) -> list[list[str]]:
     """``replies[i]`` = the *k* sampled replies to ``prompts[i]`` (a prompt item or a string).
@@ -165,6 +169,8 @@ def sample(
     tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
     (adapter disabled). *temperature* 0 is greedy. ``backend="vllm"`` samples with vLLM:
     pass a :class:`VllmSampler` (or a model name/folder) as *model*; *tokenizer* may be None.
+    *progress* shows a bar named *desc* (None: when stderr is a terminal, see
+    :mod:`pytest_rlgate.progress`).
     """
     _check(k, temperature, top_p, max_new_tokens, batch_size)
     env = load_env(env)
@@ -177,7 +183,6 @@ def sample(
     if not prompts:
         return []
     import torch
-    from tqdm.auto import tqdm
 
     rendered = _render(tokenizer, prompts, env)
     if tokenizer.pad_token_id is None:
@@ -193,7 +198,7 @@ def sample(
         switch = model.disable_adapter()
     was_training = model.training
     model.eval()
-    bar = tqdm(total=len(rendered), desc="sampling", unit="prompt", disable=not progress, leave=False)
+    shown = bar(len(rendered), desc, progress, unit="prompt", leave=False)
     try:
         with switch, torch.inference_mode():
             for lo in range(0, len(order), batch_size):
@@ -206,9 +211,9 @@ def sample(
                 )
                 for (i, _), text in zip(rows, texts):
                     replies[i].append(text)
-                bar.update(len(chunk))
+                shown.update(len(chunk))
     finally:
-        bar.close()
+        shown.close()
         model.train(was_training)
     return replies
 
@@ -259,9 +264,16 @@ class VllmSampler:
     ``VllmSampler("Qwen/Qwen2.5-1.5B-Instruct", adapter="runs/x/adapter")`` then
     ``sample(sampler, None, prompts)``. Replies are reproducible per prompt through vLLM's
     per-request seed, but they are not the same draws as the transformers backend's.
+
+    *trust_remote_code* is vLLM's flag of that name: True runs Python shipped in the model's
+    repository, with your permissions. It is off unless you pass ``True`` here, explicitly;
+    *llm_options* (any other ``vllm.LLM`` argument) cannot switch it on.
     """
 
-    def __init__(self, model: str | Path, *, adapter: str | Path | None = None, **llm_options: Any) -> None:
+    def __init__(self, model: str | Path, *, adapter: str | Path | None = None, trust_remote_code: bool = False,
+                 **llm_options: Any) -> None:
+        if not isinstance(trust_remote_code, bool):
+            raise UsageError(f"trust_remote_code={trust_remote_code!r}: pass True or False (default False)")
         try:
             import vllm
         except ImportError:
@@ -273,18 +285,18 @@ class VllmSampler:
         self._vllm = vllm
         self.model = str(model)
         self.adapter = None if adapter is None else str(adapter)
-        llm_options.setdefault("trust_remote_code", False)
         if self.adapter is not None:
-            from .policy import _check_adapter
-
-            _check_adapter(Path(self.adapter))
+            check_adapter(self.adapter, flag="adapter")
             llm_options.setdefault("enable_lora", True)
-        self.llm = vllm.LLM(model=self.model, **llm_options)
+        if trust_remote_code:
+            warnings.warn(f"trust_remote_code=True: vLLM runs Python code from {self.model}'s repository",
+                          RlgateWarning, stacklevel=2)
+        self.llm = vllm.LLM(model=self.model, trust_remote_code=trust_remote_code, **llm_options)
 
     def sample(self, prompts: Sequence[Any], *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
                top_p: float = SAMPLE_TOP_P, seed: int = SAMPLE_SEED,
                max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True,
-               env: Env | Environment | str | None = None, progress: bool = True) -> list[list[str]]:
+               env: Env | Environment | str | None = None, progress: bool | None = None) -> list[list[str]]:
         env = load_env(env)
         if not prompts:
             return []
@@ -300,5 +312,5 @@ class VllmSampler:
             from vllm.lora.request import LoRARequest
 
             lora = LoRARequest("rlgate-adapter", 1, self.adapter)
-        outputs = self.llm.generate(rendered, params, use_tqdm=progress, lora_request=lora)
+        outputs = self.llm.generate(rendered, params, use_tqdm=progress_enabled(progress), lora_request=lora)
         return [[completion.text for completion in out.outputs] for out in outputs]

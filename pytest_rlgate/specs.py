@@ -81,6 +81,7 @@ _REFUSED_CALLABLES = frozenset(
                       builtins.input, builtins.open, importlib.import_module)
 )
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels; a row needs a handful"
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -206,7 +207,7 @@ def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "rew
     except ModuleNotFoundError as exc:
         raise SpecError(f"{what} {spec!r}: cannot import module {module_name!r} ({exc}); check the spelling, "
                         "or add its folder to the `pythonpath` ini setting", path=path, line=line) from None
-    except Exception as exc:  # noqa: BLE001 - the user's module failed to import; say so, once
+    except _USER_CODE_ERRORS as exc:  # the user's module failed to import (even by sys.exit): say so, once
         raise SpecError(f"{what} {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}",
                         path=path, line=line) from None
     for part in attr.split("."):
@@ -219,6 +220,9 @@ def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "rew
     if not callable(obj):
         raise SpecError(f"{what} {spec!r} is a {type(obj).__name__}, not a function; name a callable "
                         "like fn(reply, case) -> float", path=path, line=line)
+    if id(obj) in _REFUSED_CALLABLES:
+        raise SpecError(f"{what} {spec!r} evaluates or opens what it is given; a table must name a function "
+                        "that scores a reply, like mypkg.rewards:score", path=path, line=line)
     return obj  # type: ignore[no-any-return]
 
 
@@ -236,21 +240,66 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
 _Raw = tuple[int, Any, dict[str, int]]
 
 
-def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
-    loader = _Loader(text)
+def _check_nodes(root: yaml.Node, path: str) -> None:
+    """Refuse, before anything is built, what PyYAML would accept or misreport: a tag with no
+    safe constructor (``!!python/object``), a merge key (``<<``; it would surface as a
+    duplicate field), the same key twice in one mapping (PyYAML keeps the last silently)."""
+    known = {tag for tag in _Loader.yaml_constructors if tag is not None}
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        line = node.start_mark.line + 1
+        if node.tag == _MERGE_TAG:
+            raise SpecError("YAML merge key '<<' is not supported in reward tables; write the fields out, "
+                            "or share a whole value with an anchor (case: *name)", path=path, line=line)
+        if node.tag not in known:
+            raise SpecError(f"unsupported YAML tag {_short(node.tag)}: reward tables hold plain data (text, "
+                            "numbers, lists, mappings); drop the tag", path=path, line=line)
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if (key.tag, key.value) in first:
+                        raise SpecError(f"field {_short(key.value, 40)} appears twice in one mapping (first on "
+                                        f"line {first[key.tag, key.value]}); keep one", path=path,
+                                        line=key.start_mark.line + 1)
+                    first[key.tag, key.value] = key.start_mark.line + 1
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
+def _load_yaml(path: str, text: str) -> tuple[yaml.Node | None, Any]:
+    """(root node, data) of a YAML table; every YAML problem is a ``SpecError`` that names its kind."""
+    try:
+        loader = _Loader(text)  # the reader refuses control characters right here
+    except yaml.YAMLError as exc:
+        raise SpecError(f"YAML error: {exc}", path=path) from None
     try:
         root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
+        if root is None:
+            return None, None
+        _check_nodes(root, path)
+        return root, loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise SpecError(f"YAML syntax error: {problem}; check the indentation and quote replies that "
-                        "contain ': ', '#' or start with '{', '[' or '<'",
-                        path=path, line=None if mark is None else mark.line + 1) from None
+        hint = ("check the indentation and quote replies that contain ': ', '#' or start with '{', '[' or '<'"
+                if isinstance(exc, (yaml.scanner.ScannerError, yaml.parser.ParserError)) else _FORMAT_HINT)
+        kind = "YAML syntax error" if "indentation" in hint else "YAML error"
+        raise SpecError(f"{kind}: {problem}; {hint}", path=path, line=None if mark is None else mark.line + 1) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"YAML error: {exc}", path=path) from None
     finally:
         loader.dispose()
+
+
+def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
+    root, data = _load_yaml(path, text)
     if data is None:
         raise SpecError(f"the table is empty; add a 'reward:' and 'rows:' ({_FORMAT_HINT})", path=path, line=1)
     if isinstance(data, list):
@@ -270,14 +319,7 @@ def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
         header_line = next((k.start_mark.line + 1 for k, _ in root.value if k.value == "reward"), header_line)
     raws: list[_Raw] = []
     for node, row in zip(rows_node.value, rows, strict=True):
-        keys: dict[str, int] = {}
-        if isinstance(node, yaml.MappingNode):
-            for key_node, _ in node.value:
-                name = str(key_node.value)
-                if name in keys:
-                    raise SpecError(f"field {name!r} appears twice in this row (first on line {keys[name]}); "
-                                    "keep one", path=path, line=key_node.start_mark.line + 1)
-                keys[name] = key_node.start_mark.line + 1
+        keys = {str(k.value): k.start_mark.line + 1 for k, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
         raws.append((node.start_mark.line + 1, row, keys))
     return header, header_line, raws
 
@@ -291,9 +333,16 @@ def _read_jsonl(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise SpecError(f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object",
                             path=path, line=number) from None
+        except ValueError as exc:  # a number with more digits than Python converts
+            raise SpecError(f"not usable JSON ({exc}); each line must be one JSON object", path=path,
+                            line=number) from None
+        except RecursionError:
+            raise SpecError(_TOO_DEEP, path=path, line=number) from None
+        if _too_deep(obj):
+            raise SpecError(_TOO_DEEP, path=path, line=number)
         if isinstance(obj, dict) and not raws and not header and not {"reply", "expected"} & set(obj):
             header, header_line = obj, number
             continue
@@ -301,17 +350,44 @@ def _read_jsonl(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
     return header, header_line, raws
 
 
+def _too_deep(value: Any) -> bool:
+    """True when *value* nests lists or mappings deeper than ``MAX_DEPTH`` (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 # ---------------------------------------------------------------------------------------
 # Validation
 
 
 def _number(value: Any, *, name: str, path: str, line: int, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise SpecError(f"{name!r} must be a number, got {value!r}; write it without quotes, e.g. {name}: 0.2",
+    """*value* as a finite float: an infinite tolerance would pass every row, a NaN none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN != NaN
+        raise SpecError(f"{name!r} must be a number, got {_short(value)}; write it without quotes, e.g. {name}: 0.2",
                         path=path, line=line)
-    if minimum is not None and value < minimum:
-        raise SpecError(f"{name!r} must be at least {minimum}, got {value!r}", path=path, line=line)
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range (hundreds of digits)
+        number = math.inf
+    if not math.isfinite(number):
+        raise SpecError(f"{name!r} must be a finite number, got {_short(value, 40)}", path=path, line=line)
+    if minimum is not None and number < minimum:
+        raise SpecError(f"{name!r} must be at least {minimum}, got {_short(value)}", path=path, line=line)
+    return number
+
+
+def _check_field_names(fields: Mapping[Any, Any], *, path: str, line: int) -> None:
+    """Field names are text; a number or list as a key is a typo, and would not sort with the rest."""
+    odd = next((key for key in fields if not isinstance(key, str)), None)
+    if odd is not None:
+        raise SpecError(f"field name {_short(odd, 40)} is not text ({type(odd).__name__}); field names are words "
+                        "like 'prompt' or 'expected'", path=path, line=line)
 
 
 @dataclass(frozen=True)
@@ -335,6 +411,8 @@ def _env(spec: Any, path: str, line: int) -> Env:
         return load_env(spec)
     except RlgateError as exc:
         raise SpecError(f"env: {exc}", path=path, line=line) from None
+    except _USER_CODE_ERRORS as exc:  # the environment's own module broke on import
+        raise SpecError(f"env {spec!r}: loading it raised {type(exc).__name__}: {exc}", path=path, line=line) from None
 
 
 def load_reward_table(
@@ -360,16 +438,19 @@ def load_reward_table(
     file = Path(path)
     shown = display_path or str(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a byte-order mark is an editor's habit, not an error
     except UnicodeDecodeError as exc:
         raise SpecError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save the table as UTF-8",
                         path=shown) from None
+    except OSError as exc:
+        raise SpecError(f"cannot be read ({exc.strerror or exc}); a reward table is a file", path=shown) from None
     if file.suffix == ".jsonl":
         header, header_line, raws = _read_jsonl(shown, text)
     elif file.suffix in (".yaml", ".yml"):
         header, header_line, raws = _read_yaml(shown, text)
     else:
         raise SpecError(f"unknown table format {file.suffix!r}; use one of {', '.join(SPEC_SUFFIXES)}", path=shown)
+    _check_field_names(header, path=shown, line=header_line)
     unknown = sorted(set(header) - _HEADER_FIELDS)
     if unknown:
         raise SpecError(f"unknown top-level field(s) {', '.join(map(repr, unknown))}; allowed: "
@@ -421,11 +502,12 @@ def _row(
 ) -> RewardRow:
     if not isinstance(raw, dict):
         raise SpecError(f"a row must be a mapping of fields (prompt, reply, expected, ...), got "
-                        f"{type(raw).__name__} {raw!r}", path=path, line=line)
+                        f"{type(raw).__name__} {_short(raw)}", path=path, line=line)
 
     def at(key: str) -> int:
         return key_lines.get(key, line)
 
+    _check_field_names(raw, path=path, line=line)
     unknown = sorted(set(raw) - _ROW_FIELDS)
     if unknown:
         raise SpecError(f"unknown field {unknown[0]!r}; a row may have {', '.join(sorted(_ROW_FIELDS))}",
@@ -482,8 +564,9 @@ def _row(
     row_id = raw.get("id")
     if row_id is None:
         row_id = f"row-{line}"
-    if not isinstance(row_id, str) or not _ID.fullmatch(row_id):
-        raise SpecError(f"id {row_id!r} must be letters, digits and - _ . : / [ ] only (so `-k` can select it), "
+    if not isinstance(row_id, str) or len(row_id) > _MAX_ID or not _ID.fullmatch(row_id):
+        raise SpecError(f"id {_short(row_id, 60)} must be letters, digits and - _ . : / [ ] only, at most {_MAX_ID} "
+                        "of them (so `-k` can select it), "
                         "e.g. word_problem-off-by-one", path=path, line=at("id"))
     return RewardRow(
         id=row_id, path=path, line=line, reward_path=str(reward_spec), reward=reward, reply=reply,
@@ -518,6 +601,6 @@ def _case(
         return prompt
     try:
         case = case_for(prompt)
-    except Exception as exc:  # noqa: BLE001 - the user's case_for broke on this prompt
-        raise SpecError(f"case_for({prompt!r}) raised {type(exc).__name__}: {exc}", path=path, line=line) from None
+    except _USER_CODE_ERRORS as exc:  # the user's case_for broke on this prompt
+        raise SpecError(f"case_for({_short(prompt)}) raised {type(exc).__name__}: {exc}", path=path, line=line) from None
     return case  # type: ignore[no-any-return]

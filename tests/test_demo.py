@@ -281,6 +281,7 @@ def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_
     import importlib.util
     from pathlib import Path
 
+    from pytest_rlgate.demo_recipe import recipe_configurations, recipe_seeds
     from pytest_rlgate.train.methods import make_knobs
 
     path = Path(__file__).parents[1] / "examples" / "refund" / "test_training_gate.py"
@@ -290,7 +291,10 @@ def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_
     marked = [m.kwargs for name in dir(module) if name.startswith("test_")
               for m in getattr(getattr(module, name), "pytestmark", []) if m.name == "rlgate"]
     demo = [make_knobs(c.method, **c.knobs) for c in (*configurations(), hackable_configuration())]
-    assert len(marked) == 2
+    recipes = [make_knobs(c.method, **c.knobs) for c in recipe_configurations()]  # `rlgate demo --seeds 3`
+    assert len(marked) == 4
     for knobs in marked:
         knobs = dict(knobs)
-        assert make_knobs(knobs.pop("method"), **knobs) in demo
+        seeds = knobs.pop("seeds", None)
+        made = make_knobs(knobs.pop("method"), **knobs)
+        assert made in demo if seeds is None else (made in recipes and seeds == recipe_seeds(3))

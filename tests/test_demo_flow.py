@@ -40,6 +40,7 @@ def test_the_quick_demo_exits_0_and_prints_the_table_and_the_story(quick_demo):
     assert "base (3 runs)" in out and "GRPO --balance 0.25" in out
     assert "with_id" in out and "no_id" in out and "off_topic" in out
     assert "demo finished in" in out
+    assert "`rlgate demo --seeds 3` trains honest GRPO and the balanced one at 3 trainer seeds" in out
 
 
 def test_it_leaves_finished_run_folders_prompt_files_reports_and_an_index(quick_demo):

@@ -45,7 +45,7 @@ def test_round_one_leaves_the_grpo_run_folder_plus_pairs(round_one: RunFolder) -
     assert RunFolder.open(round_one.path).config["method"] == "dpo"
     comparisons = round_one.gate["comparisons"]
     assert {c["group"] for c in comparisons} == {"overall", *refund.CATEGORIES}
-    assert {c["metric"] for c in comparisons} == {"pass@1", "marker:well_formed"}
+    assert {c["metric"] for c in comparisons} == {"pass@1", "marker:well_formed", "marker:argument_grounding"}
     metrics = round_one.metrics()
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]
     assert all("rewards/margins" in m and "loss" in m for m in metrics)
@@ -95,15 +95,19 @@ def test_pairs_are_deterministic_for_a_seed() -> None:
 
 def test_round_two_from_the_cli_merges_round_one_and_records_lineage(round_one: RunFolder, runs_dir,
                                                                      capsys) -> None:
+    # every task kept (--difficulty 0 1): the default band leaves the tiny policy too few pairs
+    # here; tests/test_difficulty.py checks the band itself
     code = cli.main(["train", "dpo", "--from-run", str(round_one.path), "--runs-dir", str(runs_dir),
                      "--run-name", "r2", "--size", "small", "--steps", "2", "--base-runs", "1",
-                     "--monitor-every", "0", "--eval-k", "2", "--no-progress"])
+                     "--monitor-every", "0", "--eval-k", "2", "--difficulty", "0", "1", "--no-progress"])
     out = capsys.readouterr().out
     assert code in (0, 1) and "pairs:" in out and "sampled from" in out
     second = RunFolder.open(runs_dir / "r2")
     config = second.config
     assert [step["run"] for step in config["lineage"]] == ["r1"]
     assert config["knobs"]["from_run"] == str(round_one.path)
+    assert config["next_round"]["band"] == [0, 1] and config["next_round"]["kept"] == config["next_round"]["tasks"]
+    assert "next round: kept" in out
     assert config["dpo"]["round"] == 2 and config["dpo"]["reference"] == "merged policy (base + r1), adapter off"
     import hashlib
 

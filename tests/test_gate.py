@@ -25,7 +25,8 @@ from pytest_rlgate import (
 )
 
 K = 4
-#: the environment that graded the seed's tables: it guards well_formed and declares their categories
+#: the environment that graded the seed's tables: it guards well_formed and argument_grounding and
+#: declares their categories
 REFUND = "refund"
 
 
@@ -34,7 +35,8 @@ def table_rows(category: str, fails: Sequence[int], *, k: int = K, prefix: str =
     """Rows for one category: prompt i fails ``fails[i]`` of its k rollouts.
 
     ``tool_call`` marks the failing replies (in no_id a tool call is the failure); the
-    ``well_formed`` marker is 1 everywhere, as in the seed's tables.
+    ``well_formed`` and ``argument_grounding`` markers are 1 everywhere, as in the seed's
+    tables (its failing calls carry no argument, so they invent none).
     """
     rows = []
     for i, failed in enumerate(fails):
@@ -47,7 +49,8 @@ def table_rows(category: str, fails: Sequence[int], *, k: int = K, prefix: str =
                 "reply": "..." if j >= failed else '<tool_call>{"name": "lookup_order"}</tool_call>',
                 "score": 1.0 if j >= failed else 0.0,
                 "reward": int(j >= failed),
-                "markers": {"well_formed": 1.0, "tool_call": float(j < (failed if tool_calls is None else tool_calls[i]))},
+                "markers": {"well_formed": 1.0, "argument_grounding": 1.0,
+                            "tool_call": float(j < (failed if tool_calls is None else tool_calls[i]))},
             }
             if eval_run is not None:
                 row["eval_run"] = eval_run
@@ -135,12 +138,13 @@ def test_failure_message_reads_like_a_small_table() -> None:
     with pytest.warns(RlgateWarning), pytest.raises(RegressionError) as info:
         assert_no_regression(before, after, env=REFUND, seed=7, n_resamples=2000)
     lines = str(info.value).splitlines()
-    assert lines[0] == "1 of 8 comparisons regressed: pass@1 in no_id"
+    assert lines[0] == "1 of 12 comparisons regressed: pass@1 in no_id"  # pass@1 and two guards x 4 groups
     assert lines[1].startswith("expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed 7")
     table = [line for line in lines if line.startswith("pass@1")]
     assert len(table) == 1 and "no_id" in table[0] and "REGRESSED" in table[0] and "15×4" in table[0]
     assert "0.950" in table[0] and "0.750" in table[0] and "-0.200" in table[0]
-    assert any(line.startswith("rule: fail if pass@1, marker:well_formed regressed") for line in lines)
+    assert any(line.startswith("rule: fail if pass@1, marker:well_formed, marker:argument_grounding regressed")
+               for line in lines)
     assert lines[-1].startswith("Remedy:")
     header = next(line for line in lines if line.startswith("metric"))
     assert header.index("before") < header.index("after") < header.index("delta") < header.index("95% CI")
@@ -157,7 +161,7 @@ def test_to_dict_has_the_documented_shape() -> None:
     assert {"metric", "group", "n_units", "before", "after", "delta", "low", "high", "verdict"} <= set(first)
     assert first["metric"] == "pass@1" and first["group"] == "overall"
     metrics = {c["metric"] for c in data["comparisons"]}
-    assert metrics == {"pass@1", "marker:well_formed"}
+    assert metrics == {"pass@1", "marker:well_formed", "marker:argument_grounding"}
     assert {c["group"] for c in data["comparisons"]} == {"overall", "no_id", "off_topic", "with_id"}
 
 

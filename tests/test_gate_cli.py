@@ -32,10 +32,10 @@ def test_a_regression_exits_1_and_prints_the_table(files, tmp_path: Path, capsys
     assert main(["gate", before, after, "--env", "refund", "--json", str(out_json), "--seed", "3",
                  "--resamples", "2000"]) == 1
     out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("gate FAILED (1 failure): 8 comparisons: 1 regressed")
+    assert out.splitlines()[0].startswith("gate FAILED (1 failure): 12 comparisons: 1 regressed")
     assert "2000 resamples, seed 3" in out.splitlines()[1]
     assert any("no_id" in line and "REGRESSED" in line for line in out.splitlines())
-    assert "rule: fail if pass@1, marker:well_formed regressed" in out
+    assert "rule: fail if pass@1, marker:well_formed, marker:argument_grounding regressed" in out
     assert "FAIL: pass@1 regressed in no_id" in out
     assert "warning: guard 'well_formed' is constant" in out
     data = json.loads(out_json.read_text())
@@ -272,7 +272,7 @@ def test_the_headers_environment_is_guarded_without_env(tmp_path: Path, capsys) 
     paths = [str(write_rows(tmp_path / f"{name}.jsonl.gz", rows, header=header))
              for name, rows in (("before", before), ("after", after))]
     assert main(["gate", *paths]) == 0
-    assert "rule: fail if pass@1, marker:well_formed regressed" in capsys.readouterr().out
+    assert "rule: fail if pass@1, marker:well_formed, marker:argument_grounding regressed" in capsys.readouterr().out
     calc = _headed(tmp_path, "calc", CalcEnv)  # calc is not a registered name: nothing is guarded
     assert main(["gate", calc, calc]) == 0
     assert "rule: fail if pass@1 regressed" in capsys.readouterr().out

@@ -54,11 +54,11 @@ def test_failure_reads_as_a_table_and_the_summary_lists_every_gate(project: pyte
     if seeded:
         result.stdout.fnmatch_lines(["E *2000 resamples, seed 4, margin 0.10*"])
     result.stdout.fnmatch_lines([
-        "*RegressionError: 1 of 8 comparisons regressed: pass@1 in no_id",
+        "*RegressionError: 1 of 12 comparisons regressed: pass@1 in no_id",
         "E *expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed *, margin 0.10*",
         "E *metric*group*units×k*before*after*delta*95% CI*MDE*verdict*",
         "E *pass@1*no_id*15×4*0.950*0.750*-0.200*REGRESSED*",
-        "E *rule: fail if pass@1, marker:well_formed regressed*",
+        "E *rule: fail if pass@1, marker:well_formed, marker:argument_grounding regressed*",
         "E *Remedy: *",
     ])
     result.stdout.fnmatch_lines([
@@ -86,7 +86,7 @@ def test_verbosity_controls_the_summary(project: pytest.Pytester) -> None:
     assert "pass@1" in normal and "overall" not in normal.split("rlgate: gates")[1]  # borderline rows only
     verbose = project.runpytest("-v", "-k", "balanced", "--rlgate-resamples", "500").stdout.str()
     section = verbose.split("rlgate: gates")[1]
-    assert section.count("test_gates.py::test_balanced") == 8  # every comparison
+    assert section.count("test_gates.py::test_balanced") == 12  # every comparison: pass@1 and two guards x 4
 
 
 def test_report_and_junit_properties(project: pytest.Pytester) -> None:

@@ -352,27 +352,27 @@ def test_adapter_loads_as_a_peft_model(mini_dir: Path, tmp_path: Path) -> None:
 
 
 def test_missing_adapter_folder_names_the_path(mini_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="adapter folder does not exist") as info:
+    with pytest.raises(UsageError, match="no such folder") as info:
         policy.load_policy(mini_dir, adapter=tmp_path / "runs" / "x" / "adapter")
-    assert info.value.path == str(tmp_path / "runs" / "x" / "adapter")
+    assert str(tmp_path / "runs" / "x" / "adapter") in str(info.value)
 
 
 def test_folder_without_adapter_files_names_the_path(mini_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="adapter_config.json") as info:
         policy.load_policy(mini_dir, adapter=tmp_path)
-    assert info.value.path == str(tmp_path)
+    assert str(tmp_path) in str(info.value)
 
 
 def test_corrupt_adapter_names_the_path(mini_dir: Path, tmp_path: Path) -> None:
     adapter = _save_adapter(mini_dir, tmp_path / "adapter")
     (adapter / "adapter_model.safetensors").write_bytes(b"\x00garbage")
-    with pytest.raises(UsageError, match="cannot be loaded") as info:
+    with pytest.raises(UsageError, match="corrupt adapter weights") as info:
         policy.load_policy(mini_dir, adapter=adapter)
-    assert info.value.path == str(adapter)
+    assert str(adapter) in str(info.value)
     (adapter / "adapter_config.json").write_text("{not json")
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(UsageError, match="corrupt adapter config") as info:
         policy.load_policy(mini_dir, adapter=adapter)
-    assert info.value.path == str(adapter)
+    assert str(adapter) in str(info.value)
 
 
 # -- the shipped policies (package data: verified, never built) ----------------------------------

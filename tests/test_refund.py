@@ -270,6 +270,25 @@ def test_a_reply_without_call_is_grounded() -> None:
     assert markers("What is the order id?", NO_ID)["argument_grounding"] == 1.0
 
 
+def test_grounding_reads_every_call_not_just_the_first() -> None:
+    """DESIGN section 4 / the seed's mark_grounding: every string argument of every call. The
+    second_call hack (an honest lookup, then a refund on an invented id) is paid in full by the
+    reward, which reads the first call only; this marker is what sees it."""
+    hacked = LOOKUP + " " + block("create_refund", order_id="ORD-9999", amount=20)
+    assert score(hacked, WITH_ID) == 1.0
+    assert markers(hacked, WITH_ID) == {"well_formed": 1.0, "tool_call": 1.0, "argument_grounding": 0.0}
+    assert markers(LOOKUP + " " + REFUND, WITH_ID)["argument_grounding"] == 1.0  # both calls on the prompt's id
+    # a malformed second block is no call: nothing to ground
+    assert markers(LOOKUP + ' <tool_call>{"name": "create_refund"', WITH_ID)["argument_grounding"] == 1.0
+    steps = [*STEP_LOOKUP, {"tool": "create_refund", "arguments": {"order_id": "ORD-1"}}]
+    assert markers("", WITH_ID, steps=steps)["argument_grounding"] == 0.0
+    assert markers("", WITH_ID, steps=STEP_LOOKUP)["argument_grounding"] == 1.0
+
+
+def test_the_environment_guards_well_formed_and_argument_grounding() -> None:
+    assert refund.guards == ("well_formed", "argument_grounding")
+
+
 def test_passes_only_at_full_score() -> None:
     assert passes(1.0)
     assert not passes(0.999)

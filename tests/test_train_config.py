@@ -166,7 +166,9 @@ def _adapter(folder, *, config="ok", weights="ok"):
         import torch
         from safetensors.torch import save_file
 
-        save_file({"a": torch.zeros(2)}, str(folder / "adapter_model.safetensors"))
+        layer = "base_model.model.model.layers.0.self_attn.q_proj"
+        save_file({f"{layer}.lora_A.weight": torch.ones(2, 8), f"{layer}.lora_B.weight": torch.ones(8, 2)},
+                  str(folder / "adapter_model.safetensors"))
     elif weights is not None:
         (folder / "adapter_model.safetensors").write_bytes(weights)
     return folder

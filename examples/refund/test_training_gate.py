@@ -13,6 +13,11 @@ times (the noise floor) and of the adapter once, and hand over the graded rows; 
 With ``--rlgate-adapter`` nothing is trained: the adapter built elsewhere (say, by a GPU job)
 is gated instead, with the marker's sampling knobs. The configurations below assert what the
 statistics measured on the tiny policy (see each test's docstring), not what we hoped.
+
+One adapter's verdict is partly the luck of its trainer seed, so the last two tests gate
+*recipes*: ``seeds=(17, 18, 19)`` trains each configuration once per trainer seed and
+``rlgate_after_rows`` becomes a mapping seed -> rows, which the ``rlgate`` fixture gates
+across the seeds (``rlgate demo --seeds 3`` trains the same six runs).
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ pytestmark = pytest.mark.slow  # minutes of CPU training; CI runs `pytest -m slo
 #: for the gate to call a category, where 0.2 would leave 3 and 2.
 STEPS = 20
 SHARED = {"steps": STEPS, "holdout": 0.4}
+#: The recipes: each configuration at trainer seeds 17, 18, 19, on a 0.6 holdout that keeps 10
+#: no-id scenarios out of training (0.4 keeps 6; the large prompt set's 22 held-out no-id
+#: prompts are paraphrases of 2 scenarios, the gate's unit).
+RECIPE = {"steps": STEPS, "holdout": 0.6, "seeds": (17, 18, 19)}
 
 
 def gate(rlgate, before, after):
@@ -42,7 +51,7 @@ def test_balanced_grpo_keeps_every_category(rlgate, rlgate_before_rows, rlgate_a
     Measured on the tiny policy, 20 steps, trainer/sample seeds 17, 18 and 19: the gate passed
     every time (no category regressed; no_id Δ between −0.04 and +0.07 over 6 scenarios).
     The same run without ``balance`` passed at seed 17 but regressed no_id at seed 18
-    (0.92 -> 0.75, interval [-0.53, -0.00]): too seed-fragile to pin either way here.
+    (0.92 -> 0.75, interval [-0.53, -0.00]): one adapter cannot pin it, the recipe test below does.
     """
     gate(rlgate, rlgate_before_rows, rlgate_after_rows)
 
@@ -64,3 +73,49 @@ def test_grpo_on_a_hackable_reward_collapses_no_id(rlgate, rlgate_adapter, rlgat
     if rlgate_adapter.handed_in:
         pytest.skip("--rlgate-adapter gates one adapter; this configuration only exists when training here")
     gate(rlgate, rlgate_before_rows, rlgate_after_rows)
+
+
+def _seed_deltas(comparison):
+    return {s.seed: round(s.delta, 3) for s in comparison.seeds}
+
+
+@pytest.mark.rlgate(method="grpo", **RECIPE)
+def test_unbalanced_grpo_recipe_moves_with_id_and_leaves_no_id_undecided(rlgate, rlgate_adapter, rlgate_before_rows,
+                                                                          rlgate_after_rows):
+    """Honest GRPO on the imbalanced split, as a recipe over trainer seeds 17, 18 and 19.
+
+    Measured on the tiny policy (20 steps, 10 no-id scenarios x 4 replies x 3 seeds): no_id
+    Δ −0.06 [−0.29, +0.17], inconclusive, minimum detectable effect 0.29. Seed 18 alone
+    regressed (−0.15, its own interval [−0.34, −0.01]); seeds 17 and 19 did not (+0.03,
+    −0.05). So the recipe gate passes: one bad seed of three is not a recipe regression, and
+    the MDE says a no-id drop under ~0.3 could still go unseen on 10 scenarios. with_id moved
+    at every seed (recipe Δ +0.25 [+0.14, +0.35]). The per-seed verdicts are at the gate's
+    default resampling seed.
+    """
+    if next(iter(rlgate_adapter.values())).handed_in:
+        pytest.skip("--rlgate-adapter hands in one adapter; a recipe needs one trained per seed")
+    result = gate(rlgate, rlgate_before_rows, rlgate_after_rows)
+    no_id = result.comparison("pass@1", "no_id")
+    assert no_id.verdict == "inconclusive" and no_id.mde > 0.25
+    assert _seed_deltas(no_id) == {17: 0.025, 18: -0.15, 19: -0.05}
+    assert no_id.recipe.seeds_line == "regressed in 1 of 3 seeds"
+    assert result.comparison("pass@1", "with_id").verdict == "moved"
+
+
+@pytest.mark.rlgate(method="grpo", balance=0.25, **RECIPE)
+def test_balanced_grpo_recipe_holds_no_id(rlgate, rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
+    """GRPO balanced to 25 % minority categories, as a recipe over trainer seeds 17, 18 and 19.
+
+    Measured on the tiny policy: no_id held, Δ +0.03 [−0.04, +0.09] inside the ±0.10 margin
+    (MDE 0.09), no seed regressed it (0.00, +0.03, +0.05): balancing removes the no-id risk the
+    unbalanced recipe carries. It buys little with_id (Δ +0.03 [−0.09, +0.15], inconclusive),
+    and seed 18 alone regressed the well_formed guard (−0.15), which the recipe reads as
+    inconclusive (1 of 3 seeds), so the gate passes.
+    """
+    if next(iter(rlgate_adapter.values())).handed_in:
+        pytest.skip("--rlgate-adapter hands in one adapter; a recipe needs one trained per seed")
+    result = gate(rlgate, rlgate_before_rows, rlgate_after_rows)
+    no_id = result.comparison("pass@1", "no_id")
+    assert no_id.verdict == "flat" and no_id.recipe.regressed_seeds == 0
+    assert _seed_deltas(no_id) == {17: 0.0, 18: 0.025, 19: 0.05}
+    assert result.comparison("marker:well_formed", "overall").recipe.seeds_line == "regressed in 1 of 3 seeds"

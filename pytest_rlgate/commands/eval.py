@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 
-from ..options import add_env_argument, output_file
+from ..options import add_env_argument, add_output_arguments, output_file
 from ..rows import read_rows, write_rows
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
@@ -30,14 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample-seed", type=int, help="sample at this seed instead of the run's")
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
     parser.add_argument("--json", action="store_true", help="print the gate as JSON")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_output_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     folder = RunFolder.open(args.run)
     env = folder.environment(args.env)
-    rows = resample_run(folder, seed=args.sample_seed, progress=not args.no_progress, env=env)
+    rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
     if args.out:
         write_rows(args.out, rows)
     result = gate_runs([list(read_rows(p)) for p in folder.before_files], rows, env=env)

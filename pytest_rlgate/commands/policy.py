@@ -12,11 +12,10 @@ non-empty ``--out``.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..env import load_env
 from ..errors import UsageError
-from ..options import add_env_argument, output_dir
+from ..options import add_env_argument, add_output_arguments, output_dir
 from ..policy import build_tiny_policy, tiny_policy_key, tiny_policy_names
 from ..tiny.manifest import read_build_info
 from ..tiny.recipe import recipe_of
@@ -30,16 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(build)
     build.add_argument("--out", type=output_dir, metavar="DIR",
                        help="build into this new or empty folder (default: the artifact cache)")
-    build.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    add_output_arguments(build)
 
 
 def run(args: argparse.Namespace) -> int:
     env = load_env(args.env)
     recipe = recipe_of(env)
-    progress = not args.no_progress and sys.stderr.isatty()
     print(f"building {recipe.name} for environment {env.name} "
           f"({recipe.schedule.steps} warm-start steps; minutes on one CPU core)", flush=True)
-    folder = build_tiny_policy(env, args.out, progress=progress)
+    folder = build_tiny_policy(env, args.out, progress=args.progress)
     info = read_build_info(folder)
     built = info["content_sha256"]
     print(f"{recipe.name}: {folder}")

@@ -70,9 +70,11 @@ def keep_written(path: Path, env: Env) -> KeepResult:
     for number, line in numbered:
         try:
             rows.append(json.loads(line))
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise DataError(f"not JSON ({exc.msg} at column {exc.colno}); each line is {KEEP_LINE}",
                             path=path, line=number) from None
+        except RecursionError:
+            raise DataError(f"JSON nested too deeply; each line is {KEEP_LINE}", path=path, line=number) from None
     if not rows:
         raise DataError(f"no prompts in the file; each line is {KEEP_LINE}", path=path)
     result = keep_prompts(rows, env, path=str(path), lines=[number for number, _ in numbered])

@@ -12,14 +12,18 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..options import add_env_argument
+from ..errors import UsageError
+from ..options import add_env_argument, add_output_arguments
 from ..rows import read_rows
 from ..train import config as C
 from ..train import dpo as D
 from ..train.config import GRPOKnobs
+from ..train.difficulty import describe
 from ..train.dpo import DPOKnobs, train_dpo
 from ..train.grpo import train_grpo
+from ..train.methods import knobs_class
 from ..train.pipeline import gate_runs
+from ..train.seeds import train_seeds
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
 
@@ -43,12 +47,21 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--run-name", metavar="NAME", help="folder name under --runs-dir (default <env>-<method>-s<seed>)")
     g.add_argument("--runs-dir", default=C.RUNS_DIR, metavar="DIR", help="where run folders go (%(default)s)")
     g.add_argument("--from-run", metavar="DIR", help="merge this finished run's adapter first (round two)")
+    g.add_argument("--difficulty", nargs=2, type=C.PASS_RATE, metavar=("LOW", "HIGH"),
+                   help="with --from-run: train on the tasks whose pass rate under that run lies in [LOW, HIGH] "
+                        f"(default {C.DIFFICULTY[0]:g} {C.DIFFICULTY[1]:g}; 0 1 keeps every task)")
+    g.add_argument("--no-decontaminate", action="store_true",
+                   help="keep train prompts that repeat a holdout prompt (default: drop them)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
     s = p.add_argument_group("sampling and evaluation")
     s.add_argument("--temperature", type=C.RUN_BOUNDS["temperature"], default=C.TEMPERATURE, help="rollouts and eval (%(default)s)")
     s.add_argument("--top-p", type=C.RUN_BOUNDS["top_p"], default=C.TOP_P, help="rollouts and eval (%(default)s)")
     s.add_argument("--sample-seed", type=int, default=C.SAMPLE_SEED,
                    help="trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)")
+    s.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                   help="train the recipe once per trainer seed (each a cached run in <runs-dir>/<name>-seed<S>/, "
+                        "each its own --sample-seed) and gate the recipe across them into <runs-dir>/<name>-recipe/; "
+                        "exit 1 when the recipe regressed, e.g. --seeds 17 18 19")
     s.add_argument("--base-runs", type=C.RUN_BOUNDS["base_runs"], default=C.BASE_RUNS, help="base holdout samples (%(default)s)")
     s.add_argument("--eval-k", type=C.RUN_BOUNDS["eval_k"], default=C.EVAL_K, help="replies per holdout prompt (%(default)s)")
     s.add_argument("--max-completion-length", type=C.RUN_BOUNDS["max_completion_length"], metavar="TOKENS",
@@ -64,7 +77,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     lora.add_argument("--lora-targets", type=_csv, default=C.LORA_TARGETS, metavar="NAMES",
                       help="comma-separated module names (default: attention + MLP projections)")
     p.add_argument("--report-to", default="none", help="TRL/transformers report_to (tensorboard, wandb, ...)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_output_arguments(p)
 
 
 def _grpo_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,7 +111,7 @@ def knob_values(args: argparse.Namespace, knobs_cls: type) -> dict[str, Any]:
 
 
 def _run_grpo(args: argparse.Namespace) -> Any:
-    return train_grpo(GRPOKnobs(**knob_values(args, GRPOKnobs)), progress=not args.no_progress,
+    return train_grpo(GRPOKnobs(**knob_values(args, GRPOKnobs)), progress=args.progress,
                       report_to=args.report_to, overwrite=args.overwrite)
 
 
@@ -132,7 +145,7 @@ def _dpo_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_dpo(args: argparse.Namespace) -> Any:
-    folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=not args.no_progress,
+    folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=args.progress,
                        report_to=args.report_to, overwrite=args.overwrite)
     pairs = folder.config.get("pairs", {})
     cap = (f", cap {pairs['constructed_cap']} -> at most {pairs['constructed_limit']}"
@@ -162,13 +175,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
-    import warnings
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    # transformers' own deprecation notices about its internals are not the user's to act on
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+    if args.seeds:
+        return _run_seeds(args)
     folder = METHODS[args.method][1](args)
     return report(folder)
+
+
+def _run_seeds(args: argparse.Namespace) -> int:
+    """``--seeds``: one cached run per trainer seed, then the recipe gate printed and written beside them."""
+    if args.report_to != "none":
+        raise UsageError(f"--report-to {args.report_to}: --seeds trains through the run cache, which reports to "
+                         "nothing; drop --report-to or train one seed at a time with --sample-seed")
+    cls = knobs_class(args.method)
+    runs = train_seeds(cls(**knob_values(args, cls)), args.seeds, overwrite=args.overwrite,
+                       progress=args.progress)
+    print(runs.result.report(verbose=True))
+    print(f"recipe: {runs.folder} (recipe.json, recipe.txt; `rlgate report {runs.folder}` draws it)")
+    return 0 if runs.result.passed else 1
 
 
 def report(folder: Any) -> int:
@@ -185,6 +210,10 @@ def report(folder: Any) -> int:
     if auto:
         picked = ", ".join(f"{k}={config['knobs'][k]}" for k in auto)
         print(f"tiny-policy CPU defaults: {picked}")
+    if config.get("decontamination"):
+        print(config["decontamination"]["summary"])
+    for line in describe(config["next_round"]) if config.get("next_round") else ():
+        print(line)
     if training:
         print(f"trained {training.get('steps_done')} steps in {training.get('train_seconds')} s "
               f"({training.get('seconds_per_step')} s/step)")

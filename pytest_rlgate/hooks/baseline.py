@@ -131,6 +131,10 @@ def _update(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any]:
         return {"updated": False, "path": shown,
                 "why": f"{writer} already wrote it this session (one candidate per baseline: select one with -k)"}
     rows = item.funcargs[CANDIDATE]  # type: ignore[attr-defined]
+    if isinstance(rows, dict):  # @pytest.mark.rlgate(seeds=...): one set of rows per training seed
+        return {"updated": False, "path": shown,
+                "why": "a recipe test has one set of after rows per training seed, and a baseline is one "
+                       "policy's rows (select a single-seed test with -k)"}
     try:
         write_rows(path, rows)
     except RlgateError as exc:

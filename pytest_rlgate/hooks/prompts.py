@@ -102,7 +102,10 @@ def _settings(config: pytest.Config) -> PromptSettings:
     if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
         raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "
                                 f"sizes {', '.join(env.prompt_sizes)}")
-    off = config.getoption(NO_DECONTAMINATE) or config.getini(NO_DECONTAMINATE)
+    try:
+        off = config.getoption(NO_DECONTAMINATE) or config.getini(NO_DECONTAMINATE)
+    except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
+        raise pytest.UsageError(f"ini setting {NO_DECONTAMINATE}: {exc}; use true or false") from None
     return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file or None,
                           holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
                           decontaminate=not off)

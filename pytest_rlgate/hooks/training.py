@@ -6,7 +6,10 @@ session's (``--rlgate-env``). The session-wide ``rlgate_adapter_factory`` trains
 configuration once (cached across sessions and xdist workers). ``--rlgate-adapter PATH`` with
 ``--rlgate-base-model ID`` gates an adapter trained elsewhere instead (the CI step after a
 GPU job). ``rlgate_before_rows`` / ``rlgate_after_rows`` are the graded holdout rows of the
-base and of the adapter, sampled once per configuration. Everything heavy is imported
+base and of the adapter, sampled once per configuration. With ``seeds=(17, 18, 19)`` the
+marker names a recipe: one adapter per trainer seed, so ``rlgate_adapter`` and
+``rlgate_after_rows`` become mappings seed -> adapter / rows (the before rows are the first
+seed's base runs) and the ``rlgate`` fixture gates the recipe. Everything heavy is imported
 inside functions: this module loads in every pytest run.
 """
 
@@ -41,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(method='grpo', env=None, **knobs): train a LoRA adapter with these knobs on this "
         "environment (default: --rlgate-env) once, cached, for the rlgate_adapter / rlgate_before_rows / "
-        "rlgate_after_rows fixtures",
+        "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...)",
     )
     adapter = setting(config, "adapter")
     if adapter:
@@ -114,6 +117,27 @@ class AdapterFactory:
                                               run=served.run, from_cache=served.hit, key=served.key)
         return self._made[memo]
 
+    def per_seed(self, method: str, seeds: Any, env: Any = None, **knobs: Any) -> dict[int | str, TrainedAdapter]:
+        """One adapter per trainer seed (its ``sample_seed``) of one recipe: seed -> adapter.
+
+        A handed-in adapter (``--rlgate-adapter``) is one adapter whatever the seeds: the
+        mapping holds it alone, keyed by its path, and the recipe gate calls that unresolved.
+        """
+        from pytest_rlgate.train.seeds import check_seeds
+
+        where = f"@pytest.mark.{MARKER}(seeds=...)"
+        try:
+            seeds = check_seeds(seeds, flag=where)
+        except RlgateError as exc:
+            pytest.fail(f"rlgate: {exc}", pytrace=False)
+        if "sample_seed" in knobs:
+            pytest.fail(f"rlgate: {where} sets each run's sample_seed; drop sample_seed={knobs['sample_seed']!r}",
+                        pytrace=False)
+        if self.handed_in:
+            adapter = self(method, env, **knobs)
+            return {str(adapter.adapter): adapter}
+        return {seed: self(method, env, **knobs, sample_seed=seed) for seed in seeds}
+
     def rows(self, trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
         """The before (every base run) or after rows of *trained*, sampled once."""
         if side not in trained._rows:
@@ -177,9 +201,15 @@ def _marker_knobs(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
 
 
 @pytest.fixture
-def rlgate_adapter(request: pytest.FixtureRequest, rlgate_adapter_factory: AdapterFactory) -> TrainedAdapter:
-    """The adapter for this test's ``@pytest.mark.rlgate(...)`` configuration (or the handed-in one)."""
+def rlgate_adapter(
+    request: pytest.FixtureRequest, rlgate_adapter_factory: AdapterFactory
+) -> TrainedAdapter | dict[int | str, TrainedAdapter]:
+    """The adapter for this test's ``@pytest.mark.rlgate(...)`` configuration (or the handed-in one);
+    with ``seeds=(...)``, a mapping seed -> adapter, one per trainer seed."""
     method, knobs = _marker_knobs(request)
+    seeds = knobs.pop("seeds", None)
+    if seeds is not None:
+        return rlgate_adapter_factory.per_seed(method, seeds, **knobs)
     return rlgate_adapter_factory(method, **knobs)
 
 
@@ -190,10 +220,17 @@ def rlgate_before_rows(request: pytest.FixtureRequest, rlgate_baseline_rows: lis
     if rlgate_baseline_rows is not None:
         return rlgate_baseline_rows
     factory: AdapterFactory = request.getfixturevalue("rlgate_adapter_factory")
-    return factory.rows(request.getfixturevalue("rlgate_adapter"), "before")
+    adapter = request.getfixturevalue("rlgate_adapter")
+    first = next(iter(adapter.values())) if isinstance(adapter, dict) else adapter  # a recipe: the first seed's
+    return factory.rows(first, "before")
 
 
 @pytest.fixture
-def rlgate_after_rows(rlgate_adapter: TrainedAdapter, rlgate_adapter_factory: AdapterFactory) -> list[dict]:
-    """Graded holdout rows of the base with the adapter, sampled at the first base run's seed."""
+def rlgate_after_rows(
+    rlgate_adapter: TrainedAdapter | dict[int | str, TrainedAdapter], rlgate_adapter_factory: AdapterFactory
+) -> list[dict] | dict[int | str, list[dict]]:
+    """Graded holdout rows of the base with the adapter, sampled at the first base run's seed;
+    with ``seeds=(...)``, a mapping seed -> rows, each seed's adapter sampled at its own seed."""
+    if isinstance(rlgate_adapter, dict):
+        return {seed: rlgate_adapter_factory.rows(adapter, "after") for seed, adapter in rlgate_adapter.items()}
     return rlgate_adapter_factory.rows(rlgate_adapter, "after")

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..progress import bar
 from .copyhead import CopyHead
 from .corpus import dialogues
 from .manifest import BUILD_INFO, content_hash, file_digests
@@ -34,8 +35,10 @@ _ROLE_LINES = ["system\n", "user\n", "assistant\n"] * 50
 
 
 def build_policy(out: Path, env: Env, recipe: TinyRecipe | None = None, *,
-                 progress: bool = False) -> dict[str, Any]:
+                 progress: bool | None = None) -> dict[str, Any]:
     """Build *env*'s tiny policy (or *recipe*, a variant) into the existing folder *out*.
+
+    *progress* shows the warm-start steps as a bar (None: when stderr is a terminal).
 
     Returns the build info it wrote last (:data:`~.manifest.BUILD_INFO`): the recipe,
     library versions, data mix, loss curve, timings, and each file's SHA-256 with the
@@ -60,22 +63,22 @@ def build_policy(out: Path, env: Env, recipe: TinyRecipe | None = None, *,
     if head is not None:
         head.install(model)
     examples = encode_dialogues(tokenizer, data, env.messages_for)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    steps = bar(recipe.schedule.steps, f"building tiny policy {recipe.name}", progress, unit="step")
 
-        bar = tqdm(total=recipe.schedule.steps, desc=f"warm-starting {recipe.name}", unit="step")
+    def log(step: int, loss: float) -> None:
+        steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        steps.update(1)
+
     try:
         curve = warm_start(
             model, examples, recipe.schedule, seed=recipe.seed, pad_id=tokenizer.pad_token_id,
             after_step=head.after_step if head is not None else None,
-            log=(lambda step, loss: (bar.update(1), bar.set_postfix(loss=f"{loss:.3f}"))) if bar else None,
+            log=log,
         )
     finally:
         if head is not None:
             head.remove()
-        if bar is not None:
-            bar.close()
+        steps.close()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     files = file_digests(out)

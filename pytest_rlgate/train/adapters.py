@@ -2,52 +2,23 @@
 
 Every failure a user can cause (a missing or corrupt adapter folder, a base model that
 cannot be loaded offline, LoRA targets the model does not have) becomes a one-line
-``UsageError`` naming the flag or path and the fix.
+``UsageError`` naming the flag or path and the fix. What makes an adapter folder usable
+(LoRA weights that change the model) is checked in :mod:`pytest_rlgate.lora`, shared with
+``load_policy``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, UsageError
+from ..lora import attach_adapter, check_adapter
 from ..policy import load_policy
 from .run import RunFolder
 
 __all__ = ["attach_adapter", "check_adapter", "load_base", "lora_config", "merge_adapter"]
-
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-
-
-def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> Path:
-    """Return *path* if it is a readable PEFT adapter folder, else raise ``UsageError``."""
-    folder = Path(path)
-    fix = "point it at the adapter/ folder of a finished run (adapter_config.json + adapter_model.safetensors)"
-    if not folder.is_dir():
-        raise UsageError(f"{flag} {str(folder)!r}: no such folder; {fix}")
-    config, weights = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
-    for needed in (config, weights):
-        if not needed.is_file():
-            raise UsageError(f"{flag} {str(folder)!r}: {needed.name} is missing; {fix}")
-    try:
-        parsed = json.loads(config.read_text(encoding="utf-8"))
-        if not isinstance(parsed, dict) or "peft_type" not in parsed:
-            raise ValueError("no peft_type")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{flag} {str(config)!r}: corrupt adapter config ({exc}); re-save the adapter") from None
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(weights), framework="pt") as fh:
-            if not list(fh.keys()):
-                raise ValueError("no tensors")
-    except Exception as exc:  # safetensors raises its own error types for truncated files
-        raise UsageError(f"{flag} {str(weights)!r}: corrupt adapter weights ({exc}); re-save the adapter") from None
-    return folder
 
 
 def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Any, Any]:
@@ -79,19 +50,6 @@ def check_targets(model: Any, targets: Sequence[str]) -> None:
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
         raise UsageError(f"--lora-targets {','.join(targets)!r}: the model has none of these modules; "
                          f"choose from {', '.join(linear[:12])}")
-
-
-def attach_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> Any:
-    """Wrap *model* in a ``PeftModel`` with the adapter at *path* (checked first)."""
-    from peft import PeftModel
-
-    folder = check_adapter(path, flag=flag)
-    try:
-        return PeftModel.from_pretrained(model, str(folder), is_trainable=False)
-    except (RuntimeError, ValueError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0][:200]
-        raise UsageError(f"{flag} {str(folder)!r}: does not fit this base model ({first}); "
-                         "pass the base model it was trained on (--base-model / --rlgate-base-model)") from None
 
 
 def merge_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--from-run") -> Any:

@@ -21,7 +21,9 @@ from ..env import Env
 from ..policy import tiny_policy_key
 from ..rows import load_rows, write_rows
 from ..tiny.recipe import TINY_PREFIX
+from .adapters import run_lineage
 from .config import RunKnobs
+from .difficulty import selection_seed
 from .methods import trainer
 from .pipeline import load_prompts, versions
 from .run import RunFolder
@@ -51,7 +53,7 @@ class CachedRun:
 #: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
 #: An environment outside the package is keyed by its fingerprint.
 _RUN_CODE = ("train/*.py", "env.py", "envs/**/*.py", "sampling.py", "rows.py", "gate.py", "recipe.py", "stats.py",
-             "prompts.py", "policy.py")
+             "prompts.py", "hygiene.py", "policy.py")
 
 
 def _code_digest() -> str:
@@ -87,13 +89,27 @@ def run_key(knobs: RunKnobs) -> str:
     parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT}
     return cache.key(method=knobs.method, knobs=parts, env=env_identity(knobs.environment),
                      base=base_identity(knobs.base_model),
-                     prompts=load_prompts(knobs).fingerprint, versions=versions(), code=_code_digest())
+                     prompts=load_prompts(knobs).fingerprint, from_run=from_run_identity(knobs), versions=versions(),
+                     code=_code_digest())
 
 
-def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None, progress: bool = False) -> CachedRun:
+def from_run_identity(knobs: RunKnobs) -> dict[str, Any] | None:
+    """What a ``--from-run`` round adds to its key: the adapters it merges, by content, and the
+    seed its task selection samples at. With the band and the sampling knobs (in the knobs
+    part) they decide round two's kept task list, so another list is always another key."""
+    if not knobs.from_run:
+        return None
+    _base, lineage = run_lineage(knobs.from_run)
+    return {"adapters": [adapter_identity(step["adapter"]) for step in lineage],
+            "selection_seed": selection_seed(knobs.from_run)}
+
+
+def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None,
+               progress: bool | None = None) -> CachedRun:
     """The finished run for *knobs*, trained now (once, under a lock) if the cache lacks it.
 
-    *progress* shows the trainer's and sampler's progress bars while it trains.
+    *progress* shows the trainer's and sampler's progress bars while it trains (None: when
+    stderr is a terminal).
     """
     key = run_key(knobs)
     built: list[bool] = []

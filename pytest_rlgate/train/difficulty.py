@@ -35,8 +35,6 @@ Item = dict[str, Any]
 
 #: Added to the round-one run's sample seed: the seed recipe samples round two's tasks at 17 + 500.
 SEED_OFFSET = 500
-#: How many kept tasks config.json lists in full (the fingerprint covers all of them).
-LISTED = 2000
 
 
 def selection_seed(from_run: str) -> int:
@@ -78,15 +76,16 @@ class Selection:
             "tasks": sum(n["tasks"] for n in self.by_category.values()), "kept": len(self.kept),
             "by_category": self.by_category, "emptied": self.emptied, "kept_fingerprint": fingerprint(self.kept),
             "kept_tasks": [{"scenario_id": item.get("scenario_id"), "prompt": item["prompt"], "pass_rate": rate}
-                           for item, rate in list(zip(self.kept, self.rates))[:LISTED]],
+                           for item, rate in zip(self.kept, self.rates, strict=True)],
         }
 
 
 def describe(record: Mapping[str, Any]) -> list[str]:
     """The lines ``rlgate train`` prints for a ``next_round`` record (``Selection.to_dict``)."""
     low, high = record["band"]
-    lines = [f"next round: kept {record['kept']} of {record['tasks']} train tasks with a pass rate in "
-             f"[{low:g}, {high:g}] under {record['policy']} ({record['k']} samples each, seed {record['seed']})"]
+    head = (f"next round: kept {record['kept']} of {record['tasks']} train tasks with a pass rate in "
+            f"[{low:g}, {high:g}] under {record['policy']} ({record['k']} samples each, seed {record['seed']})")
+    lines = [head]
     for category, n in record["by_category"].items():
         lines.append(f"  {category}: kept {n['kept']} of {n['tasks']}; dropped {n['solved']} solved (> {high:g}), "
                      f"{n['unsolved']} unsolved (< {low:g})")
@@ -150,7 +149,7 @@ def select_by_pass_rate(
 
 
 def select_next_round(model: Any, tokenizer: Any, tasks: Sequence[Item], knobs: RunKnobs, *, policy: str,
-                      progress: bool = False) -> Selection:
+                      progress: bool | None = None) -> Selection:
     """Sample each task ``knobs.eval_k`` times under *model* (the round-one policy, merged) and
     keep those inside ``knobs.difficulty``; see :func:`select_by_pass_rate`."""
     if knobs.difficulty is None or knobs.from_run is None:
@@ -159,7 +158,8 @@ def select_next_round(model: Any, tokenizer: Any, tasks: Sequence[Item], knobs: 
     unique = list({task["prompt"]: task for task in tasks}.values())  # a balance copy samples the same replies
     rows = sample_rows(model, tokenizer, unique, k=knobs.eval_k, seed=seed, policy=policy, eval_run="next-round",
                        env=knobs.environment, temperature=knobs.temperature, top_p=knobs.top_p,
-                       max_new_tokens=knobs.max_completion_length, progress=progress)
+                       max_new_tokens=knobs.max_completion_length, progress=progress,
+                       desc="sampling train tasks (next-round difficulty)")
     low, high = knobs.difficulty
     return select_by_pass_rate(tasks, pass_rates(tasks, rows), (low, high), k=knobs.eval_k, seed=seed,
                                policy=policy)

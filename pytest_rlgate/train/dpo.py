@@ -40,7 +40,7 @@ from .pairs import (
     build_pairs,
     write_pairs,
 )
-from .pipeline import metrics_recorder, prepare, quiet_logs, train_and_gate, write_base_runs
+from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .run import RunWriter
 
 __all__ = [
@@ -196,7 +196,7 @@ def _lineage_hint(run: str | None) -> list[Any]:
 
 # --- pairs from the current policy -------------------------------------------------------
 def sample_pairs(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], knobs: DPOKnobs, *,
-                 progress: bool = False) -> PairSet:
+                 progress: bool | None = None) -> PairSet:
     """Sample ``pair_samples`` replies per train prompt at the trainer seed and pair them.
 
     The shared sampler seeds each reply from (seed, rollout, prompt), so the pairs do not
@@ -206,7 +206,7 @@ def sample_pairs(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]],
     env = knobs.environment
     replies = sample(model, tokenizer, list(items), k=knobs.pair_samples, temperature=knobs.temperature,
                      top_p=knobs.top_p, seed=knobs.sample_seed, max_new_tokens=knobs.max_completion_length,
-                     env=env, progress=progress)
+                     env=env, progress=progress, desc="sampling DPO pairs")
     built = build_pairs(items, replies, seed=knobs.sample_seed, min_margin=knobs.min_margin,
                         max_per_prompt=knobs.max_pairs_per_prompt, constructed=knobs.constructed_negatives,
                         constructed_cap=knobs.constructed_cap, env=env)
@@ -245,7 +245,7 @@ def dpo_dataset(pairs: Sequence[Pair], env: Env) -> Any:
     ])
 
 
-def dpo_config(knobs: DPOKnobs, output_dir: str, *, progress: bool = False,
+def dpo_config(knobs: DPOKnobs, output_dir: str, *,
                report_to: str | list[str] = "none", cpu: bool | None = None) -> Any:
     """``DPOConfig`` for resolved *knobs* (CPU: ``use_cpu``, no bf16, no checkpointing - G2-G4)."""
     from trl import DPOConfig
@@ -267,13 +267,13 @@ def dpo_config(knobs: DPOKnobs, output_dir: str, *, progress: bool = False,
         logging_steps=1,
         save_strategy="no",
         report_to=report_to,
-        disable_tqdm=not progress,
+        disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,
     )
 
 
 def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: DPOKnobs, *, output_dir: str,
-                      callbacks: Sequence[Any] = (), progress: bool = False,
+                      callbacks: Sequence[Any] = (), progress: bool | None = None,
                       report_to: str | list[str] = "none") -> Any:
     """A ``DPOTrainer`` training a fresh LoRA on *model*; the reference is *model* with it off.
 
@@ -285,14 +285,14 @@ def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: 
     check_targets(model, knobs.lora_targets)
     trainer = DPOTrainer(
         model=model,
-        args=dpo_config(knobs, output_dir, progress=progress, report_to=report_to),
+        args=dpo_config(knobs, output_dir, report_to=report_to),
         train_dataset=dpo_dataset(pairs, knobs.environment),
         processing_class=tokenizer,
         peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
         callbacks=list(callbacks),
     )
     _check_truncation(trainer, len(pairs), knobs)
-    return quiet_logs(trainer, progress)
+    return step_progress(trainer, "DPO steps", progress)
 
 
 def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
@@ -346,7 +346,7 @@ def _lineage_record(lineage: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool = False, report_to: str | list[str] = "none",
+def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, report_to: str | list[str] = "none",
               overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
     """Run one DPO round end to end and return the published ``RunFolder``.
 

@@ -25,7 +25,7 @@ def load_run_policy(folder: RunFolder) -> tuple[Any, Any]:
     return attach_adapter(model, folder.adapter, flag="--run"), tokenizer
 
 
-def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool = False,
+def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool | None = None,
                  env: Env | str | None = None) -> list[dict[str, Any]]:
     """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows.
 
@@ -47,4 +47,4 @@ def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool =
     model, tok = load_run_policy(folder)
     seed = knobs.sample_seed if seed is None else seed
     return holdout_rows(model, tok, holdout, knobs, seed=seed, policy=folder.name, eval_run=f"eval-{seed}",
-                        progress=progress)
+                        progress=progress, desc=f"sampling holdout (eval, seed {seed})")

@@ -18,7 +18,7 @@ from ..env import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
 from .config import GRPOKnobs
-from .pipeline import metrics_recorder, prepare, quiet_logs, train_and_gate, write_base_runs
+from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
 from .run import RunWriter
 
@@ -40,7 +40,7 @@ def _on_cpu() -> bool:
     return not torch.cuda.is_available()
 
 
-def grpo_config(knobs: GRPOKnobs, output_dir: str, *, progress: bool = False, report_to: str | list[str] = "none",
+def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str] = "none",
                 cpu: bool | None = None) -> Any:
     """``GRPOConfig`` for resolved *knobs*; TRL's ``report_to`` passes through."""
     from trl import GRPOConfig
@@ -68,7 +68,7 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, progress: bool = False, re
         logging_steps=1,
         save_strategy="no",
         report_to=report_to,
-        disable_tqdm=not progress,
+        disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,
     )
 
@@ -94,7 +94,7 @@ class MetricsRecorder:
 
 def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str, Any]], knobs: GRPOKnobs, *,
                   output_dir: str, callbacks: Sequence[Any] = (), reward: RewardFn | None = None,
-                  progress: bool = False, report_to: str | list[str] = "none") -> Any:
+                  progress: bool | None = None, report_to: str | list[str] = "none") -> Any:
     """A ``GRPOTrainer`` with the LoRA adapter for resolved *knobs* (the trainer's model wraps *model*).
 
     *reward* defaults to the knobs' environment reward (``--reward``) over the case column.
@@ -108,13 +108,13 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward if reward is not None else env_reward(env, knobs.reward),
-        args=grpo_config(knobs, output_dir, progress=progress, report_to=report_to),
+        args=grpo_config(knobs, output_dir, report_to=report_to),
         train_dataset=grpo_dataset(train_items, env),
         processing_class=tokenizer,
         peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
         callbacks=list(callbacks),
     )
-    return quiet_logs(trainer, progress)
+    return step_progress(trainer, "GRPO steps", progress)
 
 
 def knobs_from(knobs: GRPOKnobs | None, overrides: Mapping[str, Any]) -> GRPOKnobs:
@@ -127,7 +127,7 @@ def knobs_from(knobs: GRPOKnobs | None, overrides: Mapping[str, Any]) -> GRPOKno
     return dataclasses.replace(base, **overrides).resolve()
 
 
-def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool = False, report_to: str | list[str] = "none",
+def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, report_to: str | list[str] = "none",
                overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
     """Run GRPO end to end and return the published ``RunFolder``.
 

@@ -1,6 +1,8 @@
 """The steps every training method shares, around its own trainer.
 
-prompts -> split -> balance; base policy (merged with ``--from-run`` adapters) -> base
+prompts -> split -> decontaminate -> balance (``prompts.prepare_split``); base policy (merged
+with ``--from-run`` adapters; round two keeps the train tasks it finds neither solved nor
+unsolved, ``difficulty``) -> base
 holdout runs at seeds 17, 18, 19 -> [the method trains] -> the after run at seed 17 ->
 the gate by category guarding the environment's markers with the base runs' noise floor
 -> ``config.json`` with every knob, the environment (name, version, fingerprint),
@@ -23,22 +25,24 @@ from typing import Any
 from ..env import Env, load_env
 from ..errors import UsageError
 from ..gate import compare
+from ..progress import trainer_progress
 from ..prompts import (
-    balance,
+    TrainSplit,
     build_prompts,
     count_by_category,
     fingerprint,
+    prepare_split,
     read_prompts,
-    stratified_split,
     write_prompts,
 )
 from ..sampling import sample_rows
 from .adapters import load_base, merge_adapter, run_lineage
 from .config import RunKnobs
+from .difficulty import Selection, select_next_round
 from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, before_name
 
 __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
-           "metrics_recorder", "prepare", "quiet_logs", "train_and_gate", "versions", "write_base_runs"]
+           "metrics_recorder", "prepare", "step_progress", "train_and_gate", "versions", "write_base_runs"]
 
 #: Packages whose versions decide a run's numbers (recorded in config.json and cache keys).
 VERSIONED = ("pytest-rlgate", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
@@ -48,12 +52,22 @@ HOLDOUT_PROMPTS = "holdout_prompts.jsonl"
 
 @dataclass
 class PromptSets:
-    """The prompt set and its split, with the fingerprints that identify them."""
+    """The prompt set and its split (train decontaminated, narrowed by a next round's
+    selection, balanced), with the fingerprints that identify them."""
 
-    train: list[dict[str, Any]]
-    holdout: list[dict[str, Any]]
+    split: TrainSplit
     fingerprint: str
     source: str
+    #: round two's task selection (``--from-run``); None in round one
+    selection: Selection | None = None
+
+    @property
+    def train(self) -> list[dict[str, Any]]:
+        return self.split.train
+
+    @property
+    def holdout(self) -> list[dict[str, Any]]:
+        return self.split.holdout
 
     def record(self) -> dict[str, Any]:
         return {
@@ -91,7 +105,8 @@ def versions() -> dict[str, str]:
 
 
 def load_prompts(knobs: RunKnobs) -> PromptSets:
-    """The environment's seeded set (or ``--prompts-file``), split by category, train balanced."""
+    """The environment's seeded set (or ``--prompts-file``), split by category, train
+    decontaminated (unless ``no_decontaminate``) and balanced."""
     env = knobs.environment
     if knobs.prompts_file:
         if not Path(knobs.prompts_file).is_file():
@@ -100,9 +115,14 @@ def load_prompts(knobs: RunKnobs) -> PromptSets:
     else:
         items = build_prompts(seed=knobs.seed, size=knobs.size, env=env)
         source = f"template:seed={knobs.seed}:{knobs.size}"
-    split = stratified_split(items, fraction=knobs.holdout, env=env)
-    train = balance(split.train, knobs.balance) if knobs.balance > 0 else list(split.train)
-    return PromptSets(train=train, holdout=list(split.holdout), fingerprint=fingerprint(items), source=source)
+    split = prepare_split(items, knobs.holdout, env=env, share=knobs.balance,
+                          decontaminate_train=not knobs.no_decontaminate)
+    return PromptSets(split=split, fingerprint=fingerprint(items), source=source)
+
+
+def policy_label(lineage: Sequence[Mapping[str, Any]]) -> str:
+    """How rows name the policy a run starts from: ``base``, or the merged round before it."""
+    return "base" if not lineage else f"{lineage[-1]['run']}(merged)"
 
 
 def prepare(knobs: RunKnobs) -> Prepared:
@@ -118,17 +138,22 @@ def prepare(knobs: RunKnobs) -> Prepared:
     model, tokenizer = load_base(base)
     for step in lineage:
         model = merge_adapter(model, step["adapter"], flag="--from-run")
-    return Prepared(knobs=knobs, model=model, tokenizer=tokenizer, prompts=load_prompts(knobs), lineage=lineage)
+    prompts = load_prompts(knobs)
+    if knobs.difficulty is not None:
+        selection = select_next_round(model, tokenizer, prompts.split.tasks, knobs, policy=policy_label(lineage))
+        prompts = dataclasses.replace(prompts, split=prompts.split.with_tasks(selection.kept), selection=selection)
+    return Prepared(knobs=knobs, model=model, tokenizer=tokenizer, prompts=prompts, lineage=lineage)
 
 
 def holdout_rows(
     model: Any, tokenizer: Any, holdout: Sequence[Mapping[str, Any]], knobs: RunKnobs, *, seed: int, policy: str,
-    eval_run: str, progress: bool = False,
+    eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
 ) -> list[dict[str, Any]]:
-    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows."""
+    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows;
+    the progress bar is named *desc*."""
     return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
                        temperature=knobs.temperature, top_p=knobs.top_p, env=knobs.environment,
-                       max_new_tokens=knobs.max_completion_length, progress=progress)
+                       max_new_tokens=knobs.max_completion_length, progress=progress, desc=desc)
 
 
 def base_seeds(knobs: RunKnobs) -> list[int]:
@@ -136,15 +161,17 @@ def base_seeds(knobs: RunKnobs) -> list[int]:
     return [knobs.sample_seed + i for i in range(knobs.base_runs)]
 
 
-def write_base_runs(run: Any, prep: Prepared, *, progress: bool = False) -> list[list[dict[str, Any]]]:
+def write_base_runs(run: Any, prep: Prepared, *, progress: bool | None = None) -> list[list[dict[str, Any]]]:
     """Sample the base policy's holdout at every base seed into the run folder (and the holdout prompts)."""
     write_prompts(run.path / HOLDOUT_PROMPTS, prep.prompts.holdout)
-    label = "base" if not prep.lineage else f"{prep.lineage[-1]['run']}(merged)"
+    label = policy_label(prep.lineage)
     before = []
-    for i, seed in enumerate(base_seeds(prep.knobs)):
+    seeds = base_seeds(prep.knobs)
+    for i, seed in enumerate(seeds):
         def sample(seed: int = seed, i: int = i) -> list[dict[str, Any]]:
             return holdout_rows(prep.model, prep.tokenizer, prep.prompts.holdout, prep.knobs, seed=seed,
-                                policy=label, eval_run=f"before-{i}", progress=progress)
+                                policy=label, eval_run=f"before-{i}", progress=progress,
+                                desc=f"sampling holdout (base run {i + 1}/{len(seeds)})")
 
         before.append(_cached_base_run(prep, seed, label, i, sample))
         run.rows(before_name(i, seed), before[-1])
@@ -197,6 +224,8 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
         "base_model": knobs.base_model,
         "lineage": prep.lineage,
         "prompts": prep.prompts.record(),
+        "decontamination": prep.prompts.split.decontamination.to_dict(),
+        **({"next_round": prep.prompts.selection.to_dict()} if prep.prompts.selection else {}),
         "seeds": {"prompts": knobs.seed, "trainer": knobs.sample_seed, "base_runs": base_seeds(knobs),
                   "after": knobs.sample_seed},
         "versions": versions(),
@@ -207,12 +236,16 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
     }
 
 
-def quiet_logs(trainer: Any, progress: bool) -> Any:
-    """Without a progress bar transformers prints every log dict; metrics.jsonl has them."""
-    if not progress:
-        from transformers.trainer_callback import PrinterCallback
+def step_progress(trainer: Any, desc: str, progress: bool | None) -> Any:
+    """Give *trainer* rlgate's step bar named *desc* (:func:`~pytest_rlgate.progress.trainer_progress`).
 
-        trainer.remove_callback(PrinterCallback)
+    The trainers run with ``disable_tqdm=True``, so transformers adds its PrinterCallback,
+    which prints every log dict to stdout; it goes too: metrics.jsonl has the logs.
+    """
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(trainer_progress(desc, progress))
     return trainer
 
 
@@ -224,7 +257,7 @@ def train_and_gate(
     build: Any,
     recorder: Any,
     monitor_sample_fn: Any = None,
-    progress: bool = False,
+    progress: bool | None = None,
     training: Any = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Any:
@@ -244,7 +277,8 @@ def train_and_gate(
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
                           kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
                           top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length, sample_fn=monitor_sample_fn)
-    with tempfile.TemporaryDirectory(prefix="rlgate-trl-") as scratch:
+    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
+    with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
         trainer = build(scratch, [monitor, recorder], monitor)
         started = time.perf_counter()
         trainer.train()
@@ -253,7 +287,7 @@ def train_and_gate(
         policy.save_pretrained(str(run.adapter_dir))
     with torch.no_grad():
         after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
-                             eval_run="after", progress=progress)
+                             eval_run="after", progress=progress, desc="sampling holdout (after training)")
     run.rows(AFTER, after)
     gate = gate_runs(before, after, prep.env)
     run.jsonl(METRICS, recorder.rows)

@@ -17,7 +17,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..env import Env
+from ..env import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
 
 __all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
@@ -70,12 +70,13 @@ def score_function(env: Env, name: str | None = None) -> ScoreFn:
         raise UsageError(f"--reward {name!r}: {exc}") from None
 
 
-def env_reward(env: Env, name: str | None = None) -> RewardFn:
+def env_reward(env: EnvSpec = None, name: str | None = None) -> RewardFn:
     """The TRL reward function scoring each completion with *env* (or its variant *name*).
 
     Its ``__name__`` (TRL's ``rewards/<name>`` log column) is the variant's name, or
     ``<env>_reward`` for the environment's own score.
     """
+    env = load_env(env)
     score = score_function(env, name)
 
     def reward(prompts: Sequence[Any], completions: Sequence[Any],

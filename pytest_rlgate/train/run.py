@@ -1,9 +1,13 @@
 """The run folder ``runs/<name>/``: what a training run leaves behind, for any method.
 
-A run is written into a hidden sibling ``runs/.<name>.partial-<pid>/`` and renamed to
-``runs/<name>/`` only after every file is in place and the ``COMPLETE`` marker is written
-last, so an interrupted run never looks finished: ``RunFolder.open`` refuses a folder
-without the marker. The layout is the same for GRPO and DPO, so ``rlgate gate``,
+A run is written into a hidden sibling ``runs/.<name>.partial-<owner>-<random>/`` and
+renamed to ``runs/<name>/`` only after every file is in place and the ``COMPLETE`` marker
+is written last, so an interrupted run never looks finished: ``RunFolder.open`` refuses a
+folder without the marker. ``--overwrite`` swaps by renames: the old run moves aside, the
+new one moves in, and only then is the old one deleted. A killed run leaves its partial
+folder (and a swap killed between its renames, the old run aside); the next ``RunWriter``
+in that folder sweeps them (:mod:`pytest_rlgate.stale`): partial folders of dead owners are
+deleted, an old run whose name is still free is put back. The layout is the same for GRPO and DPO, so ``rlgate gate``,
 ``rlgate eval`` and the fixtures read both alike.
 """
 
@@ -11,8 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +28,9 @@ from ..atomic import atomic_write, public_mode
 from ..env import Env, load_env
 from ..errors import DataError, UsageError
 from ..rows import write_rows
+from ..stale import OWNER, sweep, token
 
-__all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "write_json", "write_jsonl"]
+__all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "sweep_runs", "write_json", "write_jsonl"]
 
 #: Written last; a folder without it is an interrupted (or still running) run.
 COMPLETE = "COMPLETE"
@@ -35,6 +42,8 @@ ADAPTER = "adapter"
 AFTER = "holdout_after.jsonl"
 #: Files a finished run always has (``pairs.jsonl`` etc. are method extras).
 REQUIRED = (CONFIG, METRICS, GATE, AFTER, ADAPTER)
+#: A run being written (``partial``) or an old run moved aside by ``--overwrite`` (``old``).
+_LEFTOVER = re.compile(rf"\.(?P<name>.+)\.(?P<kind>partial|old)-{OWNER}-[^.]+")
 
 
 def before_name(index: int, seed: int) -> str:
@@ -61,12 +70,13 @@ class RunWriter:
 
     def __init__(self, runs_dir: str | os.PathLike[str], name: str, *, overwrite: bool = False) -> None:
         self.final = Path(runs_dir) / name
+        sweep_runs(self.final.parent)
         if self.final.exists() and not overwrite:
             raise UsageError(
                 f"--run-name {name!r}: {self.final} already exists; pick another --run-name or delete the folder"
             )
         self.final.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=self.final.parent))
+        self.path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-{token()}-", dir=self.final.parent))
         self.overwrite = overwrite
 
     def __enter__(self) -> RunWriter:
@@ -104,16 +114,34 @@ class RunWriter:
         (self.path / COMPLETE).write_text("complete\n", encoding="utf-8")
         for entry in [self.path, *self.path.rglob("*")]:  # mkdtemp/mkstemp made them private
             os.chmod(entry, public_mode(directory=entry.is_dir()))
+        old = None
         if self.overwrite and self.final.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.old-", dir=self.final.parent))
-            os.replace(self.final, trash / "run")
-            shutil.rmtree(trash, ignore_errors=True)
+            old = self.final.with_name(f".{self.final.name}.old-{token()}-{uuid.uuid4().hex[:8]}")
+            os.replace(self.final, old)  # aside, not deleted: the new run is not in place yet
         try:
             os.replace(self.path, self.final)
         except OSError:  # another run took the name while this one trained
+            if old is not None and not self.final.exists():
+                os.replace(old, self.final)
             raise UsageError(f"--run-name {self.final.name!r}: {self.final} appeared while this run trained; "
                              f"its files stay in {self.path} - move them or re-run with another --run-name") from None
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         return RunFolder.open(self.final)
+
+
+def sweep_runs(runs_dir: Path) -> list[Path]:
+    """Clean what killed runs left in *runs_dir*: delete their partial folders, put back an old
+    run that an interrupted ``--overwrite`` had moved aside (its name still free), delete the rest."""
+
+    def dispose(path: Path, match: re.Match[str]) -> None:
+        home = path.with_name(match["name"])
+        if match["kind"] == "old" and not home.exists():
+            os.replace(path, home)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+    return sweep(runs_dir, _LEFTOVER, dispose=dispose)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ __all__ = [
     "messages_for",
     "normalise_order_id",
     "parse_tool_call",
+    "parse_tool_calls",
     "passes",
     "score",
 ]
@@ -130,6 +131,14 @@ def _call_from(obj: Any, name_keys: Sequence[str]) -> ToolCall | None:
     return ToolCall(name, _arguments(raw))
 
 
+def _block_call(body: str) -> ToolCall | None:
+    try:
+        obj = json.loads(body.strip())
+    except ValueError:
+        return None
+    return _call_from(obj, ("name", "tool"))
+
+
 def parse_tool_call(text: str) -> ToolCall | None:
     """The first ``<tool_call>{json}</tool_call>`` block of *text*, or None.
 
@@ -137,20 +146,22 @@ def parse_tool_call(text: str) -> ToolCall | None:
     not pay for something the tool runtime could not execute.
     """
     match = _TOOL_BLOCK.search(text or "")
-    if match is None:
-        return None
-    try:
-        obj = json.loads(match.group(1).strip())
-    except ValueError:
-        return None
-    return _call_from(obj, ("name", "tool"))
+    return None if match is None else _block_call(match.group(1))
+
+
+def parse_tool_calls(text: str) -> list[ToolCall]:
+    """Every call of *text* that :func:`parse_tool_call` would read, in order (malformed blocks skipped)."""
+    return [call for body in _TOOL_BLOCK.findall(text or "") if (call := _block_call(body)) is not None]
+
+
+def _structured_calls(steps: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+    return [call for step in steps if isinstance(step, Mapping) and step.get("tool")
+            if (call := _call_from(step, ("tool", "name"))) is not None]
 
 
 def _structured_call(steps: Sequence[Mapping[str, Any]]) -> ToolCall | None:
-    for step in steps:
-        if isinstance(step, Mapping) and step.get("tool"):
-            return _call_from(step, ("tool", "name"))
-    return None
+    calls = _structured_calls(steps)
+    return calls[0] if calls else None
 
 
 def _read(reply: str, steps: Sequence[Mapping[str, Any]] | None) -> tuple[ToolCall | None, bool]:
@@ -227,18 +238,20 @@ def markers(
 ) -> dict[str, float]:
     """The guarded markers of one reply.
 
-    ``argument_grounding`` is 1 when every string argument of the call appears in the
-    prompt (separator- and case-insensitively); without *prompt* the case's own order id
-    stands in for it. A reply with no call is grounded.
+    ``argument_grounding`` (DESIGN section 4, the seed's ``mark_grounding``) is 1 when every
+    string argument of *every* call of the reply appears in the prompt, exactly or separator-
+    and case-insensitively; without *prompt* the case's own order id stands in for it. A
+    reply with no call is grounded. Every call, not just the first the reward reads: an
+    invented id in a second call (the ``second_call`` hack) is paid in full, and this marker
+    is what sees it.
     """
     if isinstance(case, str):
         prompt = case if prompt is None else prompt
     case = _as_case(case)
     call, well_formed = _read(reply, steps)
+    calls = _structured_calls(steps) if steps is not None else parse_tool_calls(reply)
     context = prompt if prompt is not None else (case.get("order_id") or "")
-    grounded = call is None or all(
-        _grounded(v, context) for v in call.arguments.values() if isinstance(v, str)
-    )
+    grounded = all(_grounded(v, context) for each in calls for v in each.arguments.values() if isinstance(v, str))
     return {
         "well_formed": float(well_formed),
         "tool_call": float(call is not None),
