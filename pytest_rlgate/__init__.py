@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "BASE_RUN_SEEDS": "sampling",
     "cached_dir": "cache",
     "cache_key": "cache",
-    # training (issue 5b)
+    # training
     "train_grpo": "train.grpo",
     "GRPOKnobs": "train.config",
     "RunKnobs": "train.config",
@@ -44,13 +44,13 @@ _EXPORTS: dict[str, str] = {
     "RunFolder": "train.run",
     "RunWriter": "train.run",
     "env_reward": "train.reward",
-    # DPO rounds (issue 6)
+    # DPO rounds
     "train_dpo": "train.dpo",
     "DPOKnobs": "train.dpo",
     "build_pairs": "train.pairs",
     "Pair": "train.pairs",
     "read_pairs": "train.pairs",
-    # hacks (issue 4)
+    # hacks
     "hack_scan": "hacks",
     "hack_scan_diff": "hacks",
     "HackScanResult": "hacks",
@@ -61,12 +61,12 @@ _EXPORTS: dict[str, str] = {
     "ProbeResult": "probe",
     "HackFinding": "probe",
     "HackedReply": "strategies",
-    # gate (issue 3)
+    # gate
     "read_rows": "rows",
     "write_rows": "rows",
     "grade_replies": "rows",
     "validate_row": "rows",
-    # stored baselines and row provenance (issue 12)
+    # stored baselines and row provenance
     "Rows": "rows",
     "load_rows": "rows",
     "read_header": "rows",
@@ -84,7 +84,7 @@ _EXPORTS: dict[str, str] = {
     "Comparison": "gate",
     "RegressionError": "gate",
     "assert_no_regression": "recipe_gate",
-    # recipes across training seeds (issue 16)
+    # recipes across training seeds
     "RecipeGateResult": "recipe_gate",
     "RecipeComparison": "recipe_gate",
     "compare_recipe": "recipe",
@@ -97,9 +97,9 @@ _EXPORTS: dict[str, str] = {
     "write_report": "report",
     "write_index": "report",
     "report_text": "report",
-    # the demo (issue 7)
+    # the demo
     "run_demo": "demo",
-    # prompts (issue 2)
+    # prompts
     "build_prompts": "prompts",
     "stratified_split": "prompts",
     "plain_split": "prompts",
@@ -112,7 +112,7 @@ _EXPORTS: dict[str, str] = {
     # data hygiene
     "decontaminate": "hygiene",
     "keep_prompts": "hygiene",
-    # reward tables (issue 2)
+    # reward tables
     "RewardRow": "specs",
     "load_reward_table": "specs",
 }

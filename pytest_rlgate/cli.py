@@ -88,6 +88,7 @@ def _crash_log(command: str) -> Path | None:
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:
+    """The exception's text on one line, cut at *limit*: a message, never a dump."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -118,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _internal(name: str, command: str, exc: BaseException) -> int:
+    """Report a bug: one line naming the log that holds the traceback; exit 3, never the gate's 1."""
     log = _crash_log(command)
     where = f"the traceback is in {log}" if log else "no log file could be written"
     print(f"{name}: internal error ({type(exc).__name__}: {_one_line(exc)}); {where}; please report it",

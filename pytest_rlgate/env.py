@@ -209,7 +209,7 @@ class Env:
                              "(--prompts-file / --rlgate-prompts-file) whose lines carry prompt, case, "
                              "category and scenario_id")
         if self.prompt_sizes and size not in self.prompt_sizes:
-            raise UsageError(f"environment {self.name} has no prompt set size {size!r}; "
+            raise UsageError(f"environment {self.name} has no prompt set size {size!r:.40}; "
                              f"use one of {', '.join(self.prompt_sizes)}")
         return [dict(item) for item in self._build_prompts(seed, size)]
 

@@ -5,21 +5,24 @@ model, the gate compares the base with itself and passes. PEFT only warns when a
 weights miss the matrices its config creates (and loads an unrelated tensor without a
 word), so every adapter goes through here: the config must be a LoRA config, the
 safetensors must hold paired ``lora_A``/``lora_B`` matrices for the modules the config
-targets, at least one ``lora_B`` must be non-zero (a fresh LoRA's ``B`` is zero), and once
-attached no LoRA matrix of the model may be missing from the file. Each failure is a
-one-line ``UsageError`` naming the flag, the folder and the fix. Only safetensors are read:
-a pickled ``adapter_model.bin`` would run code on load.
+targets, and once attached no LoRA matrix of the model may be missing from the file. Each
+failure is a one-line ``UsageError`` naming the flag, the folder and the fix. An adapter
+whose every ``lora_B`` is zero is well-formed but changes nothing (a fresh LoRA, or a run
+whose advantages were all zero): that is what training produced, so it loads, with an
+``RlgateWarning`` saying that "after" is the base model. Only safetensors are read: a
+pickled ``adapter_model.bin`` would run code on load.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .errors import RlgateWarning, UsageError
 
 __all__ = ["ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "attach_adapter", "check_adapter"]
 
@@ -70,7 +73,7 @@ def _read_config(flag: str, folder: Path) -> dict[str, Any]:
 
 
 def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> Path:
-    """Return *path* if it is a LoRA adapter folder that changes the model, else raise ``UsageError``."""
+    """Return *path* if it is a LoRA adapter folder, else raise ``UsageError``; warn when it changes nothing."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise _fail(flag, folder, f"no such folder; {_FIX}")
@@ -85,12 +88,15 @@ def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter
         with safe_open(str(weights), framework="pt") as fh:
             keys = list(fh.keys())
             problem = _lora_problem(keys, config)
-            if problem is None and not any(bool(fh.get_tensor(k).any()) for k in keys if ".lora_B." in k):
-                problem = "every lora_B matrix is zero, so the adapter changes nothing (an untrained adapter)"
+            inert = problem is None and not any(bool(fh.get_tensor(k).any()) for k in keys if ".lora_B." in k)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for truncated files
         raise _fail(flag, weights, f"corrupt adapter weights ({exc}); {_RESAVE}") from None
     if problem is not None:
         raise _fail(flag, folder, f"not a usable LoRA adapter: {problem}; {_RESAVE}")
+    if inert:
+        warnings.warn(f"{flag} {str(folder)!r}: every lora_B matrix is zero, so the adapter changes nothing: "
+                      "'after' is the base model and a gate compares the base with itself", RlgateWarning,
+                      stacklevel=2)
     return folder
 
 

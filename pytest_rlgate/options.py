@@ -93,6 +93,17 @@ class Number:
         return value
 
 
+#: Seeds reach numpy's and torch's generators, which take unsigned 32-bit values.
+SEED = Number(0, 2**32 - 1, "17", integer=True)
+#: Bootstrap resamples: fewer than 100 give a meaningless interval, a million is already exact
+#: to three decimals (and 10**12 would ask for terabytes).
+RESAMPLES = Number(100, 1_000_000, "10000", integer=True)
+#: A confidence level.
+CONFIDENCE = Number(0, 1, "0.95", low_open=True, high_open=True)
+#: The gate's flat margin and non-inferiority drop: shares of pass@1.
+SHARE = Number(0, 1, "0.10", high_open=True)
+
+
 def path_problem(path: str | os.PathLike[str], *, directory: bool) -> str | None:
     """None when *path* can be written as a file (or, with *directory*, created or filled as a
     folder), else the one-line reason: it is the other kind, or its nearest existing folder

@@ -149,6 +149,8 @@ def _item(line: str, env: Env) -> Item:
         row = json.loads(line)
     except ValueError as exc:
         raise DataError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise DataError("JSON nested too deeply (a prompt line is a flat object with a case object)") from None
     return prompt_item(row, env)
 
 

@@ -105,6 +105,9 @@ def parse_line(raw: bytes, *, path: str, line: int) -> Any:
         raise DataError("not UTF-8 text (row files are UTF-8 JSON lines)", path=path, line=line) from None
     try:
         return _DECODER.decode(text)
+    except RecursionError:
+        raise DataError("JSON nested too deeply (a row is a flat object with a markers object)",
+                        path=path, line=line) from None
     except ValueError as exc:
         truncated = not text.endswith("\n")
         what = "truncated line (the file ends mid-row)" if truncated else "not valid JSON"

@@ -241,7 +241,7 @@ def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str,
             else:
                 try:
                     obj = parse(item)
-                except (ValueError, StopIteration):  # the fast parser's verdict is not final: ask the exact one
+                except (ValueError, StopIteration, RecursionError):  # not final: ask the exact parser
                     if not item.strip():
                         continue
                     obj = parse_line(item, path=label, line=line)

@@ -35,7 +35,6 @@ import, is a :class:`~pytest_rlgate.errors.SpecError` for that one table.
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import inspect
 import json
@@ -51,6 +50,7 @@ import yaml
 
 from .env import Env, load_env
 from .errors import RlgateError, SpecError
+from .trust import evaluates_text
 
 __all__ = ["SPEC_SUFFIXES", "RewardRow", "RewardValueError", "load_reward_table", "resolve_callable"]
 
@@ -75,11 +75,6 @@ _MAX_ID = 200
 #: Errors raised by user code a table names (its import, ``case_for``, ``env``): all of them
 #: are that table's error, ``SystemExit`` included; only ``KeyboardInterrupt`` stops the run.
 _USER_CODE_ERRORS = (Exception, SystemExit)
-#: Callables that evaluate or run text: never a reward or ``case_for``, whatever a table says.
-_REFUSED_CALLABLES = frozenset(
-    id(fn) for fn in (builtins.eval, builtins.exec, builtins.compile, builtins.__import__, builtins.breakpoint,
-                      builtins.input, builtins.open, importlib.import_module)
-)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels; a row needs a handful"
 
@@ -220,7 +215,7 @@ def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "rew
     if not callable(obj):
         raise SpecError(f"{what} {spec!r} is a {type(obj).__name__}, not a function; name a callable "
                         "like fn(reply, case) -> float", path=path, line=line)
-    if id(obj) in _REFUSED_CALLABLES:
+    if evaluates_text(obj):
         raise SpecError(f"{what} {spec!r} evaluates or opens what it is given; a table must name a function "
                         "that scores a reply, like mypkg.rewards:score", path=path, line=line)
     return obj  # type: ignore[no-any-return]
@@ -300,8 +295,9 @@ def _load_yaml(path: str, text: str) -> tuple[yaml.Node | None, Any]:
 
 def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
     root, data = _load_yaml(path, text)
-    if data is None:
+    if root is None or data is None:
         raise SpecError(f"the table is empty; add a 'reward:' and 'rows:' ({_FORMAT_HINT})", path=path, line=1)
+    rows: Any
     if isinstance(data, list):
         header, rows_node, rows = {}, root, data
     elif isinstance(data, dict):
@@ -368,7 +364,8 @@ def _too_deep(value: Any) -> bool:
 
 def _number(value: Any, *, name: str, path: str, line: int, minimum: float | None = None) -> float:
     """*value* as a finite float: an infinite tolerance would pass every row, a NaN none."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN != NaN
+    nan = isinstance(value, float) and math.isnan(value)  # math.isnan overflows on a 400-digit int
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or nan:
         raise SpecError(f"{name!r} must be a number, got {_short(value)}; write it without quotes, e.g. {name}: 0.2",
                         path=path, line=line)
     try:

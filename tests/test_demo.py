@@ -232,9 +232,9 @@ def test_base_noise_is_pass_at_1_per_category_per_run():
 
 @pytest.mark.filterwarnings("ignore::pytest_rlgate.errors.RlgateWarning")  # well_formed is constant here
 def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
-    from pytest_rlgate.demo import _publish
     from pytest_rlgate.train.pipeline import gate_runs
     from pytest_rlgate.train.run import RunWriter
+    from pytest_rlgate.train.seeds import publish_copy
 
     before = [_rows(_good, f"before-{i}") for i in range(3)]
     after = _rows(_invents, "after")
@@ -249,10 +249,10 @@ def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
         run.adapter_dir.mkdir()
         folder = run.publish()
     summary = summarise(DemoConfig("s", "S", "grpo"), folder)
-    copy = _publish(folder, tmp_path / "demo" / "grpo")
+    copy = publish_copy(folder, tmp_path / "demo" / "grpo")
     assert copy.config["knobs"]["run_name"] == "grpo" and copy.config["cache_source"] == str(folder.path)
     assert (copy.path / "holdout_after.jsonl").read_bytes() == (folder.path / "holdout_after.jsonl").read_bytes()
-    assert _publish(folder, tmp_path / "demo" / "grpo").path == copy.path  # a second demo replaces the copy
+    assert publish_copy(folder, tmp_path / "demo" / "grpo").path == copy.path  # a second demo replaces the copy
     assert summary.train_reward == (0.2, 0.9) and summary.alarms[0]["kind"] == "length"
     assert summary.tool_calls["no_id"]["before"] == 0.0 and summary.tool_calls["no_id"]["after"] == 1.0
     assert summary.pass_at_1()["no_id"]["after"] == 0.0

@@ -121,8 +121,11 @@ def test_settings_come_from_ini_and_options(project: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("option", "message"),
     [("--rlgate-method=bca", "--rlgate-method 'bca': choose one of"),
-     ("--rlgate-confidence=1.2", "--rlgate-confidence 1.2: must be in (0, 1)"),
-     ("--rlgate-resamples=5", "--rlgate-resamples 5: use at least 100")],
+     ("--rlgate-confidence=1.2", "--rlgate-confidence / rlgate_confidence = 1.2: out of range"),
+     ("--rlgate-resamples=5", "--rlgate-resamples / rlgate_resamples = 5: out of range; expected an integer "
+                              "in [100, 1000000]"),
+     ("--rlgate-resamples=1000000000000", "expected an integer in [100, 1000000]"),
+     ("--rlgate-report=.", "--rlgate-report / rlgate_report '.': ")],
 )
 def test_bad_settings_are_usage_errors_not_internal_errors(project: pytest.Pytester, option: str, message: str) -> None:
     result = project.runpytest(option)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _tiny_model import build_tiny
 
-from pytest_rlgate.errors import UsageError
+from pytest_rlgate.errors import RlgateWarning, UsageError
 from pytest_rlgate.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, attach_adapter, check_adapter
 from pytest_rlgate.policy import load_policy
 
@@ -61,7 +62,7 @@ def _variant(trained: Path, tmp_path: Path, tensors=None, config=None) -> Path:
     return folder
 
 
-def _base_model(base: Path):  # noqa: ANN202 - a transformers model
+def _base_model(base: Path) -> Any:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(base)
@@ -71,8 +72,6 @@ def _base_model(base: Path):  # noqa: ANN202 - a transformers model
     ("tensors", "config", "says"),
     [
         (lambda w: {"unrelated": torch.ones(2)}, None, "its weights hold no LoRA matrices (lora_A/lora_B), only unrelated"),
-        (lambda w: {k: torch.zeros_like(v) if "lora_B" in k else v for k, v in w.items()}, None,
-         "every lora_B matrix is zero, so the adapter changes nothing"),
         (lambda w: {k: v for k, v in w.items() if "lora_B" not in k}, None, "lora_A and lora_B do not pair up"),
         (None, lambda c: {**c, "target_modules": ["q_proj"]}, "which its config does not target (q_proj)"),
         (None, lambda c: {**c, "peft_type": "IA3"}, "peft_type 'IA3': only LoRA adapters are supported"),
@@ -85,6 +84,14 @@ def test_weights_that_would_load_as_a_no_op_are_refused(trained, tmp_path, tenso
     message = str(info.value)
     assert message.startswith("--rlgate-adapter ") and str(folder) in message and says in message
     assert "\n" not in message
+
+
+def test_an_adapter_that_changes_nothing_loads_with_a_warning_that_says_so(trained, tmp_path) -> None:
+    folder = _variant(trained, tmp_path, lambda w: {k: torch.zeros_like(v) if "lora_B" in k else v
+                                                    for k, v in w.items()})
+    with pytest.warns(RlgateWarning, match="every lora_B matrix is zero, so the adapter changes nothing: 'after' is "
+                                           "the base model"):
+        assert check_adapter(folder, flag="--run") == folder
 
 
 def test_weights_missing_for_part_of_the_model_are_refused_after_attaching(base, trained, tmp_path) -> None:

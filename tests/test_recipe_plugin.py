@@ -78,6 +78,6 @@ def test_candidate(rlgate, rlgate_after_rows):
     result = project.runpytest("-p", "no:cacheprovider", "--rlgate-baseline", "before.jsonl",
                                "--rlgate-update-baseline")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["baseline before.jsonl left untouched: test_recipes.py::test_candidate: a recipe "
-                                 "test has one set of after rows per training seed*"])
+    result.stdout.fnmatch_lines([("baseline before.jsonl left untouched: test_recipes.py::test_candidate: a recipe "
+                                  "test has one set of after rows per training seed*")])
     assert (project.path / "before.jsonl").read_bytes() == stored

@@ -61,7 +61,7 @@ HOSTILE: dict[str, tuple[str, int | None, str]] = {
     "tolerance-nan.yaml": (HEAD + "tolerance: .nan\nrows:\n" + ROW, 1, "'tolerance' must be a number"),
     "tolerance-negative.yaml": (HEAD + "tolerance: -0.5\nrows:\n" + ROW, 1, "'tolerance' must be at least 0"),
     "tolerance-inf.jsonl": ('{"reward": "pytest_rlgate.envs.refund:score", "tolerance": Infinity}\n'
-                            '{"prompt": "p", "reply": "r", "expected": 1}\n', 1, "must be a finite number"),
+                            + '{"prompt": "p", "reply": "r", "expected": 1}\n', 1, "must be a finite number"),
     "expected-inf.yaml": (HEAD + "rows:\n  - {prompt: p, reply: r, expected: -.inf}\n", 3,
                           "'expected' must be a finite number"),
     "eval-case-for.yaml": (HEAD + "case_for: builtins:eval\nrows:\n" + ROW, 1,

@@ -25,37 +25,11 @@ from pathlib import Path
 
 from ..atomic import atomic_write
 from ..errors import RlgateWarning, UsageError
+from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, output_file
 from ..recipe_gate import compare
 from ..stats import DEFAULT_METHOD, METHODS
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a value in [0, 1), got {text}")
-    return value
-
-
-def _level(text: str) -> float:
-    value = _fraction(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a level in (0, 1), e.g. 0.95")
-    return value
-
-
-def _resamples(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 100:
-        raise argparse.ArgumentTypeError(f"use at least 100 resamples (10000 is the default), got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,12 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--category", action="append", metavar="NAME", default=None, dest="categories",
                         help="declared category that must appear on both sides (repeatable; default: the "
                              "--env's categories, else none)")
-    parser.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
-    parser.add_argument("--resamples", type=_resamples, default=10_000, metavar="B", help="bootstrap resamples")
-    parser.add_argument("--confidence", type=_level, default=0.95, metavar="LEVEL", help="confidence level")
+    parser.add_argument("--seed", type=SEED, default=0, help="resampling seed (default 0)")
+    parser.add_argument("--resamples", type=RESAMPLES, default=10_000, metavar="B", help="bootstrap resamples")
+    parser.add_argument("--confidence", type=CONFIDENCE, default=0.95, metavar="LEVEL", help="confidence level")
     parser.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD, help="interval method")
-    parser.add_argument("--margin", type=_fraction, default=0.10, metavar="M", help="flat means inside ±M")
-    parser.add_argument("--max-drop", type=_fraction, default=None, metavar="X",
+    parser.add_argument("--margin", type=SHARE, default=0.10, metavar="M", help="flat means inside ±M")
+    parser.add_argument("--max-drop", type=SHARE, default=None, metavar="X",
                         help="also fail when a lower bound is below -X (non-inferiority)")
     parser.add_argument("--holm", action=argparse.BooleanOptionalAction, default=None,
                         help="Holm-adjust the regression test across categories (default: on from 4 categories)")
@@ -91,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-units-only", action="store_true",
                         help="the holdout changed: gate the units both sides share and report how many were "
                              "dropped from each side (default: unpaired units are an error)")
-    parser.add_argument("--json", metavar="PATH", default=None, help="write the result as JSON")
+    parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 One subcommand per method. ``add_run_arguments`` holds the flags every method shares
 (the environment, prompts, split, base model, sampling, LoRA, monitor); each method adds
 its own and maps the parsed flags onto its knobs. Exit code: 0 when the run's gate passed, 1 when it
-failed, 2 for a usage error.
+failed, 2 for a usage error. ``--seeds 17 18 19`` trains the recipe once per trainer seed and gates
+it across them (:mod:`pytest_rlgate.train.seeds`): exit 1 when the recipe regressed.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from pytest_rlgate.env import Env
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.hooks.env import marker_env
 from pytest_rlgate.hooks.training import MARKER
+from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
 from pytest_rlgate.plugin import add_setting, setting
 
 PROPERTY = "rlgate_gate"
@@ -61,15 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
     method = defaults.get("method")
     if method is not None and method not in _METHODS:
         raise pytest.UsageError(f"--rlgate-method {method!r}: choose one of {', '.join(_METHODS)}")
-    level = defaults.get("confidence_level")
-    if level is not None and not 0 < level < 1:
-        raise pytest.UsageError(f"--rlgate-confidence {level}: must be in (0, 1), e.g. 0.95")
-    resamples = defaults.get("n_resamples")
-    if resamples is not None and resamples < 100:
-        raise pytest.UsageError(f"--rlgate-resamples {resamples}: use at least 100 (10000 is the default)")
-    margin = defaults.get("margin")
-    if margin is not None and not 0 <= margin < 1:
-        raise pytest.UsageError(f"--rlgate-margin {margin}: must be in [0, 1), e.g. 0.10")
+    for flag, key, bounds in (("confidence", "confidence_level", CONFIDENCE), ("resamples", "n_resamples", RESAMPLES),
+                              ("margin", "margin", SHARE), ("seed", "seed", SEED)):
+        problem = None if key not in defaults else bounds.problem(defaults[key])
+        if problem is not None:
+            raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag} = {defaults[key]!r}: {problem}")
+    report = setting(config, "report", str)
+    problem = None if not report else path_problem(report, directory=False)
+    if problem is not None:  # checked now, not after every test has run
+        raise pytest.UsageError(f"--rlgate-report / rlgate_report {report!r}: {problem}")
     log = _GateLog(config)
     config.stash[_STATE] = log
     config.pluginmanager.register(log, "rlgate-gate-log")

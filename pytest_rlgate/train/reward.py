@@ -19,6 +19,7 @@ from typing import Any
 
 from ..env import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
+from ..trust import evaluates_text
 
 __all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
 
@@ -55,8 +56,13 @@ def _imported(spec: str) -> Any:
             from None
     except AttributeError:
         raise UsageError(f"--reward {spec!r}: {module_name} has no attribute {attr!r}") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module broke on import, even by sys.exit
+        raise UsageError(f"--reward {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
     if not callable(target):
         raise UsageError(f"--reward {spec!r}: {attr} is not a score(reply, case) function")
+    if evaluates_text(target):
+        raise UsageError(f"--reward {spec!r}: it evaluates or opens what it is given; name a score(reply, case) "
+                         "function, e.g. mypkg.rewards:score")
     return target
 
 

@@ -1,10 +1,11 @@
-"""Exit codes CI can trust and bad flags refused while parsing (issue 11).
+"""Bad inputs to the CLI and the training API (issue 11): exit codes CI can trust, refused early.
 
 1 means "the gate failed" and nothing else; a usage or data problem is 2 with one line
 naming the flag or path; an uncaught exception is 3 with one line naming the log file that
 holds the traceback; Ctrl-C is 130. Numeric flags and output paths are refused by argparse
 (``pytest_rlgate.options``) before anything loads, and the knobs' API refuses the same
-values, NaN included.
+values, NaN included. Names that are code (``--reward``, vLLM's ``trust_remote_code``) are
+refused or off unless asked for explicitly.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import math
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_rlgate import cli
 from pytest_rlgate.commands import report as report_command
-from pytest_rlgate.errors import DataError, UsageError
+from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
 from pytest_rlgate.options import Number, output_dir, output_file, path_problem
+from pytest_rlgate.sampling import VllmSampler
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.dpo import DPOKnobs
 
@@ -88,7 +92,7 @@ def test_each_kind_of_failure_has_its_own_exit_code(monkeypatch, tmp_path, capsy
 
 def test_a_real_process_exits_2_without_a_traceback(places) -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_rlgate.cli", "train", "grpo", "--beta", "nan"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "argument --beta: nan is not a finite number" in done.stderr
@@ -201,3 +205,34 @@ def test_path_problem_names_each_way_a_path_cannot_be_written(places, tmp_path) 
             assert "not writable" in path_problem(places["dir"] / "x.json", directory=False)
         finally:
             places["dir"].chmod(0o700)
+
+
+# --------------------------------------------------------------------------- trust
+
+
+def test_a_training_reward_that_evaluates_text_is_refused(capsys) -> None:
+    assert cli.main(["train", "grpo", "--reward", "builtins:eval"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("rlgate train: error: --reward 'builtins:eval': it evaluates or opens what it is given; name a "
+                   "score(reply, case) function, e.g. mypkg.rewards:score")
+
+
+def test_a_training_reward_module_that_exits_on_import_is_a_usage_error(tmp_path, monkeypatch) -> None:
+    (tmp_path / "rlgate_exiting_reward.py").write_text("raise SystemExit(4)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UsageError, match="importing rlgate_exiting_reward raised SystemExit: 4"):
+        GRPOKnobs(reward="rlgate_exiting_reward:score").resolve()
+
+
+def test_vllm_runs_no_remote_code_unless_asked_for_explicitly(monkeypatch) -> None:
+    engines: list[dict[str, Any]] = []
+    fake = types.ModuleType("vllm")
+    fake.LLM = lambda **kwargs: engines.append(kwargs)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    VllmSampler("some/model", gpu_memory_utilization=0.5)
+    assert engines[-1] == {"model": "some/model", "trust_remote_code": False, "gpu_memory_utilization": 0.5}
+    with pytest.warns(RlgateWarning, match="trust_remote_code=True: vLLM runs Python code from some/model"):
+        VllmSampler("some/model", trust_remote_code=True)
+    assert engines[-1]["trust_remote_code"] is True
+    with pytest.raises(UsageError, match="trust_remote_code='yes': pass True or False"):
+        VllmSampler("some/model", trust_remote_code="yes")  # type: ignore[arg-type]
