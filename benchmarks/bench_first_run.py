@@ -71,7 +71,8 @@ def run_split(runs: Path) -> list[tuple[str, float, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, metavar="DIR",
-                        help="put the cache and runs in this new folder and keep them (default: a temp folder, removed)")
+                        help="put the cache and runs in this new folder and keep them "
+                             "(default: a temp folder, removed)")
     parser.add_argument("demo_args", nargs="*", help="arguments for rlgate demo, after --")
     args = parser.parse_args()
     if args.keep is not None:

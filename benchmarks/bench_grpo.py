@@ -33,8 +33,8 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from pytest_rlgate.envs.refund import messages_for
     from pytest_rlgate.env import load_env
+    from pytest_rlgate.envs.refund import messages_for
     from pytest_rlgate.train.reward import env_reward
 
     refund_reward = env_reward(load_env("refund"))
@@ -58,9 +58,9 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
 
 def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: int = 0) -> float:
     """rlgate: build_trainer with the wrapped case-column reward, recorder and HackMonitor."""
-    from pytest_rlgate.train.grpo import MetricsRecorder, build_trainer
-    from pytest_rlgate.train.monitor import HackMonitor
     from pytest_rlgate.env import load_env
+    from pytest_rlgate.train.grpo import build_trainer, grpo_metrics_recorder
+    from pytest_rlgate.train.monitor import HackMonitor
     from pytest_rlgate.train.reward import env_reward
 
     refund_reward = env_reward(load_env("refund"))
@@ -69,7 +69,7 @@ def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: 
     monitor = HackMonitor(holdout, tok, every=monitor_every, seed=knobs.sample_seed,
                           max_new_tokens=knobs.max_completion_length)
     trainer = build_trainer(model, tok, train_items, knobs, output_dir=out,
-                            callbacks=[monitor, MetricsRecorder()], reward=monitor.wrap(refund_reward))
+                            callbacks=[monitor, grpo_metrics_recorder()], reward=monitor.wrap(refund_reward))
     started = time.perf_counter()
     trainer.train()
     return time.perf_counter() - started

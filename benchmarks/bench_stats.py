@@ -58,9 +58,10 @@ def main() -> None:
         before, after = data(n)
         d = after - before
         ours_t, ours_mb, ours = measure(
-            lambda: paired_bootstrap(before, after, n_resamples=B, method="percentile", rng=1), args.repeat)
+            lambda before=before, after=after: paired_bootstrap(before, after, n_resamples=B, method="percentile",
+                                                                rng=1), args.repeat)
         sp_t, sp_mb, sp = measure(
-            lambda: sps.bootstrap((d,), np.mean, n_resamples=B, method="percentile", vectorized=True,
+            lambda d=d: sps.bootstrap((d,), np.mean, n_resamples=B, method="percentile", vectorized=True,
                                   rng=np.random.default_rng(2)), max(1, args.repeat if n < 5000 else 3))
         ci_o = f"[{ours.confidence_interval.low:+.4f}, {ours.confidence_interval.high:+.4f}]"
         ci_s = f"[{sp.confidence_interval.low:+.4f}, {sp.confidence_interval.high:+.4f}]"

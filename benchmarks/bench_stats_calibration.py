@@ -60,7 +60,8 @@ def simulate(n: int, prior: tuple[float, float], effect: tuple[float, float], re
     """(coverage of the true effect, rate of upper bound < 0) over *reps* datasets."""
     target, tau = effect
     mu = 0.0 if tau == 0 and target == 0 else solve_mu(prior, target, tau)
-    rng = np.random.default_rng([seed, n, int(prior[0] * 10), int(prior[1] * 10), int(tau * 10), int(round(abs(target) * 100))])
+    rng = np.random.default_rng(
+        [seed, n, int(prior[0] * 10), int(prior[1] * 10), int(tau * 10), int(round(abs(target) * 100))])
     covered = below = 0
     for _ in range(reps):
         p = rng.beta(*prior, size=n)

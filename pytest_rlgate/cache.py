@@ -108,7 +108,7 @@ def _remove(path: Path) -> None:
 def cached_dir(
     kind: str,
     key: str,
-    build: Callable[[Path], None],
+    build: Callable[[Path], object],
     *,
     root: str | os.PathLike[str] | None = None,
     rebuild: bool = False,

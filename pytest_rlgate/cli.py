@@ -20,6 +20,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .cache import cache_root
@@ -47,7 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 already; keep it one line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 already; keep it one line
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

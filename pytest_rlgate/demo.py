@@ -32,7 +32,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .env import Env, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import DataError, RlgateError
 from .gate import compare
 from .policy import tiny_policy_dir
@@ -102,7 +102,7 @@ class DemoConfig:
         return self.title + (" *" if self.hackable else "")
 
 
-def _shared(quick: bool, env: str | None) -> dict[str, Any]:
+def _shared(quick: bool, env: EnvSpec) -> dict[str, Any]:
     """Knobs every demo run shares (the examples' markers use the same ones, so they share runs)."""
     knobs: dict[str, Any] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
     if env is not None:
@@ -112,7 +112,7 @@ def _shared(quick: bool, env: str | None) -> dict[str, Any]:
     return knobs
 
 
-def configurations(steps: int = STEPS, *, quick: bool = False, env: str | None = None) -> list[DemoConfig]:
+def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None) -> list[DemoConfig]:
     """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec)."""
     shared = _shared(quick, env)
     dpo_extra: dict[str, Any] = {"pair_samples": 4} if quick else {}
@@ -140,7 +140,7 @@ def hackable_note(env: Env, reward: str) -> str:
             f"{env.name} reward like every other run")
 
 
-def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: str | None = None,
+def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None,
                            reward: str = HACKABLE_REWARD) -> DemoConfig:
     """GRPO, unbalanced, trained on the deliberately hackable *reward*."""
     return DemoConfig("grpo-hackable-reward", f"GRPO on the hackable reward, {steps} steps", "grpo",
@@ -331,7 +331,8 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     """What happened, in plain words, read off the verdicts (one paragraph per run)."""
     lines = []
     if base:
-        spread = ", ".join(f"{g} {min(v):.2f}–{max(v):.2f}" for g, v in sorted(base.items(), key=lambda kv: _rank(kv[0])))
+        ranked = sorted(base.items(), key=lambda kv: _rank(kv[0]))
+        spread = ", ".join(f"{g} {min(v):.2f}–{max(v):.2f}" for g, v in ranked)
         lines.append(f"The base policy, sampled {max(len(v) for v in base.values())} times at different seeds, "
                      f"scored {spread}: a gain smaller than that spread is noise, and the gate does not "
                      "claim it as a move (a drop still counts).")
@@ -342,7 +343,8 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
                    "the gate FAILS it: " + "; ".join(s.gate.get("failures", [])[:3]))
         tool = s.tool_calls.get("no_id")
         invent = ""
-        if tool is not None and tool.get("verdict") in ("moved", "inconclusive") and tool["after"] > tool["before"] + 0.1:
+        if (tool is not None and tool["after"] > tool["before"] + 0.1
+                and tool.get("verdict") in ("moved", "inconclusive")):
             invent = (f" On no-id prompts it now calls a tool in {tool['after']:.0%} of replies (base "
                       f"{tool['before']:.0%}): every such call invents an order id.")
         who = s.config.label + (" (the deliberately hackable reward)" if s.config.hackable else "")
@@ -380,7 +382,8 @@ class DemoResult:
     seconds: float
 
 
-def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *, progress: bool | None) -> RunSummary | None:
+def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *,
+           progress: bool | None) -> RunSummary | None:
     """Train (or serve) one configuration into ``runs_dir/<name>``; None when it cannot train."""
     say(f"- {config.label}: {config.method} {' '.join(f'{k}={v}' for k, v in config.knobs.items())}")
     started = time.perf_counter()
@@ -419,7 +422,8 @@ def _tiny_policy(base_model: str, say: Callable[[str], None]) -> None:
 
 
 def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | None = None, quick: bool = False,
-             progress: bool | None = None, say: Callable[[str], None] = print, env: Env | str | None = None) -> DemoResult:
+             progress: bool | None = None, say: Callable[[str], None] = print,
+             env: EnvSpec = None) -> DemoResult:
     """The whole story on *env* (the default environment when None); returns what it printed as data.
 
     Verdicts are results, not errors.
@@ -464,7 +468,9 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
 
     if not summaries:
         raise DataError("no demo run could be trained; see the lines above", path=root)
-    base = base_noise([list(read_rows(p)) for p in RunFolder.open(summaries[0].path).before_files])
+    first = summaries[0].path
+    assert first is not None  # a trained summary always names its run folder
+    base = base_noise([list(read_rows(p)) for p in RunFolder.open(first).before_files])
     index = write_index(root)
     say("")
     say(render_table(base, summaries, hackable=note))

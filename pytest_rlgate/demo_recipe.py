@@ -31,7 +31,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .demo import ORDER, SIZE, STEPS, DemoConfig, _plain, _signed, _tiny_policy, watched
-from .env import Env, load_env
+from .env import EnvSpec, load_env
 from .prompts import count_by_category
 from .recipe_text import seed_dots
 from .report import write_index, write_report
@@ -175,7 +175,7 @@ class RecipeDemoResult:
 
 def run_recipe_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, seeds: int = 3, steps: int | None = None,
                     progress: bool | None = None, say: Callable[[str], None] = print,
-                    env: Env | str | None = None) -> RecipeDemoResult:
+                    env: EnvSpec = None) -> RecipeDemoResult:
     """The recipe story on *env*: each honest recipe at *seeds* trainer seeds, gated across them.
 
     Run folders (``<name>-seed<S>``), recipe folders (``<name>-recipe``), their reports and an

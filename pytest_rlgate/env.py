@@ -104,13 +104,14 @@ class Env:
         self._passes = getattr(obj, "passes", None) if callable(getattr(obj, "passes", None)) else None
         markers = getattr(obj, "markers", None)
         self._markers = markers if callable(markers) else None
-        self._markers_take_prompt = bool(self._markers) and _accepts_prompt(self._markers)
+        self._markers_take_prompt = self._markers is not None and _accepts_prompt(self._markers)
         self.guards: tuple[str, ...] = tuple(getattr(obj, "guards", ()) or ())
         system = getattr(obj, "system", None)
         if system is None:
             system = getattr(obj, "SYSTEM", None)
         self.system: str | None = system if isinstance(system, str) and system else None
-        self._messages_for = getattr(obj, "messages_for", None) if callable(getattr(obj, "messages_for", None)) else None
+        messages_for = getattr(obj, "messages_for", None)
+        self._messages_for = messages_for if callable(messages_for) else None
         self._build_prompts = (getattr(obj, "build_prompts", None)
                                if callable(getattr(obj, "build_prompts", None)) else None)
         self.prompt_sizes: tuple[str, ...] = tuple(getattr(obj, "prompt_sizes", ()) or ())

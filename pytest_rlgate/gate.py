@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .env import Env, Environment, load_env
+from .env import EnvSpec, load_env
 from .errors import DataError, RlgateWarning, UsageError
 from .provenance import Provenance
 from .recipe import MIN_UNITS, interval_verdict
 from .rows import NEW, SAME, header_of, iter_checked
-from .stats import DEFAULT_METHOD, METHODS, holm, paired_bootstrap, t_ppf
+from .stats import DEFAULT_METHOD, METHODS, Method, holm, paired_bootstrap, t_ppf
 
 __all__ = [
     "MIN_UNITS",
@@ -403,14 +403,14 @@ def compare(
     margin: float = 0.10,
     confidence_level: float = 0.95,
     n_resamples: int = 10_000,
-    method: str = DEFAULT_METHOD,
+    method: Method = DEFAULT_METHOD,
     seed: int | None = 0,
     max_drop: float | None = None,
     require_moved: bool = False,
     fail_on_inconclusive: bool = False,
     holm: bool | None = None,
     categories: Sequence[str] | None = None,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
     allow_env_change: bool = False,
     shared_units_only: bool = False,
 ) -> GateResult:
@@ -558,7 +558,7 @@ def _one(
     margin: float,
     confidence_level: float,
     n_resamples: int,
-    method: str,
+    method: Method,
     rng: np.random.Generator | None,
 ) -> Comparison:
     b, a = paired.means(column)
@@ -598,7 +598,7 @@ def _apply_holm(comparisons: list[Comparison], alpha: float) -> list[Comparison]
     tested = [i for i, c in enumerate(comparisons) if c.group != "overall" and c.p_less is not None]
     if not tested:
         return comparisons
-    reject, adjusted = holm([comparisons[i].p_less for i in tested], alpha=alpha)
+    reject, adjusted = holm([float(comparisons[i].p_less or 0.0) for i in tested], alpha=alpha)  # all set
     out = list(comparisons)
     for i, rej, p_adj in zip(tested, reject, adjusted):
         c = out[i]
@@ -619,7 +619,7 @@ def _apply_holm(comparisons: list[Comparison], alpha: float) -> list[Comparison]
 def _rule(
     metrics: Sequence[str],
     confidence_level: float,
-    method: str,
+    method: Method,
     use_holm: bool,
     n_categories: int,
     margin: float,

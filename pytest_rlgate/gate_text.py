@@ -89,7 +89,8 @@ def summary_line(result: GateResult) -> str:
     from .gate import VERDICTS
 
     tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
-    word = "PASSED" if result.passed else f"FAILED ({len(result.failures)} failure{'s' if len(result.failures) != 1 else ''})"
+    failures = len(result.failures)
+    word = "PASSED" if result.passed else f"FAILED ({failures} failure{'s' if failures != 1 else ''})"
     return f"gate {word}: {len(result.comparisons)} comparisons: {tally}"
 
 

@@ -19,11 +19,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from .env import Env, Environment, load_env
+from .env import Env, Environment, EnvSpec, load_env
 from .errors import DataError, UsageError
 
 __all__ = [
@@ -126,7 +126,8 @@ class HackScanResult:
 
         rows = [
             [
-                f.name + (f" (= {', '.join(f.aliases[:2])}{', ...' if len(f.aliases) > 2 else ''})" if f.aliases else ""),
+                f.name + (f" (= {', '.join(f.aliases[:2])}{', ...' if len(f.aliases) > 2 else ''})"
+                          if f.aliases else ""),
                 f"{f.correlation:+.3f}",
                 f"{f.pooled:+.3f}",
                 f.n_nonzero,
@@ -193,7 +194,8 @@ class HackScanDiff:
         gained = {f.name for f in self.gained}
         lost = {f.name for f in self.lost}
         rows = [
-            [name, f"{b:+.3f}", f"{a:+.3f}", f"{a - b:+.3f}", "gained" if name in gained else ("lost" if name in lost else "")]
+            [name, f"{b:+.3f}", f"{a:+.3f}", f"{a - b:+.3f}",
+             "gained" if name in gained else ("lost" if name in lost else "")]
             for name, b, a in self.shifts[:limit]
         ]
         return tabulate(rows, headers=["feature", "r before", "r after", "shift", "floor"])
@@ -225,7 +227,8 @@ def _read_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str],
         key = "score" if row.get("score") is not None else "reward"
         value = row.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise DataError(f"row {i}: {key!r} must be a finite number, got {value!r}; give each row a 'score' or 'reward'")
+            raise DataError(f"row {i}: {key!r} must be a finite number, got {value!r}; "
+                            "give each row a 'score' or 'reward'")
         try:
             prompts.append(_text(row["prompt"]))
             replies.append(_text(row["reply"]) if row["reply"] is not None else "")
@@ -260,7 +263,7 @@ def _features_of(env: Env | Environment | str | FeatureFn | None) -> FeatureFn:
     """The features function *env* stands for: its own, a bare function, or the default environment's."""
     if callable(env) and not inspect.isclass(env) and not isinstance(env, Env):
         return env
-    return load_env(env).features
+    return load_env(cast(EnvSpec, env)).features
 
 
 def _term_features(replies: Sequence[str], *, max_terms: int, min_support: int) -> dict[str, np.ndarray]:
@@ -442,7 +445,8 @@ def hack_scan(
     flags = [_is_endorsed((name, *aliases[name]), endorsed) for name in names]
     order = sorted(range(len(names)), key=lambda j: (-round(abs(r[j]), 12), not (flags[j] and r[j] > 0), names[j]))
     features = tuple(
-        ScanFeature(names[j], float(r[j]), float(pooled[j]), int(nonzero[j]), bool(abs(r[j]) > floor), flags[j], aliases[names[j]])
+        ScanFeature(names[j], float(r[j]), float(pooled[j]), int(nonzero[j]), bool(abs(r[j]) > floor), flags[j],
+                    aliases[names[j]])
         for j in order
     )
     above = [f for f in features if f.clears_floor]
@@ -450,7 +454,8 @@ def hack_scan(
     top = paid.name if paid else None
 
     if endorsed and not any(flags):
-        warnings.append(f"endorsed {list(endorsed)} matches no feature that varies within a prompt; check the spelling (features: {names[:8]}...)")
+        warnings.append(f"endorsed {list(endorsed)} matches no feature that varies within a prompt; "
+                        f"check the spelling (features: {names[:8]}...)")
     inverted = [f.name for f in above if f.endorsed and f.correlation < 0]
     if inverted:
         warnings.append(f"the reward punishes endorsed features: {inverted}")
@@ -463,7 +468,8 @@ def hack_scan(
         return result("no_signal", features, floor)
     collinear = sum(abs(f.correlation) >= COLLINEAR for f in features)
     if collinear >= 2 and median < 3:
-        warnings.append(f"{collinear} features correlate perfectly with the reward; too few rollouts to tell them apart")
+        warnings.append(f"{collinear} features correlate perfectly with the reward; "
+                        "too few rollouts to tell them apart")
         return result("degenerate", features, floor)
     if endorsed and not any(flags):
         return result("unknown", features, floor, top)
@@ -497,7 +503,8 @@ def hack_scan_diff(before: HackScanResult, after: HackScanResult) -> HackScanDif
     gained = tuple(f for f in after.features if f.clears_floor and not (f.name in b and b[f.name].clears_floor))
     lost = tuple(f for f in before.features if f.clears_floor and not (f.name in a and a[f.name].clears_floor))
     shifts = sorted(
-        ((name, b[name].correlation if name in b else 0.0, a[name].correlation if name in a else 0.0) for name in {*a, *b}),
+        ((name, b[name].correlation if name in b else 0.0, a[name].correlation if name in a else 0.0)
+         for name in {*a, *b}),
         key=lambda t: (-abs(t[2] - t[1]), t[0]),
     )
     hacks = [f.name for f in gained if not f.endorsed and f.correlation > 0]

@@ -17,7 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir", "output_file", "path_problem", "share"]
+__all__ = ["Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir", "output_file",
+           "path_problem", "share"]
 
 
 def fraction(text: str) -> float:

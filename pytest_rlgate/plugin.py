@@ -9,7 +9,8 @@ ini twin where the command line wins.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Literal
 
 import pytest
 
@@ -33,7 +34,7 @@ def add_setting(
     default: Any = None,
     type: Callable[[str], Any] = str,
     metavar: str | None = None,
-    ini_type: str = "string",
+    ini_type: Literal["string", "paths", "pathlist", "args", "linelist", "bool", "int", "float"] = "string",
 ) -> None:
     """Register ``--rlgate-<name>`` and the ini setting ``rlgate_<name>``."""
     dest = "rlgate_" + name.replace("-", "_")

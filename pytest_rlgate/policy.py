@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cache
-from .env import Env, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import UsageError
 from .lora import attach_adapter
 from .tiny.build import build_policy, versions
@@ -81,7 +81,7 @@ def tiny_policy_key(name: str = TINY_POLICY) -> str:
     return _verified(name)[1]
 
 
-def build_tiny_policy(env: Env | str | None = None, out: str | os.PathLike[str] | None = None, *,
+def build_tiny_policy(env: EnvSpec = None, out: str | os.PathLike[str] | None = None, *,
                       recipe: TinyRecipe | None = None, progress: bool | None = None,
                       root: str | os.PathLike[str] | None = None) -> Path:
     """Build an environment's tiny policy from nothing (minutes on CPU); returns its folder.

@@ -19,13 +19,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
-from .env import Env, Environment, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import DataError, UsageError
 from .exploits import Hack
 from .hacks import RewardHackError
@@ -94,7 +93,8 @@ class ProbeResult:
              "" if f.example is None else _describe(f.example, width)]
             for f in (self.paying if paying_only else self.findings)
         ]
-        return tabulate(rows, headers=["hack", "category", "paid", "mean gain", "max gain", "minimal", "minimal hacked reply"])
+        return tabulate(rows, headers=["hack", "category", "paid", "mean gain", "max gain", "minimal",
+                                       "minimal hacked reply"])
 
     def __str__(self) -> str:
         call = self.env_name if self.reward_name == self.env_name else f"{self.reward_name}, env={self.env_name}"
@@ -145,7 +145,7 @@ def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[st
     except (TypeError, ValueError):
         if style == "auto":
             raise UsageError(f"cannot read the signature of {reward!r}; pass signature='trl' or 'reply_case'") from None
-        params = {}
+        params = MappingProxyType({})
     if style == "auto":
         style = "trl" if "completions" in params or "prompts" in params else "reply_case"
         if style == "reply_case":
@@ -181,8 +181,7 @@ def _explore(strategy: Any, scores: Callable[[Any], tuple[float, float]], pays: 
     A hack whose examples can never be drawn (a trailing wrong reply where the environment
     scores every reply alike) ends with no gains rather than an error.
     """
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
     from hypothesis.errors import Unsatisfiable
 
     gains: list[float] = []
@@ -216,8 +215,7 @@ def _minimal(strategy: Any, pays: Callable[[Any], bool], first: Any, *, max_exam
     again; Hypothesis replays the shrunk example last, which is the one kept. Should a
     reward pay at random, the exploring run's *first* paying draw stands in.
     """
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
     found: list[Any] = []
 
@@ -363,9 +361,9 @@ def _probe_one(hack: Hack, category: str, strategy: Any,
 
 
 def probe_reward(
-    reward: Callable[..., Any] | Environment | Env | str | None = None,
+    reward: Callable[..., Any] | EnvSpec = None,
     *,
-    env: Environment | Env | str | None = None,
+    env: EnvSpec = None,
     items: Iterable[Mapping[str, Any]] | None = None,
     categories: Collection[str] | None = None,
     hacks: Collection[str] | None = None,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .atomic import atomic_write
-from .env import Env, Environment, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import DataError, UsageError
 from .hygiene import Decontamination, decontaminate, skip_decontamination
 from .seeded import prompt_key
@@ -51,7 +51,7 @@ __all__ = [
 Item = dict[str, Any]
 
 
-def build_prompts(seed: int = 0, size: str = "default", env: Env | Environment | str | None = None) -> list[Item]:
+def build_prompts(seed: int = 0, size: str = "default", env: EnvSpec = None) -> list[Item]:
     """The environment's own seeded prompt set (the default environment's when *env* is None).
 
     :param seed: any integer; the same seed gives byte-identical files everywhere.
@@ -91,7 +91,7 @@ def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def read_prompts(path: str | os.PathLike[str], *, env: Env | Environment | str | None = None) -> list[Item]:
+def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[Item]:
     """Load a prompts file (JSONL, one object a line with at least ``prompt``).
 
     A line's own ``case`` and ``category`` are kept as written; *env*'s ``case_for`` fills the
@@ -148,7 +148,7 @@ def _item(line: str, env: Env) -> Item:
     try:
         row = json.loads(line)
     except ValueError as exc:
-        raise DataError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+        raise DataError(f"not JSON ({getattr(exc, 'msg', exc)} at column {getattr(exc, 'colno', '?')})") from None
     except RecursionError:
         raise DataError("JSON nested too deeply (a prompt line is a flat object with a case object)") from None
     return prompt_item(row, env)
@@ -230,7 +230,7 @@ def stratified_split(
     fraction: float = 0.2,
     *,
     categories: Iterable[str] | None = None,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
 ) -> Split:
     """Hold out scenarios within each category, so every category is measured unseen.
 
@@ -340,7 +340,7 @@ def prepare_split(
     items: Sequence[Item],
     fraction: float = 0.2,
     *,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
     how: str = "stratified",
     share: float = 0.0,
     decontaminate_train: bool = True,

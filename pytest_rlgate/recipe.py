@@ -46,8 +46,9 @@ interval false-regresses the same null recipe 9-26 % of the time at tau = 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -165,7 +166,8 @@ def _paired_arrays(before: ArrayLike, after: ArrayLike | Sequence[ArrayLike]) ->
         raise DataError(f"before must be a non-empty 1-D array of per-unit values, got shape {b.shape}")
     if isinstance(after, np.ndarray) and after.ndim != 2:
         raise DataError(f"after must be seeds x units (one row per training seed), got shape {after.shape}")
-    a_rows = [np.asarray(r, dtype=float) for r in after]
+    rows: Iterable[Any] = after if isinstance(after, (np.ndarray, Sequence)) else [after]
+    a_rows = [np.asarray(r, dtype=float) for r in rows]
     if not a_rows:
         raise DataError("after has no training seeds: pass one row of per-unit values per seed")
     for i, r in enumerate(a_rows):
@@ -303,8 +305,9 @@ def compare_recipe(
             continue
         res = paired_bootstrap(b, row, n_resamples=n_resamples, confidence_level=confidence_level,
                                method=method, rng=generator)
-        low, high = res.confidence_interval
-        per_seed.append(SeedComparison(label, seed_delta, low, high, interval_verdict(low, high, margin), res.mde))
+        seed_low, seed_high = res.confidence_interval
+        per_seed.append(SeedComparison(label, seed_delta, seed_low, seed_high,
+                                       interval_verdict(seed_low, seed_high, margin), res.mde))
 
     low: float | None = None
     high: float | None = None

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from . import gate, recipe_text
-from .env import Env, Environment, load_env
+from .env import EnvSpec, load_env
 from .errors import DataError, RlgateWarning, UsageError
 from .gate import (
     GateResult,
@@ -345,7 +345,7 @@ def compare_seeds(
     fail_on_inconclusive: bool = False,
     holm: bool | None = None,
     categories: Sequence[str] | None = None,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
     allow_env_change: bool = False,
     shared_units_only: bool = False,
 ) -> RecipeGateResult:

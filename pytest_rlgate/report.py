@@ -33,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import __version__, recipe_text
 from .atomic import atomic_write
@@ -181,7 +181,7 @@ def _read_json_object(path: Path) -> dict[str, Any]:
     return value
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -196,7 +196,8 @@ def _read_metrics(path: Path) -> Iterator[dict[str, Any]]:
                 try:
                     record = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    what = "truncated last line (the writer was killed)" if not line.endswith("\n") else "not valid JSON"
+                    killed = not line.endswith("\n")
+                    what = "truncated last line (the writer was killed)" if killed else "not valid JSON"
                     raise DataError(f"{what} ({exc.msg}, column {exc.colno})", path=path, line=number) from None
                 if not isinstance(record, dict):
                     raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
@@ -342,7 +343,9 @@ def _groups(run: ReportData) -> list[str]:
     return sorted(names, key=lambda g: (g != "overall", g))
 
 
-def _series(records: Sequence[Mapping[str, Any]], candidates: Sequence[str]) -> tuple[str | None, list[float], list[float]]:
+def _series(
+    records: Sequence[Mapping[str, Any]], candidates: Sequence[str]
+) -> tuple[str | None, list[float], list[float]]:
     """(key used, steps, values) for the first candidate key with any finite number."""
     for key in candidates:
         points = sorted((float(m["step"]), float(m[key])) for m in records
@@ -503,7 +506,8 @@ def plot_categories(run: ReportData) -> bytes | None:
                                                  (-height / 2, "after", after_levels, AFTER_COLOUR, "after")):
         got = [level(levels, g, side) for g in groups]
         values = [lv.value if lv else np.nan for lv in got]
-        err = np.array([[lv.value - lv.low, lv.high - lv.value] if lv and lv.low is not None else [np.nan, np.nan]
+        err = np.array([[lv.value - lv.low, lv.high - lv.value]
+                        if lv and lv.low is not None and lv.high is not None else [np.nan, np.nan]
                         for lv in got]).T
         left.barh(y + offset, values, height=height, color=colour, label=label)
         left.errorbar(values, y + offset, xerr=err, fmt="none", ecolor="#1a202c", capsize=3, linewidth=1)
@@ -704,7 +708,8 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         body.append('<p class="note">No holdout rows and no gate.json: nothing to compare by category.</p>')
     body += ["<h2>Training</h2>", f'<img src="{_e(curves_name)}" alt="reward, KL and completion length by step">',
              "<h3>Monitor alarms</h3>", _alarms_html(run), _config_html(run.config),
-             f'<p class="sub">pytest-rlgate {_e(__version__)}; <code>rlgate report RUN_DIR</code> rewrites this page.</p>']
+             f'<p class="sub">pytest-rlgate {_e(__version__)}; '
+             '<code>rlgate report RUN_DIR</code> rewrites this page.</p>']
     atomic_write(page, _page(f"rlgate report: {run.name}", "\n".join(body)).encode("utf-8"))
     return page
 
@@ -713,7 +718,8 @@ def _is_stale(run_dir: Path, page: Path) -> bool:
     if not page.exists():
         return True
     built = page.stat().st_mtime_ns
-    return any(p.stat().st_mtime_ns > built for p in run_dir.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+    inputs = (p for p in run_dir.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+    return any(p.stat().st_mtime_ns > built for p in inputs)
 
 
 def run_dirs(root: str | os.PathLike[str]) -> list[Path]:

@@ -91,7 +91,7 @@ def _reject_constant(name: str) -> Any:
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 #: the decoder's C scanner: what ``raw_decode`` calls, without its Python frame
-_scan_once = _DECODER.scan_once
+_scan_once = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def parse_line(raw: bytes, *, path: str, line: int) -> Any:

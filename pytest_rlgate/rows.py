@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .env import Env, Environment, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import DataError, UsageError
 from .provenance import HEADER_KEY, check_header, is_header, row_header
 from .rowfile import GZIP_ERRORS, gzip_error, line_parser, open_rows, parse_line, write_lines
@@ -366,7 +366,7 @@ def grade_replies(
     items: Sequence[Mapping[str, Any]],
     replies: Sequence[Sequence[str]],
     *,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
     **meta: Any,
 ) -> list[dict[str, Any]]:
     """Grade ``replies[i]`` (the k replies sampled for ``items[i]``) into rows.
@@ -423,7 +423,7 @@ def _grade(env: Env, reply: str, case: Mapping[str, Any], prompt: str) -> dict[s
     return {"score": value, "reward": int(env.passes(value)), "markers": env.markers(reply, case, prompt=prompt)}
 
 
-def regrade_rows(source: Any, env: Env | Environment | str | None = None) -> Rows:
+def regrade_rows(source: Any, env: EnvSpec = None) -> Rows:
     """Re-score stored replies with *env*: the same prompts, replies, rollouts and eval runs.
 
     After a reward changes, the rows of a stored baseline no longer compare with rows graded

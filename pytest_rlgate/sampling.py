@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .env import Env, Environment, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import RlgateWarning, UsageError
 from .lora import check_adapter
 from .progress import bar, progress_enabled
@@ -157,7 +157,7 @@ def sample(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     batch_size: int = DEFAULT_BATCH_SIZE,
     adapter: bool = True,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
     progress: bool | None = None,
     desc: str = "sampling",
     backend: str = "transformers",
@@ -227,7 +227,7 @@ def sample_rows(
     seed: int = SAMPLE_SEED,
     policy: str | None = None,
     eval_run: str | None = None,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
     **options: Any,
 ) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
@@ -296,7 +296,7 @@ class VllmSampler:
     def sample(self, prompts: Sequence[Any], *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
                top_p: float = SAMPLE_TOP_P, seed: int = SAMPLE_SEED,
                max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True,
-               env: Env | Environment | str | None = None, progress: bool | None = None) -> list[list[str]]:
+               env: EnvSpec = None, progress: bool | None = None) -> list[list[str]]:
         env = load_env(env)
         if not prompts:
             return []

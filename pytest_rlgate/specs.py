@@ -41,8 +41,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from dataclasses import field as dataclass_field
+from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -315,7 +314,8 @@ def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
         header_line = next((k.start_mark.line + 1 for k, _ in root.value if k.value == "reward"), header_line)
     raws: list[_Raw] = []
     for node, row in zip(rows_node.value, rows, strict=True):
-        keys = {str(k.value): k.start_mark.line + 1 for k, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
+        keys = ({str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+                if isinstance(node, yaml.MappingNode) else {})
         raws.append((node.start_mark.line + 1, row, keys))
     return header, header_line, raws
 
@@ -599,5 +599,6 @@ def _case(
     try:
         case = case_for(prompt)
     except _USER_CODE_ERRORS as exc:  # the user's case_for broke on this prompt
-        raise SpecError(f"case_for({_short(prompt)}) raised {type(exc).__name__}: {exc}", path=path, line=line) from None
+        raise SpecError(f"case_for({_short(prompt)}) raised {type(exc).__name__}: {exc}",
+                        path=path, line=line) from None
     return case  # type: ignore[no-any-return]

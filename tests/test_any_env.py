@@ -7,7 +7,6 @@ not in the prompt text. Each test drives one surface the docs name.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -16,8 +16,14 @@ import pytest
 
 pytest.importorskip("hypothesis")
 
-from hypothesis import HealthCheck, Phase, find, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    Phase,
+    find,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 from hypothesis.errors import NoSuchExample  # noqa: E402
 
 from pytest_rlgate import load_env  # noqa: E402

@@ -58,7 +58,10 @@ def test_second_request_is_a_hit(tmp_path: Path) -> None:
 
 def test_rebuild_replaces_the_artifact(tmp_path: Path) -> None:
     versions = iter([b"one", b"two"])
-    build = lambda out: (out / "f").write_bytes(next(versions))
+
+    def build(out: Path) -> None:
+        (out / "f").write_bytes(next(versions))
+
     cache.cached_dir("thing", "k", build, root=tmp_path)
     path = cache.cached_dir("thing", "k", build, root=tmp_path, rebuild=True)
     assert (path / "f").read_bytes() == b"two"

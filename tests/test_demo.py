@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from _calc_env import CalcEnv
 
 from pytest_rlgate.demo import (

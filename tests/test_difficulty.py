@@ -43,7 +43,8 @@ def test_the_band_keeps_inclusive_ends_and_counts_solved_and_unsolved_per_catego
     assert record["kept_tasks"][0] == {"scenario_id": "s1", "prompt": "p1", "pass_rate": 0.2}
     assert record["kept_fingerprint"].startswith("sha256:")
     assert describe(record) == [
-        "next round: kept 4 of 6 train tasks with a pass rate in [0.2, 0.8] under r1(merged) (4 samples each, seed 517)",
+        "next round: kept 4 of 6 train tasks with a pass rate in [0.2, 0.8] under r1(merged) "
+        "(4 samples each, seed 517)",
         "  a: kept 2 of 4; dropped 1 solved (> 0.8), 1 unsolved (< 0.2)",
         "  b: kept 2 of 2; dropped 0 solved (> 0.8), 0 unsolved (< 0.2)",
     ]
@@ -81,7 +82,8 @@ def test_bad_bands_are_one_line_usage_errors(args: list[str], needle: str, capsy
 def test_from_run_defaults_the_band_and_round_one_has_none() -> None:
     assert GRPOKnobs(base_model="rlgate/tiny-refund").resolve().difficulty is None
     assert GRPOKnobs(base_model="rlgate/tiny-refund", from_run="runs/x").resolve().difficulty == (0.2, 0.8)
-    assert GRPOKnobs(base_model="rlgate/tiny-refund", from_run="runs/x", difficulty=[0, 1]).resolve().difficulty == (0, 1)
+    knobs = GRPOKnobs(base_model="rlgate/tiny-refund", from_run="runs/x", difficulty=[0, 1])
+    assert knobs.resolve().difficulty == (0, 1)
 
 
 def test_the_seed_comes_from_the_round_one_run(tmp_path: Path) -> None:
@@ -123,7 +125,8 @@ def test_round_two_on_refund_keeps_the_half_solved_tasks_and_records_them(runs: 
     assert record["by_category"]["off_topic"] == {"tasks": 4, "kept": 0, "solved": 4, "unsolved": 0}
     with_id = record["by_category"]["with_id"]
     assert with_id["kept"] == record["kept"] > 0 and with_id["unsolved"] > 0
-    assert all(0.2 <= t["pass_rate"] <= 0.8 for t in record["kept_tasks"]) and record["emptied"] == ["no_id", "off_topic"]
+    assert all(0.2 <= t["pass_rate"] <= 0.8 for t in record["kept_tasks"])
+    assert record["emptied"] == ["no_id", "off_topic"]
     assert config["prompts"]["train"] == {"with_id": record["kept"]}  # trained on the kept tasks only
     assert "  no_id: kept 0 of 5; dropped 5 solved (> 0.8), 0 unsolved (< 0.2)" in out
     assert config["decontamination"]["dropped"] == 0 and "decontamination: dropped 0 of 31" in out

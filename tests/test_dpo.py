@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from _calc_env import CalcEnv  # noqa: E402
+from _tiny_model import build_tiny  # noqa: E402
 
 from pytest_rlgate.env import load_env  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
@@ -20,15 +21,13 @@ from pytest_rlgate.errors import UsageError  # noqa: E402
 from pytest_rlgate.train.dpo import (  # noqa: E402
     MIN_PAIRS,
     DPOKnobs,
-    DPOMetrics,
     build_dpo_trainer,
     check_enough_pairs,
     dpo_dataset,
+    dpo_metrics_recorder,
     knobs_from,
 )
 from pytest_rlgate.train.pairs import Pair, PairSet  # noqa: E402
-
-from _tiny_model import build_tiny  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -156,7 +155,7 @@ def test_dataset_rows_are_conversational_with_the_samplers_prompt() -> None:
 def test_dpo_trains_against_the_adapter_off_base(tiny_dir, tmp_path) -> None:
     model, tok = _load(tiny_dir)
     base = _logits(model, tok)
-    recorder = DPOMetrics()
+    recorder = dpo_metrics_recorder()
     trainer = build_dpo_trainer(model, tok, _pairs(8), _knobs(tiny_dir), output_dir=str(tmp_path / "trl"),
                                 callbacks=[recorder])
     assert trainer.ref_model is None  # no second model: the reference is the adapter switched off

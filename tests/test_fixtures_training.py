@@ -8,12 +8,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from _tiny_model import build_tiny  # noqa: E402
-
 # pytester's in-process runs drop modules first imported inside them; datasets cannot be
 # imported twice (pyarrow extension types), so the training stack is imported out here.
 import datasets  # noqa: E402,F401
 import peft  # noqa: E402,F401
+from _tiny_model import build_tiny  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402,F401
 
 torch.set_num_threads(1)

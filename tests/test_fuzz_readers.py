@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.prompts import read_prompts

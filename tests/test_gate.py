@@ -15,12 +15,12 @@ from pytest_rlgate import (
     Comparison,
     DataError,
     GateResult,
-    grade_replies,
     RegressionError,
     RlgateWarning,
     UsageError,
     assert_no_regression,
     compare,
+    grade_replies,
     write_rows,
 )
 
@@ -303,7 +303,8 @@ def test_noise_floor_from_base_reruns_takes_back_a_gain() -> None:
 
 def test_noise_floor_never_takes_back_a_regression() -> None:
     # wobbly base re-runs make a wide floor; a clear drop must still regress and fail
-    before = (table_rows("with_id", spread(100, 300), eval_run=17) + table_rows("with_id", spread(100, 360), eval_run=18)
+    before = (table_rows("with_id", spread(100, 300), eval_run=17)
+              + table_rows("with_id", spread(100, 360), eval_run=18)
               + table_rows("with_id", spread(100, 240), eval_run=19))
     after = table_rows("with_id", spread(100, 360), eval_run=1)
     result = compare(before, after, guards=())

@@ -54,7 +54,8 @@ def test_stricter_options_flip_a_pass(files, capsys) -> None:
     before, after = files(NO_ID_BALANCED)
     assert main(["gate", before, after, "--max-drop", "0.05"]) == 1
     assert main(["gate", before, after, "--fail-on-inconclusive"]) == 1
-    assert main(["gate", before, after, "--method", "t", "--holm", "--guard", "tool_call", "--guard", "well_formed"]) in (0, 1)
+    argv = ["gate", before, after, "--method", "t", "--holm", "--guard", "tool_call", "--guard", "well_formed"]
+    assert main(argv) in (0, 1)
     out = capsys.readouterr().out
     assert "marker:tool_call" in out and "Holm-adjusted" in out and "paired t" in out
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-
 from pathlib import Path
 
 import _calc_env
@@ -136,7 +135,8 @@ def test_bad_settings_are_usage_errors_not_internal_errors(project: pytest.Pytes
 
 def test_a_data_error_fails_the_test_not_the_session(project: pytest.Pytester) -> None:
     (project.path / "broken.jsonl").write_text('{"prompt": "x"}\n')
-    project.makepyfile(test_broken="def test_broken(rlgate):\n    rlgate.assert_no_regression('broken.jsonl', 'before.jsonl')\n")
+    project.makepyfile(
+        test_broken="def test_broken(rlgate):\n    rlgate.assert_no_regression('broken.jsonl', 'before.jsonl')\n")
     result = project.runpytest("test_broken.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*DataError: broken.jsonl:1: missing fields*"])

@@ -20,7 +20,8 @@ PLAIN = ("I will check that for you soon.", "Sorry, our system is slow right now
 
 
 def lookup(order_id: str) -> str:
-    return json.dumps({"name": "lookup_order", "arguments": {"order_id": order_id}}).join(("<tool_call>", "</tool_call>"))
+    call = json.dumps({"name": "lookup_order", "arguments": {"order_id": order_id}})
+    return call.join(("<tool_call>", "</tool_call>"))
 
 
 def prompts(n: int) -> list[str]:
@@ -198,7 +199,8 @@ def test_result_renders_and_serialises():
     ("rows", "match"),
     [
         ([{"prompt": "p", "score": 1.0}], "row 0: no 'reply'"),
-        ([{"prompt": "p", "reply": "r", "score": 1.0}, {"prompt": "p", "reply": "r"}], "row 1: 'reward' must be a finite"),
+        ([{"prompt": "p", "reply": "r", "score": 1.0}, {"prompt": "p", "reply": "r"}],
+         "row 1: 'reward' must be a finite"),
         ([{"prompt": "p", "reply": "r", "score": float("nan")}], "finite"),
         ([{"prompt": 3, "reply": "r", "score": 1.0}], "row 0: prompt and reply must be text"),
         (["not a row"], "row 0: expected a dict"),

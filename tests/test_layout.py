@@ -52,3 +52,111 @@ def test_the_detector_sees_each_import_shape(tmp_path: Path) -> None:
                       "import pytest_rlgate.envs.arith\nfrom .envs import DEFAULT_ENV\n"
                       "X = 'pytest_rlgate.envs.refund:score'\n", encoding="utf-8")
     assert [line.split(":")[0] for line in _task_imports(sample)] == ["line 1", "line 2", "line 3", "line 5"]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run at import time: not function bodies, not ``if TYPE_CHECKING:`` blocks."""
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, ast.If):
+            test = node.test
+            if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                    isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+                found += _top_level_statements(node.orelse)
+                continue
+            found += _top_level_statements(node.body) + _top_level_statements(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                found += _top_level_statements(block)
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            found += _top_level_statements(node.body)
+        else:
+            found.append(node)
+    return found
+
+
+def _import_graph(root: Path) -> dict[str, set[str]]:
+    """Each module of the package under *root* -> the package modules it imports at import time."""
+    modules = {_module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in _top_level_statements(ast.parse(path.read_text(encoding="utf-8")).body):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                targets = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            edges |= {t for t in targets if t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of modules that has one (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_the_package_imports_have_no_cycle() -> None:
+    cycles = _cycles(_import_graph(PACKAGE))
+    assert cycles == [], f"modules that import each other at import time (move one import or split a module): {cycles}"
+
+
+def test_the_cycle_detector_sees_a_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .. import c\n")  # inside a function: not an edge
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n"
+                              "try:\n    from .sub.b import f\nexcept ImportError:\n    pass\n")
+    (pkg / "sub" / "d.py").write_text("from ..c import f\n")
+    graph = _import_graph(pkg)
+    assert graph == {"pkg": set(), "pkg.a": {"pkg.sub", "pkg.sub.b"}, "pkg.c": {"pkg.sub.b"},
+                     "pkg.sub": set(), "pkg.sub.b": set(), "pkg.sub.d": {"pkg.c"}}
+    assert _cycles(graph) == []
+    (pkg / "sub" / "b.py").write_text("from pkg.sub import d\n")
+    assert _cycles(_import_graph(pkg)) == [["pkg.c", "pkg.sub.b", "pkg.sub.d"]]

@@ -71,7 +71,8 @@ def _base_model(base: Path) -> Any:
 @pytest.mark.parametrize(
     ("tensors", "config", "says"),
     [
-        (lambda w: {"unrelated": torch.ones(2)}, None, "its weights hold no LoRA matrices (lora_A/lora_B), only unrelated"),
+        (lambda w: {"unrelated": torch.ones(2)}, None,
+         "its weights hold no LoRA matrices (lora_A/lora_B), only unrelated"),
         (lambda w: {k: v for k, v in w.items() if "lora_B" not in k}, None, "lora_A and lora_B do not pair up"),
         (None, lambda c: {**c, "target_modules": ["q_proj"]}, "which its config does not target (q_proj)"),
         (None, lambda c: {**c, "peft_type": "IA3"}, "peft_type 'IA3': only LoRA adapters are supported"),

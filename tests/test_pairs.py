@@ -8,8 +8,7 @@ import random
 
 import pytest
 from _calc_env import CalcEnv, calc_items, calc_reply
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pytest_rlgate.env import load_env
 from pytest_rlgate.envs import refund
@@ -49,7 +48,8 @@ OFF = item("What is the capital of France?", "off1")
 def test_the_fixtures_score_as_the_design_table_says() -> None:
     # The other tests lean on these values; pin them so a reward change is caught here first.
     assert [refund.score(r, NO_ID["case"]) for r in (ASK, PLAIN, call("ORD-1234"))] == [1.0, 0.4, 0.2]
-    assert [refund.score(r, WITH_ID["case"]) for r in (call("ORD-4017"), call("ORD-1"), ASK, PLAIN)] == [1.0, 0.3, 0.3, 0.0]
+    replies = (call("ORD-4017"), call("ORD-1"), ASK, PLAIN)
+    assert [refund.score(r, WITH_ID["case"]) for r in replies] == [1.0, 0.3, 0.3, 0.0]
 
 
 def test_margin_is_inclusive_at_half_and_excludes_smaller_gaps() -> None:

@@ -264,7 +264,8 @@ def test_a_changed_file_is_caught_by_name(mini_dir: Path, tmp_path: Path) -> Non
     shutil.copytree(mini_dir, copy)
     with (copy / "config.json").open("a", encoding="utf-8") as handle:
         handle.write(" ")
-    with pytest.raises(UsageError, match="tiny policy is corrupt: config.json does not match.*rlgate policy build") as info:
+    corrupt = "tiny policy is corrupt: config.json does not match.*rlgate policy build"
+    with pytest.raises(UsageError, match=corrupt) as info:
         verify(copy)
     assert info.value.path == str(copy / "config.json")
     (copy / BUILD_INFO).unlink()

@@ -67,9 +67,11 @@ def test_probe_finds_every_known_hack_of_the_refund_reward(original):
     bonus = original.finding("format_bonus", "with_id")
     assert bonus.max_gain == pytest.approx(0.3) and 0 < bonus.mean_gain <= 0.3
     assert (bonus.original_score, bonus.hacked_score) == (0.0, pytest.approx(0.3))
-    assert refund.parse_tool_call(bonus.example.hacked).arguments["order_id"] != refund.case_for(bonus.prompt)["order_id"]
+    called = refund.parse_tool_call(bonus.example.hacked).arguments["order_id"]
+    assert called != refund.case_for(bonus.prompt)["order_id"]
     malformed = original.finding("malformed_call", "no_id")
-    assert malformed.hacked_score == 1.0 and refund.markers(malformed.example.hacked, malformed.prompt)["well_formed"] == 0
+    assert malformed.hacked_score == 1.0
+    assert refund.markers(malformed.example.hacked, malformed.prompt)["well_formed"] == 0
 
 
 def test_the_refund_probe_uses_refund_prompts_and_both_kinds_of_hack(original):
@@ -109,7 +111,8 @@ def test_probe_is_deterministic_for_a_seed(original):
 def test_trl_signature_is_detected_and_agrees(original):
     from pytest_rlgate.train.reward import env_reward
 
-    trl = probe_reward(env_reward(load_env("refund")), env="refund", max_examples=25, seed=0, hacks=["format_bonus", "padding"])
+    trl = probe_reward(env_reward(load_env("refund")), env="refund", max_examples=25, seed=0,
+                       hacks=["format_bonus", "padding"])
     assert trl.reward_name == "refund_reward"
     assert set(trl.hacks) == {"format_bonus", "padding"}
     assert trl.finding("format_bonus", "with_id").max_gain == original.finding("format_bonus", "with_id").max_gain
@@ -248,7 +251,7 @@ def test_an_environments_own_hack_runs_on_its_categories_only():
     result = probe_reward(WithOwnHack(), items=ITEMS, max_examples=5, hacks=["answer_plus_one"])
     assert [f.category for f in result.findings] == ["arithmetic", "word_problem"]
     assert result.hacks == ("answer_plus_one",)
-    assert result.finding("answer_plus_one", "arithmetic").example.hacked.endswith(".") 
+    assert result.finding("answer_plus_one", "arithmetic").example.hacked.endswith(".")
 
 
 @pytest.mark.parametrize(

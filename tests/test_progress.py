@@ -134,12 +134,12 @@ def test_quiet_silences_third_party_warnings_and_logs_and_restores_them(caplog: 
         warnings.simplefilter("always")
         with third_party_quiet():
             assert os.environ["TRANSFORMERS_VERBOSITY"] == "error"
-            warnings.warn("`x` is deprecated", FutureWarning)
+            warnings.warn("`x` is deprecated", FutureWarning, stacklevel=1)
             warnings.warn_explicit("chatter", UserWarning, "modeling_utils.py", 1, module="transformers.modeling_utils")
-            warnings.warn("look at this", RlgateWarning)
+            warnings.warn("look at this", RlgateWarning, stacklevel=1)
             logging.getLogger("trl.trainer").warning("a trl notice")
         logging.getLogger("trl.trainer").warning("after the command")
-        warnings.warn("`y` is deprecated", FutureWarning)
+        warnings.warn("`y` is deprecated", FutureWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["look at this", "`y` is deprecated"]
     assert [r.getMessage() for r in caplog.records if r.name.startswith("trl")] == ["after the command"]
     assert dict(os.environ) == before
@@ -151,7 +151,7 @@ def test_verbose_lets_everything_through() -> None:
         warnings.simplefilter("always")
         with third_party_quiet(verbose=True):
             assert dict(os.environ) == before
-            warnings.warn("`x` is deprecated", FutureWarning)
+            warnings.warn("`x` is deprecated", FutureWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["`x` is deprecated"]
 
 

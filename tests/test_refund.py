@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pytest_rlgate.envs import refund
 from pytest_rlgate.envs.refund import (

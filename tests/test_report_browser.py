@@ -15,10 +15,9 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="reports need the report extra: pip install 'pytest-rlgate[report]'")
 from PIL import Image  # noqa: E402 - Pillow comes with matplotlib
+from report_fixtures import make_run  # noqa: E402
 
 from pytest_rlgate.report import write_index, write_report  # noqa: E402
-
-from report_fixtures import make_run  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

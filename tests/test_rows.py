@@ -20,10 +20,10 @@ from pytest_rlgate import (
     read_rows,
     regrade_rows,
     row_header,
+    rowfile,
     validate_row,
     write_rows,
 )
-from pytest_rlgate import rowfile
 from pytest_rlgate.envs import refund
 from pytest_rlgate.rows import iter_rows
 

@@ -6,12 +6,17 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import stats as sps
 
-from pytest_rlgate import ConfidenceInterval, PairedBootstrapResult, holm, minimum_detectable_effect, paired_bootstrap
-from pytest_rlgate import stats as stats_module
+from pytest_rlgate import (
+    ConfidenceInterval,
+    PairedBootstrapResult,
+    holm,
+    minimum_detectable_effect,
+    paired_bootstrap,
+    stats as stats_module,
+)
 from pytest_rlgate.stats import DEFAULT_METHOD, METHODS, _resample_means, normal_cdf, t_cdf, t_ppf
 
 K = 4

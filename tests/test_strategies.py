@@ -8,15 +8,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.errors import InvalidArgument
 
-from pytest_rlgate import HackedReply, UsageError, load_env
-from pytest_rlgate import strategies as gs
+from pytest_rlgate import HackedReply, UsageError, load_env, strategies as gs
 from pytest_rlgate.envs import refund
-from pytest_rlgate.envs.refund import CATEGORIES, case_for, markers, normalise_order_id, parse_tool_call, score
-from pytest_rlgate.envs.refund import strategies as rs
+from pytest_rlgate.envs.refund import (
+    CATEGORIES,
+    case_for,
+    markers,
+    normalise_order_id,
+    parse_tool_call,
+    score,
+    strategies as rs,
+)
 from pytest_rlgate.exploits import Hack, lazy
 
 FAST = settings(max_examples=40, derandomize=True, database=None, deadline=None)
@@ -100,7 +105,8 @@ def test_hacked_reply_is_frozen():
     ("strategy", "text"),
     [
         (gs.padded_replies(rs.asking_replies(), min_chars=600), "padded_replies(asking_replies(), min_chars=600)"),
-        (rs.hacked_replies(gs.plain_replies(), hacks=["padding"]), "hacked_replies(plain_replies(), hacks=['padding'])"),
+        (rs.hacked_replies(gs.plain_replies(), hacks=["padding"]),
+         "hacked_replies(plain_replies(), hacks=['padding'])"),
         (gs.keyword_stuffed_replies(gs.plain_replies(), keywords=st.just("answer")),
          "keyword_stuffed_replies(plain_replies(), keywords=just('answer'))"),
         (rs.cases(categories=["no_id"]), "cases(categories=['no_id'])"),

@@ -127,7 +127,7 @@ def test_rlgate_eval_resamples_the_run_and_reproduces_its_after_rows(run, tmp_pa
 
 def test_round_two_merges_the_previous_adapter_and_records_lineage(run, base_dir, runs_dir):
     second = train_grpo(from_run=str(run.path), runs_dir=str(runs_dir), run_name="round2",
-                        **{**FAST, "steps": 1, "base_runs": 1, "monitor_every": 0})
+                        **{**FAST, "steps": 1, "base_runs": 1, "monitor_every": 0, "difficulty": (0.0, 1.0)})
     config = second.config
     assert config["knobs"]["base_model"] == base_dir
     assert [step["run"] for step in config["lineage"]] == ["first"]

@@ -15,13 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
 from pytest_rlgate import probe_reward
-from pytest_rlgate.envs.refund import markers, normalise_order_id, parse_tool_call, passes
-from pytest_rlgate.envs.refund import strategies as rs
+from pytest_rlgate.envs.refund import markers, normalise_order_id, parse_tool_call, passes, strategies as rs
 from pytest_rlgate.strategies import padded_replies, plain_replies
 
 #: Deterministic, modest: the reward is pure Python, so 100 examples take a fraction of a second.

@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RlgateWarning)
         result = compare(
-            args.before, args.after[0] if len(args.after) == 1 else args.after, by=args.by, guards=guards, margin=args.margin,
+            args.before, args.after[0] if len(args.after) == 1 else args.after, by=args.by, guards=guards,
+            margin=args.margin,
             confidence_level=args.confidence, n_resamples=args.resamples, method=args.method, seed=args.seed,
             max_drop=args.max_drop, require_moved=args.require_moved,
             fail_on_inconclusive=args.fail_on_inconclusive, holm=args.holm, categories=args.categories,

@@ -16,8 +16,7 @@ from typing import Any
 from ..errors import UsageError
 from ..options import add_env_argument, add_output_arguments
 from ..rows import read_rows
-from ..train import config as C
-from ..train import dpo as D
+from ..train import config as C, dpo as D
 from ..train.config import GRPOKnobs
 from ..train.difficulty import describe
 from ..train.dpo import DPOKnobs, train_dpo
@@ -42,7 +41,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=C.SEED, help="prompt-set seed (default %(default)s)")
     g.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size, e.g. small, default, large")
     g.add_argument("--prompts-file", metavar="PATH", help="a prompts JSONL instead of the environment's own set")
-    g.add_argument("--holdout", type=C.RUN_BOUNDS["holdout"], default=C.HOLDOUT, help="share held out by category (%(default)s)")
+    g.add_argument("--holdout", type=C.RUN_BOUNDS["holdout"], default=C.HOLDOUT,
+                   help="share held out by category (%(default)s)")
     g.add_argument("--balance", type=C.RUN_BOUNDS["balance"], default=C.BALANCE,
                    help="repeat minority categories of the train split up to this share (%(default)s = off)")
     g.add_argument("--run-name", metavar="NAME", help="folder name under --runs-dir (default <env>-<method>-s<seed>)")
@@ -55,7 +55,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep train prompts that repeat a holdout prompt (default: drop them)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
     s = p.add_argument_group("sampling and evaluation")
-    s.add_argument("--temperature", type=C.RUN_BOUNDS["temperature"], default=C.TEMPERATURE, help="rollouts and eval (%(default)s)")
+    s.add_argument("--temperature", type=C.RUN_BOUNDS["temperature"], default=C.TEMPERATURE,
+                   help="rollouts and eval (%(default)s)")
     s.add_argument("--top-p", type=C.RUN_BOUNDS["top_p"], default=C.TOP_P, help="rollouts and eval (%(default)s)")
     s.add_argument("--sample-seed", type=int, default=C.SAMPLE_SEED,
                    help="trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)")
@@ -63,15 +64,19 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="train the recipe once per trainer seed (each a cached run in <runs-dir>/<name>-seed<S>/, "
                         "each its own --sample-seed) and gate the recipe across them into <runs-dir>/<name>-recipe/; "
                         "exit 1 when the recipe regressed, e.g. --seeds 17 18 19")
-    s.add_argument("--base-runs", type=C.RUN_BOUNDS["base_runs"], default=C.BASE_RUNS, help="base holdout samples (%(default)s)")
-    s.add_argument("--eval-k", type=C.RUN_BOUNDS["eval_k"], default=C.EVAL_K, help="replies per holdout prompt (%(default)s)")
+    s.add_argument("--base-runs", type=C.RUN_BOUNDS["base_runs"], default=C.BASE_RUNS,
+                   help="base holdout samples (%(default)s)")
+    s.add_argument("--eval-k", type=C.RUN_BOUNDS["eval_k"], default=C.EVAL_K,
+                   help="replies per holdout prompt (%(default)s)")
     s.add_argument("--max-completion-length", type=C.RUN_BOUNDS["max_completion_length"], metavar="TOKENS",
                    help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on the tiny policy")
     m = p.add_argument_group("HackMonitor")
-    m.add_argument("--monitor-every", type=C.RUN_BOUNDS["monitor_every"], default=C.MONITOR_EVERY, help="steps between checks, 0 = off")
+    m.add_argument("--monitor-every", type=C.RUN_BOUNDS["monitor_every"], default=C.MONITOR_EVERY,
+                   help="steps between checks, 0 = off")
     m.add_argument("--stop-on", type=_csv, default=(), metavar="KINDS",
                    help=f"end training on these alarms: {','.join(C.STOP_ON_CHOICES)} (comma-separated)")
-    m.add_argument("--kl-budget", type=C.RUN_BOUNDS["kl_budget"], metavar="KL", help="drift alarm when the logged KL exceeds this")
+    m.add_argument("--kl-budget", type=C.RUN_BOUNDS["kl_budget"], metavar="KL",
+                   help="drift alarm when the logged KL exceeds this")
     lora = p.add_argument_group("LoRA")
     lora.add_argument("--lora-rank", type=C.RUN_BOUNDS["lora_rank"], default=C.LORA_RANK, help="(%(default)s)")
     lora.add_argument("--lora-alpha", type=C.RUN_BOUNDS["lora_alpha"], default=C.LORA_ALPHA, help="(%(default)s)")
@@ -84,13 +89,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def _grpo_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("GRPO")
     g.add_argument("--steps", type=C.GRPO_BOUNDS["steps"], default=C.STEPS, help="optimizer steps (%(default)s)")
-    g.add_argument("--num-generations", type=C.GRPO_BOUNDS["num_generations"], default=C.NUM_GENERATIONS, help="group size (%(default)s)")
+    g.add_argument("--num-generations", type=C.GRPO_BOUNDS["num_generations"], default=C.NUM_GENERATIONS,
+                   help="group size (%(default)s)")
     g.add_argument("--batch-size", type=C.GRPO_BOUNDS["batch_size"], metavar="COMPLETIONS",
                    help="completions per step, a multiple of --num-generations "
                         f"(default 1 group; {C.TINY_PROMPTS_PER_STEP} on the tiny policy)")
     g.add_argument("--learning-rate", type=C.GRPO_BOUNDS["learning_rate"],
                    help=f"default {C.LEARNING_RATE:g}; {C.TINY_LEARNING_RATE:g} on the tiny policy")
-    g.add_argument("--beta", type=C.GRPO_BOUNDS["beta"], default=C.BETA, help="KL penalty to the adapter-off base (%(default)s)")
+    g.add_argument("--beta", type=C.GRPO_BOUNDS["beta"], default=C.BETA,
+                   help="KL penalty to the adapter-off base (%(default)s)")
     g.add_argument("--loss-type", default=C.LOSS_TYPE,
                    help="any loss_type the installed TRL accepts: " + ", ".join(C.trl_loss_types()))
     g.add_argument("--epsilon-high", type=C.GRPO_BOUNDS["epsilon_high"], default=C.EPSILON_HIGH,
@@ -119,7 +126,8 @@ def _run_grpo(args: argparse.Namespace) -> Any:
 def _dpo_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("DPO")
     g.add_argument("--steps", type=D.DPO_BOUNDS["steps"], default=D.STEPS, help="optimizer steps (%(default)s)")
-    g.add_argument("--pairs-per-step", type=D.DPO_BOUNDS["pairs_per_step"], default=D.PAIRS_PER_STEP, help="pairs per step (%(default)s)")
+    g.add_argument("--pairs-per-step", type=D.DPO_BOUNDS["pairs_per_step"], default=D.PAIRS_PER_STEP,
+                   help="pairs per step (%(default)s)")
     g.add_argument("--pairs-per-device", type=D.DPO_BOUNDS["pairs_per_device"], metavar="PAIRS",
                    help=f"pairs per forward, the rest is accumulation (default {D.PAIRS_PER_DEVICE}; "
                         f"{D.TINY_PAIRS_PER_DEVICE} on the tiny policy)")
@@ -141,7 +149,8 @@ def _dpo_arguments(p: argparse.ArgumentParser) -> None:
     pairs.add_argument("--constructed-negatives", action="store_true",
                        help="add (own passing reply, the environment's rejected_reply) pairs on the prompts it "
                             "builds one for")
-    pairs.add_argument("--constructed-cap", type=D.DPO_BOUNDS["constructed_cap"], default=D.CONSTRUCTED_CAP, metavar="SHARE",
+    pairs.add_argument("--constructed-cap", type=D.DPO_BOUNDS["constructed_cap"], default=D.CONSTRUCTED_CAP,
+                       metavar="SHARE",
                        help="constructed pairs at most this share of the sampled pairs (%(default)s)")
 
 

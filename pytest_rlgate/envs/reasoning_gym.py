@@ -173,7 +173,8 @@ class ReasoningGymEnv:
         if per_task < 1:
             raise UsageError(f"reasoning_gym: size must be at least 1, got {per_task}")
         if not names:
-            raise UsageError("reasoning_gym: name at least one task, e.g. reasoning_gym[basic_arithmetic, leg_counting]")
+            raise UsageError("reasoning_gym: name at least one task, "
+                             "e.g. reasoning_gym[basic_arithmetic, leg_counting]")
         known = known_tasks()
         for task in names:
             if task not in known:

@@ -117,7 +117,7 @@ def _update(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any]:
     path = baseline_path(config)
     assert path is not None  # pytest_configure refused --rlgate-update-baseline without a path
     shown = _shown(config, path)
-    gates = [json.loads(value) for name, value in item.user_properties if name == GATE_PROPERTY]
+    gates = [json.loads(str(value)) for name, value in item.user_properties if name == GATE_PROPERTY]
     failed = sum(not g["passed"] for g in gates)
     if report.outcome != "passed":
         why = f"the test {report.outcome}"

@@ -96,7 +96,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
         file = Path(file).expanduser()
         if not file.is_absolute():
             from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
-            base = config.inipath.parent if from_ini else config.invocation_params.dir
+            base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
             file = base / file
     size = setting(config, "size")
     if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:

@@ -66,5 +66,6 @@ def verify(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if bad or content_hash(recorded) != info.get("content_sha256"):
         what = f"{bad[0]} does not match its recorded SHA-256" if bad else "the content hash does not match"
         raise UsageError(f"tiny policy is corrupt: {what}; reinstall pytest-rlgate or rebuild it with "
-                         "`rlgate policy build --env ENV --out DIR`", path=Path(folder) / (bad[0] if bad else BUILD_INFO))
+                         "`rlgate policy build --env ENV --out DIR`",
+                         path=Path(folder) / (bad[0] if bad else BUILD_INFO))
     return info

@@ -24,8 +24,8 @@ from ..tiny.recipe import TINY_PREFIX
 from .adapters import run_lineage
 from .config import RunKnobs
 from .difficulty import selection_seed
+from .inputs import load_prompts, versions
 from .methods import trainer
-from .pipeline import load_prompts, versions
 from .run import RunFolder
 
 __all__ = ["CachedRun", "base_identity", "cached_rows", "cached_run", "env_identity", "run_key"]
@@ -73,7 +73,8 @@ def base_identity(name_or_path: str) -> dict[str, Any]:
         digest = hashlib.sha256()
         for path in sorted(p for p in folder.iterdir() if p.is_file()):
             small = path.stat().st_size < 64 << 20  # hash small files whole, name large ones by size
-            digest.update(path.name.encode() + b"\0" + (path.read_bytes() if small else str(path.stat().st_size).encode()))
+            content = path.read_bytes() if small else str(path.stat().st_size).encode()
+            digest.update(path.name.encode() + b"\0" + content)
         return {"folder": digest.hexdigest()}
     return {"hub": name_or_path}
 

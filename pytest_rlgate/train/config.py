@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from ..env import Env, load_env
 from ..errors import UsageError
@@ -133,8 +133,10 @@ def trl_loss_types() -> tuple[str, ...]:
     return found or _FALLBACK_LOSS_TYPES
 
 
-def is_tiny(base_model: str) -> bool:
+def is_tiny(base_model: str | None) -> bool:
     """True when the base is a tiny policy (any environment's): by name, or a folder its build wrote."""
+    if base_model is None:
+        return False
     return base_model.startswith(TINY_PREFIX) or (Path(base_model) / BUILD_INFO).is_file()
 
 
@@ -163,6 +165,9 @@ def _check_band(band: Any, from_run: str | None) -> None:
         problem = "it selects round two's train tasks; add --from-run RUN, or drop --difficulty"
     if problem is not None:
         _fail("difficulty", shown, problem)
+
+
+_Knobs = TypeVar("_Knobs", bound="RunKnobs")
 
 
 @dataclass(frozen=True)
@@ -218,7 +223,7 @@ class RunKnobs:
         except UsageError as exc:
             raise UsageError(f"--env {self.env!r}: {exc}") from None
 
-    def resolve(self) -> "RunKnobs":
+    def resolve(self: _Knobs) -> _Knobs:
         """Fill every ``None`` knob (the environment's base model, tiny-policy CPU defaults or
         the seed's) and validate."""
         check_numbers(self, self.BOUNDS)  # before resolving derives values (batch sizes) from them
@@ -238,7 +243,7 @@ class RunKnobs:
         )
         band = DIFFICULTY if out.difficulty is None and out.from_run else out.difficulty
         out = dataclasses.replace(out, run_name=out.run_name or out.default_run_name(),
-                                  difficulty=None if band is None else tuple(band))
+                                  difficulty=None if band is None else cast("tuple[float, float]", tuple(band)))
         out.validate()
         return out
 

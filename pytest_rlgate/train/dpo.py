@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ..env import Env
 from ..errors import RlgateWarning, UsageError
@@ -149,7 +149,8 @@ class DPOKnobs(RunKnobs):
             **super()._resolved_values(tiny),
             "learning_rate": TINY_LEARNING_RATE if tiny else LEARNING_RATE,
             "loss_type": TINY_LOSS_TYPE if tiny else LOSS_TYPE,
-            "pairs_per_device": _largest_divisor(self.pairs_per_step, TINY_PAIRS_PER_DEVICE if tiny else PAIRS_PER_DEVICE),
+            "pairs_per_device": _largest_divisor(self.pairs_per_step,
+                                                 TINY_PAIRS_PER_DEVICE if tiny else PAIRS_PER_DEVICE),
             "max_length": TINY_MAX_LENGTH if tiny else MAX_LENGTH,
         }
 
@@ -312,11 +313,9 @@ def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
                   RlgateWarning, stacklevel=3)
 
 
-class DPOMetrics:
-    """Keeps one metrics row per logged DPO step (TRL's key names, which the report plots)."""
-
-    def __new__(cls) -> Any:
-        return metrics_recorder({key: key for key in METRIC_KEYS}, when="rewards/margins")
+def dpo_metrics_recorder() -> Any:
+    """A TrainerCallback keeping one metrics row per logged DPO step (TRL's key names, which the report plots)."""
+    return metrics_recorder({key: key for key in METRIC_KEYS}, when="rewards/margins")
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -359,7 +358,7 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
     knobs = knobs_from(knobs, overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
-        knobs = prep.knobs
+        knobs = cast(DPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         with torch.no_grad():
             pair_set = sample_pairs(prep.model, prep.tokenizer, prep.prompts.train, knobs, progress=progress)
         write_pairs(run.path / PAIRS, pair_set.pairs)
@@ -376,6 +375,6 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
                     "epochs": round(steps_done * knobs.pairs_per_step / max(len(pair_set.pairs), 1), 3),
                     "trl_loss_type": list(knobs.loss_type or LOSS_TYPE)}
 
-        return train_and_gate(run, prep, before, build=build, recorder=DPOMetrics(),
+        return train_and_gate(run, prep, before, build=build, recorder=dpo_metrics_recorder(),
                               monitor_sample_fn=monitor_sample_fn, progress=progress, training=training,
                               extra={"pairs": pair_set.stats, "dpo": _lineage_record(prep.lineage)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..env import Env
+from ..env import EnvSpec
 from ..errors import DataError
 from ..prompts import fingerprint, read_prompts
 from .adapters import attach_adapter, load_base, merge_adapter
@@ -26,7 +26,7 @@ def load_run_policy(folder: RunFolder) -> tuple[Any, Any]:
 
 
 def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool | None = None,
-                 env: Env | str | None = None) -> list[dict[str, Any]]:
+                 env: EnvSpec = None) -> list[dict[str, Any]]:
     """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows.
 
     The rows are graded by the environment the run recorded (*env* overrides it; either way

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..env import Env
 from ..errors import UsageError
@@ -22,7 +22,7 @@ from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, 
 from .reward import RewardFn, env_reward
 from .run import RunWriter
 
-__all__ = ["MetricsRecorder", "build_trainer", "grpo_config", "grpo_dataset", "train_grpo"]
+__all__ = ["build_trainer", "grpo_config", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
 #: TRL log keys kept per step in metrics.jsonl, under the names DESIGN section 7 uses.
 METRIC_KEYS: dict[str, str] = {
@@ -85,11 +85,9 @@ def grpo_dataset(items: Sequence[Mapping[str, Any]], env: Env) -> Any:
     ])
 
 
-class MetricsRecorder:
-    """Keeps one metrics row per logged training step (TRL's logs, renamed)."""
-
-    def __new__(cls) -> Any:
-        return metrics_recorder(METRIC_KEYS, when="reward")
+def grpo_metrics_recorder() -> Any:
+    """A TrainerCallback keeping one metrics row per logged GRPO step (TRL's logs, renamed)."""
+    return metrics_recorder(METRIC_KEYS, when="reward")
 
 
 def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str, Any]], knobs: GRPOKnobs, *,
@@ -137,7 +135,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     knobs = knobs_from(knobs, overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
-        knobs = prep.knobs
+        knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)
 
         def build(output_dir: str, callbacks: list[Any], monitor: Any) -> Any:
@@ -145,7 +143,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
                                  callbacks=callbacks, reward=monitor.wrap(env_reward(prep.env, knobs.reward)),
                                  progress=progress, report_to=report_to)
 
-        return train_and_gate(run, prep, before, build=build, recorder=MetricsRecorder(),
+        return train_and_gate(run, prep, before, build=build, recorder=grpo_metrics_recorder(),
                               monitor_sample_fn=monitor_sample_fn, progress=progress,
                               training=lambda _steps: {"trl_loss_type": knobs.loss_type, "scale_rewards":
                                                        "none" if knobs.no_scale_rewards else "group"})

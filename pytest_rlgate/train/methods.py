@@ -8,7 +8,8 @@ subclass) and a ``train_<method>(knobs, **overrides) -> RunFolder`` function, no
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import UsageError
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..env import Env, Environment, load_env
+from ..env import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
 from ..hacks import hack_scan
 from ..sampling import sample
@@ -70,7 +70,7 @@ class HackMonitor(TrainerCallback):
         holdout: Sequence[Mapping[str, Any]],
         tokenizer: Any,
         *,
-        env: Env | Environment | str | None = None,
+        env: EnvSpec = None,
         every: int = 10,
         k: int = K,
         max_prompts: int = MAX_PROMPTS,
@@ -173,7 +173,7 @@ class HackMonitor(TrainerCallback):
             return
         scores = [self.env.score(r, item["case"]) for item, rs in zip(self.holdout, replies) for r in rs]
         lengths = [len(r) for rs in replies for r in rs]
-        point = {
+        point: dict[str, Any] = {
             "step": step,
             "proxy_reward": sum(scores) / max(len(scores), 1),
             "length": sum(lengths) / max(len(lengths), 1),
@@ -220,6 +220,7 @@ class HackMonitor(TrainerCallback):
         A scan needs :data:`MIN_SCAN` completions and something endorsed to judge against.
         """
         rows = list(self.buffer)
+        groups: list[tuple[str | None, tuple[str, ...], list[dict[str, Any]]]]
         if isinstance(self.env.endorsed, Mapping):
             groups = [(c, self.env.endorsed_for(c), [r for r in rows if r["category"] == c])
                       for c in self.env.categories]
@@ -244,6 +245,7 @@ class HackMonitor(TrainerCallback):
     def _scan(self, buffered: Sequence[Mapping[str, Any]], endorsed: tuple[str, ...]) -> dict[str, Any] | None:
         rows = [{**row, "scenario_id": hashlib.sha1(row["prompt"].encode()).hexdigest()[:16],
                  "score": row["reward"], "rollout_index": i} for i, row in enumerate(buffered)]
+        assert self.scan_fn is not None  # only called with the feature alarm on
         try:
             result = self.scan_fn(rows, endorsed=endorsed, env=self.env, n_permutations=SCAN_PERMUTATIONS,
                                   rng=random.Random(self.seed).randrange(2**32))

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..env import Env, Environment, load_env
+from ..env import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
 from .run import write_jsonl
 
@@ -151,7 +151,7 @@ def sampled_pairs(
     scores: Sequence[Sequence[float]] | None = None,
     min_margin: float = MIN_MARGIN,
     max_per_prompt: int = MAX_PAIRS_PER_PROMPT,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
 ) -> list[Pair]:
     """On-policy pairs: per prompt, best replies first, each against its closest-length reject.
 
@@ -212,7 +212,7 @@ def constructed_candidates(
     *,
     seed: int,
     scores: Sequence[Sequence[float]] | None = None,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
 ) -> list[Pair]:
     """One constructed pair per distinct prompt the environment builds a negative for.
 
@@ -275,7 +275,7 @@ def build_pairs(
     max_per_prompt: int = MAX_PAIRS_PER_PROMPT,
     constructed: bool = False,
     constructed_cap: float = CONSTRUCTED_CAP,
-    env: Env | Environment | str | None = None,
+    env: EnvSpec = None,
 ) -> PairSet:
     """All pairs of one DPO round, sampled first, and the counts that explain them.
 
@@ -343,11 +343,13 @@ def read_pairs(path: str | os.PathLike[str]) -> list[Pair]:
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                raise DataError(f"not JSON ({exc.msg}); each line must be one pair object", path=path, line=line_no) from None
+                raise DataError(f"not JSON ({getattr(exc, 'msg', exc)}); each line must be one pair object",
+                                path=path, line=line_no) from None
             missing = sorted(_FIELDS - set(obj) if isinstance(obj, dict) else _FIELDS)
             if missing:
                 raise DataError(f"pair is missing {', '.join(missing)}", path=path, line=line_no)
             if obj["origin"] not in ("sampled", "constructed"):
-                raise DataError(f"origin must be 'sampled' or 'constructed', got {obj['origin']!r}", path=path, line=line_no)
+                raise DataError(f"origin must be 'sampled' or 'constructed', got {obj['origin']!r}",
+                                path=path, line=line_no)
             out.append(Pair(**{k: obj[k] for k in _FIELDS}))
     return out

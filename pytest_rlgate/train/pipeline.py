@@ -14,67 +14,32 @@ into the same calls, so both leave the same run folder.
 from __future__ import annotations
 
 import dataclasses
-import platform
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-from ..env import Env, load_env
+from ..env import Env, EnvSpec, load_env
 from ..errors import UsageError
 from ..gate import compare
 from ..progress import trainer_progress
 from ..prompts import (
-    TrainSplit,
-    build_prompts,
-    count_by_category,
     fingerprint,
-    prepare_split,
-    read_prompts,
     write_prompts,
 )
 from ..sampling import sample_rows
 from .adapters import load_base, merge_adapter, run_lineage
+from .cached import base_identity, cached_rows, env_identity
 from .config import RunKnobs
-from .difficulty import Selection, select_next_round
+from .difficulty import select_next_round
+from .inputs import PromptSets, load_prompts, versions
 from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, before_name
 
 __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
            "metrics_recorder", "prepare", "step_progress", "train_and_gate", "versions", "write_base_runs"]
 
-#: Packages whose versions decide a run's numbers (recorded in config.json and cache keys).
-VERSIONED = ("pytest-rlgate", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
 #: The holdout prompts a run sampled, so `rlgate eval` re-samples exactly them.
 HOLDOUT_PROMPTS = "holdout_prompts.jsonl"
-
-
-@dataclass
-class PromptSets:
-    """The prompt set and its split (train decontaminated, narrowed by a next round's
-    selection, balanced), with the fingerprints that identify them."""
-
-    split: TrainSplit
-    fingerprint: str
-    source: str
-    #: round two's task selection (``--from-run``); None in round one
-    selection: Selection | None = None
-
-    @property
-    def train(self) -> list[dict[str, Any]]:
-        return self.split.train
-
-    @property
-    def holdout(self) -> list[dict[str, Any]]:
-        return self.split.holdout
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "fingerprint": self.fingerprint,
-            "train_fingerprint": fingerprint(self.train), "holdout_fingerprint": fingerprint(self.holdout),
-            "train": count_by_category(self.train), "holdout": count_by_category(self.holdout),
-        }
 
 
 @dataclass
@@ -91,33 +56,6 @@ class Prepared:
     @property
     def env(self) -> Env:
         return self.knobs.environment
-
-
-def versions() -> dict[str, str]:
-    """Installed versions of the packages that decide a run's numbers."""
-    out = {"python": platform.python_version()}
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
-def load_prompts(knobs: RunKnobs) -> PromptSets:
-    """The environment's seeded set (or ``--prompts-file``), split by category, train
-    decontaminated (unless ``no_decontaminate``) and balanced."""
-    env = knobs.environment
-    if knobs.prompts_file:
-        if not Path(knobs.prompts_file).is_file():
-            raise UsageError(f"--prompts-file {knobs.prompts_file!r}: no such file; write one with `rlgate prompts`")
-        items, source = read_prompts(knobs.prompts_file, env=env), str(knobs.prompts_file)
-    else:
-        items = build_prompts(seed=knobs.seed, size=knobs.size, env=env)
-        source = f"template:seed={knobs.seed}:{knobs.size}"
-    split = prepare_split(items, knobs.holdout, env=env, share=knobs.balance,
-                          decontaminate_train=not knobs.no_decontaminate)
-    return PromptSets(split=split, fingerprint=fingerprint(items), source=source)
 
 
 def policy_label(lineage: Sequence[Mapping[str, Any]]) -> str:
@@ -191,8 +129,6 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int, sample: 
     """
     if prep.lineage:
         return sample()
-    from .cached import base_identity, cached_rows, env_identity  # cached builds on this module
-
     parts = {"kind": "base-run", "base": base_identity(prep.knobs.base_model), "env": env_identity(prep.env),
              "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label, "index": index,
              "sampling": {k: getattr(prep.knobs, k) for k in _BASE_SAMPLING}, "versions": versions()}
@@ -201,7 +137,7 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int, sample: 
 
 
 def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequence[Mapping[str, Any]],
-              env: Env | str | None = None) -> Any:
+              env: EnvSpec = None) -> Any:
     """The gate by category, guarding the markers and declaring the categories of *env*, the
     environment that graded the rows (the default one when None).
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write, public_mode
-from ..env import Env, load_env
+from ..env import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
 from ..rows import write_rows
 from ..stale import OWNER, sweep, token
@@ -176,7 +176,7 @@ class RunFolder:
     def config(self) -> dict[str, Any]:
         return _read_json(self.path / CONFIG)
 
-    def environment(self, env: Env | str | None = None) -> Env:
+    def environment(self, env: EnvSpec = None) -> Env:
         """The environment the run was trained and graded with: *env*, else the one its
         ``config.json`` names; its fingerprint must match the recorded one, so rows graded
         by another reward are never compared with this run's."""

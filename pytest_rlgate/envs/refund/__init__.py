@@ -10,6 +10,10 @@ reward and the tiny-policy recipe each live in their own module beside it.
 from __future__ import annotations
 
 from ...exploits import Hack, lazy
+from .features import features
+from .hackable import lookup_anything
+from .negatives import rejected_reply
+from .policy import BASE_MODEL, RECIPE
 from .rules import (
     CATEGORIES,
     FORMAT_BONUS,
@@ -25,10 +29,6 @@ from .rules import (
     passes,
     score,
 )
-from .features import features
-from .hackable import lookup_anything
-from .negatives import rejected_reply
-from .policy import BASE_MODEL, RECIPE
 from .templates import PROMPT_SIZES, build_prompts
 
 # -- the environment contract ---------------------------------------------------------

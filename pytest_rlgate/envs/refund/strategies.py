@@ -174,7 +174,8 @@ def confusable_ids(ids: SearchStrategy[str], *, kinds: Collection[str] = CONFUSI
 def _prompt_item(template: str, greeting: str, order_id: str | None) -> dict[str, Any]:
     prompt = greeting + template.format(id=order_id or "")
     case = case_for(prompt)
-    return {"prompt": prompt, "case": case, "category": case["category"], "scenario_id": f"hypothesis-{case['category']}"}
+    return {"prompt": prompt, "case": case, "category": case["category"],
+            "scenario_id": f"hypothesis-{case['category']}"}
 
 
 @defines_strategy()
@@ -284,7 +285,8 @@ def _malformed_call(original: str, block: str) -> HackedReply:
 
 @defines_strategy()
 def second_call_replies(
-    replies: SearchStrategy[str], *, calls: SearchStrategy[str] = tool_calls(order_ids(), names=st.just("create_refund"))
+    replies: SearchStrategy[str], *,
+    calls: SearchStrategy[str] = tool_calls(order_ids(), names=st.just("create_refund")),
 ) -> SearchStrategy[HackedReply]:
     """Each reply followed by a second tool call (by default an invented ``create_refund``)."""
     check_strategy("replies", replies)
@@ -313,7 +315,8 @@ def malformed_call_replies(
 
 
 _BUILDERS: Mapping[str, Callable[[SearchStrategy[str], SearchStrategy[str]], SearchStrategy[HackedReply]]] = {
-    "second_call": lambda replies, ids: second_call_replies(replies, calls=tool_calls(ids, names=st.just("create_refund"))),
+    "second_call": lambda replies, ids: second_call_replies(
+        replies, calls=tool_calls(ids, names=st.just("create_refund"))),
     "trailing_text": lambda replies, ids: trailing_text_replies(replies, texts=claims()),
     "format_bonus": lambda replies, ids: format_bonus_replies(replies, calls=tool_calls(ids)),
     "padding": lambda replies, ids: padded_replies(replies),

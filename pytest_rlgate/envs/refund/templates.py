@@ -209,7 +209,7 @@ def _scenarios(seed: int, category: str, count: int) -> list[tuple[str, tuple[st
     spreads over every kind of request before it repeats one.
     """
     if category == "off_topic":
-        groups = {
+        groups: dict[str, list[tuple[str, ...]]] = {
             topic: [(topic, stance) for stance in ranked(seed, _OFF_TOPIC_STANCES, category, topic)]
             for topic in ranked(seed, _TOPICS, category, "topic")
         }
