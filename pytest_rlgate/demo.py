@@ -71,7 +71,7 @@ QUICK_STEPS = 3
 #: Held-out share of scenarios. The default set has 16 no-id and 8 off-topic scenarios;
 #: 0.2 would hold out 3 and 2 of them (off_topic "insufficient"), 0.4 holds out 6 and 3.
 HOLDOUT = 0.4
-#: The prompt set: the seed-like imbalanced default (95/16/8 scenarios).
+#: The prompt set: the imbalanced default (95/16/8 scenarios).
 SIZE = "default"
 #: The trainer's reward in the hackable run when the environment offers it (refund does);
 #: otherwise the first variant the environment's ``rewards`` name.

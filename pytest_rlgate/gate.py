@@ -30,10 +30,11 @@ import numpy as np
 
 from .env import EnvSpec, load_env
 from .errors import DataError, RlgateWarning, UsageError
+from .gate_text import render_failure, render_report, render_table, settings_line
 from .provenance import Provenance
-from .recipe import MIN_UNITS, interval_verdict
 from .rows import NEW, SAME, header_of, iter_checked
-from .stats import DEFAULT_METHOD, METHODS, Method, holm, paired_bootstrap, t_ppf
+from .stats import DEFAULT_METHOD, METHOD_NAMES, METHODS, Method, holm, paired_bootstrap, t_ppf
+from .verdicts import MIN_UNITS, VERDICTS, interval_verdict
 
 __all__ = [
     "MIN_UNITS",
@@ -45,16 +46,9 @@ __all__ = [
     "compare",
 ]
 
-VERDICTS: tuple[str, ...] = ("regressed", "inconclusive", "insufficient", "flat", "moved")
-#: Holm turns itself on from this many categories (stats.md 3.5: ~7 % run-level false
+#: Holm turns itself on from this many categories (~7 % run-level false
 #: fails with three categories at 95 % each)
 HOLM_FROM = 4
-_METHOD_NAMES = {
-    "expanded": "expanded-percentile bootstrap",
-    "percentile": "percentile bootstrap",
-    "basic": "basic bootstrap",
-    "t": "paired t",
-}
 
 
 class RegressionError(AssertionError):
@@ -164,26 +158,18 @@ class GateResult:
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
-        from .gate_text import settings_line
-
         return settings_line(self)
 
     def table(self, *, verbose: bool = True) -> str:
         """The aligned table (every comparison, or only the failing/borderline ones)."""
-        from .gate_text import render_table
-
         return render_table(self, verbose=verbose)
 
     def report(self, *, verbose: bool = True) -> str:
         """Header, table, rule and failures: what ``rlgate gate`` prints."""
-        from .gate_text import render_report
-
         return render_report(self, verbose=verbose)
 
     def message(self) -> str:
         """The :class:`RegressionError` text: count, settings, failing rows, rule, remedy."""
-        from .gate_text import render_failure
-
         return render_failure(self)
 
 
@@ -336,7 +322,7 @@ class _Paired:
 def _noise_band(before_runs: list[float], after_runs: list[float], confidence_level: float) -> float | None:
     """q · run_std · sqrt(1/n_a + 1/n_b), run_std pooled over the eval runs of each side.
 
-    Needs at least two eval runs on one side (DESIGN section 6: 3 base re-runs at sample
+    Needs at least two eval runs on one side (3 base re-runs at sample
     seeds 17, 18, 19); otherwise there is no floor and None is returned.
     """
     df = sum(len(r) - 1 for r in (before_runs, after_runs) if len(r) > 1)
@@ -592,7 +578,7 @@ def _one(
 def _apply_holm(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
     """Holm across the category groups of one metric; "overall" keeps its own interval.
 
-    Family one-sided alpha = 1 - confidence_level (stats.md 3.5: 3.5-5.0 % run-level false
+    Family one-sided alpha = 1 - confidence_level (3.5-5.0 % run-level false
     fails with three categories instead of 5.6-7.6 %).
     """
     tested = [i for i, c in enumerate(comparisons) if c.group != "overall" and c.p_less is not None]
@@ -629,7 +615,7 @@ def _rule(
 ) -> str:
     level = f"{confidence_level:.0%}"
     test = (f"Holm-adjusted one-sided p < {1 - confidence_level:.2f} across {n_categories} categories"
-            if use_holm else f"{level} {_METHOD_NAMES[method]} upper bound < 0")
+            if use_holm else f"{level} {METHOD_NAMES[method]} upper bound < 0")
     parts = [f"fail if {', '.join(metrics)} regressed overall or in any category ({test})",
              "a category is on one side only"]
     if max_drop is not None:

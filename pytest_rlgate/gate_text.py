@@ -1,7 +1,7 @@
 """Text for gate results: aligned tables (tabulate) for the CLI, pytest failures and summaries.
 
 Kept apart from :mod:`pytest_rlgate.gate` so the statistics read without formatting noise.
-Conventions (research/aesthetics.md 4.9): count line first, then the settings that
+Conventions : count line first, then the settings that
 reproduce the run, the rows, the rule, and the remedy last; signed deltas, three decimals,
 no numpy reprs.
 """
@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
+
+from .stats import METHOD_NAMES
+from .verdicts import VERDICTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gate import Comparison, GateResult
@@ -35,11 +38,9 @@ def is_borderline(verdict: str, flags: Any) -> bool:
 
 
 def settings_line(result: GateResult) -> str:
-    from .gate import _METHOD_NAMES
-
     resamples = "" if result.method == "t" else f", {result.n_resamples} resamples"
     return (
-        f"{_METHOD_NAMES[result.method]} of per-{result.unit} deltas: {result.confidence_level:.0%} CI"
+        f"{METHOD_NAMES[result.method]} of per-{result.unit} deltas: {result.confidence_level:.0%} CI"
         f"{resamples}, seed {result.seed}, margin {result.margin:.2f}, Holm {'on' if result.holm else 'off'}"
     )
 
@@ -86,8 +87,6 @@ def summary_line(result: GateResult) -> str:
     counts: dict[str, int] = {}
     for c in result.comparisons:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    from .gate import VERDICTS
-
     tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
     failures = len(result.failures)
     word = "PASSED" if result.passed else f"FAILED ({failures} failure{'s' if failures != 1 else ''})"

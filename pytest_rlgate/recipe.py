@@ -55,6 +55,7 @@ from numpy.typing import ArrayLike
 
 from .errors import DataError, UsageError
 from .stats import DEFAULT_METHOD, METHODS, ConfidenceInterval, Method, paired_bootstrap, t_ppf
+from .verdicts import MIN_UNITS, RECIPE_VERDICTS, interval_verdict
 
 __all__ = [
     "MIN_UNITS",
@@ -69,10 +70,6 @@ __all__ = [
     "seed_unit_interval",
 ]
 
-#: fewer paired units than this get the verdict "insufficient" (the gate's rule)
-MIN_UNITS = 3
-#: the gate's verdicts plus "unresolved": a recipe trained at one seed only
-RECIPE_VERDICTS: tuple[str, ...] = ("regressed", "inconclusive", "insufficient", "unresolved", "flat", "moved")
 #: the name printed beside every recipe interval
 RECIPE_METHOD = "seed + unit t (Banerjee)"
 #: the power at which the minimum detectable effect is quoted, as in stats.minimum_detectable_effect
@@ -81,17 +78,6 @@ _ONE_SEED = (
     "one training seed cannot show the run-to-run spread of training; "
     "train the recipe at 2 or more seeds (3 or more for a usable interval)"
 )
-
-
-def interval_verdict(low: float, high: float, margin: float) -> str:
-    """The gate's verdict for an interval: regressed, moved, flat (inside ±margin) or inconclusive."""
-    if high < 0:
-        return "regressed"
-    if low > 0:
-        return "moved"
-    if -margin <= low and high <= margin:
-        return "flat"
-    return "inconclusive"
 
 
 def _t_quantiles(n_seeds: int, n_units: int, confidence_level: float, power: float | None) -> tuple[float, float]:

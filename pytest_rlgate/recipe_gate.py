@@ -50,7 +50,7 @@ from .gate import (
 from .provenance import Provenance, header_env
 from .recipe import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .rows import header_of
-from .stats import DEFAULT_METHOD, Method
+from .stats import DEFAULT_METHOD, METHOD_NAMES, Method
 
 __all__ = ["RecipeComparison", "RecipeGateResult", "assert_no_regression", "compare", "compare_seeds",
            "is_seed_sources", "seed_labels"]
@@ -317,7 +317,7 @@ def _rule(metrics: Sequence[str], n_seeds: int, confidence_level: float, method:
                 "no Holm adjustment")
     else:
         test = (f"one training seed: the recipe is unresolved and the seed's own {level} "
-                f"{gate._METHOD_NAMES[method]} upper bound < 0 decides")
+                f"{METHOD_NAMES[method]} upper bound < 0 decides")
     parts = [f"fail if the recipe regressed {', '.join(metrics)} overall or in any category ({test})",
              "a category is missing from a side"]
     if max_drop is not None:

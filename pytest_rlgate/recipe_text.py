@@ -19,9 +19,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .gate import _METHOD_NAMES
 from .gate_text import REMEDY, is_borderline, units_label
 from .recipe import RECIPE_VERDICTS
+from .stats import METHOD_NAMES
 
 __all__ = ["DOTS_LEGEND", "render_failure", "render_report", "render_seeds", "render_table", "seed_dots",
            "seeds_cell", "settings_line", "summary_line", "worth_a_look"]
@@ -142,7 +142,7 @@ def settings_line(result: Mapping[str, Any]) -> str:
     """How the intervals were made: the recipe's, and each seed's own (enough to reproduce them)."""
     resamples = "" if result["method"] == "t" else f", {result['n_resamples']} resamples"
     return (f"recipe: mean over seeds of per-{result['unit']} paired deltas, {_level(result)} CI "
-            f"{result['recipe_method']}; each seed alone: {_METHOD_NAMES[result['method']]}{resamples}, "
+            f"{result['recipe_method']}; each seed alone: {METHOD_NAMES[result['method']]}{resamples}, "
             f"seed {result['seed']}; margin {result['margin']:.2f}, no Holm")
 
 

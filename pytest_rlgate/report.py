@@ -38,6 +38,7 @@ from typing import Any, TypeGuard
 from . import __version__, recipe_text
 from .atomic import atomic_write
 from .errors import DataError, UsageError
+from .rows import iter_rows
 
 __all__ = ["ReportData", "is_recipe_folder", "load_report_data", "plot_recipe", "report_text", "run_dirs",
            "write_index", "write_report"]
@@ -267,8 +268,6 @@ def _read_gate(path: Path) -> dict[str, Any]:
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     """Graded rows through the row schema's reader, reduced to category, unit and reward."""
-    from .rows import iter_rows
-
     return [{"category": row["category"], "unit": row.get("scenario_id") or row["prompt"],
              "reward": float(row["reward"]), "eval_run": row.get("eval_run")}
             for row, _line in iter_rows(path)]

@@ -6,7 +6,7 @@ A row is a plain dict::
      "reply": str, "score": float, "reward": 0 | 1, "markers": {name: number},
      "case": {...}?, "policy": str?, "sample_seed": int?, "eval_run": int | str?}
 
-``final_text`` (the seed SDK's name) is accepted for ``reply``; ``case`` (written by
+``final_text`` (the reference SDK's name) is accepted for ``reply``; ``case`` (written by
 :func:`grade_replies`) is what the reply was scored against, so :func:`regrade_rows` can
 re-score stored replies when the reward changes. A file written here starts with one
 header object saying who graded and sampled the rows (:mod:`pytest_rlgate.provenance`);

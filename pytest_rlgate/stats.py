@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 __all__ = [
     "DEFAULT_METHOD",
     "METHODS",
+    "METHOD_NAMES",
     "ConfidenceInterval",
     "PairedBootstrapResult",
     "holm",
@@ -50,8 +51,15 @@ Method = Literal["expanded", "percentile", "basic", "t"]
 METHODS: tuple[str, ...] = ("expanded", "percentile", "basic", "t")
 #: Hesterberg's expanded percentile: 95.4 % coverage at 15 units and a 2.3 % false-regression
 #: rate (nominal 2.5 %) in benchmarks/bench_stats_calibration.py, where the plain percentile
-#: gives 93.2 % and 3.2 %; research/stats.md section 3 agrees. See :func:`paired_bootstrap`.
+#: gives 93.2 % and 3.2 %; benchmarks/bench_stats_calibration.py agrees. See :func:`paired_bootstrap`.
 DEFAULT_METHOD: Method = "expanded"
+#: how each method is named in every printed interval
+METHOD_NAMES: dict[str, str] = {
+    "expanded": "expanded-percentile bootstrap",
+    "percentile": "percentile bootstrap",
+    "basic": "basic bootstrap",
+    "t": "paired t",
+}
 
 #: largest number of distinct per-unit values resampled through the multinomial shortcut
 _MAX_LATTICE = 512
@@ -309,7 +317,7 @@ def paired_bootstrap(
     * ``"expanded"`` (default): Hesterberg's expanded percentile bootstrap. The percentile
       interval is too narrow at small n (it ignores the n/(n-1) variance factor and uses z
       where t belongs), so the tail level alpha/2 is replaced by
-      ``Phi(sqrt(n/(n-1)) * t_{alpha/2, n-1})``. research/stats.md section 3 measured it
+      ``Phi(sqrt(n/(n-1)) * t_{alpha/2, n-1})``. benchmarks/bench_stats_calibration.py measures it
       at 95.4 % coverage (93.4-96.2 %) with a 2.2 % false-regression rate at 15 units and
       94.9 % at 163 units; the plain percentile covers 93.2 % at 15 units and false-fails
       3.3 % (nominal 2.5 %), BCa is worse still. Our own calibration

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import argparse
 
+from ..demo import QUICK_STEPS, STEPS, run_demo
+from ..demo_recipe import run_recipe_demo
+from ..errors import UsageError
 from ..options import add_env_argument, add_output_arguments, output_dir
+from ..train.config import GRPO_BOUNDS
 
 HELP = "the whole story on the embedded tiny policy, CPU only"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..demo import QUICK_STEPS, STEPS
-    from ..train.config import GRPO_BOUNDS
-
     add_env_argument(parser)
     parser.add_argument("--runs-dir", type=output_dir, default="runs/demo", metavar="DIR",
                         help="where the run folders, prompt files and index.html go (%(default)s)")
@@ -47,9 +48,6 @@ def run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from ..demo import run_demo
-    from ..demo_recipe import run_recipe_demo
-    from ..errors import UsageError
 
     if args.seeds is None:
         run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)

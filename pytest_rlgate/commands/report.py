@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from ..options import output_file
+from ..report import report_text, run_dirs, write_index, write_report
 
 HELP = "write report.html with plots for a run folder"
 
@@ -30,8 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import report_text, run_dirs, write_index, write_report
-
     if args.index:
         page = write_index(args.run_dir, args.out)
         if args.text:  # the runs the index links: a hidden run is still being written

@@ -16,7 +16,7 @@ measures what reasoning-gym measures:
 * **prompts** are each task's seeded generator, ``reasoning_gym.create_dataset(task, seed=,
   size=)``, so ``rlgate prompts --seed N`` and reasoning-gym agree entry for entry.
 
-Only the default configuration of each task is offered: the fingerprint (DESIGN 10) holds the
+Only the default configuration of each task is offered: the fingerprint (docs/environments.md) holds the
 task names and the package version, which is all that fixes the reward then.
 """
 

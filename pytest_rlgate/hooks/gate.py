@@ -21,10 +21,15 @@ import pytest
 from pytest_rlgate.atomic import atomic_write
 from pytest_rlgate.env import Env
 from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.gate import RegressionError
+from pytest_rlgate.gate_text import is_borderline, units_label
 from pytest_rlgate.hooks.env import marker_env
 from pytest_rlgate.hooks.training import MARKER
 from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
 from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.recipe import RECIPE_VERDICTS
+from pytest_rlgate.recipe_gate import compare, is_seed_sources
+from pytest_rlgate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
 
 PROPERTY = "rlgate_gate"
 _METHODS = ("expanded", "percentile", "basic", "t")
@@ -99,8 +104,6 @@ class RlgateGate:
 
     def _rooted_after(self, after: Any) -> Any:
         """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
-        from pytest_rlgate.recipe_gate import is_seed_sources
-
         if isinstance(after, Mapping):
             return {seed: self._rooted(rows) for seed, rows in after.items()}
         return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
@@ -108,8 +111,6 @@ class RlgateGate:
     def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
         record its result on the test (without raising)."""
-        from pytest_rlgate.recipe_gate import compare
-
         result = compare(self._rooted(before), self._rooted_after(after),
                          **{"env": self.env, **self.defaults, **options})
         self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
@@ -126,7 +127,6 @@ class RlgateGate:
         ``guards``/``categories`` from the environment (``env=`` picks another one).
         """
         __tracebackhide__ = True
-        from pytest_rlgate.gate import RegressionError
 
         result = self.compare(before, after, **options)
         if not result.passed:
@@ -185,18 +185,12 @@ class _GateLog:
 
 
 def _borderline(c: dict[str, Any]) -> bool:
-    from pytest_rlgate.gate_text import is_borderline
-    from pytest_rlgate.recipe_text import worth_a_look
-
     return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
 
 
 def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
     from tabulate import tabulate
 
-    from pytest_rlgate.gate_text import units_label
-    from pytest_rlgate.recipe import RECIPE_VERDICTS
-    from pytest_rlgate.recipe_text import DOTS_LEGEND, seeds_cell
 
     verbosity = config.get_verbosity()
     report_path = log.report_path

@@ -24,8 +24,10 @@ from typing import Any
 
 import pytest
 
+from pytest_rlgate.errors import SpecError
 from pytest_rlgate.hooks.env import session_env
 from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.specs import RewardValueError, load_reward_table
 
 _SPEC_DIR = "reward_specs"
 _SUFFIXES = (".yaml", ".yml", ".jsonl")  # == specs.SPEC_SUFFIXES; not imported so yaml loads lazily
@@ -70,9 +72,6 @@ class RewardSpecFile(pytest.File):
     """One reward table; its rows are the items."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from pytest_rlgate.errors import SpecError
-        from pytest_rlgate.specs import load_reward_table
-
         try:
             rows = load_reward_table(self.path, default_reward=setting(self.config, "reward-function"),
                                      default_env=session_env(self.config),
@@ -140,8 +139,6 @@ class RewardRowItem(pytest.Item):
             raise RewardMismatch(actual)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        from pytest_rlgate.specs import RewardValueError
-
         row = self.row
         if isinstance(excinfo.value, RewardMismatch):
             headline = (f"{row.location}: reward mismatch for row {row.id!r}: {row.reward_path} paid "

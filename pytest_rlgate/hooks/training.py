@@ -21,10 +21,16 @@ from typing import Any
 
 import pytest
 
+from pytest_rlgate.baseline import run_rows
 from pytest_rlgate.env import Env
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.hooks.env import marker_env
 from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.train.adapters import attach_adapter, check_adapter, load_base
+from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
+from pytest_rlgate.train.methods import make_knobs
+from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
+from pytest_rlgate.train.seeds import check_seeds
 
 MARKER = "rlgate"
 #: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
@@ -48,8 +54,6 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     adapter = setting(config, "adapter")
     if adapter:
-        from pytest_rlgate.train.adapters import check_adapter
-
         try:
             check_adapter(Path(adapter).expanduser(), flag="--rlgate-adapter")
         except RlgateError as exc:
@@ -92,14 +96,10 @@ class AdapterFactory:
             pytest.fail(f"rlgate: {exc}", pytrace=False)
 
     def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
-        from pytest_rlgate.train.methods import make_knobs
-
         values = {**values, "env": env}
         if self.base_model and "base_model" not in values:
             values = {**values, "base_model": self.base_model}
         if self.handed_in:
-            from pytest_rlgate.train.adapters import check_adapter
-
             kept = {k: v for k, v in values.items() if k in (*SAMPLING_KNOBS, "base_model")}
             knobs = make_knobs(method, **kept)
             memo = f"handed:{self.handed_in}:{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
@@ -107,7 +107,6 @@ class AdapterFactory:
                 path = check_adapter(Path(self.handed_in).expanduser(), flag="--rlgate-adapter")
                 self._made[memo] = TrainedAdapter(adapter=path, base_model=knobs.base_model, knobs=knobs)
             return self._made[memo]
-        from pytest_rlgate.train.cached import cached_run
 
         knobs = make_knobs(method, **values)
         memo = f"{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
@@ -123,8 +122,6 @@ class AdapterFactory:
         A handed-in adapter (``--rlgate-adapter``) is one adapter whatever the seeds: the
         mapping holds it alone, keyed by its path, and the recipe gate calls that unresolved.
         """
-        from pytest_rlgate.train.seeds import check_seeds
-
         where = f"@pytest.mark.{MARKER}(seeds=...)"
         try:
             seeds = check_seeds(seeds, flag=where)
@@ -149,18 +146,12 @@ class AdapterFactory:
 
 
 def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
-    from pytest_rlgate.baseline import run_rows
-
     if trained.run is not None:
         return run_rows(trained.run, side)  # with the run's provenance header
     return _sample_handed_in(trained, side)
 
 
 def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
-    from pytest_rlgate.train.adapters import attach_adapter, load_base
-    from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, env_identity
-    from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
-
     knobs = trained.knobs
     holdout = load_prompts(knobs).holdout
     sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS and k != "env"}

@@ -14,8 +14,9 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..env import Env
 from ..progress import bar
 from .copyhead import CopyHead
 from .corpus import dialogues
@@ -24,9 +25,6 @@ from .model import new_model
 from .recipe import TinyRecipe, recipe_of
 from .tokenizer import build_tokenizer
 from .warmstart import encode_dialogues, warm_start
-
-if TYPE_CHECKING:
-    from ..env import Env
 
 __all__ = ["build_policy", "versions"]
 

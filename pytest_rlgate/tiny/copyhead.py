@@ -2,7 +2,7 @@
 
 Why hand-built: at this size (about 1.7 M parameters, minutes of CPU) training alone never
 learns to copy the prompt's order id; 800-1000 warm-start steps leave exact-id lookups at
-zero whatever the data (../shared/research/tiny-policy.md, runs A-F). So the copy circuit is
+zero whatever the data (measured over six builds). So the copy circuit is
 written into the initial weights and protected while the rest trains. It works for any
 family of single-token *codes* ending in four digits (refund's ``ORD-1000`` .. ``ORD-9999``),
 which a recipe opts into with ``copy_head=True``:

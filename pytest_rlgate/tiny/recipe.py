@@ -14,15 +14,13 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..env import Env
 from ..errors import UsageError
 from .corpus import Corpus, ReplyMix
 from .model import ModelShape
 from .warmstart import TrainSchedule
-
-if TYPE_CHECKING:
-    from ..env import Env
 
 __all__ = ["TINY_PREFIX", "TinyRecipe", "digest", "recipe_of"]
 

@@ -4,7 +4,7 @@
 sampling of the holdout, LoRA, the monitor); ``GRPOKnobs`` adds GRPO's own. A DPO method
 subclasses ``RunKnobs`` the same way. Knobs left at ``None`` are *resolved*: the
 environment's own base model, then a CPU-sized value when the base is the embedded tiny
-policy, the seed recipe's value otherwise; ``resolve()`` records which ones it chose so the
+policy, the reference recipe's value otherwise; ``resolve()`` records which ones it chose so the
 run's ``config.json`` says so.
 """
 
@@ -28,7 +28,7 @@ from .reward import score_function
 # --- shared by every method -------------------------------------------------------------
 #: Template-writer seed: the same seed writes the same prompt set and holdout, byte for byte.
 SEED = 0
-#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the seed recipe's 200 situations).
+#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference recipe's 200 situations).
 SIZE = "default"
 #: Share of scenarios held out, stratified by category so every category is measured.
 HOLDOUT = 0.2
@@ -44,11 +44,11 @@ SAMPLE_SEED = 17
 BASE_RUNS = 3
 #: Samples per holdout prompt: pass@1 is estimated from four replies.
 EVAL_K = 4
-#: Completion budget (training and evaluation) for a hub model: the seed's 160 tokens.
+#: Completion budget (training and evaluation) for a hub model: the reference recipe's 160 tokens.
 MAX_COMPLETION_LENGTH = 160
 #: The tiny policy's replies are ~31 tokens; 48 leaves room without paying for 160.
 TINY_MAX_COMPLETION_LENGTH = 48
-#: LoRA rank: the seed recipe's 16 (enough for a one-rule behaviour change).
+#: LoRA rank: the reference recipe's 16 (enough for a one-rule behaviour change).
 LORA_RANK = 16
 #: LoRA alpha = 2 x rank, the usual scale that keeps the update size rank-independent.
 LORA_ALPHA = 32
@@ -58,26 +58,26 @@ LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_p
 MONITOR_EVERY = 10
 #: Alarm kinds ``stop_on`` may name; ``any`` stops on the first alarm of any kind.
 STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
-#: Run folders live under ./runs/<name>/ (DESIGN section 7).
+#: Run folders live under ./runs/<name>/ .
 RUNS_DIR = "runs"
 #: Round two (``--from-run``) trains on the train tasks whose pass rate under round one lies in
-#: this band, the seed's: a task passed or failed every time gives GRPO no advantage, DPO no pair.
+#: this band, the reference recipe's: a task passed or failed every time gives GRPO no advantage, DPO no pair.
 DIFFICULTY: tuple[float, float] = (0.2, 0.8)
 #: Each end of the ``--difficulty`` band: a pass rate.
 PASS_RATE = Number(0, 1, "0.2 0.8")
 
 # --- GRPO -------------------------------------------------------------------------------
-#: Optimizer steps: the seed's 40 (reward visibly moves on a 1.5B model in ~15 GPU minutes).
+#: Optimizer steps: the reference recipe's 40 (reward visibly moves on a 1.5B model in ~15 GPU minutes).
 STEPS = 40
 #: Completions per prompt: a group of 8 gives a usable within-prompt baseline.
 NUM_GENERATIONS = 8
-#: Learning rate for a hub-sized model with LoRA (seed recipe).
+#: Learning rate for a hub-sized model with LoRA (the reference recipe).
 LEARNING_RATE = 5e-6
-#: 5e-6 does not move a 2 M-parameter model in 40 steps; 2e-3 does (research/tiny-policy.md, measured).
+#: 5e-6 does not move a 2 M-parameter model in 40 steps; 2e-3 does (measured).
 TINY_LEARNING_RATE = 2e-3
 #: KL penalty to the adapter-off base: small, because the rule is close to the base behaviour.
 BETA = 0.04
-#: TRL's batch-normalised token-level loss, the seed recipe's choice.
+#: TRL's batch-normalised token-level loss, the reference recipe's choice.
 LOSS_TYPE = "bnpo"
 #: 0 means TRL's symmetric clip (epsilon 0.2); DAPO's clip-higher is 0.28.
 EPSILON_HIGH = 0.0
@@ -225,7 +225,7 @@ class RunKnobs:
 
     def resolve(self: _Knobs) -> _Knobs:
         """Fill every ``None`` knob (the environment's base model, tiny-policy CPU defaults or
-        the seed's) and validate."""
+        the reference recipe's) and validate."""
         check_numbers(self, self.BOUNDS)  # before resolving derives values (batch sizes) from them
         env = self.environment
         chosen: dict[str, Any] = {}
@@ -276,7 +276,7 @@ class RunKnobs:
 
 @dataclass(frozen=True)
 class GRPOKnobs(RunKnobs):
-    """GRPO's knobs (DESIGN section 7); ``None`` means "resolve for the base model"."""
+    """GRPO's knobs ; ``None`` means "resolve for the base model"."""
 
     steps: int = STEPS
     num_generations: int = NUM_GENERATIONS

@@ -54,31 +54,31 @@ __all__ = [
     "train_dpo",
 ]
 
-# --- DPO knobs (DESIGN section 7) -------------------------------------------------------
-#: Optimizer steps: the seed's 60.
+# --- DPO knobs  -------------------------------------------------------
+#: Optimizer steps: the reference recipe's 60.
 STEPS = 60
-#: Pairs per optimizer step: the seed's 2 per device x 4 accumulation.
+#: Pairs per optimizer step: the reference recipe's 2 per device x 4 accumulation.
 PAIRS_PER_STEP = 8
 #: A hub model on one GPU fits 2 pairs per forward at 896 tokens; accumulation makes up the 8.
 PAIRS_PER_DEVICE = 2
 #: The tiny policy fits all 8 pairs in one forward on a CPU: no accumulation overhead.
 TINY_PAIRS_PER_DEVICE = 8
-#: DPO's KL strength: TRL's and the seed's 0.1.
+#: DPO's KL strength: TRL's and the reference recipe's 0.1.
 BETA = 0.1
-#: The standard (sigmoid) DPO loss, the seed's; any losses the installed TRL accepts can be named.
+#: The standard (sigmoid) DPO loss, the reference recipe's; any losses the installed TRL accepts can be named.
 LOSS_TYPE: tuple[str, ...] = ("sigmoid",)
 #: The tiny policy adds TRL's ``sft`` term on the chosen reply (RPO): with plain sigmoid DPO its
 #: chosen log-probs sink with the rejected ones and the call format breaks (measured, 60 steps
 #: at 3e-4: with_id 0.09 -> 0.00, well_formed 1.00 -> 0.67; with the sft term 0.09 -> 0.21, 0.83).
 TINY_LOSS_TYPE: tuple[str, ...] = ("sigmoid", "sft")
-#: Learning rate for a hub-sized model with LoRA (seed recipe).
+#: Learning rate for a hub-sized model with LoRA (the reference recipe).
 LEARNING_RATE = 5e-6
 #: The tiny policy, measured over 60 steps of 8 pairs: 1e-4 barely moves it, 5e-4 and 2e-3
 #: wipe out its tool calls and break the call format (well_formed regresses).
 TINY_LEARNING_RATE = 3e-4
 #: Replies sampled per train prompt for pairing: 8 gives most prompts some contrast.
 PAIR_SAMPLES = 8
-#: Prompt + reply tokens for a hub model (the seed's 896).
+#: Prompt + reply tokens for a hub model (the reference recipe's 896).
 MAX_LENGTH = 896
 #: The tiny policy's prompt is ~40 tokens and its longest reply budget 48.
 TINY_MAX_LENGTH = 128

@@ -24,7 +24,7 @@ from .run import RunWriter
 
 __all__ = ["build_trainer", "grpo_config", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
-#: TRL log keys kept per step in metrics.jsonl, under the names DESIGN section 7 uses.
+#: TRL log keys kept per step in metrics.jsonl, under the names docs/training.md uses.
 METRIC_KEYS: dict[str, str] = {
     "reward": "reward", "reward_std": "reward_std", "kl": "kl", "loss": "loss",
     "completion_length": "completions/mean_length", "clipped_ratio": "completions/clipped_ratio",

@@ -36,11 +36,11 @@ name = "refund"
 #: bump when the reward's rules change, so rows graded by the old rules are never compared silently
 version = "2"
 categories = CATEGORIES
-#: markers the gate guards by default (the seed's must_not_regress): a malformed block plus a
+#: markers the gate guards by default (the reference recipe's must_not_regress): a malformed block plus a
 #: question passes no-id prompts (well_formed), and an invented id in a second call is paid in
 #: full (argument_grounding)
 guards = ("well_formed", "argument_grounding")
-#: probe_reward's honest replies and refund's own exploits (DESIGN section 4); the strategies
+#: probe_reward's honest replies and refund's own exploits ; the strategies
 #: behind them import Hypothesis on first use, so loading the environment never does
 honest_replies = lazy(f"{__name__}.strategies:honest_replies")
 hacks = (

@@ -1,6 +1,6 @@
 """Refund's tiny-policy recipe: its warm-start corpus, reply mix, order-id tokens, copy head.
 
-The tiny refund policy should look like the seed's base model: it mostly asks for the id
+The tiny refund policy should look like the reference recipe's base model: it mostly asks for the id
 when none is given and mostly declines off-topic requests, but with an id in the prompt it
 only sometimes looks up *that* id; otherwise it asks again, refunds first, or looks up an
 invented id. Every reply kind is well formed, so GRPO's format bonus pays all of them a

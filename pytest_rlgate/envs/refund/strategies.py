@@ -3,7 +3,7 @@
 The generic hacks (padding, trailing text, repetition, keyword stuffing) live in
 :mod:`pytest_rlgate.strategies`; everything here knows orders and ``<tool_call>`` blocks:
 prompt items per category, order ids and their confusable spellings, well-formed and
-malformed calls, asking replies, and the exploits of DESIGN section 4 (a second call, the
+malformed calls, asking replies, and the exploits docs/hacks.md lists (a second call, the
 format bonus, a malformed block). :func:`honest_replies` and the hack transforms
 (:func:`second_call`, :func:`format_bonus`, :func:`malformed_call`) are what the refund
 environment hands :func:`~pytest_rlgate.probe_reward`; the package imports this module only
