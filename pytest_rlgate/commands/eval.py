@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 
-from ..options import add_env_argument, add_output_arguments, output_file
+from ..options import SEED, add_env_argument, add_output_arguments, output_file
 from ..rows import read_rows, write_rows
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
@@ -27,7 +27,7 @@ HELP = "re-sample a finished run's holdout and gate it"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, metavar="DIR", help="a finished runs/<name>/ folder")
     add_env_argument(parser, default="the run's environment")
-    parser.add_argument("--sample-seed", type=int, help="sample at this seed instead of the run's")
+    parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
     parser.add_argument("--json", action="store_true", help="print the gate as JSON")
     add_output_arguments(parser)

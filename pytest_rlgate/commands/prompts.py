@@ -22,7 +22,7 @@ from ..env import Env, load_env
 from ..envs import DEFAULT_ENV
 from ..errors import DataError
 from ..hygiene import KeepResult, keep_prompts
-from ..options import add_env_argument, fraction, share
+from ..options import SEED, add_env_argument, fraction, share
 from ..prompts import (
     SPLITS,
     build_prompts,
@@ -41,7 +41,7 @@ KEEP_LINE = '{"prompt": "...", "scenario_id": "...", "category": "..."}'
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(parser)
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the seeded set (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0, metavar="N", help="seed of the seeded set (default 0)")
     parser.add_argument("--size", default="default", metavar="NAME",
                         help="a size the environment's writer offers (default: default)")
     source = parser.add_mutually_exclusive_group()

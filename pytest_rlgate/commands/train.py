@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from ..options import add_env_argument, add_output_arguments
+from ..options import SEED, add_env_argument, add_output_arguments
 from ..rows import read_rows
 from ..train import config as C, dpo as D
 from ..train.config import GRPOKnobs
@@ -38,7 +38,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("prompts and policy")
     g.add_argument("--base-model", metavar="ID",
                    help=f"hub id, local folder or {C.TINY_POLICY} (default: the environment's own base model)")
-    g.add_argument("--seed", type=int, default=C.SEED, help="prompt-set seed (default %(default)s)")
+    g.add_argument("--seed", type=SEED, default=C.SEED, help="prompt-set seed (default %(default)s)")
     g.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size, e.g. small, default, large")
     g.add_argument("--prompts-file", metavar="PATH", help="a prompts JSONL instead of the environment's own set")
     g.add_argument("--holdout", type=C.RUN_BOUNDS["holdout"], default=C.HOLDOUT,
@@ -58,9 +58,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--temperature", type=C.RUN_BOUNDS["temperature"], default=C.TEMPERATURE,
                    help="rollouts and eval (%(default)s)")
     s.add_argument("--top-p", type=C.RUN_BOUNDS["top_p"], default=C.TOP_P, help="rollouts and eval (%(default)s)")
-    s.add_argument("--sample-seed", type=int, default=C.SAMPLE_SEED,
+    s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED,
                    help="trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)")
-    s.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+    s.add_argument("--seeds", type=SEED, nargs="+", metavar="SEED",
                    help="train the recipe once per trainer seed (each a cached run in <runs-dir>/<name>-seed<S>/, "
                         "each its own --sample-seed) and gate the recipe across them into <runs-dir>/<name>-recipe/; "
                         "exit 1 when the recipe regressed, e.g. --seeds 17 18 19")
