@@ -35,6 +35,7 @@ from tabulate import tabulate
 from .env import Env, EnvSpec, load_env
 from .errors import DataError, RlgateError
 from .gate import compare
+from .numtext import interval, signed
 from .policy import tiny_policy_dir
 from .prompts import count_by_category, write_prompts
 from .report import write_index, write_report
@@ -217,7 +218,7 @@ def summarise(config: DemoConfig, folder: Any, *, seconds: float = 0.0, from_cac
 
 
 def _signed(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:+.{digits}f}".replace("-", "−")
+    return signed(x, digits, missing="n/a", minus="−")
 
 
 def _plain(x: float | None, digits: int = 2) -> str:
@@ -225,9 +226,7 @@ def _plain(x: float | None, digits: int = 2) -> str:
 
 
 def _interval(c: Mapping[str, Any]) -> str:
-    if c.get("low") is None or c.get("high") is None:
-        return "no interval"
-    return f"[{_signed(c['low'])}, {_signed(c['high'])}]"
+    return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
 
 
 def _verdict(c: Mapping[str, Any]) -> str:

@@ -32,6 +32,7 @@ from tabulate import tabulate
 
 from .demo import ORDER, SIZE, STEPS, DemoConfig, _plain, _signed, _tiny_policy, watched
 from .env import EnvSpec, load_env
+from .numtext import interval
 from .prompts import count_by_category
 from .recipe_text import seed_dots
 from .report import write_index, write_report
@@ -88,7 +89,7 @@ def _groups(summaries: Sequence[RecipeSummary]) -> list[str]:
 
 
 def _interval(c: Mapping[str, Any]) -> str:
-    return "no interval" if c.get("low") is None else f"[{_signed(c['low'])}, {_signed(c['high'])}]"
+    return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
 
 
 def _shown(verdict: str) -> str:

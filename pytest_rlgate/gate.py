@@ -114,6 +114,11 @@ class Comparison:
             "k_after": self.k_after,
         }
 
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> Comparison:
+        """The inverse of :meth:`to_dict` (a row of a run's gate.json)."""
+        return cls(**{**record, "flags": tuple(record.get("flags") or ())})
+
 
 @dataclass(frozen=True)
 class GateResult:
@@ -155,6 +160,21 @@ class GateResult:
             "warnings": list(self.warnings),
             "options": dict(self.options),
         }
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> GateResult:
+        """The inverse of :meth:`to_dict`: a run's gate.json as the result the run printed.
+
+        :raises DataError: the record is not ``GateResult.to_dict()``'s shape.
+        """
+        try:
+            return cls(comparisons=tuple(Comparison.from_dict(c) for c in record["comparisons"]),
+                       failures=tuple(record["failures"]), rule=record["rule"], method=record["method"],
+                       confidence_level=record["confidence_level"], n_resamples=record["n_resamples"],
+                       seed=record["seed"], margin=record["margin"], holm=record["holm"],
+                       warnings=tuple(record.get("warnings") or ()), options=dict(record.get("options") or {}))
+        except (KeyError, TypeError) as exc:
+            raise DataError(f"not a gate result (GateResult.to_dict()): {exc}") from None
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""

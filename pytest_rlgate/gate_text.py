@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from .numtext import interval
 from .stats import METHOD_NAMES
 from .verdicts import VERDICTS
 
@@ -53,7 +54,7 @@ def units_label(n_units: int, k: Any, k_before: Any = None, k_after: Any = None)
 
 
 def _ci(c: Comparison) -> str:
-    return "" if c.low is None or c.high is None else f"[{c.low:+.3f}, {c.high:+.3f}]"
+    return interval(c.low, c.high)
 
 
 def comparison_row(c: Comparison) -> list[Any]:

@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir", "output_file",
-           "path_problem", "share"]
+__all__ = ["HOLDOUT_FRACTION", "Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir",
+           "output_file", "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -27,7 +27,7 @@ def fraction(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 < value < 1.0:
+    if HOLDOUT_FRACTION.problem(value) is not None:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), got {text!r}")
     return value
 
@@ -94,6 +94,8 @@ class Number:
         return value
 
 
+#: The share of scenarios held out: strictly between 0 and 1, so both splits hold scenarios.
+HOLDOUT_FRACTION = Number(0, 1, "0.2", low_open=True, high_open=True)
 #: Seeds reach numpy's and torch's generators, which take unsigned 32-bit values.
 SEED = Number(0, 2**32 - 1, "17", integer=True)
 #: Bootstrap resamples: fewer than 100 give a meaningless interval, a million is already exact

@@ -27,7 +27,7 @@ from .errors import UsageError
 from .lora import attach_adapter
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
-from .tiny.recipe import TINY_PREFIX, TinyRecipe, recipe_of
+from .tiny.recipe import TINY_POLICY, TINY_PREFIX, TinyRecipe, recipe_of
 
 __all__ = [
     "SHIPPED_POLICIES",
@@ -39,8 +39,6 @@ __all__ = [
     "tiny_policy_names",
 ]
 
-#: Name of the embedded default policy (shipped built, never downloaded).
-TINY_POLICY = TINY_PREFIX + "refund"
 #: The package-data folder holding one built tiny policy per built-in environment.
 SHIPPED_POLICIES = Path(__file__).parent / "policies"
 

@@ -28,6 +28,7 @@ from .atomic import atomic_write
 from .env import Env, EnvSpec, load_env
 from .errors import DataError, UsageError
 from .hygiene import Decontamination, decontaminate, skip_decontamination
+from .options import HOLDOUT_FRACTION
 from .seeded import prompt_key
 
 __all__ = [
@@ -204,7 +205,7 @@ def count_by_category(items: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def _check_fraction(fraction: float) -> None:
-    if not 0.0 < fraction < 1.0:
+    if HOLDOUT_FRACTION.problem(fraction) is not None:
         raise UsageError(f"holdout fraction must be between 0 and 1 (exclusive), got {fraction!r}")
 
 

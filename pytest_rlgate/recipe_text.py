@@ -20,6 +20,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .gate_text import REMEDY, is_borderline, units_label
+from .numtext import interval
 from .recipe import RECIPE_VERDICTS
 from .stats import METHOD_NAMES
 
@@ -72,7 +73,7 @@ def seeds_cell(c: Mapping[str, Any]) -> str:
 
 
 def _ci(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
+    return interval(low, high)
 
 
 def _num(value: float | None) -> str:

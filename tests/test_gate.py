@@ -165,6 +165,16 @@ def test_to_dict_has_the_documented_shape() -> None:
     assert {c["group"] for c in data["comparisons"]} == {"overall", "no_id", "off_topic", "with_id"}
 
 
+def test_a_gate_json_reads_back_as_the_result_that_wrote_it() -> None:
+    before, after = seed_tables(NO_ID_COLLAPSE)
+    with pytest.warns(RlgateWarning):
+        result = compare(before, after, env=REFUND)
+    again = GateResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result and again.report() == result.report()
+    with pytest.raises(DataError, match="not a gate result"):
+        GateResult.from_dict({"passed": True})
+
+
 def test_a_guard_that_regresses_fails_the_gate() -> None:
     before = table_rows("no_id", [0] * 20)
     after = table_rows("no_id", [0] * 20)

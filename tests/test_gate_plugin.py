@@ -46,12 +46,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_failure_reads_as_a_table_and_the_summary_lists_every_gate(project: pytest.Pytester) -> None:
-    seeded = _has_seed_option(project)  # --rlgate-seed belongs to the prompts feature
-    result = project.runpytest("-p", "no:cacheprovider", "--rlgate-resamples", "2000",
-                               *(["--rlgate-seed", "4"] if seeded else []))
+    result = project.runpytest("-p", "no:cacheprovider", "--rlgate-resamples", "2000", "--rlgate-bootstrap-seed", "4")
     result.assert_outcomes(passed=2, failed=1)
-    if seeded:
-        result.stdout.fnmatch_lines(["E *2000 resamples, seed 4, margin 0.10*"])
+    result.stdout.fnmatch_lines(["E *2000 resamples, seed 4, margin 0.10*"])
     result.stdout.fnmatch_lines([
         "*RegressionError: 1 of 12 comparisons regressed: pass@1 in no_id",
         "E *expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed *, margin 0.10*",
@@ -117,6 +114,37 @@ def test_settings_come_from_ini_and_options(project: pytest.Pytester) -> None:
     cli.stdout.fnmatch_lines(["E *percentile bootstrap of per-scenario deltas: 90% CI*"])
 
 
+def test_the_bootstrap_seed_has_its_own_option(project: pytest.Pytester) -> None:
+    result = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000",
+                               "--rlgate-bootstrap-seed", "4")
+    result.stdout.fnmatch_lines(["E *1000 resamples, seed 4, margin 0.10*"])
+    assert "deprecated" not in result.stdout.str()
+    project.makeini("[pytest]\nrlgate_bootstrap_seed = 7\n")
+    ini = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000")
+    ini.stdout.fnmatch_lines(["E *1000 resamples, seed 7, margin 0.10*"])
+    assert "deprecated" not in ini.stdout.str()
+
+
+def test_the_prompt_seed_alone_still_seeds_the_bootstrap_with_a_deprecation_note(project: pytest.Pytester) -> None:
+    if not _has_seed_option(project):
+        pytest.skip("--rlgate-seed belongs to the prompts feature")
+    result = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000",
+                               "--rlgate-seed", "4")
+    result.stdout.fnmatch_lines(["E *1000 resamples, seed 4, margin 0.10*",
+                                 "*RlgateWarning: --rlgate-seed / rlgate_seed as the gate's bootstrap seed is "
+                                 "deprecated: pass --rlgate-bootstrap-seed (ini rlgate_bootstrap_seed)*"])
+    assert result.stdout.str().count("is deprecated") == 1
+    # given both, the bootstrap seed wins and nothing is deprecated
+    both = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000",
+                             "--rlgate-seed", "4", "--rlgate-bootstrap-seed", "9")
+    both.stdout.fnmatch_lines(["E *1000 resamples, seed 9, margin 0.10*"])
+    assert "deprecated" not in both.stdout.str()
+    # neither: the bootstrap is seeded 0 as before, without a note
+    neither = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000")
+    neither.stdout.fnmatch_lines(["E *1000 resamples, seed 0, margin 0.10*"])
+    assert "deprecated" not in neither.stdout.str()
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [("--rlgate-method=bca", "--rlgate-method 'bca': choose one of"),
@@ -124,7 +152,8 @@ def test_settings_come_from_ini_and_options(project: pytest.Pytester) -> None:
      ("--rlgate-resamples=5", "--rlgate-resamples / rlgate_resamples = 5: out of range; expected an integer "
                               "in [100, 1000000]"),
      ("--rlgate-resamples=1000000000000", "expected an integer in [100, 1000000]"),
-     ("--rlgate-report=.", "--rlgate-report / rlgate_report '.': ")],
+     ("--rlgate-report=.", "--rlgate-report / rlgate_report '.': "),
+     ("--rlgate-bootstrap-seed=-1", "--rlgate-bootstrap-seed / rlgate_bootstrap_seed = -1: out of range")],
 )
 def test_bad_settings_are_usage_errors_not_internal_errors(project: pytest.Pytester, option: str, message: str) -> None:
     result = project.runpytest(option)

@@ -20,7 +20,8 @@ from report_fixtures import ALARMS, ARITH, make_run, write_jsonl  # noqa: E402
 import pytest_rlgate  # noqa: E402
 from pytest_rlgate.cli import main  # noqa: E402
 from pytest_rlgate.errors import DataError  # noqa: E402
-from pytest_rlgate.report import _levels, load_report_data, report_text, write_index, write_report  # noqa: E402
+from pytest_rlgate.report import load_report_data, report_text, write_index, write_report  # noqa: E402
+from pytest_rlgate.report.levels import levels as _levels  # noqa: E402
 
 ROW = ('{"prompt": "p", "scenario_id": "s", "category": "no_id", "rollout_index": 0, "reply": "r", "score": 1.0, '
        '"reward": 1, "markers": {"well_formed": 1}}')

@@ -13,16 +13,16 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import DataError, UsageError
+from ..gate import GateResult
 from ..options import SEED, add_env_argument, add_output_arguments
-from ..rows import read_rows
 from ..train import config as C, dpo as D
 from ..train.config import GRPOKnobs
 from ..train.difficulty import describe
 from ..train.dpo import DPOKnobs, train_dpo
 from ..train.grpo import train_grpo
 from ..train.methods import knobs_class
-from ..train.pipeline import gate_runs
+from ..train.run import GATE, RunFolder
 from ..train.seeds import train_seeds
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
@@ -206,7 +206,7 @@ def _run_seeds(args: argparse.Namespace) -> int:
     return 0 if runs.result.passed else 1
 
 
-def report(folder: Any) -> int:
+def report(folder: RunFolder) -> int:
     """Print where the run went, its speed, the monitor's alarms and the gate; exit code of the gate."""
     config, gate = folder.config, folder.gate
     training = config.get("training", {})
@@ -236,8 +236,9 @@ def report(folder: Any) -> int:
     return 0 if gate.get("passed") else 1
 
 
-def _gate_text(folder: Any) -> str:
-    """The gate table, recomputed from the row files (cheap) so it prints like `rlgate gate`."""
-    before = [list(read_rows(p)) for p in folder.before_files]
-    result = gate_runs(before, list(read_rows(folder.after_file)), folder.environment())
-    return result.report() if hasattr(result, "report") else result.table()
+def _gate_text(folder: RunFolder) -> str:
+    """The gate table from the gate.json the run wrote, printed like `rlgate gate`."""
+    try:
+        return GateResult.from_dict(folder.gate).report()
+    except DataError as exc:
+        raise DataError(f"{exc.reason}; re-run `rlgate train` for this run", path=folder.path / GATE) from None

@@ -20,11 +20,12 @@ import pytest
 
 from pytest_rlgate.atomic import atomic_write
 from pytest_rlgate.env import Env
-from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.errors import RlgateError, RlgateWarning
 from pytest_rlgate.gate import RegressionError
 from pytest_rlgate.gate_text import is_borderline, units_label
 from pytest_rlgate.hooks.env import marker_env
 from pytest_rlgate.hooks.training import MARKER
+from pytest_rlgate.numtext import interval
 from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.recipe import RECIPE_VERDICTS
@@ -40,6 +41,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "resamples", type=int, metavar="B", help="gate: bootstrap resamples (default 10000)")
     add_setting(parser, "confidence", type=float, metavar="LEVEL", help="gate: confidence level (default 0.95)")
     add_setting(parser, "margin", type=float, metavar="M", help="gate: flat means inside ±M (default 0.10)")
+    add_setting(parser, "bootstrap-seed", type=int, metavar="INT",
+                help="gate: seed of the bootstrap resampling (default 0)")
     add_setting(parser, "method", metavar="NAME",
                 help=f"gate: interval method, one of {', '.join(_METHODS)} (default expanded)")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
@@ -53,13 +56,31 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
         value = setting(config, name, kind)
         if value is not None:
             out[key] = value
-    try:  # --rlgate-seed belongs to the prompts feature; absent when it is not registered
-        seed = setting(config, "seed", int)
-    except (ValueError, AttributeError):
-        seed = None
+    seed, _ = _bootstrap_seed(config)
     if seed is not None:
         out["seed"] = seed
     return out
+
+
+def _bootstrap_seed(config: pytest.Config) -> tuple[int | None, bool]:
+    """The bootstrap seed, and whether it came from the deprecated ``--rlgate-seed`` alone.
+
+    ``--rlgate-bootstrap-seed`` wins; without it a prompt seed given on the command line or
+    in the ini file still seeds the bootstrap, as it used to, and is deprecated for that.
+    Neither given: None, and compare() seeds 0 as before.
+    """
+    seed = setting(config, "bootstrap-seed", int)
+    if seed is not None:
+        return seed, False
+    try:  # --rlgate-seed belongs to the prompts feature; absent when it is not registered
+        legacy = setting(config, "seed", int)
+    except (ValueError, AttributeError):
+        return None, False
+    return legacy, legacy is not None
+
+
+DEPRECATED_SEED = ("--rlgate-seed / rlgate_seed as the gate's bootstrap seed is deprecated: pass "
+                   "--rlgate-bootstrap-seed (ini rlgate_bootstrap_seed); --rlgate-seed stays the prompt seed")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,11 +88,15 @@ def pytest_configure(config: pytest.Config) -> None:
     method = defaults.get("method")
     if method is not None and method not in _METHODS:
         raise pytest.UsageError(f"--rlgate-method {method!r}: choose one of {', '.join(_METHODS)}")
+    deprecated_seed = _bootstrap_seed(config)[1]
+    if deprecated_seed:
+        config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
+    seed_flag = "seed" if deprecated_seed else "bootstrap-seed"
     for flag, key, bounds in (("confidence", "confidence_level", CONFIDENCE), ("resamples", "n_resamples", RESAMPLES),
-                              ("margin", "margin", SHARE), ("seed", "seed", SEED)):
+                              ("margin", "margin", SHARE), (seed_flag, "seed", SEED)):
         problem = None if key not in defaults else bounds.problem(defaults[key])
         if problem is not None:
-            raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag} = {defaults[key]!r}: {problem}")
+            raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {defaults[key]!r}: {problem}")
     report = setting(config, "report", str)
     problem = None if not report else path_problem(report, directory=False)
     if problem is not None:  # checked now, not after every test has run
@@ -123,7 +148,7 @@ class RlgateGate:
         ``@pytest.mark.rlgate(seeds=...)`` test is a mapping seed -> rows): the recipe gate.
 
         *options* are :func:`pytest_rlgate.compare`'s; unset ones come from
-        ``--rlgate-seed/-resamples/-confidence/-margin/-method`` or their ini twins, and
+        ``--rlgate-bootstrap-seed/-resamples/-confidence/-margin/-method`` or their ini twins, and
         ``guards``/``categories`` from the environment (``env=`` picks another one).
         """
         __tracebackhide__ = True
@@ -210,7 +235,7 @@ def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
         for g in log.gates:
             for c in g["comparisons"]:
                 if verbosity > 0 or _borderline(c):
-                    ci = "" if c["low"] is None else f"[{c['low']:+.3f}, {c['high']:+.3f}]"
+                    ci = interval(c["low"], c["high"])
                     verdict = c["verdict"].upper() if c["verdict"] == "regressed" else c["verdict"]
                     size = units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after"))
                     seeds = [seeds_cell(c) if "seeds" in c else ""] if recipes else []

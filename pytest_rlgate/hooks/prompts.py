@@ -41,7 +41,7 @@ NO_DECONTAMINATE = "rlgate_no_decontaminate"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_setting(parser, "seed", type=int, default=0, metavar="INT",
+    add_setting(parser, "seed", type=int, metavar="INT",  # unset reads 0 (PromptSettings), so the gate sees it unset
                 help="Seed of the environment's prompt set and its split (default: 0)")
     add_setting(parser, "size", default="default", metavar="NAME",
                 help="Size of the environment's seeded prompt set (default: default)")

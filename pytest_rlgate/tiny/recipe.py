@@ -22,10 +22,13 @@ from .corpus import Corpus, ReplyMix
 from .model import ModelShape
 from .warmstart import TrainSchedule
 
-__all__ = ["TINY_PREFIX", "TinyRecipe", "digest", "recipe_of"]
+__all__ = ["TINY_POLICY", "TINY_PREFIX", "TinyRecipe", "digest", "recipe_of"]
 
 #: Every tiny policy is addressed like a hub id: ``rlgate/tiny-<environment>``.
 TINY_PREFIX = "rlgate/tiny-"
+#: The default tiny policy (shipped built, never downloaded): refund's, the environment the
+#: examples and the demo train.
+TINY_POLICY = TINY_PREFIX + "refund"
 _NAME = re.compile(re.escape(TINY_PREFIX) + r"[a-z0-9][a-z0-9_-]*")
 
 

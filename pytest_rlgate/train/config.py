@@ -19,8 +19,9 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from ..env import Env, load_env
 from ..errors import UsageError
-from ..options import Number, path_problem
+from ..options import HOLDOUT_FRACTION, Number, path_problem
 from ..policy import TINY_POLICY
+from ..sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from ..tiny.manifest import BUILD_INFO
 from ..tiny.recipe import TINY_PREFIX
 from .reward import score_function
@@ -35,17 +36,16 @@ HOLDOUT = 0.2
 #: Minority categories are repeated up to this share of the train split; 0 leaves it as written.
 BALANCE = 0.0
 #: Rollout/eval temperature: inside the 0.7-1.0 band where k samples still differ.
-TEMPERATURE = 0.8
+TEMPERATURE = SAMPLE_TEMPERATURE
 #: Nucleus sampling for rollouts and evaluation (Holtzman et al.).
-TOP_P = 0.95
-#: Seed of the trainer and of the first holdout sample; base runs use 17, 18, 19.
-SAMPLE_SEED = 17
+TOP_P = SAMPLE_TOP_P
+# SAMPLE_SEED (sampling.py) seeds the trainer and the first holdout sample; base runs use 17, 18, 19.
 #: Base-policy holdout samples at consecutive seeds: the run-to-run noise floor of the gate.
 BASE_RUNS = 3
 #: Samples per holdout prompt: pass@1 is estimated from four replies.
 EVAL_K = 4
 #: Completion budget (training and evaluation) for a hub model: the reference recipe's 160 tokens.
-MAX_COMPLETION_LENGTH = 160
+MAX_COMPLETION_LENGTH = DEFAULT_MAX_NEW_TOKENS
 #: The tiny policy's replies are ~31 tokens; 48 leaves room without paying for 160.
 TINY_MAX_COMPLETION_LENGTH = 48
 #: LoRA rank: the reference recipe's 16 (enough for a one-rule behaviour change).
@@ -98,13 +98,13 @@ _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 #: flags with the same objects. Upper bounds stop a typo from allocating without end
 #: (a 10**9-token completion budget) and every range is finite, so NaN never passes.
 RUN_BOUNDS: Mapping[str, Number] = {
-    "holdout": Number(0, 1, "0.2", low_open=True, high_open=True),
+    "holdout": HOLDOUT_FRACTION,
     "balance": Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True),
-    "temperature": Number(0, 10, "0.8", low_open=True),
-    "top_p": Number(0, 1, "0.95", low_open=True),
+    "temperature": Number(0, 10, f"{TEMPERATURE:g}", low_open=True),
+    "top_p": Number(0, 1, f"{TOP_P:g}", low_open=True),
     "base_runs": Number(1, 100, "3 (a noise floor)", integer=True),
     "eval_k": Number(1, 1024, "4", integer=True),
-    "max_completion_length": Number(1, 32768, "160", integer=True),
+    "max_completion_length": Number(1, 32768, str(MAX_COMPLETION_LENGTH), integer=True),
     "monitor_every": Number(0, 1_000_000, "10 (0 switches the monitor off)", integer=True),
     "kl_budget": Number(0, 1_000_000, "0.1", low_open=True),
     "lora_rank": Number(1, 1024, "16", integer=True),

@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 from ..env import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
 from ..hacks import hack_scan
-from ..sampling import sample
+from ..sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
 from .reward import completion_text, prompt_text
 
 __all__ = ["ALARMS", "HackMonitor"]
@@ -79,10 +79,10 @@ class HackMonitor(TrainerCallback):
         window: int = WINDOW,
         length_growth: float = LENGTH_GROWTH,
         buffer_size: int = BUFFER,
-        seed: int = 17,
-        temperature: float = 0.8,
-        top_p: float = 0.95,
-        max_new_tokens: int = 160,
+        seed: int = SAMPLE_SEED,
+        temperature: float = SAMPLE_TEMPERATURE,
+        top_p: float = SAMPLE_TOP_P,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         sample_fn: SampleFn | None = None,
         scan_fn: Callable[..., Any] | None = hack_scan,
     ) -> None:

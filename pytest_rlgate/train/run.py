@@ -14,12 +14,13 @@ deleted, an old run whose name is still free is put back. The layout is the same
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ from ..errors import DataError, UsageError
 from ..rows import write_rows
 from ..stale import OWNER, sweep, token
 
-__all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "sweep_runs", "write_json", "write_jsonl"]
+__all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "read_json", "read_json_object", "read_metrics",
+           "sweep_runs", "write_json", "write_jsonl"]
 
 #: Written last; a folder without it is an interrupted (or still running) run.
 COMPLETE = "COMPLETE"
@@ -219,24 +221,66 @@ class RunFolder:
         return self.path / AFTER
 
     def metrics(self) -> list[dict[str, Any]]:
-        path = self.path / METRICS
-        out = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except ValueError as exc:
-                    raise DataError(f"not JSON ({exc}); re-run the training", path=path, line=n) from None
-        return out
+        return list(read_metrics(self.path / METRICS, remedy=_RERUN))
+
+
+_RERUN = "re-run `rlgate train` for this run"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise DataError(f"missing; {_RERUN}", path=path)
+    return read_json_object(path, remedy=_RERUN)
+
+
+def read_json(path: Path, *, remedy: str = "re-run the step that wrote it") -> Any:
+    """One of a run's JSON files (config, gate, monitor, recipe), parsed; a ``DataError``
+    naming the file, the line and *remedy* when it is not JSON."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError("missing; re-run `rlgate train` for this run", path=path) from None
-    except ValueError as exc:
-        raise DataError(f"corrupt JSON ({exc}); re-run `rlgate train` for this run", path=path) from None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON ({exc.msg}, column {exc.colno}); {remedy}",
+                        path=path, line=exc.lineno) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text ({exc.reason})", path=path) from None
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+
+
+def read_json_object(path: Path, *, remedy: str = "re-run the step that wrote it") -> dict[str, Any]:
+    """:func:`read_json`, which must find a JSON object."""
+    value = read_json(path, remedy=remedy)
     if not isinstance(value, dict):
-        raise DataError("expected a JSON object; re-run `rlgate train` for this run", path=path)
+        raise DataError(f"expected a JSON object, found {type(value).__name__}; {remedy}", path=path)
     return value
+
+
+def read_metrics(path: Path, *, remedy: str = "re-run the training") -> Iterator[dict[str, Any]]:
+    """metrics.jsonl: one object per logged step, each with a finite numeric ``step``; a bad
+    line is a ``DataError`` naming the file and line (a truncated last line, as such)."""
+    with path.open(encoding="utf-8") as handle:
+        number = 0
+        try:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    killed = not line.endswith("\n")
+                    what = "truncated last line (the writer was killed)" if killed else "not valid JSON"
+                    raise DataError(f"{what} ({exc.msg}, column {exc.colno}); {remedy}", path=path,
+                                    line=number) from None
+                if not isinstance(record, dict):
+                    raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
+                                    path=path, line=number)
+                if not _is_number(record.get("step")) or not math.isfinite(record["step"]):
+                    raise DataError(f"field 'step' must be a number, found {record.get('step')!r}; every line "
+                                    "carries the optimizer step it was logged at", path=path, line=number)
+                yield record
+        except UnicodeDecodeError:
+            raise DataError("not UTF-8 text", path=path, line=number + 1) from None

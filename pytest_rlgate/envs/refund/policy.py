@@ -29,7 +29,7 @@ from typing import Any
 from ...prompts import stratified_split
 from ...seeded import prompt_key
 from ...tiny.corpus import ReplyMix
-from ...tiny.recipe import TinyRecipe, digest
+from ...tiny.recipe import TINY_POLICY, TinyRecipe, digest
 from .rules import CATEGORIES, SYSTEM
 from .templates import build_prompts
 
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 #: The address of refund's tiny policy (shipped as package data).
-BASE_MODEL = "rlgate/tiny-refund"
+BASE_MODEL = TINY_POLICY
 #: Every canonical 4-digit order id, each one ordinary token the copy head copies.
 ORDER_ID_TOKENS = tuple(f"ORD-{n}" for n in range(1000, 10000))
 

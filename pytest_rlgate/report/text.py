@@ -1,0 +1,138 @@
+"""The report as text: the formatting shared with the HTML page, and the terminal report."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from .. import recipe_text
+from ..numtext import interval as format_interval
+from .data import ReportData, is_number, is_recipe_folder, load_report_data, lookup, read_recipe
+from .levels import series
+from .plots import CURVES
+
+__all__ = ["env_label", "fmt", "gate_settings", "interval", "interval_header", "recipe_summary", "report_text",
+           "summary_line", "units"]
+
+
+def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
+    if not is_number(value) or not math.isfinite(value):
+        return "–" if value is None or is_number(value) else str(value)
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def interval(row: Mapping[str, Any]) -> str:
+    return format_interval(row.get("low"), row.get("high"), missing="–")
+
+
+def units(row: Mapping[str, Any]) -> str:
+    n, k = row.get("n_units"), row.get("k")
+    if n is None:
+        return "–"
+    return f"{n}×{k:g}" if is_number(k) else str(n)
+
+
+def gate_settings(gate: Mapping[str, Any]) -> str:
+    """How the gate's intervals were made, from gate.json's settings (whatever it recorded)."""
+    bits = []
+    if gate.get("method"):
+        bits.append(f"method {gate['method']}")
+    if is_number(gate.get("confidence_level")):
+        bits.append(f"{gate['confidence_level']:.0%} intervals")
+    if gate.get("n_resamples"):
+        bits.append(f"{gate['n_resamples']} resamples")
+    if gate.get("seed") is not None:
+        bits.append(f"seed {gate['seed']}")
+    if is_number(gate.get("margin")):
+        bits.append(f"margin ±{gate['margin']:.2f}")
+    if isinstance(gate.get("holm"), bool):
+        bits.append(f"Holm {'on' if gate['holm'] else 'off'}")
+    if gate.get("unit"):
+        bits.append(f"unit {gate['unit']}")
+    return ", ".join(bits)
+
+
+def interval_header(gate: Mapping[str, Any]) -> str:
+    level = gate.get("confidence_level")
+    return f"{level:.0%} interval" if is_number(level) else "interval"
+
+
+def env_label(config: Mapping[str, Any]) -> str | None:
+    """The environment the run was graded with, as config.json records it (``Env.describe()``).
+
+    Shown beside every verdict because categories and markers mean nothing without it: two
+    runs' ``with_id`` rows compare only when the same environment graded them.
+    """
+    env = config.get("env")
+    if isinstance(env, Mapping) and env.get("name"):
+        version = f" v{env['version']}" if env.get("version") not in (None, "") else ""
+        fingerprint = f" {str(env['fingerprint'])[:15]}" if env.get("fingerprint") else ""
+        return f"env {env['name']}{version}{fingerprint}"
+    spec = lookup(config, "env")
+    return f"env {spec}" if isinstance(spec, str) else None
+
+
+def summary_line(run: ReportData) -> str:
+    bits = [str(v) for v in (env_label(run.config), lookup(run.config, "method", "trainer"),
+                             lookup(run.config, "base_model", "model")) if v]
+    steps = {m["step"] for m in run.metrics}
+    bits.append(f"{len(steps)} logged steps" + (f" (last {max(steps):g})" if steps else ""))
+    prompts = run.config.get("prompts")
+    fingerprint = (prompts.get("fingerprint") if isinstance(prompts, Mapping) else None) or \
+        lookup(run.config, "prompt_fingerprint")  # not the environment's fingerprint beside it
+    if fingerprint:
+        bits.append(f"prompts {fingerprint}")
+    return " · ".join(bits)
+
+
+def recipe_summary(record: Mapping[str, Any]) -> str:
+    gate = record["gate"]
+    bits = [f"gate {'PASSED' if gate['passed'] else 'FAILED'}", str(record.get("method") or ""),
+            env_label(record) or "", f"trainer seeds {', '.join(map(str, gate.get('seeds') or []))}"]
+    return " · ".join(b for b in bits if b)
+
+
+def report_text(run_dir: str | os.PathLike[str]) -> str:
+    """The report for a terminal: header, gate table, curve summary and alarms; no plots.
+
+    A recipe folder's is its recipe gate: the recipe table with per-seed dots, and each seed.
+    """
+    if is_recipe_folder(run_dir):
+        record = read_recipe(Path(run_dir))
+        return "\n".join([f"recipe {Path(run_dir).name}: {recipe_summary(record)}",
+                          recipe_text.render_report(record["gate"])])
+    run = load_report_data(run_dir)
+    lines = [f"run {run.name}: gate {run.verdict.upper()}", summary_line(run)]
+    if run.gate is not None:
+        settings = gate_settings(run.gate)
+        lines += [f"gate: {settings}"] if settings else []
+        table = [[c["metric"], c["group"], units(c), fmt(c.get("before")), fmt(c.get("after")),
+                  fmt(c.get("delta"), signed=True), interval(c), fmt(c.get("mde")), c["verdict"],
+                  ", ".join(map(str, c.get("flags") or []))] for c in run.gate["comparisons"]]
+        lines += ["", tabulate(table, headers=["metric", "group", "units×k", "before", "after", "delta",
+                                               interval_header(run.gate), "MDE", "verdict", "flags"],
+                               disable_numparse=True,
+                               colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left",
+                                         "left")), ""]
+        if run.gate.get("rule"):
+            lines.append(f"rule: {run.gate['rule']}")
+        lines += [f"FAIL: {f}" for f in run.gate.get("failures") or []]
+    lines.append("")
+    for name, _, candidates in CURVES:
+        key, steps, values = series(run.metrics, candidates)
+        if key is not None:
+            label = name if key == candidates[0] else f"{name} [{key}]"
+            lines.append(f"{label}: {values[0]:.4g} at step {steps[0]:g} -> {values[-1]:.4g} at step {steps[-1]:g} "
+                         f"(min {min(values):.4g}, max {max(values):.4g})")
+    if run.monitor is None:
+        lines.append("alarms: no monitor.json")
+    else:
+        lines.append(f"alarms: {len(run.alarms) or 'none'}")
+        lines += [f"  step {a.step:g}: {a.kind}" + (f" - {a.message}" if a.message else "") for a in run.alarms]
+    lines += [f"note: {n}" for n in run.notes]
+    return "\n".join(lines)
