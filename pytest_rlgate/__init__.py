@@ -22,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     # environments
     "Environment": "env",
     "Env": "env",
+    "EnvSpec": "env",
+    "Hack": "exploits",
     "load_env": "env",
     # policy, sampling, cache
     "TINY_POLICY": "policy",
@@ -137,7 +139,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .baseline import run_rows as run_rows, save_baseline as save_baseline
     from .cache import cache_key as cache_key, cached_dir as cached_dir
     from .demo import run_demo as run_demo
-    from .env import Env as Env, Environment as Environment, load_env as load_env
+    from .env import Env as Env, Environment as Environment, EnvSpec as EnvSpec, load_env as load_env
     from .errors import (
         DataError as DataError,
         RlgateError as RlgateError,
@@ -145,6 +147,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         SpecError as SpecError,
         UsageError as UsageError,
     )
+    from .exploits import Hack as Hack
     from .gate import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
     from .hacks import (
         HackScanDiff as HackScanDiff,
