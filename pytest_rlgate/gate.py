@@ -22,16 +22,16 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .env import EnvSpec, load_env
+from .env import Env, EnvSpec, load_env
 from .errors import DataError, RlgateWarning, UsageError
 from .gate_text import render_failure, render_report, render_table, settings_line
-from .provenance import Provenance
+from .provenance import Provenance, header_env
 from .rows import NEW, SAME, header_of, iter_checked
 from .stats import DEFAULT_METHOD, METHOD_NAMES, METHODS, Method, holm, paired_bootstrap, t_ppf
 from .verdicts import MIN_UNITS, VERDICTS, interval_verdict
@@ -400,6 +400,93 @@ def _validate_options(
         raise UsageError(f"max_drop must be in [0, 1), got {max_drop!r}")
 
 
+#: How a gate checks its sides' categories and pairs their units, given the before side,
+#: the after sides, the declared categories and ``shared_units_only``: (failures, the
+#: categories every side has, the note on dropped units or None).
+_PairFn = Callable[[_Side, Sequence[_Side], Sequence[str], bool], tuple[list[str], list[str], str | None]]
+
+
+@dataclass
+class _Sides:
+    """Every side of one gate, read and paired, and what the options resolved to."""
+
+    before: _Side
+    afters: list[_Side]
+    before_header: dict[str, Any] | None
+    after_headers: list[dict[str, Any] | None]
+    declared: Env | None  #: the environment *env* names, or None
+    guards: tuple[str, ...]
+    categories: Sequence[str] | None  #: the declared categories
+    notes: list[str]  #: what the caller let through (changed environment, dropped units)
+    failures: list[str]  #: categories missing from a side
+    shared: list[str]  #: categories on every side
+
+
+def _read_sides(
+    before_rows: Any,
+    sources: Sequence[Any],
+    after_labels: Sequence[str],
+    *,
+    guards: Sequence[str] | None,
+    categories: Sequence[str] | None,
+    env: EnvSpec,
+    allow_env_change: bool,
+    shared_units_only: bool,
+    pair: _PairFn,
+) -> _Sides:
+    """Check the headers, resolve guards and declared categories, read every side, pair them.
+
+    The one-adapter gate and the recipe gate (one after side per training seed) both read
+    through here, so they refuse, guard and pair rows alike; *pair* is the part that differs
+    (how a missing category or unit is worded for two sides or for many).
+    """
+    before_label = _label(before_rows, "before")
+    before_header = header_of(before_rows)
+    after_headers = [header_of(source) for source in sources]
+    notes: list[str] = []
+    for header, label in zip(after_headers, after_labels):
+        notes += Provenance(before_header, header, before_label, label).check(
+            allow_env_change=allow_env_change, shared_units_only=shared_units_only)
+    notes = list(dict.fromkeys(notes))
+    declared = load_env(env) if env is not None else None
+    if guards is None:
+        guarding = declared if declared is not None else header_env(
+            [h for h in (before_header, *after_headers) if h is not None])
+        guards = guarding.guards if guarding is not None else ()
+    if categories is None and declared is not None:
+        categories = declared.categories
+    guards = tuple(dict.fromkeys(guards))
+    before = _Side(before_rows, before_label, guards)
+    afters = [_Side(source, label, guards) for source, label in zip(sources, after_labels)]
+    failures, shared, dropped = pair(before, afters, categories or (), shared_units_only)
+    if dropped:
+        notes.append(dropped)
+    return _Sides(before, afters, before_header, after_headers, declared, guards, categories, notes, failures,
+                  shared)
+
+
+def _pair_adapter(
+    before: _Side, afters: Sequence[_Side], categories: Sequence[str], shared_units_only: bool
+) -> tuple[list[str], list[str], str | None]:
+    """One after side: a category on one side only fails, as does a declared one missing; then :func:`_pair`."""
+    (after,) = afters
+    failures: list[str] = []
+    cats_b, cats_a = before.categories(), after.categories()
+    for category in sorted(cats_b ^ cats_a):
+        has, lacks = (before, after) if category in cats_b else (after, before)
+        failures.append(
+            f"category {category!r} has {has.unit_counts(category)} unit(s) in {has.label} but none in {lacks.label}"
+        )
+    for category in categories:
+        absent = [s.label for s in (before, after) if category not in s.categories()]
+        if len(absent) == 2:
+            failures.append(f"declared category {category!r} is missing from both sides")
+        elif absent and category not in cats_b ^ cats_a:
+            failures.append(f"declared category {category!r} is missing from {absent[0]}")
+    shared = sorted(cats_b & cats_a)
+    return failures, shared, _pair(before, after, shared, shared_units_only)
+
+
 def compare(
     before_rows: Any,
     after_rows: Any,
@@ -439,87 +526,22 @@ def compare(
     warnings say what was let through.
     """
     _validate_options(by, margin, confidence_level, n_resamples, method, max_drop)
-    labels = _label(before_rows, "before"), _label(after_rows, "after")
-    provenance = Provenance(header_of(before_rows), header_of(after_rows), *labels)
-    notes = provenance.check(allow_env_change=allow_env_change, shared_units_only=shared_units_only)
-    declared = load_env(env) if env is not None else None
-    if guards is None:
-        guarding = declared if declared is not None else provenance.env()
-        guards = guarding.guards if guarding is not None else ()
-    if categories is None and declared is not None:
-        categories = declared.categories
-    guards = tuple(dict.fromkeys(guards))
-    before = _Side(before_rows, labels[0], guards)
-    after = _Side(after_rows, labels[1], guards)
-
-    failures: list[str] = []
-    cats_b, cats_a = before.categories(), after.categories()
-    for category in sorted(cats_b ^ cats_a):
-        has, lacks = (before, after) if category in cats_b else (after, before)
-        failures.append(
-            f"category {category!r} has {has.unit_counts(category)} unit(s) in {has.label} but none in {lacks.label}"
-        )
-    for category in categories or ():
-        absent = [s.label for s in (before, after) if category not in s.categories()]
-        if len(absent) == 2:
-            failures.append(f"declared category {category!r} is missing from both sides")
-        elif absent and category not in cats_b ^ cats_a:
-            failures.append(f"declared category {category!r} is missing from {absent[0]}")
-    shared = sorted(cats_b & cats_a)
-    dropped = _pair(before, after, shared, shared_units_only)
-    if dropped:
-        notes.append(dropped)
+    sides = _read_sides(before_rows, [after_rows], [_label(after_rows, "after")], guards=guards,
+                        categories=categories, env=env, allow_env_change=allow_env_change,
+                        shared_units_only=shared_units_only, pair=_pair_adapter)
+    before, (after,) = sides.before, sides.afters
+    notes, shared = sides.notes, sides.shared
     for note in notes:  # what the caller let through: in the result, and loud in pytest too
         warnings.warn(note, RlgateWarning, stacklevel=2)
     if not shared:
         raise DataError(f"{before.label} and {after.label} share no category; nothing to compare")
 
     use_holm = len(shared) >= HOLM_FROM if holm is None else bool(holm)
-    metrics = ["pass@1", *(f"marker:{g}" for g in guards)]
-    groups: list[tuple[str, list[str]]] = [("overall", shared), *((c, [c]) for c in shared)]
-    alpha = 1.0 - confidence_level
-    comparisons: list[Comparison] = []
-    index = 0
-    paired = {group: _Paired.of(before, after, cats) for group, cats in groups}
-    for column, metric in enumerate(metrics, 2):
-        per_metric: list[Comparison] = []
-        for group, _cats in groups:
-            index += 1
-            per_metric.append(_one(
-                paired[group], metric, column, group, margin=margin, confidence_level=confidence_level,
-                n_resamples=n_resamples, method=method,
-                rng=None if seed is None else np.random.default_rng([seed, index]),
-            ))
-        if use_holm:
-            per_metric = _apply_holm(per_metric, alpha)
-        if metric != "pass@1":
-            overall = per_metric[0]
-            if "constant" in overall.flags:
-                note = (f"guard {metric[7:]!r} is constant ({overall.before:.3f}) on both sides: it cannot "
-                        "fail this gate (pick a marker that varies, or drop the guard)")
-                warnings.warn(note, RlgateWarning, stacklevel=2)
-                notes.append(note)
-        comparisons.extend(per_metric)
-
-    for c in comparisons:
-        if c.verdict == "regressed":
-            failures.append(
-                f"{c.metric} regressed in {c.group}: {c.before:.3f} -> {c.after:.3f}, "
-                f"delta {c.delta:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.size}"
-            )
-        elif max_drop is not None and c.low is not None and c.low < -max_drop:
-            failures.append(
-                f"{c.metric} in {c.group} may have dropped more than max_drop {max_drop:.3f}: "
-                f"lower bound {c.low:+.3f} (delta {c.delta:+.3f}, {c.size})"
-            )
-        elif fail_on_inconclusive and c.verdict in ("inconclusive", "insufficient"):
-            failures.append(f"{c.metric} in {c.group} is {c.verdict}: delta {c.delta:+.3f}, "
-                            f"{c.size} (fail_on_inconclusive)")
-    if require_moved:
-        head = comparisons[0]
-        if head.verdict != "moved":
-            failures.append(f"headline pass@1 overall did not move: {head.verdict}, delta {head.delta:+.3f} "
-                            "(require_moved)")
+    metrics = ["pass@1", *(f"marker:{g}" for g in sides.guards)]
+    comparisons = _comparisons(before, after, metrics, shared, notes, margin=margin,
+                               confidence_level=confidence_level, n_resamples=n_resamples, method=method,
+                               seed=seed, use_holm=use_holm)
+    failures = sides.failures + _verdict_failures(comparisons, max_drop, fail_on_inconclusive, require_moved)
     if max_drop is not None:
         comparisons = [
             _with_flag(c, "below -max_drop") if c.low is not None and c.low < -max_drop else c for c in comparisons
@@ -539,14 +561,85 @@ def compare(
         holm=use_holm,
         unit="scenario",
         warnings=tuple(notes),
-        options={"env": None if declared is None else declared.name, "guards": list(guards),
+        options={"env": None if sides.declared is None else sides.declared.name, "guards": list(sides.guards),
                  "max_drop": max_drop, "require_moved": require_moved,
-                 "fail_on_inconclusive": fail_on_inconclusive, "categories": list(categories or ()),
+                 "fail_on_inconclusive": fail_on_inconclusive, "categories": list(sides.categories or ()),
                  "before": before.label, "after": after.label,
-                 "headers": {"before": provenance.before, "after": provenance.after},
+                 "headers": {"before": sides.before_header, "after": sides.after_headers[0]},
                  "allow_env_change": allow_env_change, "shared_units_only": shared_units_only,
                  "dropped_units": {"before": before.dropped, "after": after.dropped}},
     )
+
+def _groups(shared: list[str]) -> list[tuple[str, list[str]]]:
+    """The groups a gate compares: ``overall`` (every shared category), then each category."""
+    return [("overall", shared), *((c, [c]) for c in shared)]
+
+
+def _stream(seed: int | None, index: int) -> np.random.Generator | None:
+    """The resample stream of the *index*-th comparison (1-based): its own, derived from *seed*."""
+    return None if seed is None else np.random.default_rng([seed, index])
+
+
+def _comparisons(
+    before: _Side, after: _Side, metrics: Sequence[str], shared: list[str], notes: list[str], *,
+    margin: float, confidence_level: float, n_resamples: int, method: Method, seed: int | None, use_holm: bool,
+) -> list[Comparison]:
+    """Every (metric, group) comparison, metric by metric, Holm-adjusted across categories when on.
+
+    A guard constant on both sides cannot fail the gate: that is warned (to the caller of
+    :func:`compare`) and added to *notes*.
+    """
+    groups = _groups(shared)
+    alpha = 1.0 - confidence_level
+    comparisons: list[Comparison] = []
+    index = 0
+    paired = {group: _Paired.of(before, after, cats) for group, cats in groups}
+    for column, metric in enumerate(metrics, 2):
+        per_metric: list[Comparison] = []
+        for group, _cats in groups:
+            index += 1
+            per_metric.append(_one(
+                paired[group], metric, column, group, margin=margin, confidence_level=confidence_level,
+                n_resamples=n_resamples, method=method, rng=_stream(seed, index),
+            ))
+        if use_holm:
+            per_metric = _apply_holm(per_metric, alpha)
+        if metric != "pass@1":
+            overall = per_metric[0]
+            if "constant" in overall.flags:
+                note = (f"guard {metric[7:]!r} is constant ({overall.before:.3f}) on both sides: it cannot "
+                        "fail this gate (pick a marker that varies, or drop the guard)")
+                warnings.warn(note, RlgateWarning, stacklevel=3)
+                notes.append(note)
+        comparisons.extend(per_metric)
+    return comparisons
+
+
+def _verdict_failures(
+    comparisons: Sequence[Comparison], max_drop: float | None, fail_on_inconclusive: bool, require_moved: bool
+) -> list[str]:
+    """The failures the comparisons' verdicts and bounds add under the rule's options."""
+    failures: list[str] = []
+    for c in comparisons:
+        if c.verdict == "regressed":
+            failures.append(
+                f"{c.metric} regressed in {c.group}: {c.before:.3f} -> {c.after:.3f}, "
+                f"delta {c.delta:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.size}"
+            )
+        elif max_drop is not None and c.low is not None and c.low < -max_drop:
+            failures.append(
+                f"{c.metric} in {c.group} may have dropped more than max_drop {max_drop:.3f}: "
+                f"lower bound {c.low:+.3f} (delta {c.delta:+.3f}, {c.size})"
+            )
+        elif fail_on_inconclusive and c.verdict in ("inconclusive", "insufficient"):
+            failures.append(f"{c.metric} in {c.group} is {c.verdict}: delta {c.delta:+.3f}, "
+                            f"{c.size} (fail_on_inconclusive)")
+    if require_moved:
+        head = comparisons[0]
+        if head.verdict != "moved":
+            failures.append(f"headline pass@1 overall did not move: {head.verdict}, delta {head.delta:+.3f} "
+                            "(require_moved)")
+    return failures
 
 
 def _with_flag(c: Comparison, flag: str, **changes: Any) -> Comparison:

@@ -321,6 +321,167 @@ def _rng(rng: np.random.Generator | int | None) -> np.random.Generator:
     raise UsageError(f"rng must be a numpy Generator, an int seed or None, got {type(rng).__name__}")
 
 
+def _scan_options(endorsed: Sequence[str], n_permutations: int, alpha: float) -> tuple[str, ...]:
+    """*endorsed* as a tuple (a lone string is one substring); a UsageError for a bad knob."""
+    if isinstance(endorsed, str):
+        endorsed = (endorsed,)
+    endorsed = tuple(endorsed)
+    if not isinstance(n_permutations, int) or n_permutations < 1:
+        raise UsageError(f"n_permutations must be a positive int, got {n_permutations!r}")
+    if not 0 < alpha < 1:
+        raise UsageError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
+    return endorsed
+
+
+def _group_by_prompt(prompts: Sequence[str]) -> tuple[np.ndarray, int, np.ndarray, float]:
+    """(each row's prompt index, number of prompts, rollouts per prompt, their median).
+
+    Rows with the same prompt text are one GRPO group; indices follow first appearance.
+    """
+    n = len(prompts)
+    prompt_ids: dict[str, int] = {}
+    groups = np.fromiter((prompt_ids.setdefault(p, len(prompt_ids)) for p in prompts), dtype=np.int64, count=n)
+    n_groups = len(prompt_ids)
+    counts = np.bincount(groups, minlength=n_groups) if n else np.zeros(0, dtype=int)
+    median = float(np.median(counts)) if n else 0.0
+    return groups, n_groups, counts, median
+
+
+def _feature_columns(replies: Sequence[str], env: Env | Environment | str | FeatureFn | None,
+                     extractors: Mapping[str, Extractor] | None, max_terms: int) -> dict[str, np.ndarray]:
+    """Every feature of every reply: length, the environment's, frequent terms, then *extractors*."""
+    n = len(replies)
+    columns = _reply_features(replies, _features_of(env))
+    columns.update(_term_features(replies, max_terms=max_terms, min_support=min(20, max(2, n // 10))))
+    for name, fn in (extractors or {}).items():
+        try:
+            columns[name] = np.fromiter((float(fn(r)) for r in replies), dtype=float, count=n)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"extractor {name!r} must return a number for every reply: {exc}") from None
+    return columns
+
+
+def _merge_identical(
+    columns: Mapping[str, np.ndarray], n: int
+) -> tuple[list[str], dict[str, tuple[str, ...]], np.ndarray]:
+    """(names, aliases, n × F matrix) with identical columns merged into one feature.
+
+    The first name wins (length and the environment's first), the rest become its aliases:
+    two features that are the same column cannot be told apart by any reward.
+    """
+    merged: dict[bytes, list[str]] = {}
+    for name, col in columns.items():
+        merged.setdefault(np.ascontiguousarray(col).tobytes(), []).append(name)
+    names = [group[0] for group in merged.values()]
+    aliases = {group[0]: tuple(group[1:]) for group in merged.values()}
+    matrix = np.column_stack([columns[name] for name in names]) if n and names else np.zeros((n, 0))
+    return names, aliases, matrix
+
+
+def _exhausted_share(reward: np.ndarray, groups: np.ndarray, n_groups: int, counts: np.ndarray) -> float:
+    """Share of prompts with two or more rollouts whose every rollout reaches the best reward."""
+    best = reward.max() if len(reward) else 0.0
+    exhausted = np.ones(n_groups, dtype=bool)
+    np.logical_and.at(exhausted, groups, reward >= best)
+    return float(exhausted[counts >= 2].mean()) if (counts >= 2).any() else 0.0
+
+
+@dataclass(frozen=True)
+class _Centred:
+    """Features and reward centred within prompt; features that never vary there are dropped."""
+
+    names: list[str]  #: the features kept
+    matrix: np.ndarray  #: their raw columns (for the pooled correlation and the non-zero counts)
+    xn: np.ndarray  #: their centred columns, each scaled to unit norm
+    yc: np.ndarray  #: the centred reward
+    y_norm: float  #: its norm; ~0 when the reward never varies within a prompt
+
+    @classmethod
+    def of(cls, matrix: np.ndarray, reward: np.ndarray, groups: np.ndarray, n_groups: int,
+           names: Sequence[str]) -> _Centred:
+        xc = _centre(matrix, groups, n_groups)
+        yc = _centre(reward, groups, n_groups)
+        x_norm = np.sqrt((xc**2).sum(axis=0))
+        keep = x_norm > 1e-9
+        return cls([name for name, k in zip(names, keep) if k], matrix[:, keep], xc[:, keep] / x_norm[keep], yc,
+                   float(np.sqrt(yc @ yc)))
+
+    def correlations(self) -> np.ndarray:
+        """Pearson r of each kept feature with the reward, within prompt (needs y_norm > 0)."""
+        return (self.yc @ self.xn) / self.y_norm
+
+    def noise_floor(self, groups: np.ndarray, n_permutations: int, alpha: float,
+                    rng: np.random.Generator) -> float:
+        """The (1 - alpha) quantile of the largest |r| of any feature under within-prompt shuffles."""
+        perms = _within_permutations(groups, n_permutations, rng)
+        null_max = np.abs((self.yc[perms] @ self.xn) / self.y_norm).max(axis=1)
+        return float(np.quantile(null_max, 1 - alpha))
+
+
+def _ranked_features(centred: _Centred, r: Any, floor: float, reward: np.ndarray,
+                     aliases: Mapping[str, tuple[str, ...]], endorsed: Sequence[str]) -> tuple[ScanFeature, ...]:
+    """The kept features, strongest |r| first; on a tie a paid-for endorsed one, then by name.
+
+    *r* is :meth:`_Centred.correlations`, one per kept feature (numpy scalars, rounded as such).
+    """
+    names = centred.names
+    pooled = _pooled(centred.matrix, reward)
+    nonzero = (centred.matrix != 0).sum(axis=0)
+    flags = [_is_endorsed((name, *aliases[name]), endorsed) for name in names]
+    order = sorted(range(len(names)), key=lambda j: (-round(abs(r[j]), 12), not (flags[j] and r[j] > 0), names[j]))
+    return tuple(
+        ScanFeature(names[j], float(r[j]), float(pooled[j]), int(nonzero[j]), bool(abs(r[j]) > floor), flags[j],
+                    aliases[names[j]])
+        for j in order
+    )
+
+
+def _endorsement_warnings(features: Sequence[ScanFeature], endorsed: Sequence[str], names: Sequence[str]) -> list[str]:
+    """What *endorsed* misses: no match at all, endorsed features punished, rivals also paid for."""
+    warnings: list[str] = []
+    above = [f for f in features if f.clears_floor]
+    paid = next((f for f in above if f.correlation > 0), None)
+    if endorsed and not any(f.endorsed for f in features):
+        warnings.append(f"endorsed {list(endorsed)} matches no feature that varies within a prompt; "
+                        f"check the spelling (features: {list(names[:8])}...)")
+    inverted = [f.name for f in above if f.endorsed and f.correlation < 0]
+    if inverted:
+        warnings.append(f"the reward punishes endorsed features: {inverted}")
+    if paid is not None and endorsed and paid.endorsed:
+        rivals = [f.name for f in above if not f.endorsed and f.correlation > 0]
+        if rivals:
+            warnings.append(f"non-endorsed features also clear the floor: {rivals[:5]}")
+    return warnings
+
+
+def _regime(features: Sequence[ScanFeature], endorsed: Sequence[str], median: float, exhausted_share: float,
+            warnings: list[str]) -> tuple[str, str | None]:
+    """(regime, top feature) once the floor is known: the first of :func:`hack_scan`'s list that holds.
+
+    Appends to *warnings* what the decision itself notices (indistinguishable features, no
+    endorsed features to judge against).
+    """
+    above = [f for f in features if f.clears_floor]
+    paid = next((f for f in above if f.correlation > 0), None)
+    top = paid.name if paid else None
+    if not above:
+        return "no_signal", None
+    collinear = sum(abs(f.correlation) >= COLLINEAR for f in features)
+    if collinear >= 2 and median < 3:
+        warnings.append(f"{collinear} features correlate perfectly with the reward; "
+                        "too few rollouts to tell them apart")
+        return "degenerate", None
+    if endorsed and not any(f.endorsed for f in features):
+        return "unknown", top
+    if endorsed and ((paid is not None and not paid.endorsed) or (above[0].endorsed and above[0].correlation < 0)):
+        return "reward_hack", top
+    if not endorsed:
+        warnings.append("no endorsed features given: a hack cannot be told from learning")
+    if exhausted_share > EXHAUSTED_SHARE:
+        return "pool_exhausted", top
+    return "train", top
+
+
 def hack_scan(
     rows: Iterable[Mapping[str, Any]],
     *,
@@ -371,43 +532,14 @@ def hack_scan(
 
     *rng* is a numpy Generator or int seed; None means seed 0, so a scan is reproducible.
     """
-    if isinstance(endorsed, str):
-        endorsed = (endorsed,)
-    endorsed = tuple(endorsed)
-    if not isinstance(n_permutations, int) or n_permutations < 1:
-        raise UsageError(f"n_permutations must be a positive int, got {n_permutations!r}")
-    if not 0 < alpha < 1:
-        raise UsageError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
+    endorsed = _scan_options(endorsed, n_permutations, alpha)
     generator = _rng(rng)
     prompts, replies, reward = _read_rows(rows)
     n = len(replies)
     warnings: list[str] = []
-    prompt_ids: dict[str, int] = {}
-    groups = np.fromiter((prompt_ids.setdefault(p, len(prompt_ids)) for p in prompts), dtype=np.int64, count=n)
-    n_groups = len(prompt_ids)
-    counts = np.bincount(groups, minlength=n_groups) if n else np.zeros(0, dtype=int)
-    median = float(np.median(counts)) if n else 0.0
-
-    columns = _reply_features(replies, _features_of(env))
-    columns.update(_term_features(replies, max_terms=max_terms, min_support=min(20, max(2, n // 10))))
-    for name, fn in (extractors or {}).items():
-        try:
-            columns[name] = np.fromiter((float(fn(r)) for r in replies), dtype=float, count=n)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"extractor {name!r} must return a number for every reply: {exc}") from None
-
-    # merge identical columns; the first name (length and the environment's first) wins, the rest become aliases
-    merged: dict[bytes, list[str]] = {}
-    for name, col in columns.items():
-        merged.setdefault(np.ascontiguousarray(col).tobytes(), []).append(name)
-    names = [group[0] for group in merged.values()]
-    aliases = {group[0]: tuple(group[1:]) for group in merged.values()}
-    matrix = np.column_stack([columns[name] for name in names]) if n and names else np.zeros((n, 0))
-
-    best = reward.max() if n else 0.0
-    exhausted = np.ones(n_groups, dtype=bool)
-    np.logical_and.at(exhausted, groups, reward >= best)
-    exhausted_share = float(exhausted[counts >= 2].mean()) if (counts >= 2).any() else 0.0
+    groups, n_groups, counts, median = _group_by_prompt(prompts)
+    names, aliases, matrix = _merge_identical(_feature_columns(replies, env, extractors, max_terms), n)
+    exhausted_share = _exhausted_share(reward, groups, n_groups, counts)
 
     def result(regime: str, features: tuple[ScanFeature, ...] = (), floor: float = float("nan"),
                top: str | None = None) -> HackScanResult:
@@ -420,67 +552,19 @@ def hack_scan(
     if median < 4:
         warnings.append(f"median {median:g} rollouts per prompt: the noise floor is coarse; re-scan with 8")
 
-    xc = _centre(matrix, groups, n_groups)
-    yc = _centre(reward, groups, n_groups)
-    x_norm = np.sqrt((xc**2).sum(axis=0))
-    keep = x_norm > 1e-9
-    names = [name for name, k in zip(names, keep) if k]
-    xc, x_norm, matrix = xc[:, keep], x_norm[keep], matrix[:, keep]
-    if not names:
+    centred = _Centred.of(matrix, reward, groups, n_groups, names)
+    if not centred.names:
         warnings.append("no feature varies within any prompt")
         return result("unknown")
-    y_norm = float(np.sqrt(yc @ yc))
-    if y_norm < 1e-12:
+    if centred.y_norm < 1e-12:
         warnings.append("the reward never varies within a prompt: nothing to learn from the reply")
         return result("no_signal")
 
-    xn = xc / x_norm
-    r = (yc @ xn) / y_norm
-    perms = _within_permutations(groups, n_permutations, generator)
-    null_max = np.abs((yc[perms] @ xn) / y_norm).max(axis=1)
-    floor = float(np.quantile(null_max, 1 - alpha))
-    pooled = _pooled(matrix, reward)
-    nonzero = (matrix != 0).sum(axis=0)
-
-    flags = [_is_endorsed((name, *aliases[name]), endorsed) for name in names]
-    order = sorted(range(len(names)), key=lambda j: (-round(abs(r[j]), 12), not (flags[j] and r[j] > 0), names[j]))
-    features = tuple(
-        ScanFeature(names[j], float(r[j]), float(pooled[j]), int(nonzero[j]), bool(abs(r[j]) > floor), flags[j],
-                    aliases[names[j]])
-        for j in order
-    )
-    above = [f for f in features if f.clears_floor]
-    paid = next((f for f in above if f.correlation > 0), None)
-    top = paid.name if paid else None
-
-    if endorsed and not any(flags):
-        warnings.append(f"endorsed {list(endorsed)} matches no feature that varies within a prompt; "
-                        f"check the spelling (features: {names[:8]}...)")
-    inverted = [f.name for f in above if f.endorsed and f.correlation < 0]
-    if inverted:
-        warnings.append(f"the reward punishes endorsed features: {inverted}")
-    if paid is not None and endorsed and paid.endorsed:
-        rivals = [f.name for f in above if not f.endorsed and f.correlation > 0]
-        if rivals:
-            warnings.append(f"non-endorsed features also clear the floor: {rivals[:5]}")
-
-    if not above:
-        return result("no_signal", features, floor)
-    collinear = sum(abs(f.correlation) >= COLLINEAR for f in features)
-    if collinear >= 2 and median < 3:
-        warnings.append(f"{collinear} features correlate perfectly with the reward; "
-                        "too few rollouts to tell them apart")
-        return result("degenerate", features, floor)
-    if endorsed and not any(flags):
-        return result("unknown", features, floor, top)
-    if endorsed and ((paid is not None and not paid.endorsed) or (above[0].endorsed and above[0].correlation < 0)):
-        return result("reward_hack", features, floor, top)
-    if not endorsed:
-        warnings.append("no endorsed features given: a hack cannot be told from learning")
-    if exhausted_share > EXHAUSTED_SHARE:
-        return result("pool_exhausted", features, floor, top)
-    return result("train", features, floor, top)
-
+    floor = centred.noise_floor(groups, n_permutations, alpha, generator)
+    features = _ranked_features(centred, centred.correlations(), floor, reward, aliases, endorsed)
+    warnings += _endorsement_warnings(features, endorsed, centred.names)
+    regime, top = _regime(features, endorsed, median, exhausted_share, warnings)
+    return result(regime, features, floor, top)
 
 def _pooled(matrix: np.ndarray, reward: np.ndarray) -> np.ndarray:
     xc = matrix - matrix.mean(axis=0)

@@ -35,19 +35,21 @@ from typing import Any
 import numpy as np
 
 from . import gate, recipe_text
-from .env import EnvSpec, load_env
+from .env import EnvSpec
 from .errors import DataError, RlgateWarning, UsageError
 from .gate import (
     GateResult,
     RegressionError,
+    _groups,
     _label,
     _pair,
     _Paired,
     _ratio_k,
+    _read_sides,
     _Side,
+    _stream,
     _validate_options,
 )
-from .provenance import Provenance, header_env
 from .recipe import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .rows import header_of
 from .stats import DEFAULT_METHOD, METHOD_NAMES, Method
@@ -266,6 +268,26 @@ def _pair_all(before: _Side, afters: Sequence[_Side], categories: Sequence[str],
     return f"--shared-units-only: dropped {', '.join(dropped)} unit(s) that another side lacks" if dropped else None
 
 
+def _pair_seeds(
+    before: _Side, afters: Sequence[_Side], categories: Sequence[str], shared_units_only: bool
+) -> tuple[list[str], list[str], str | None]:
+    """Several after sides: a category missing from any side fails, as does a declared one on none.
+
+    Then every seed's units are paired with the before side's (:func:`_pair_all`).
+    """
+    sides = (before, *afters)
+    failures: list[str] = []
+    present = [side.categories() for side in sides]
+    shared = sorted(set.intersection(*present))
+    for category in sorted(set.union(*present) - set(shared)):
+        lacking = [side.label for side, cats in zip(sides, present) if category not in cats]
+        failures.append(f"category {category!r} is missing from {', '.join(lacking)}")
+    for category in categories:
+        if not any(category in cats for cats in present):
+            failures.append(f"declared category {category!r} is missing from every side")
+    return failures, shared, _pair_all(before, afters, shared, shared_units_only)
+
+
 def _recipe_one(
     paired: Sequence[_Paired], metric: str, column: int, group: str, labels: Sequence[int | str], *,
     margin: float, confidence_level: float, n_resamples: int, method: Method, rng: np.random.Generator | None,
@@ -329,6 +351,42 @@ def _rule(metrics: Sequence[str], n_seeds: int, confidence_level: float, method:
     return "; or ".join(parts) + f"; flat = interval inside ±{margin:.2f}"
 
 
+def _recipe_comparisons(
+    before: _Side, afters: Sequence[_Side], metrics: Sequence[str], shared: list[str], labels: Sequence[int | str],
+    *, margin: float, confidence_level: float, n_resamples: int, method: Method, seed: int | None,
+) -> list[RecipeComparison]:
+    """Every (metric, group) recipe comparison, each seed paired with the before side."""
+    groups = _groups(shared)
+    paired = {group: [_Paired.of(before, after, cats) for after in afters] for group, cats in groups}
+    comparisons: list[RecipeComparison] = []
+    index = 0
+    for column, metric in enumerate(metrics, 2):
+        for group, _cats in groups:
+            index += 1
+            comparisons.append(_recipe_one(
+                paired[group], metric, column, group, labels, margin=margin, confidence_level=confidence_level,
+                n_resamples=n_resamples, method=method, rng=_stream(seed, index),
+            ))
+    return comparisons
+
+
+def _apply_rule(comparisons: list[RecipeComparison], max_drop: float | None, fail_on_inconclusive: bool,
+                require_moved: bool) -> list[str]:
+    """The failures the comparisons add; flags the comparisons (in place) that :func:`_judge` marks."""
+    failures: list[str] = []
+    for i, c in enumerate(comparisons):
+        failure, flag = _judge(c, max_drop, fail_on_inconclusive)
+        if failure:
+            failures.append(failure)
+        if flag:
+            comparisons[i] = replace(c, flags=(*c.flags, flag))
+    if require_moved and comparisons[0].verdict != "moved":
+        head = comparisons[0]
+        failures.append(f"headline pass@1 overall did not move: {head.verdict}, recipe delta {head.delta:+.3f} "
+                        "(require_moved)")
+    return failures
+
+
 def compare_seeds(
     before_rows: Any,
     after_rows: Mapping[Any, Any] | Sequence[Any],
@@ -363,39 +421,10 @@ def compare_seeds(
     labels, sources = _sources(after_rows)
     if len(set(labels)) != len(labels):
         raise UsageError(f"seeds must name each after side once, got {labels!r}")
-    before_label = _label(before_rows, "before")
     after_labels = [_label(source, f"after seed {s}") for s, source in zip(labels, sources)]
-    before_header = header_of(before_rows)
-    after_headers = [header_of(source) for source in sources]
-    notes: list[str] = []
-    for header, label in zip(after_headers, after_labels):
-        notes += Provenance(before_header, header, before_label, label).check(
-            allow_env_change=allow_env_change, shared_units_only=shared_units_only)
-    notes = list(dict.fromkeys(notes))
-    declared = load_env(env) if env is not None else None
-    if guards is None:
-        guarding = declared if declared is not None else header_env(
-            [h for h in (before_header, *after_headers) if h is not None])
-        guards = guarding.guards if guarding is not None else ()
-    if categories is None and declared is not None:
-        categories = declared.categories
-    guards = tuple(dict.fromkeys(guards))
-    before = _Side(before_rows, before_label, guards)
-    afters = [_Side(source, label, guards) for source, label in zip(sources, after_labels)]
-    sides = (before, *afters)
-
-    failures: list[str] = []
-    present = [side.categories() for side in sides]
-    shared = sorted(set.intersection(*present))
-    for category in sorted(set.union(*present) - set(shared)):
-        lacking = [side.label for side, cats in zip(sides, present) if category not in cats]
-        failures.append(f"category {category!r} is missing from {', '.join(lacking)}")
-    for category in categories or ():
-        if not any(category in cats for cats in present):
-            failures.append(f"declared category {category!r} is missing from every side")
-    dropped = _pair_all(before, afters, shared, shared_units_only)
-    if dropped:
-        notes.append(dropped)
+    sides = _read_sides(before_rows, sources, after_labels, guards=guards, categories=categories, env=env,
+                        allow_env_change=allow_env_change, shared_units_only=shared_units_only, pair=_pair_seeds)
+    before, afters, notes, shared = sides.before, sides.afters, sides.notes, sides.shared
     if len(labels) == 1:
         notes.append(f"one training seed ({labels[0]}): the recipe is unresolved, and this adapter's own verdicts "
                      "decide; train the recipe at 3 or more seeds to gate it")
@@ -404,29 +433,11 @@ def compare_seeds(
     if not shared:
         raise DataError(f"{before.label} and the after sides share no category; nothing to compare")
 
-    metrics = ["pass@1", *(f"marker:{g}" for g in guards)]
-    groups: list[tuple[str, list[str]]] = [("overall", shared), *((c, [c]) for c in shared)]
-    paired = {group: [_Paired.of(before, after, cats) for after in afters] for group, cats in groups}
-    comparisons: list[RecipeComparison] = []
-    index = 0
-    for column, metric in enumerate(metrics, 2):
-        for group, _cats in groups:
-            index += 1
-            comparisons.append(_recipe_one(
-                paired[group], metric, column, group, labels, margin=margin, confidence_level=confidence_level,
-                n_resamples=n_resamples, method=method,
-                rng=None if seed is None else np.random.default_rng([seed, index]),
-            ))
-    for i, c in enumerate(comparisons):
-        failure, flag = _judge(c, max_drop, fail_on_inconclusive)
-        if failure:
-            failures.append(failure)
-        if flag:
-            comparisons[i] = replace(c, flags=(*c.flags, flag))
-    if require_moved and comparisons[0].verdict != "moved":
-        head = comparisons[0]
-        failures.append(f"headline pass@1 overall did not move: {head.verdict}, recipe delta {head.delta:+.3f} "
-                        "(require_moved)")
+    metrics = ["pass@1", *(f"marker:{g}" for g in sides.guards)]
+    comparisons = _recipe_comparisons(before, afters, metrics, shared, labels, margin=margin,
+                                      confidence_level=confidence_level, n_resamples=n_resamples, method=method,
+                                      seed=seed)
+    failures = sides.failures + _apply_rule(comparisons, max_drop, fail_on_inconclusive, require_moved)
 
     return RecipeGateResult(
         comparisons=tuple(comparisons),
@@ -440,15 +451,14 @@ def compare_seeds(
         seed=seed,
         margin=float(margin),
         warnings=tuple(notes),
-        options={"env": None if declared is None else declared.name, "guards": list(guards),
+        options={"env": None if sides.declared is None else sides.declared.name, "guards": list(sides.guards),
                  "max_drop": max_drop, "require_moved": require_moved,
-                 "fail_on_inconclusive": fail_on_inconclusive, "categories": list(categories or ()),
+                 "fail_on_inconclusive": fail_on_inconclusive, "categories": list(sides.categories or ()),
                  "before": before.label, "after": after_labels,
-                 "headers": {"before": before_header, "after": after_headers},
+                 "headers": {"before": sides.before_header, "after": sides.after_headers},
                  "allow_env_change": allow_env_change, "shared_units_only": shared_units_only,
-                 "dropped_units": {side.label: side.dropped for side in sides}},
+                 "dropped_units": {side.label: side.dropped for side in (before, *afters)}},
     )
-
 
 def compare(before_rows: Any, after_rows: Any, **options: Any) -> GateResult | RecipeGateResult:
     """Gate AFTER against BEFORE graded rows by category: one adapter, or a recipe over seeds.

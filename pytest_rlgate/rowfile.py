@@ -30,7 +30,7 @@ from .errors import DataError
 try:  # an optional speed-up: pip install pytest-rlgate[fast]
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 __all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "gzip_error", "is_gzip_name", "line_parser", "open_rows", "parse_line",
            "write_lines"]
