@@ -31,7 +31,7 @@ import numpy as np
 from .env import Env, EnvSpec, load_env
 from .errors import DataError, RlgateWarning, UsageError
 from .gate_text import render_failure, render_report, render_table, settings_line
-from .provenance import Provenance, header_env
+from .provenance import Provenance, check_graded_by, header_env
 from .rows import NEW, SAME, header_of, iter_checked
 from .stats import DEFAULT_METHOD, METHOD_NAMES, METHODS, Method, holm, paired_bootstrap, t_ppf
 from .verdicts import MIN_UNITS, VERDICTS, interval_verdict
@@ -449,6 +449,9 @@ def _read_sides(
             allow_env_change=allow_env_change, shared_units_only=shared_units_only)
     notes = list(dict.fromkeys(notes))
     declared = load_env(env) if env is not None else None
+    if declared is not None:
+        notes += check_graded_by(declared, [(before_label, before_header), *zip(after_labels, after_headers)],
+                                 allow_env_change=allow_env_change)
     if guards is None:
         guarding = declared if declared is not None else header_env(
             [h for h in (before_header, *after_headers) if h is not None])

@@ -23,7 +23,8 @@ from typing import Any
 from .env import Env, env_names, load_env
 from .errors import DataError, UsageError
 
-__all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_header", "header_env", "is_header", "row_header"]
+__all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_graded_by", "check_header", "header_env", "is_header",
+           "row_header"]
 
 #: The key that marks a header line, and its value: the header format's version.
 HEADER_KEY = "rlgate_rows"
@@ -150,6 +151,29 @@ class Provenance:
     def env(self) -> Env | None:
         """The registered environment the headers name, or None (foreign rows, an unknown name)."""
         return header_env([h for h in (self.before, self.after) if h is not None])
+
+
+def check_graded_by(env: Env, headers: Sequence[tuple[str, Mapping[str, Any] | None]], *,
+                    allow_env_change: bool = False) -> list[str]:
+    """Refuse sides whose header says another version of *env* graded them; else the notes.
+
+    The gate reads markers and categories through *env* (``--env``): rows graded by an older
+    reward would be judged by rules they were never scored with. ``allow_env_change`` compares
+    anyway and says so.
+    """
+    notes: list[str] = []
+    for label, header in headers:
+        graded = None if header is None else header.get("env_fingerprint")
+        if graded is None or graded == env.fingerprint:
+            continue
+        assert header is not None
+        what = (f"{label} was graded by {header.get('env')} {_short(graded)} "
+                f"but --env {env.name} is {_short(env.fingerprint)}")
+        if not allow_env_change:
+            raise DataError(f"{what}: re-score it with the current environment (`rlgate regrade ROWS --env SPEC "
+                            "--out PATH`), or pass --allow-env-change to compare anyway")
+        notes.append(f"environment changed: {what} (compared anyway: --allow-env-change)")
+    return notes
 
 
 def header_env(headers: Sequence[Mapping[str, Any]]) -> Env | None:

@@ -193,3 +193,20 @@ def test_one_grpo_step_on_the_users_environment(user_dir: Path, tmp_path: Path) 
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     assert logged and 0.0 <= logged[0]["reward"] <= 1.0
+
+
+def test_rows_graded_by_another_version_are_refused_until_regraded(user_dir: Path) -> None:
+    env = rg.load_env(SPEC)
+    items = rg.read_prompts(user_dir / "prompts.jsonl", env=env)
+    rows = rg.grade_replies(items, [[_right(item)] * 2 for item in items], env=env)
+    old = {**rg.row_header(env), "env_fingerprint": "sha256:" + "0" * 64}  # graded before the reward changed
+    rg.write_rows(user_dir / "before.jsonl", rows, header=old)
+    rg.write_rows(user_dir / "after.jsonl", rows, header=rg.row_header(env))
+    refused = _cli(user_dir, "gate", "--env", SPEC, "before.jsonl", "after.jsonl")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "before.jsonl was graded by tutor sha256:0000" in refused.stderr and "rlgate regrade" in refused.stderr
+    forced = _cli(user_dir, "gate", "--env", SPEC, "before.jsonl", "after.jsonl", "--allow-env-change")
+    assert forced.returncode == 0 and "compared anyway: --allow-env-change" in forced.stdout + forced.stderr
+    regraded = _cli(user_dir, "regrade", "before.jsonl", "--env", SPEC, "--out", "before2.jsonl")
+    assert regraded.returncode == 0, regraded.stderr
+    assert _cli(user_dir, "gate", "--env", SPEC, "before2.jsonl", "after.jsonl").returncode == 0

@@ -16,8 +16,8 @@ class QuickMath:
     version = "1"
     categories = ("arithmetic", "unanswerable", "word_problem")
     system = "Reply with the number only. If the question lacks a number, ask for it."
-    #: answering an unanswerable question with a number is the failure to guard
-    guards = ("answered",)
+    #: a number in reply to a question that lacks one is the failure to guard (higher is better)
+    guards = ("no_blind_answer",)
 
     def score(self, reply: str, case: dict) -> float:
         numbers = _NUMBER.findall(reply)
@@ -26,4 +26,5 @@ class QuickMath:
         return 1.0 if numbers and float(numbers[-1]) == float(case["answer"]) else 0.0
 
     def markers(self, reply: str, case: dict) -> dict:
-        return {"answered": float(bool(_NUMBER.search(reply)))}
+        blind = case["answer"] is None and bool(_NUMBER.search(reply))
+        return {"no_blind_answer": float(not blind)}
