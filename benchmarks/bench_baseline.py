@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_rlgate.rows import Rows, write_rows
+from pytest_rlgate.data.rows import Rows, write_rows
 from pytest_rlgate.train.adapters import load_base
 from pytest_rlgate.train.methods import make_knobs
 from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts

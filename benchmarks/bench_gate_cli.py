@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_rlgate.env import load_env
-from pytest_rlgate.provenance import row_header
+from pytest_rlgate.data.provenance import row_header
+from pytest_rlgate.environment.contract import load_env
 
 CATEGORIES = ("with_id", "no_id", "off_topic")
 BASE = {"with_id": 0.3, "no_id": 0.95, "off_topic": 0.98}

@@ -33,7 +33,7 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from pytest_rlgate.env import load_env
+    from pytest_rlgate.environment.contract import load_env
     from pytest_rlgate.envs.refund import messages_for
     from pytest_rlgate.train.reward import env_reward
 
@@ -58,7 +58,7 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
 
 def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: int = 0) -> float:
     """rlgate: build_trainer with the wrapped case-column reward, recorder and HackMonitor."""
-    from pytest_rlgate.env import load_env
+    from pytest_rlgate.environment.contract import load_env
     from pytest_rlgate.train.grpo import build_trainer, grpo_metrics_recorder
     from pytest_rlgate.train.monitor import HackMonitor
     from pytest_rlgate.train.reward import env_reward

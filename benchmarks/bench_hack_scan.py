@@ -12,7 +12,7 @@ import statistics
 import time
 
 from pytest_rlgate.envs.refund import case_for, score
-from pytest_rlgate.hacks import hack_scan
+from pytest_rlgate.rewards.scan import hack_scan
 
 _REPLIES = (
     '<tool_call>{{"name": "lookup_order", "arguments": {{"order_id": "{id}"}}}}</tool_call>',

@@ -26,8 +26,8 @@ import torch
 
 def policies(env, args) -> list[tuple[str, Path]]:
     """(label, folder) of each policy to measure: the shipped one, or fresh builds."""
-    from pytest_rlgate.policy import build_tiny_policy, tiny_policy_dir
-    from pytest_rlgate.tiny.recipe import recipe_of
+    from pytest_rlgate.policy.load import build_tiny_policy, tiny_policy_dir
+    from pytest_rlgate.policy.tiny.spec import recipe_of
 
     recipe = recipe_of(env)
     if not args.fresh and args.recipe_seeds is None:
@@ -51,11 +51,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from pytest_rlgate.env import load_env
-    from pytest_rlgate.policy import load_policy
-    from pytest_rlgate.prompts import stratified_split
-    from pytest_rlgate.sampling import BASE_RUN_SEEDS, sample_rows
-    from pytest_rlgate.tiny.manifest import read_build_info
+    from pytest_rlgate.data.prompts import stratified_split
+    from pytest_rlgate.environment.contract import load_env
+    from pytest_rlgate.policy.load import load_policy
+    from pytest_rlgate.policy.sampling import BASE_RUN_SEEDS, sample_rows
+    from pytest_rlgate.policy.tiny.manifest import read_build_info
 
     env = load_env(args.env)
     results = []

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_rlgate.prompts import build_prompts, fingerprint, read_prompts, write_prompts
+from pytest_rlgate.data.prompts import build_prompts, fingerprint, read_prompts, write_prompts
 
 
 def _median_ms(fn: Callable[[], object], repeat: int = 7) -> float:

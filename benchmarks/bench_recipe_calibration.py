@@ -38,8 +38,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats as sps
 
-from pytest_rlgate.recipe import seed_unit_interval
-from pytest_rlgate.stats import paired_bootstrap
+from pytest_rlgate.gate.recipe_stats import seed_unit_interval
+from pytest_rlgate.gate.stats import paired_bootstrap
 
 K = 4
 BASE_LOGIT = math.log(0.7 / 0.3)

@@ -40,10 +40,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from pytest_rlgate import prompts
+    from pytest_rlgate.data import prompts
     from pytest_rlgate.envs import refund
-    from pytest_rlgate.policy import TINY_POLICY, load_policy
-    from pytest_rlgate.sampling import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
+    from pytest_rlgate.policy.load import TINY_POLICY, load_policy
+    from pytest_rlgate.policy.sampling import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
 
     model, tok = load_policy(args.policy or TINY_POLICY)
     items = prompts.build_prompts(seed=0, size="large")[: args.prompts]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats as sps
 
-from pytest_rlgate.stats import paired_bootstrap
+from pytest_rlgate.gate.stats import paired_bootstrap
 
 B = 10_000
 K = 4

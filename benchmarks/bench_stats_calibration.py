@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from pytest_rlgate.stats import paired_bootstrap
+from pytest_rlgate.gate.stats import paired_bootstrap
 
 PRIORS = {"U(0.5,0.5)": (0.5, 0.5), "Beta(2,2)": (2.0, 2.0), "Beta(4,1)": (4.0, 1.0), "Beta(8,1)": (8.0, 1.0)}
 EFFECTS = {"null_exact": (0.0, 0.0), "null_churn": (0.0, 1.0), "drop_0.10": (-0.10, 0.5)}

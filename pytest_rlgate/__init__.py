@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 #: public name -> the module that owns it
 _EXPORTS: dict[str, str] = {
@@ -20,24 +20,24 @@ _EXPORTS: dict[str, str] = {
     "UsageError": "errors",
     "RlgateWarning": "errors",
     # environments
-    "Environment": "env",
-    "Env": "env",
-    "EnvSpec": "env",
-    "Hack": "exploits",
-    "load_env": "env",
+    "Environment": "environment.contract",
+    "Env": "environment.contract",
+    "EnvSpec": "environment.contract",
+    "Hack": "environment.hack",
+    "load_env": "environment.contract",
     # policy, sampling, cache
-    "TINY_POLICY": "policy",
-    "load_policy": "policy",
-    "tiny_policy_dir": "policy",
-    "sample": "sampling",
-    "sample_rows": "sampling",
-    "VllmSampler": "sampling",
-    "SAMPLE_TEMPERATURE": "sampling",
-    "SAMPLE_TOP_P": "sampling",
-    "SAMPLE_SEED": "sampling",
-    "BASE_RUN_SEEDS": "sampling",
-    "cached_dir": "cache",
-    "cache_key": "cache",
+    "TINY_POLICY": "policy.load",
+    "load_policy": "policy.load",
+    "tiny_policy_dir": "policy.load",
+    "sample": "policy.sampling",
+    "sample_rows": "policy.sampling",
+    "VllmSampler": "policy.sampling",
+    "SAMPLE_TEMPERATURE": "policy.sampling",
+    "SAMPLE_TOP_P": "policy.sampling",
+    "SAMPLE_SEED": "policy.sampling",
+    "BASE_RUN_SEEDS": "policy.sampling",
+    "cached_dir": "_io.cache",
+    "cache_key": "_io.cache",
     # training
     "train_grpo": "train.grpo",
     "GRPOKnobs": "train.config",
@@ -53,70 +53,70 @@ _EXPORTS: dict[str, str] = {
     "Pair": "train.pairs",
     "read_pairs": "train.pairs",
     # hacks
-    "hack_scan": "hacks",
-    "hack_scan_diff": "hacks",
-    "HackScanResult": "hacks",
-    "HackScanDiff": "hacks",
-    "ScanFeature": "hacks",
-    "RewardHackError": "hacks",
-    "probe_reward": "probe",
-    "ProbeResult": "probe",
-    "HackFinding": "probe",
-    "HackedReply": "strategies",
+    "hack_scan": "rewards.scan",
+    "hack_scan_diff": "rewards.scan",
+    "HackScanResult": "rewards.scan",
+    "HackScanDiff": "rewards.scan",
+    "ScanFeature": "rewards.scan",
+    "RewardHackError": "rewards.scan",
+    "probe_reward": "rewards.probe",
+    "ProbeResult": "rewards.probe",
+    "HackFinding": "rewards.probe",
+    "HackedReply": "rewards.strategies",
     # gate
-    "read_rows": "rows",
-    "write_rows": "rows",
-    "grade_replies": "rows",
-    "validate_row": "rows",
+    "read_rows": "data.rows",
+    "write_rows": "data.rows",
+    "grade_replies": "data.rows",
+    "validate_row": "data.rows",
     # stored baselines and row provenance
-    "Rows": "rows",
-    "load_rows": "rows",
-    "read_header": "rows",
-    "regrade_rows": "rows",
-    "row_header": "provenance",
-    "run_rows": "baseline",
-    "save_baseline": "baseline",
-    "paired_bootstrap": "stats",
-    "PairedBootstrapResult": "stats",
-    "ConfidenceInterval": "stats",
-    "holm": "stats",
-    "minimum_detectable_effect": "stats",
-    "compare": "recipe_gate",
-    "GateResult": "gate",
-    "Comparison": "gate",
-    "RegressionError": "gate",
-    "assert_no_regression": "recipe_gate",
+    "Rows": "data.rows",
+    "load_rows": "data.rows",
+    "read_header": "data.rows",
+    "regrade_rows": "data.rows",
+    "row_header": "data.provenance",
+    "run_rows": "data.baseline",
+    "save_baseline": "data.baseline",
+    "paired_bootstrap": "gate.stats",
+    "PairedBootstrapResult": "gate.stats",
+    "ConfidenceInterval": "gate.stats",
+    "holm": "gate.stats",
+    "minimum_detectable_effect": "gate.stats",
+    "compare": "gate.recipe",
+    "GateResult": "gate.adapter",
+    "Comparison": "gate.adapter",
+    "RegressionError": "gate.adapter",
+    "assert_no_regression": "gate.recipe",
     # recipes across training seeds
-    "RecipeGateResult": "recipe_gate",
-    "RecipeComparison": "recipe_gate",
-    "compare_recipe": "recipe",
-    "recipe_interval": "recipe",
-    "RecipeResult": "recipe",
-    "RecipeInterval": "recipe",
-    "SeedComparison": "recipe",
+    "RecipeGateResult": "gate.recipe",
+    "RecipeComparison": "gate.recipe",
+    "compare_recipe": "gate.recipe_stats",
+    "recipe_interval": "gate.recipe_stats",
+    "RecipeResult": "gate.recipe_stats",
+    "RecipeInterval": "gate.recipe_stats",
+    "SeedComparison": "gate.recipe_stats",
     "train_seeds": "train.seeds",
     # run reports
     "write_report": "report",
     "write_index": "report",
     "report_text": "report",
     # the demo
-    "run_demo": "demo",
+    "run_demo": "demo.story",
     # prompts
-    "build_prompts": "prompts",
-    "stratified_split": "prompts",
-    "plain_split": "prompts",
-    "Split": "prompts",
-    "balance": "prompts",
-    "fingerprint": "prompts",
-    "count_by_category": "prompts",
-    "read_prompts": "prompts",
-    "write_prompts": "prompts",
+    "build_prompts": "data.prompts",
+    "stratified_split": "data.prompts",
+    "plain_split": "data.prompts",
+    "Split": "data.prompts",
+    "balance": "data.prompts",
+    "fingerprint": "data.prompts",
+    "count_by_category": "data.prompts",
+    "read_prompts": "data.prompts",
+    "write_prompts": "data.prompts",
     # data hygiene
-    "decontaminate": "hygiene",
-    "keep_prompts": "hygiene",
+    "decontaminate": "data.hygiene",
+    "keep_prompts": "data.hygiene",
     # reward tables
-    "RewardRow": "specs",
-    "load_reward_table": "specs",
+    "RewardRow": "rewards.tables",
+    "load_reward_table": "rewards.tables",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -136,35 +136,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
-    from .baseline import run_rows as run_rows, save_baseline as save_baseline
-    from .cache import cache_key as cache_key, cached_dir as cached_dir
-    from .demo import run_demo as run_demo
-    from .env import Env as Env, Environment as Environment, EnvSpec as EnvSpec, load_env as load_env
-    from .errors import (
-        DataError as DataError,
-        RlgateError as RlgateError,
-        RlgateWarning as RlgateWarning,
-        SpecError as SpecError,
-        UsageError as UsageError,
-    )
-    from .exploits import Hack as Hack
-    from .gate import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
-    from .hacks import (
-        HackScanDiff as HackScanDiff,
-        HackScanResult as HackScanResult,
-        RewardHackError as RewardHackError,
-        ScanFeature as ScanFeature,
-        hack_scan as hack_scan,
-        hack_scan_diff as hack_scan_diff,
-    )
-    from .hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
-    from .policy import (
-        TINY_POLICY as TINY_POLICY,
-        load_policy as load_policy,
-        tiny_policy_dir as tiny_policy_dir,
-    )
-    from .probe import HackFinding as HackFinding, ProbeResult as ProbeResult, probe_reward as probe_reward
-    from .prompts import (
+    from ._io.cache import cache_key as cache_key, cached_dir as cached_dir
+    from .data.baseline import run_rows as run_rows, save_baseline as save_baseline
+    from .data.hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
+    from .data.prompts import (
         Split as Split,
         balance as balance,
         build_prompts as build_prompts,
@@ -175,22 +150,8 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         stratified_split as stratified_split,
         write_prompts as write_prompts,
     )
-    from .provenance import row_header as row_header
-    from .recipe import (
-        RecipeInterval as RecipeInterval,
-        RecipeResult as RecipeResult,
-        SeedComparison as SeedComparison,
-        compare_recipe as compare_recipe,
-        recipe_interval as recipe_interval,
-    )
-    from .recipe_gate import (
-        RecipeComparison as RecipeComparison,
-        RecipeGateResult as RecipeGateResult,
-        assert_no_regression as assert_no_regression,
-        compare as compare,
-    )
-    from .report import report_text as report_text, write_index as write_index, write_report as write_report
-    from .rows import (
+    from .data.provenance import row_header as row_header
+    from .data.rows import (
         Rows as Rows,
         grade_replies as grade_replies,
         load_rows as load_rows,
@@ -200,7 +161,43 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         validate_row as validate_row,
         write_rows as write_rows,
     )
-    from .sampling import (
+    from .demo.story import run_demo as run_demo
+    from .environment.contract import Env as Env, Environment as Environment, EnvSpec as EnvSpec, load_env as load_env
+    from .environment.hack import Hack as Hack
+    from .errors import (
+        DataError as DataError,
+        RlgateError as RlgateError,
+        RlgateWarning as RlgateWarning,
+        SpecError as SpecError,
+        UsageError as UsageError,
+    )
+    from .gate.adapter import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
+    from .gate.recipe import (
+        RecipeComparison as RecipeComparison,
+        RecipeGateResult as RecipeGateResult,
+        assert_no_regression as assert_no_regression,
+        compare as compare,
+    )
+    from .gate.recipe_stats import (
+        RecipeInterval as RecipeInterval,
+        RecipeResult as RecipeResult,
+        SeedComparison as SeedComparison,
+        compare_recipe as compare_recipe,
+        recipe_interval as recipe_interval,
+    )
+    from .gate.stats import (
+        ConfidenceInterval as ConfidenceInterval,
+        PairedBootstrapResult as PairedBootstrapResult,
+        holm as holm,
+        minimum_detectable_effect as minimum_detectable_effect,
+        paired_bootstrap as paired_bootstrap,
+    )
+    from .policy.load import (
+        TINY_POLICY as TINY_POLICY,
+        load_policy as load_policy,
+        tiny_policy_dir as tiny_policy_dir,
+    )
+    from .policy.sampling import (
         BASE_RUN_SEEDS as BASE_RUN_SEEDS,
         SAMPLE_SEED as SAMPLE_SEED,
         SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE,
@@ -209,15 +206,18 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         sample as sample,
         sample_rows as sample_rows,
     )
-    from .specs import RewardRow as RewardRow, load_reward_table as load_reward_table
-    from .stats import (
-        ConfidenceInterval as ConfidenceInterval,
-        PairedBootstrapResult as PairedBootstrapResult,
-        holm as holm,
-        minimum_detectable_effect as minimum_detectable_effect,
-        paired_bootstrap as paired_bootstrap,
+    from .report import report_text as report_text, write_index as write_index, write_report as write_report
+    from .rewards.probe import HackFinding as HackFinding, ProbeResult as ProbeResult, probe_reward as probe_reward
+    from .rewards.scan import (
+        HackScanDiff as HackScanDiff,
+        HackScanResult as HackScanResult,
+        RewardHackError as RewardHackError,
+        ScanFeature as ScanFeature,
+        hack_scan as hack_scan,
+        hack_scan_diff as hack_scan_diff,
     )
-    from .strategies import HackedReply as HackedReply
+    from .rewards.strategies import HackedReply as HackedReply
+    from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
     from .train.dpo import DPOKnobs as DPOKnobs, train_dpo as train_dpo
     from .train.grpo import train_grpo as train_grpo

@@ -158,9 +158,9 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     """``--no-progress`` and ``--verbose``, the same on every command that samples, trains or builds.
 
     ``args.progress`` is False with ``--no-progress`` and None otherwise: the library then
-    shows its bars when stderr is a terminal (:func:`pytest_rlgate.progress.progress_enabled`).
+    shows its bars when stderr is a terminal (:func:`pytest_rlgate._io.progress.progress_enabled`).
     ``args.verbose`` lets third-party warnings, logs and bars through (``rlgate`` silences
-    them around the command: :func:`pytest_rlgate.progress.third_party_quiet`).
+    them around the command: :func:`pytest_rlgate._io.progress.third_party_quiet`).
     """
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                         help="no progress bars (default: shown when stderr is a terminal)")

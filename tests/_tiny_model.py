@@ -1,7 +1,7 @@
 """A random-init tiny Llama policy for training tests (feasibility.md section 2).
 
 Used only where a test needs *a* causal LM fast and does not care what it says; tests of
-real behaviour use the embedded tiny policy from ``pytest_rlgate.policy``.
+real behaviour use the embedded tiny policy from ``pytest_rlgate.policy.load``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def build_tiny(folder: str | Path, seed: int = 0) -> tuple[Any, Any]:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from pytest_rlgate.prompts import build_prompts
+    from pytest_rlgate.data.prompts import build_prompts
 
     lines = [SYSTEM] + [m["content"] for item in build_prompts(0, "default") for m in messages_for(item["prompt"])]
     lines += ['<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-4017"}}</tool_call>'] * 5

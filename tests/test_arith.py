@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 
 from pytest_rlgate import load_env
+from pytest_rlgate.data.prompts import canonical_bytes, read_prompts, stratified_split, write_prompts
 from pytest_rlgate.envs.arith import rules, templates
 from pytest_rlgate.envs.arith.replies import DECLINES, answer, rejected_reply, wrong_answer
 from pytest_rlgate.errors import DataError, UsageError
-from pytest_rlgate.prompts import canonical_bytes, read_prompts, stratified_split, write_prompts
 
 ENV = load_env("arith")
 ADD = {"category": "add", "answer": 11, "numbers": [4, 7]}

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from pytest_rlgate import cli
-from pytest_rlgate.commands import report as report_command
+from pytest_rlgate.cli import report as report_command
 from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
 from pytest_rlgate.options import Number, output_dir, output_file, path_problem
-from pytest_rlgate.sampling import VllmSampler
+from pytest_rlgate.policy.sampling import VllmSampler
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.dpo import DPOKnobs
 

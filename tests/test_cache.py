@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rlgate import cache
+from pytest_rlgate._io import cache
 from pytest_rlgate.errors import UsageError
 
 
@@ -108,7 +108,7 @@ def test_two_processes_build_once(tmp_path: Path) -> None:
         f"""
         import time
         from pathlib import Path
-        from pytest_rlgate import cache
+        from pytest_rlgate._io import cache
 
         def build(out):
             with open({str(log)!r}, "a") as f:
@@ -167,7 +167,7 @@ def test_run_keys_carry_the_environment_fingerprint(tmp_path: Path) -> None:
 def test_base_rows_graded_by_another_reward_are_never_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from _calc_env import CalcEnv, calc_reply, write_calc_prompts
 
-    from pytest_rlgate.rows import grade_replies
+    from pytest_rlgate.data.rows import grade_replies
     from pytest_rlgate.train.methods import make_knobs
     from pytest_rlgate.train.pipeline import Prepared, _cached_base_run, load_prompts
 

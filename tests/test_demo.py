@@ -11,7 +11,9 @@ import json
 import pytest
 from _calc_env import CalcEnv
 
-from pytest_rlgate.demo import (
+from pytest_rlgate.data.prompts import build_prompts, stratified_split
+from pytest_rlgate.data.rows import grade_replies
+from pytest_rlgate.demo.story import (
     DemoConfig,
     RunSummary,
     base_noise,
@@ -25,12 +27,10 @@ from pytest_rlgate.demo import (
     summarise,
     watched,
 )
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, score
 from pytest_rlgate.envs.refund.hackable import lookup_anything
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.prompts import build_prompts, stratified_split
-from pytest_rlgate.rows import grade_replies
 from pytest_rlgate.train.reward import env_reward
 
 REFUND = load_env("refund")
@@ -280,7 +280,7 @@ def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_
     import importlib.util
     from pathlib import Path
 
-    from pytest_rlgate.demo_recipe import recipe_configurations, recipe_seeds
+    from pytest_rlgate.demo.recipe import recipe_configurations, recipe_seeds
     from pytest_rlgate.train.methods import make_knobs
 
     path = Path(__file__).parents[1] / "examples" / "refund" / "test_training_gate.py"

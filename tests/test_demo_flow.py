@@ -66,8 +66,8 @@ def test_the_printed_numbers_are_the_run_folders_numbers(quick_demo):
 
 
 def test_the_hackable_run_appears_only_when_honest_grpo_left_no_id_alone(quick_demo):
-    from pytest_rlgate.demo import hackable_note
-    from pytest_rlgate.env import load_env
+    from pytest_rlgate.demo.story import hackable_note
+    from pytest_rlgate.environment.contract import load_env
 
     note = hackable_note(load_env("refund"), "lookup_anything")
     _, out, runs = quick_demo

@@ -7,8 +7,8 @@ import pytest
 from test_recipe_gate import BEFORE, side
 
 from pytest_rlgate.cli import main
-from pytest_rlgate.demo import configurations
-from pytest_rlgate.demo_recipe import (
+from pytest_rlgate.data.prompts import build_prompts, stratified_split
+from pytest_rlgate.demo.recipe import (
     RECIPE_HOLDOUT,
     RecipeSummary,
     recipe_configurations,
@@ -16,8 +16,8 @@ from pytest_rlgate.demo_recipe import (
     render_recipe_story,
     render_recipe_table,
 )
-from pytest_rlgate.prompts import build_prompts, stratified_split
-from pytest_rlgate.recipe_gate import compare
+from pytest_rlgate.demo.story import configurations
+from pytest_rlgate.gate.recipe import compare
 
 
 def test_the_recipes_are_the_demos_honest_grpo_runs_on_a_larger_holdout():

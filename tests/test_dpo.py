@@ -14,7 +14,7 @@ pytest.importorskip("trl")
 from _calc_env import CalcEnv  # noqa: E402
 from _tiny_model import build_tiny  # noqa: E402
 
-from pytest_rlgate.env import load_env  # noqa: E402
+from pytest_rlgate.environment.contract import load_env  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
 from pytest_rlgate.envs.refund.negatives import invented_call  # noqa: E402
 from pytest_rlgate.errors import UsageError  # noqa: E402

@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from pytest_rlgate import cli  # noqa: E402
+from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
-from pytest_rlgate.policy import TINY_POLICY  # noqa: E402
-from pytest_rlgate.rows import read_rows  # noqa: E402
+from pytest_rlgate.policy.load import TINY_POLICY  # noqa: E402
 from pytest_rlgate.train.dpo import DPOKnobs, sample_pairs, train_dpo  # noqa: E402
 from pytest_rlgate.train.pairs import read_pairs, turn_key  # noqa: E402
 from pytest_rlgate.train.run import RunFolder  # noqa: E402
@@ -80,8 +80,8 @@ def test_round_one_pairs_obey_the_rules_and_the_cap(round_one: RunFolder) -> Non
 
 
 def test_pairs_are_deterministic_for_a_seed() -> None:
-    from pytest_rlgate.policy import load_policy
-    from pytest_rlgate.prompts import build_prompts
+    from pytest_rlgate.data.prompts import build_prompts
+    from pytest_rlgate.policy.load import load_policy
 
     model, tok = load_policy(TINY_POLICY)
     items = build_prompts(seed=0, size="small")[:12]

@@ -21,10 +21,10 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from pytest_rlgate.data.prompts import read_prompts
+from pytest_rlgate.data.rows import REQUIRED_FIELDS, read_rows
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.prompts import read_prompts
-from pytest_rlgate.rows import REQUIRED_FIELDS, read_rows
-from pytest_rlgate.specs import load_reward_table
+from pytest_rlgate.rewards.tables import load_reward_table
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REWARD = "pytest_rlgate.envs.refund:score"

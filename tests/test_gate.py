@@ -1,4 +1,4 @@
-"""pytest_rlgate.gate: verdicts, the rule, the seed's published tables, and bad pairings."""
+"""pytest_rlgate.gate.adapter: verdicts, the rule, the seed's published tables, and bad pairings."""
 
 from __future__ import annotations
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest_rlgate.rewards.probe  # noqa: F401
+
 # loaded here, before pytester's in-process runs snapshot sys.modules: numpy cannot load twice
-import pytest_rlgate.hacks  # noqa: F401
-import pytest_rlgate.probe  # noqa: F401
-import pytest_rlgate.strategies  # noqa: F401
+import pytest_rlgate.rewards.scan  # noqa: F401
+import pytest_rlgate.rewards.strategies  # noqa: F401
 
 
 def test_failing_probe_shows_the_hack_table(pytester):

@@ -11,9 +11,9 @@ import pytest
 import scipy.stats
 
 from pytest_rlgate import DataError, HackScanResult, RewardHackError, UsageError, hack_scan, hack_scan_diff
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, features, score
-from pytest_rlgate.hacks import REGIMES
+from pytest_rlgate.rewards.scan import REGIMES
 
 ENDORSED = ("lookup_order", "asks")
 PLAIN = ("I will check that for you soon.", "Sorry, our system is slow right now.")

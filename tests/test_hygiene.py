@@ -9,14 +9,13 @@ import hypothesis  # noqa: F401 - keeps pytester runs fast (see tests/test_specs
 import pytest
 
 from pytest_rlgate.cli import main
-from pytest_rlgate.errors import DataError, UsageError
-from pytest_rlgate.hygiene import (
+from pytest_rlgate.data.hygiene import (
     decontaminate,
     keep_prompts,
     skip_decontamination,
     word_ngrams,
 )
-from pytest_rlgate.prompts import (
+from pytest_rlgate.data.prompts import (
     balance,
     build_prompts,
     prepare_split,
@@ -24,6 +23,7 @@ from pytest_rlgate.prompts import (
     stratified_split,
     write_prompts,
 )
+from pytest_rlgate.errors import DataError, UsageError
 
 
 def _item(prompt: str, sid: str = "s", category: str = "c") -> dict[str, str]:
@@ -91,7 +91,7 @@ def test_decontaminate_rejects_bad_parameters(kwargs: dict, needle: str) -> None
 
 
 def test_stratified_template_sets_drop_nothing() -> None:
-    from pytest_rlgate.prompts import build_prompts, stratified_split
+    from pytest_rlgate.data.prompts import build_prompts, stratified_split
 
     for size in ("default", "large"):
         split = stratified_split(build_prompts(0, size), 0.2)

@@ -9,7 +9,7 @@ import pytest_rlgate
 
 PACKAGE = Path(pytest_rlgate.__file__).parent
 #: the demo tells the refund story by name; every other module takes an environment
-MAY_NAME_A_TASK = {"demo.py", "commands/demo.py"}
+MAY_NAME_A_TASK = {"demo/story.py", "cli/demo.py"}
 
 
 def _task_imports(path: Path) -> list[str]:

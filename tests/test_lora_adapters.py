@@ -2,7 +2,7 @@
 
 A folder with ``adapter_config.json`` and an unrelated tensor used to pass every check; PEFT
 then loaded it with a warning and zero LoRA weights, and the gate compared the base with
-itself. ``pytest_rlgate.lora`` checks the weights before (LoRA matrices, paired, on the
+itself. ``pytest_rlgate.policy.lora`` checks the weights before (LoRA matrices, paired, on the
 targeted modules, not all zero) and after attaching (no matrix of the model missing).
 """
 
@@ -17,8 +17,8 @@ import pytest
 from _tiny_model import build_tiny
 
 from pytest_rlgate.errors import RlgateWarning, UsageError
-from pytest_rlgate.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, attach_adapter, check_adapter
-from pytest_rlgate.policy import load_policy
+from pytest_rlgate.policy.load import load_policy
+from pytest_rlgate.policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, attach_adapter, check_adapter
 
 torch = pytest.importorskip("torch")
 

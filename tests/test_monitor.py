@@ -12,8 +12,8 @@ pytest.importorskip("trl")
 
 from transformers import TrainerControl  # noqa: E402
 
-from pytest_rlgate.env import load_env  # noqa: E402
-from pytest_rlgate.prompts import build_prompts, stratified_split  # noqa: E402
+from pytest_rlgate.data.prompts import build_prompts, stratified_split  # noqa: E402
+from pytest_rlgate.environment.contract import load_env  # noqa: E402
 from pytest_rlgate.train.monitor import HackMonitor  # noqa: E402
 from pytest_rlgate.train.reward import completion_text, env_reward  # noqa: E402
 

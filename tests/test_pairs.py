@@ -10,7 +10,7 @@ import pytest
 from _calc_env import CalcEnv, calc_items, calc_reply
 from hypothesis import given, settings, strategies as st
 
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs import refund
 from pytest_rlgate.envs.refund.negatives import invented_call, invented_order_id
 from pytest_rlgate.errors import DataError, RlgateWarning, UsageError

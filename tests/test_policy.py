@@ -18,20 +18,21 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
-from pytest_rlgate import load_env, policy  # noqa: E402
+from pytest_rlgate import load_env  # noqa: E402
+from pytest_rlgate.data.prompts import stratified_split  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
-from pytest_rlgate.envs.refund.policy import ORDER_ID_TOKENS  # noqa: E402
+from pytest_rlgate.envs.refund.tiny import ORDER_ID_TOKENS  # noqa: E402
 from pytest_rlgate.errors import UsageError  # noqa: E402
-from pytest_rlgate.prompts import stratified_split  # noqa: E402
-from pytest_rlgate.sampling import sample_rows  # noqa: E402
-from pytest_rlgate.tiny import build as tiny_build  # noqa: E402
-from pytest_rlgate.tiny.copyhead import CopyHead  # noqa: E402
-from pytest_rlgate.tiny.corpus import Dialogue, ReplyMix, dialogues  # noqa: E402
-from pytest_rlgate.tiny.manifest import BUILD_INFO, content_hash, file_digests, verify  # noqa: E402
-from pytest_rlgate.tiny.model import ModelShape, new_model  # noqa: E402
-from pytest_rlgate.tiny.recipe import recipe_of  # noqa: E402
-from pytest_rlgate.tiny.tokenizer import build_tokenizer  # noqa: E402
-from pytest_rlgate.tiny.warmstart import TrainSchedule, encode_dialogues, warm_start  # noqa: E402
+from pytest_rlgate.policy import load as policy  # noqa: E402
+from pytest_rlgate.policy.sampling import sample_rows  # noqa: E402
+from pytest_rlgate.policy.tiny import build as tiny_build  # noqa: E402
+from pytest_rlgate.policy.tiny.copyhead import CopyHead  # noqa: E402
+from pytest_rlgate.policy.tiny.corpus import Dialogue, ReplyMix, dialogues  # noqa: E402
+from pytest_rlgate.policy.tiny.manifest import BUILD_INFO, content_hash, file_digests, verify  # noqa: E402
+from pytest_rlgate.policy.tiny.model import ModelShape, new_model  # noqa: E402
+from pytest_rlgate.policy.tiny.spec import recipe_of  # noqa: E402
+from pytest_rlgate.policy.tiny.tokenizer import build_tokenizer  # noqa: E402
+from pytest_rlgate.policy.tiny.warmstart import TrainSchedule, encode_dialogues, warm_start  # noqa: E402
 
 REFUND = load_env("refund")
 ARITH = load_env("arith")
@@ -390,7 +391,7 @@ def test_every_builtin_recipe_is_shipped() -> None:
 @pytest.mark.parametrize(("env", "name"), SHIPPED, ids=["refund", "arith"])
 def test_a_shipped_policy_records_the_recipe_that_made_it(env, name: str) -> None:
     """The recorded recipe is the code's: a changed corpus, mix or writer needs a rebuild
-    (`rlgate policy build --env ENV --out pytest_rlgate/policies/tiny-ENV`)."""
+    (`rlgate policy build --env ENV --out pytest_rlgate/policy/shipped/tiny-ENV`)."""
     started = time.perf_counter()
     folder = policy.tiny_policy_dir(name)
     assert time.perf_counter() - started < 5  # hashes checked, nothing built

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_rlgate import DataError, ProbeResult, RewardHackError, UsageError, load_env, probe_reward
+from pytest_rlgate.environment.hack import Hack
 from pytest_rlgate.envs import refund
-from pytest_rlgate.exploits import Hack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "refund" / "test_hackability.py"
 KNOWN = {"second_call", "trailing_text", "format_bonus", "padding", "malformed_call"}

@@ -16,11 +16,7 @@ from pathlib import Path
 import pytest
 from _calc_env import CalcEnv, SumsEnv, calc_items, write_calc_prompts
 
-from pytest_rlgate.env import load_env
-from pytest_rlgate.envs.refund import CATEGORIES, case_for, templates
-from pytest_rlgate.envs.refund.templates import PROMPT_SIZES as SIZES
-from pytest_rlgate.errors import DataError, UsageError
-from pytest_rlgate.prompts import (
+from pytest_rlgate.data.prompts import (
     Split,
     balance,
     build_prompts,
@@ -32,6 +28,10 @@ from pytest_rlgate.prompts import (
     stratified_split,
     write_prompts,
 )
+from pytest_rlgate.environment.contract import load_env
+from pytest_rlgate.envs.refund import CATEGORIES, case_for, templates
+from pytest_rlgate.envs.refund.templates import PROMPT_SIZES as SIZES
+from pytest_rlgate.errors import DataError, UsageError
 
 #: Golden fingerprints: changing them changes every seeded holdout, so bump them on purpose only.
 GOLDEN = {
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bytes_elsewhere(python: str, hashseed: str) -> subprocess.CompletedProcess[bytes]:
-    code = ("import sys\nfrom pytest_rlgate.prompts import build_prompts, canonical_bytes\n"
+    code = ("import sys\nfrom pytest_rlgate.data.prompts import build_prompts, canonical_bytes\n"
             "sys.stdout.buffer.write(b''.join(canonical_bytes(build_prompts(0, s)) for s in "
             "('small', 'default', 'large')))")
     env = {**os.environ, "PYTHONHASHSEED": hashseed, "PYTHONPATH": str(ROOT)}

@@ -11,8 +11,7 @@ import pytest
 from _calc_env import calc_items, write_calc_prompts
 
 from pytest_rlgate.cli import main
-from pytest_rlgate.env import load_env
-from pytest_rlgate.prompts import (
+from pytest_rlgate.data.prompts import (
     balance,
     build_prompts,
     count_by_category,
@@ -21,6 +20,7 @@ from pytest_rlgate.prompts import (
     stratified_split,
     write_prompts,
 )
+from pytest_rlgate.environment.contract import load_env
 
 #: the header's name of the default environment: its name and short fingerprint
 ENV = f"env=refund ({load_env(None).fingerprint[:15]})"

@@ -1,6 +1,6 @@
 """``rlgate prompts`` writes its set as one unit: never a holdout that belongs to another prompts file.
 
-The three files are swapped in with renames (``pytest_rlgate.promptset``). Checked three ways:
+The three files are swapped in with renames (``pytest_rlgate.data.promptset``). Checked three ways:
 the swap itself (an old set replaced, a user's folder refused, stale leftovers swept), a
 failure injected at the swap, and the real thing - an ``rlgate prompts`` subprocess killed
 with SIGKILL at random points while it overwrites another set - after which the folder must
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from pytest_rlgate.cli import main
+from pytest_rlgate.data.prompts import build_prompts, read_prompts, stratified_split
+from pytest_rlgate.data.promptset import SET_FILES, write_prompt_set
 from pytest_rlgate.errors import DataError, UsageError
-from pytest_rlgate.prompts import build_prompts, read_prompts, stratified_split
-from pytest_rlgate.promptset import SET_FILES, write_prompt_set
 
 
 def _set(seed: int, env: str = "refund") -> dict[str, list[dict]]:
@@ -96,8 +96,8 @@ def test_leftovers_of_a_dead_writer_are_swept(tmp_path: Path) -> None:
 CHILD = """
 import sys
 from pytest_rlgate.cli import main
-import pytest_rlgate.commands.prompts
-from pytest_rlgate.prompts import build_prompts
+import pytest_rlgate.cli.prompts
+from pytest_rlgate.data.prompts import build_prompts
 build_prompts(0, "large")
 print("ready", flush=True)
 sys.exit(main(sys.argv[1:]))
@@ -162,7 +162,7 @@ def test_prompts_with_unicode_line_separators_round_trip(tmp_path: Path, env: st
 
 
 def _write(path: Path, items: list[dict]) -> Path:
-    from pytest_rlgate.prompts import write_prompts
+    from pytest_rlgate.data.prompts import write_prompts
 
     write_prompts(path, items)
     return path

@@ -13,7 +13,7 @@ pytest.importorskip("reasoning_gym")
 from importlib.metadata import version  # noqa: E402
 
 from pytest_rlgate import UsageError, grade_replies  # noqa: E402
-from pytest_rlgate.env import Env, load_env  # noqa: E402
+from pytest_rlgate.environment.contract import Env, load_env  # noqa: E402
 from pytest_rlgate.envs import reasoning_gym as adapter  # noqa: E402
 from pytest_rlgate.envs.reasoning_gym import ReasoningGymEnv, extract_answer  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""pytest_rlgate.recipe: the recipe interval against a direct scipy formula, the verdicts, bad input,
+"""pytest_rlgate.gate.recipe_stats: the recipe interval against a direct scipy formula, the verdicts, bad input,
 and a small simulation that fails any interval blind to the run-to-run spread of training."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_rlgate import gate
 from pytest_rlgate.errors import DataError, UsageError
-from pytest_rlgate.recipe import (
+from pytest_rlgate.gate import adapter as gate
+from pytest_rlgate.gate.recipe_stats import (
     MIN_UNITS,
     RECIPE_VERDICTS,
     compare_recipe,
@@ -22,7 +22,7 @@ from pytest_rlgate.recipe import (
     recipe_interval,
     seed_unit_interval,
 )
-from pytest_rlgate.stats import minimum_detectable_effect
+from pytest_rlgate.gate.stats import minimum_detectable_effect
 
 K = 4
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_recipe_calibration.py"

@@ -24,9 +24,9 @@ from pytest_rlgate import (
     compare,
     write_rows,
 )
-from pytest_rlgate.provenance import row_header
-from pytest_rlgate.recipe_gate import is_seed_sources, seed_labels
-from pytest_rlgate.recipe_text import seed_dots
+from pytest_rlgate.data.provenance import row_header
+from pytest_rlgate.gate.recipe import is_seed_sources, seed_labels
+from pytest_rlgate.gate.recipe_text import seed_dots
 
 GUARD = ("well_formed",)
 

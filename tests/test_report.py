@@ -421,7 +421,7 @@ def test_public_names() -> None:
 
 
 def test_import_does_not_load_matplotlib() -> None:
-    code = "import sys, pytest_rlgate.report, pytest_rlgate.commands.report; print('matplotlib' in sys.modules)"
+    code = "import sys, pytest_rlgate.report, pytest_rlgate.cli.report; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

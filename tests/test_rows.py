@@ -20,12 +20,12 @@ from pytest_rlgate import (
     read_rows,
     regrade_rows,
     row_header,
-    rowfile,
     validate_row,
     write_rows,
 )
+from pytest_rlgate.data import rowfile
+from pytest_rlgate.data.rows import iter_rows
 from pytest_rlgate.envs import refund
-from pytest_rlgate.rows import iter_rows
 
 
 def row(**changes: Any) -> dict[str, Any]:

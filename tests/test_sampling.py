@@ -12,12 +12,12 @@ torch.set_num_threads(1)
 
 from _calc_env import CalcEnv, calc_items
 
-from pytest_rlgate import sampling
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.tiny import build as tiny_build
-from pytest_rlgate.tiny.recipe import recipe_of
-from pytest_rlgate.tiny.warmstart import TrainSchedule
+from pytest_rlgate.policy import sampling
+from pytest_rlgate.policy.tiny import build as tiny_build
+from pytest_rlgate.policy.tiny.spec import recipe_of
+from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
 
 #: A barely trained policy of the default environment: random enough that replies vary, so
 #: equality means something.
@@ -34,7 +34,7 @@ FAST = {"max_new_tokens": 12, "progress": False}
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory: pytest.TempPathFactory):
-    from pytest_rlgate.policy import load_policy
+    from pytest_rlgate.policy.load import load_policy
 
     out = tmp_path_factory.mktemp("mini-policy")
     tiny_build.build_policy(out, load_env(None), MINI)
@@ -126,7 +126,7 @@ def test_adapter_on_and_off(policy, tmp_path: Path) -> None:
 
 def test_sample_rows_grades_every_reply(policy) -> None:
     model, tok = policy
-    from pytest_rlgate import prompts
+    from pytest_rlgate.data import prompts
 
     items = prompts.build_prompts(seed=0)[:3]
     rows = sampling.sample_rows(model, tok, items, k=2, seed=18, policy="mini", **FAST)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from _calc_env import SumsEnv
 
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs import refund
 from pytest_rlgate.errors import SpecError
-from pytest_rlgate.specs import RewardValueError, load_reward_table
+from pytest_rlgate.rewards.tables import RewardValueError, load_reward_table
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "reward: pytest_rlgate.envs.refund:score\nrows:\n"

@@ -17,7 +17,7 @@ import hypothesis  # noqa: F401 - imported once; pytester runs would re-import i
 import pytest
 
 from pytest_rlgate.errors import MAX_SPEC_MESSAGE, SpecError
-from pytest_rlgate.specs import MAX_DEPTH, load_reward_table
+from pytest_rlgate.rewards.tables import MAX_DEPTH, load_reward_table
 
 HEAD = "reward: pytest_rlgate.envs.refund:score\n"
 ROW = "  - {prompt: p, reply: r, expected: 1}\n"

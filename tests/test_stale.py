@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rlgate import cache, stale
-from pytest_rlgate.atomic import atomic_write
+from pytest_rlgate._io import cache, stale
+from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.train.run import COMPLETE, RunFolder, RunWriter, sweep_runs
 

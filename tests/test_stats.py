@@ -1,4 +1,4 @@
-"""pytest_rlgate.stats against scipy (the oracle) and by invariants (Hypothesis)."""
+"""pytest_rlgate.gate.stats against scipy (the oracle) and by invariants (Hypothesis)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as sps
 
-from pytest_rlgate import (
-    ConfidenceInterval,
-    PairedBootstrapResult,
-    holm,
-    minimum_detectable_effect,
-    paired_bootstrap,
-    stats as stats_module,
-)
-from pytest_rlgate.stats import DEFAULT_METHOD, METHODS, _resample_means, normal_cdf, t_cdf, t_ppf
+from pytest_rlgate import ConfidenceInterval, PairedBootstrapResult, holm, minimum_detectable_effect, paired_bootstrap
+from pytest_rlgate.gate import stats as stats_module
+from pytest_rlgate.gate.stats import DEFAULT_METHOD, METHODS, _resample_means, normal_cdf, t_cdf, t_ppf
 
 K = 4
 
@@ -260,7 +254,7 @@ def test_stats_and_gate_import_numpy_only() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, pytest_rlgate.stats, pytest_rlgate.gate, pytest_rlgate.rows; "
+    code = ("import sys, pytest_rlgate.gate.stats, pytest_rlgate.gate.adapter, pytest_rlgate.data.rows; "
             "print(sorted(m for m in ('scipy', 'torch', 'hypothesis', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

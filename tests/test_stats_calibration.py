@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rlgate.stats import DEFAULT_METHOD
+from pytest_rlgate.gate.stats import DEFAULT_METHOD
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_stats_calibration.py"
 

@@ -10,7 +10,7 @@ import pytest
 from _calc_env import CalcEnv, SumsEnv, write_calc_prompts
 
 from pytest_rlgate import cli
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.train import config as C
 from pytest_rlgate.train.config import GRPOKnobs, RunKnobs, trl_loss_types
@@ -140,7 +140,7 @@ def test_cli_turns_a_bad_flag_into_one_line_and_exit_2(capsys):
 
 
 def test_cli_has_a_slot_per_method(capsys):
-    from pytest_rlgate.commands import train
+    from pytest_rlgate.cli import train
 
     assert "grpo" in train.METHODS
     with pytest.raises(SystemExit):

@@ -17,8 +17,8 @@ pytest.importorskip("trl")
 from _tiny_model import build_tiny  # noqa: E402
 
 from pytest_rlgate import cli  # noqa: E402
+from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.errors import UsageError  # noqa: E402
-from pytest_rlgate.rows import read_rows  # noqa: E402
 from pytest_rlgate.train.grpo import train_grpo  # noqa: E402
 from pytest_rlgate.train.run import RunFolder  # noqa: E402
 
@@ -69,7 +69,7 @@ def test_config_records_every_knob_versions_prompts_and_seeds(run, base_dir):
     assert sum(config["prompts"]["holdout"].values()) == len(list(read_rows(run.after_file))) // 4
     assert {"torch", "trl", "peft", "transformers"} <= set(config["versions"])
     assert config["lineage"] == [] and config["training"]["steps_done"] == 3
-    from pytest_rlgate.env import load_env
+    from pytest_rlgate.environment.contract import load_env
 
     assert config["env"] == load_env("refund").describe() and knobs["env"] == "refund"
 
@@ -181,8 +181,8 @@ def _recorded_step(base_dir, tmp_path, items, knobs):
 
 
 def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp_path):
+    from pytest_rlgate.data.prompts import build_prompts
     from pytest_rlgate.envs.refund import case_for
-    from pytest_rlgate.prompts import build_prompts
     from pytest_rlgate.train.config import GRPOKnobs
     from pytest_rlgate.train.reward import prompt_text
 

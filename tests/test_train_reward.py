@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from _calc_env import CalcEnv, SumsEnv, calc_items, calc_reply
 
-from pytest_rlgate.env import load_env
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.reward import env_reward, score_function

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from pytest_rlgate.rows import read_rows  # noqa: E402
+from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.train import config as C  # noqa: E402
 from pytest_rlgate.train.grpo import train_grpo  # noqa: E402
 

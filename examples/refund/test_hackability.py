@@ -20,7 +20,7 @@ from hypothesis.errors import NoSuchExample
 
 from pytest_rlgate import probe_reward
 from pytest_rlgate.envs.refund import markers, normalise_order_id, parse_tool_call, passes, strategies as rs
-from pytest_rlgate.strategies import padded_replies, plain_replies
+from pytest_rlgate.rewards.strategies import padded_replies, plain_replies
 
 #: Deterministic, modest: the reward is pure Python, so 100 examples take a fraction of a second.
 PROPERTY = settings(max_examples=100, derandomize=True, database=None, deadline=None,

@@ -2,7 +2,7 @@
 
 The files are read through the readers the run writes with
 (:mod:`pytest_rlgate.train.run` for the JSON files and ``metrics.jsonl``,
-:func:`pytest_rlgate.rows.iter_rows` for the graded rows); what is checked here on top is
+:func:`pytest_rlgate.data.rows.iter_rows` for the graded rows); what is checked here on top is
 only the fields the page reads from ``monitor.json``, ``gate.json`` and ``recipe.json``.
 
 Required files: ``config.json`` and ``metrics.jsonl``. Optional: ``monitor.json``,
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ..data.rows import iter_rows
 from ..errors import DataError
-from ..rows import iter_rows
 from ..train.run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunFolder, read_json, read_json_object, read_metrics
 
 __all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "is_number", "is_recipe_folder",

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import recipe_text
+from ..gate import recipe_text
 from .data import REPORT_NAME, ReportData
 from .plots import ALARM_COLOURS, VERDICT_COLOURS
 from .text import fmt, gate_settings, interval, interval_header, units

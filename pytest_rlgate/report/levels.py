@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import paired_bootstrap
+from ..gate.stats import paired_bootstrap
 from .data import ReportData, is_number
 
 __all__ = ["LEVEL_CONFIDENCE", "Level", "groups", "levels", "pass_comparisons", "series"]
@@ -41,7 +41,7 @@ class Level:
 def levels(rows: Sequence[Mapping[str, Any]]) -> dict[str, Level]:
     """Per category and ``overall``: the level as the gate computes it, and a display band.
 
-    The band is the percentile bootstrap over units of :func:`pytest_rlgate.stats.paired_bootstrap`
+    The band is the percentile bootstrap over units of :func:`pytest_rlgate.gate.stats.paired_bootstrap`
     against a zero baseline, i.e. of the unit means themselves.
     """
     per_unit: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))

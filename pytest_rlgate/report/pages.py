@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import __version__
-from ..atomic import atomic_write
+from .._io.atomic import atomic_write
+from .._version import __version__
 from ..errors import DataError
 from .data import INDEX_NAME, REPORT_NAME, is_recipe_folder, load_report_data, read_recipe, run_dirs
 from .html import alarms_html, badge, config_html, esc, gate_html, html_page, recipe_html

@@ -10,8 +10,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .. import recipe_text
-from ..numtext import interval as format_interval
+from ..gate import recipe_text
+from ..gate.numtext import interval as format_interval
 from .data import ReportData, is_number, is_recipe_folder, load_report_data, lookup, read_recipe
 from .levels import series
 from .plots import CURVES

@@ -3,7 +3,7 @@
 Every failure a user can cause (a missing or corrupt adapter folder, a base model that
 cannot be loaded offline, LoRA targets the model does not have) becomes a one-line
 ``UsageError`` naming the flag or path and the fix. What makes an adapter folder usable
-(LoRA weights that change the model) is checked in :mod:`pytest_rlgate.lora`, shared with
+(LoRA weights that change the model) is checked in :mod:`pytest_rlgate.policy.lora`, shared with
 ``load_policy``.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DataError, UsageError
-from ..lora import attach_adapter, check_adapter
-from ..policy import load_policy
+from ..policy.load import load_policy
+from ..policy.lora import attach_adapter, check_adapter
 from .run import RunFolder
 
 __all__ = ["attach_adapter", "check_adapter", "load_base", "lora_config", "merge_adapter"]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import cache
-from ..env import Env
-from ..policy import tiny_policy_key
-from ..rows import load_rows, write_rows
-from ..tiny.recipe import TINY_PREFIX
+from .._io import cache
+from ..data.rows import load_rows, write_rows
+from ..environment.contract import Env
+from ..policy.load import tiny_policy_key
+from ..policy.tiny.spec import TINY_PREFIX
 from .adapters import run_lineage
 from .config import RunKnobs
 from .difficulty import selection_seed
@@ -52,8 +52,9 @@ class CachedRun:
 #: built-in environments (their rewards, prompt writers, features, negatives), sampling,
 #: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
 #: An environment outside the package is keyed by its fingerprint.
-_RUN_CODE = ("train/*.py", "env.py", "envs/**/*.py", "sampling.py", "rows.py", "gate.py", "recipe.py", "stats.py",
-             "prompts.py", "hygiene.py", "policy.py")
+_RUN_CODE = ("train/*.py", "environment/contract.py", "envs/**/*.py", "policy/sampling.py", "data/rows.py",
+             "gate/adapter.py", "gate/recipe_stats.py", "gate/stats.py", "data/prompts.py", "data/hygiene.py",
+             "policy/load.py")
 
 
 def _code_digest() -> str:

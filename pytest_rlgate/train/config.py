@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
-from ..env import Env, load_env
+from ..environment.contract import Env, load_env
 from ..errors import UsageError
 from ..options import HOLDOUT_FRACTION, Number, path_problem
-from ..policy import TINY_POLICY
-from ..sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
-from ..tiny.manifest import BUILD_INFO
-from ..tiny.recipe import TINY_PREFIX
+from ..policy.load import TINY_POLICY
+from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+from ..policy.tiny.manifest import BUILD_INFO
+from ..policy.tiny.spec import TINY_PREFIX
 from .reward import score_function
 
 # --- shared by every method -------------------------------------------------------------

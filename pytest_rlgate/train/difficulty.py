@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.prompts import count_by_category, fingerprint
 from ..errors import DataError, RlgateWarning, UsageError
-from ..prompts import count_by_category, fingerprint
-from ..sampling import sample_rows
+from ..policy.sampling import sample_rows
 from .config import RunKnobs
 from .run import RunFolder
 

@@ -24,22 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from ..env import Env
+from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
 from ..options import Number
-from ..sampling import sample
+from ..policy.sampling import sample
 from .adapters import check_targets, lora_config
 from .config import RUN_BOUNDS, RunKnobs, _fail
 from .grpo import _on_cpu
-from .pairs import (
-    CONSTRUCTED_CAP,
-    MAX_PAIRS_PER_PROMPT,
-    MIN_MARGIN,
-    Pair,
-    PairSet,
-    build_pairs,
-    write_pairs,
-)
+from .pairs import CONSTRUCTED_CAP, MAX_PAIRS_PER_PROMPT, MIN_MARGIN, Pair, PairSet, build_pairs, write_pairs
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .run import RunWriter
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..env import EnvSpec
+from ..data.prompts import fingerprint, read_prompts
+from ..environment.contract import EnvSpec
 from ..errors import DataError
-from ..prompts import fingerprint, read_prompts
 from .adapters import attach_adapter, load_base, merge_adapter
 from .config import RunKnobs
 from .pipeline import HOLDOUT_PROMPTS, holdout_rows

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from ..env import Env
+from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
 from .config import GRPOKnobs

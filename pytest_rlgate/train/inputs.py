@@ -8,8 +8,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..data.prompts import TrainSplit, build_prompts, count_by_category, fingerprint, prepare_split, read_prompts
 from ..errors import UsageError
-from ..prompts import TrainSplit, build_prompts, count_by_category, fingerprint, prepare_split, read_prompts
 from .config import RunKnobs
 from .difficulty import Selection
 

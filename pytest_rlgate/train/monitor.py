@@ -30,10 +30,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..env import Env, EnvSpec, load_env
+from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
-from ..hacks import hack_scan
-from ..sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
+from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
+from ..rewards.scan import hack_scan
 from .reward import completion_text, prompt_text
 
 __all__ = ["ALARMS", "HackMonitor"]

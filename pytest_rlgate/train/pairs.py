@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..env import Env, EnvSpec, load_env
+from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
 from .run import write_jsonl
 

@@ -19,15 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..env import Env, EnvSpec, load_env
+from .._io.progress import trainer_progress
+from ..data.prompts import fingerprint, write_prompts
+from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
-from ..gate import compare
-from ..progress import trainer_progress
-from ..prompts import (
-    fingerprint,
-    write_prompts,
-)
-from ..sampling import sample_rows
+from ..gate.adapter import compare
+from ..policy.sampling import sample_rows
 from .adapters import load_base, merge_adapter, run_lineage
 from .cached import base_identity, cached_rows, env_identity
 from .config import RunKnobs
@@ -173,7 +170,7 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
 
 
 def step_progress(trainer: Any, desc: str, progress: bool | None) -> Any:
-    """Give *trainer* rlgate's step bar named *desc* (:func:`~pytest_rlgate.progress.trainer_progress`).
+    """Give *trainer* rlgate's step bar named *desc* (:func:`~pytest_rlgate._io.progress.trainer_progress`).
 
     The trainers run with ``disable_tqdm=True``, so transformers adds its PrinterCallback,
     which prints every log dict to stdout; it goes too: metrics.jsonl has the logs.

@@ -17,9 +17,9 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..env import Env, EnvSpec, load_env
+from ..environment.contract import Env, EnvSpec, load_env
+from ..environment.trust import evaluates_text
 from ..errors import DataError, UsageError
-from ..trust import evaluates_text
 
 __all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
 

@@ -6,7 +6,7 @@ is written last, so an interrupted run never looks finished: ``RunFolder.open`` 
 folder without the marker. ``--overwrite`` swaps by renames: the old run moves aside, the
 new one moves in, and only then is the old one deleted. A killed run leaves its partial
 folder (and a swap killed between its renames, the old run aside); the next ``RunWriter``
-in that folder sweeps them (:mod:`pytest_rlgate.stale`): partial folders of dead owners are
+in that folder sweeps them (:mod:`pytest_rlgate._io.stale`): partial folders of dead owners are
 deleted, an old run whose name is still free is put back. The layout is the same for GRPO and DPO, so ``rlgate gate``,
 ``rlgate eval`` and the fixtures read both alike.
 """
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write, public_mode
-from ..env import Env, EnvSpec, load_env
+from .._io.atomic import atomic_write, public_mode
+from .._io.stale import OWNER, sweep, token
+from ..data.rows import write_rows
+from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
-from ..rows import write_rows
-from ..stale import OWNER, sweep, token
 
 __all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "read_json", "read_json_object", "read_metrics",
            "sweep_runs", "write_json", "write_jsonl"]

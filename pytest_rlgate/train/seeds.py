@@ -6,7 +6,7 @@ unbalanced GRPO regressed no-id at seed 18 and passed at 17). ``train_seeds`` tr
 recipe once per trainer seed (``sample_seed``: it seeds the trainer and the after sample)
 through the run cache the fixtures and the demo share, copies each run to
 ``runs/<name>-seed<S>/``, and gates the recipe across them
-(:func:`pytest_rlgate.recipe_gate.compare_seeds`) into ``runs/<name>-recipe/``:
+(:func:`pytest_rlgate.gate.recipe.compare_seeds`) into ``runs/<name>-recipe/``:
 ``recipe.json`` (the seeds, their run folders, the knobs and the gate) and ``recipe.txt``.
 
 The before side is the first seed's base runs: every seed samples the same holdout, so
@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import atomic_write
-from ..baseline import run_rows
+from .._io.atomic import atomic_write
+from ..data.baseline import run_rows
 from ..errors import UsageError
-from ..recipe_gate import RecipeGateResult, compare_seeds
+from ..gate.recipe import RecipeGateResult, compare_seeds
 from ..report import RECIPE_FILE, REPORT_NAME
 from .cached import cached_run
 from .config import RunKnobs

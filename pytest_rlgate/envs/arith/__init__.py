@@ -14,12 +14,12 @@ first use) and tiny-policy recipe each live in their own module beside it.
 
 from __future__ import annotations
 
-from ...exploits import Hack, lazy
+from ...environment.hack import Hack, lazy
 from .features import features
-from .policy import BASE_MODEL, RECIPE
 from .replies import rejected_reply
 from .rules import CATEGORIES, SYSTEM, markers, score
 from .templates import PROMPT_SIZES, build_prompts
+from .tiny import BASE_MODEL, RECIPE
 
 # -- the environment contract ---------------------------------------------------------
 name = "arith"

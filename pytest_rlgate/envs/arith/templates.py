@@ -4,7 +4,7 @@ A *scenario* is one question's situation: its numbers and its theme (a person an
 of object), with a ``scenario_id``; it renders one prompt at the default size and many
 paraphrases (opener x body x closer) at the ``large`` size, all sharing one case. Splits
 keep a scenario's prompts on one side, so the holdout measures unseen situations. Every
-choice comes from :mod:`pytest_rlgate.seeded` (SHA-256 of the seed and the axis), so a seed
+choice comes from :mod:`pytest_rlgate.environment.seeded` (SHA-256 of the seed and the axis), so a seed
 gives the same bytes on every Python.
 
 The sets are imbalanced on purpose, like refund's: ``add`` is the majority, so RL on the
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...environment.seeded import dedupe, draw, ranked
 from ...errors import UsageError
-from ...seeded import dedupe, draw, ranked
 from .rules import CATEGORIES
 
 __all__ = ["BODIES", "CLOSERS", "NAMES", "OBJECTS", "OPENERS", "PROMPT_SIZES", "Scenario", "build_prompts",

@@ -9,11 +9,10 @@ reward and the tiny-policy recipe each live in their own module beside it.
 
 from __future__ import annotations
 
-from ...exploits import Hack, lazy
+from ...environment.hack import Hack, lazy
 from .features import features
 from .hackable import lookup_anything
 from .negatives import rejected_reply
-from .policy import BASE_MODEL, RECIPE
 from .rules import (
     CATEGORIES,
     FORMAT_BONUS,
@@ -30,6 +29,7 @@ from .rules import (
     score,
 )
 from .templates import PROMPT_SIZES, build_prompts
+from .tiny import BASE_MODEL, RECIPE
 
 # -- the environment contract ---------------------------------------------------------
 name = "refund"

@@ -1,7 +1,7 @@
 """Hypothesis strategies for the refund environment: its prompts, tool calls and exploits.
 
 The generic hacks (padding, trailing text, repetition, keyword stuffing) live in
-:mod:`pytest_rlgate.strategies`; everything here knows orders and ``<tool_call>`` blocks:
+:mod:`pytest_rlgate.rewards.strategies`; everything here knows orders and ``<tool_call>`` blocks:
 prompt items per category, order ids and their confusable spellings, well-formed and
 malformed calls, asking replies, and the exploits docs/hacks.md lists (a second call, the
 format bonus, a malformed block). :func:`honest_replies` and the hack transforms
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from ...strategies import (
+from ...rewards.strategies import (
     GENERIC_HACKS,
     HackedReply,
     check_in,
@@ -333,7 +333,7 @@ def hacked_replies(
     hacks: Collection[str] = ALL_HACKS,
     ids: SearchStrategy[str] = order_ids(),
 ) -> SearchStrategy[HackedReply]:
-    """:class:`~pytest_rlgate.strategies.HackedReply` values: a reply and one of *hacks* applied to it.
+    """:class:`~pytest_rlgate.rewards.strategies.HackedReply` values: a reply and one of *hacks* applied to it.
 
     *ids* are the ids hacks invent (pass ids that differ from the prompt's own). The
     property under test is one line, and a counterexample names its exploit::

@@ -4,7 +4,7 @@ A *scenario* is a situation (intent x customer stance x item, or an off-topic to
 stance) with a ``scenario_id``; it renders one prompt at the default size and many
 paraphrases at the ``large`` size. Splits keep a scenario's prompts on one side, so the
 holdout measures unseen situations rather than unseen wordings. Every choice comes from
-:mod:`pytest_rlgate.seeded` (SHA-256 of the seed and the axis), so a seed gives the same
+:mod:`pytest_rlgate.environment.seeded` (SHA-256 of the seed and the axis), so a seed gives the same
 bytes on every Python.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...environment.seeded import dedupe, draw, ranked, weighted
 from ...errors import UsageError
-from ...seeded import dedupe, draw, ranked, weighted
 from .rules import case_for
 
 __all__ = ["PROMPT_SIZES", "build_prompts"]

@@ -1,0 +1,132 @@
+"""The ``rlgate`` command.
+
+Each subcommand lives in ``pytest_rlgate.cli.<name>`` with ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when their
+command runs, so ``rlgate gate`` never pays for torch. Exit codes (CI reads them, so each
+means one thing): 0 pass, 1 the gate failed (and nothing else), 2 a usage or data problem
+(one line naming the flag, file, row or field; never a traceback), 3 an internal error (a
+bug: one line naming the log file that holds the traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from .._io.cache import cache_root
+from .._io.progress import third_party_quiet
+from .._version import __version__
+from ..errors import RlgateError
+
+#: Exit codes; 1 is reserved for "the gate failed" so CI never mistakes a crash for a verdict.
+EXIT_GATE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+#: subcommand -> (module, one-line help); the module is imported lazily
+COMMANDS: dict[str, tuple[str, str]] = {
+    "prompts": ("pytest_rlgate.cli.prompts", "write a seeded prompt set, its split and fingerprint"),
+    "gate": ("pytest_rlgate.cli.gate", "gate AFTER against BEFORE graded rows, by category"),
+    "train": ("pytest_rlgate.cli.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
+    "eval": ("pytest_rlgate.cli.eval", "re-sample a finished run's holdout and gate it"),
+    "regrade": ("pytest_rlgate.cli.regrade", "re-score stored replies with the current environment"),
+    "baseline": ("pytest_rlgate.cli.baseline", "keep a run's graded rows as a stored baseline"),
+    "report": ("pytest_rlgate.cli.report", "write report.html with plots for a run folder"),
+    "demo": ("pytest_rlgate.cli.demo", "the whole story on the embedded tiny policy, CPU only"),
+    "policy": ("pytest_rlgate.cli.policy", "rebuild a tiny policy from its environment's recipe"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 already; keep it one line
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="rlgate", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pytest-rlgate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    wanted = next((a for a in (argv or []) if a in COMMANDS), None)
+    for name, (module, help_) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_, description=help_)
+        if name == wanted or wanted is None and argv is None:
+            _load(module).add_arguments(cmd)
+    return parser
+
+
+def _load(module: str):  # noqa: ANN202 - a module object
+    return importlib.import_module(module)
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:
+    return f"rlgate: {category.__name__}: {message}\n"
+
+
+def _crash_log(command: str) -> Path | None:
+    """Write the current exception's traceback to a new log file; its path, or None if none could be written."""
+    text = f"rlgate {__version__} {command}: {' '.join(sys.argv)}\n{traceback.format_exc()}"
+    for folder in (cache_root() / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f"rlgate-{command}-{time.strftime('%Y%m%d-%H%M%S')}-",
+                                        suffix=".log", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as log:
+                log.write(text)
+            return Path(name)
+        except OSError:
+            continue
+    return None
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    """The exception's text on one line, cut at *limit*: a message, never a dump."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    warnings.formatwarning = _one_line_warning  # a terminal tool, not a library: no source lines
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    name = f"rlgate {args.command}"
+    try:
+        # commands that load no third-party library have no --verbose: nothing to let through
+        with third_party_quiet(verbose=getattr(args, "verbose", False)):
+            return int(_load(COMMANDS[args.command][0]).run(args))
+    except RlgateError as exc:
+        print(f"{name}: error: {_one_line(exc, 2000)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if exc.filename is None:  # not about a file the user named: a bug, reported below
+            return _internal(name, args.command, exc)
+        print(f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and its "
+              "permissions", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - any other exception is a bug in rlgate: say so, keep exit 1 for the gate
+        return _internal(name, args.command, exc)
+
+
+def _internal(name: str, command: str, exc: BaseException) -> int:
+    """Report a bug: one line naming the log that holds the traceback; exit 3, never the gate's 1."""
+    log = _crash_log(command)
+    where = f"the traceback is in {log}" if log else "no log file could be written"
+    print(f"{name}: internal error ({type(exc).__name__}: {_one_line(exc)}); {where}; please report it",
+          file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""``rlgate demo [--env SPEC] [--runs-dir DIR] [--steps N] [--quick]``: the whole story on the tiny policy.
+
+Builds (once) or loads the environment's tiny policy, writes its seeded prompt set and the
+split, trains GRPO, GRPO with ``--balance 0.25`` and one DPO round with constructed
+negatives (plus a clearly labelled run on a deliberately hackable reward the environment
+offers when honest GRPO leaves the watched categories intact; refund, the default story,
+watches no-id), gates each against three base runs by category, prints the categories side
+by side and what happened, and writes run folders, reports and an index.
+
+``--seeds N`` tells the recipe story instead: honest GRPO and the balanced one, each trained
+at N trainer seeds (17, 18, ...) on a larger holdout, gated as recipes across the seeds
+(:mod:`pytest_rlgate.demo.recipe`).
+
+Exit 0 when the story ran: a failed gate is a result the demo shows, not an error. Exit 2
+for a usage error (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..demo.recipe import run_recipe_demo
+from ..demo.story import QUICK_STEPS, STEPS, run_demo
+from ..errors import UsageError
+from ..options import add_env_argument, add_output_arguments, output_dir
+from ..train.config import GRPO_BOUNDS
+
+HELP = "the whole story on the embedded tiny policy, CPU only"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_env_argument(parser)
+    parser.add_argument("--runs-dir", type=output_dir, default="runs/demo", metavar="DIR",
+                        help="where the run folders, prompt files and index.html go (%(default)s)")
+    parser.add_argument("--steps", type=GRPO_BOUNDS["steps"], metavar="N",
+                        help=f"training steps of every run (default {STEPS}; {QUICK_STEPS} with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the whole flow on the small prompt set with very few steps (a smoke test: "
+                             "too short for the verdicts to mean anything)")
+    parser.add_argument("--seeds", type=int, metavar="N",
+                        help="the recipe story: honest GRPO and the balanced one at N trainer seeds each, gated "
+                             "across the seeds (--seeds 3: about 10 minutes on 2 CPU cores)")
+    add_output_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    if args.seeds is None:
+        run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)
+        return 0
+    if args.seeds < 2:
+        raise UsageError(f"--seeds {args.seeds}: a recipe needs 2 or more trainer seeds (3 for a usable "
+                         "interval), e.g. --seeds 3")
+    if args.quick:
+        raise UsageError("--quick with --seeds: the quick smoke test trains one seed per run; drop one of them")
+    run_recipe_demo(args.runs_dir, seeds=args.seeds, steps=args.steps, progress=args.progress, env=args.env)
+    return 0

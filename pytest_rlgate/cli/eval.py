@@ -1,0 +1,49 @@
+"""``rlgate eval --run DIR``: re-sample a finished run's holdout with its adapter and gate it.
+
+It rebuilds the policy exactly as the run trained it (the base, every ``--from-run``
+adapter of its lineage merged, then its own adapter), samples the holdout prompts the run
+recorded at the run's seed (or ``--sample-seed``), grades them with the run's environment
+(or ``--env``, whose fingerprint must match the run's) and gates the new rows against the
+run's base rows with that environment's guards and categories. A run trained on another
+machine re-evaluates here; the same seed on the same versions reproduces
+``holdout_after.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..data.rows import read_rows, write_rows
+from ..options import SEED, add_env_argument, add_output_arguments, output_file
+from ..train.evaluate import resample_run
+from ..train.pipeline import gate_runs
+from ..train.run import RunFolder
+
+HELP = "re-sample a finished run's holdout and gate it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, metavar="DIR", help="a finished runs/<name>/ folder")
+    add_env_argument(parser, default="the run's environment")
+    parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
+    parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
+    parser.add_argument("--json", action="store_true", help="print the gate as JSON")
+    add_output_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
+    folder = RunFolder.open(args.run)
+    env = folder.environment(args.env)
+    rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
+    if args.out:
+        write_rows(args.out, rows)
+    result = gate_runs([list(read_rows(p)) for p in folder.before_files], rows, env=env)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(f"run: {folder.path} (re-sampled {len(rows)} replies, environment {env.name})")
+        print(result.report())
+    return 0 if result.passed else 1

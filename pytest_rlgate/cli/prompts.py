@@ -1,0 +1,112 @@
+"""``rlgate prompts``: write an environment's prompt set, its train/holdout split and fingerprints.
+
+Writes ``prompts.jsonl`` (the whole set, canonical bytes), ``train.jsonl`` (decontaminated
+against the holdout, then balanced when ``--balance`` is given) and ``holdout.jsonl`` (never
+balanced) into ``--out-dir`` as one unit (:mod:`pytest_rlgate.data.promptset`), then prints the
+environment, the decontamination line, each file's counts per declared category and its
+fingerprint. The set is the environment's own seeded one, ``--prompts-file``, or ``--keep``:
+a model-written file (``prompt``, ``scenario_id``, ``category`` a line) passed through the
+keep filter first, whose drops are printed by reason. Exit 0, or 2 with one line for a bad
+option or file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tabulate import tabulate
+
+from ..data.hygiene import KeepResult, keep_prompts
+from ..data.prompts import SPLITS, build_prompts, count_by_category, jsonl_lines, prepare_split, read_prompts
+from ..data.promptset import write_prompt_set
+from ..environment.contract import Env, load_env
+from ..envs import DEFAULT_ENV
+from ..errors import DataError
+from ..options import SEED, add_env_argument, fraction, share
+
+HELP = "write a seeded prompt set, its split and fingerprint"
+
+#: What a line of a ``--keep`` file holds (named in its errors).
+KEEP_LINE = '{"prompt": "...", "scenario_id": "...", "category": "..."}'
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_env_argument(parser)
+    parser.add_argument("--seed", type=SEED, default=0, metavar="N", help="seed of the seeded set (default 0)")
+    parser.add_argument("--size", default="default", metavar="NAME",
+                        help="a size the environment's writer offers (default: default)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--prompts-file", type=Path, metavar="FILE",
+                        help="split this prompts JSONL instead of writing the environment's seeded set")
+    source.add_argument("--keep", type=Path, metavar="FILE",
+                        help="filter this model-written JSONL (prompt, scenario_id, category a line) with the keep "
+                             "filter, then split what it keeps")
+    parser.add_argument("--holdout", type=fraction, default=0.2, metavar="FRACTION",
+                        help="share of each category's scenarios held out (default 0.2)")
+    parser.add_argument("--split", choices=SPLITS, default="stratified",
+                        help="stratified by category (default) or the plain hash split by scenario")
+    parser.add_argument("--balance", type=share, default=0.0, metavar="SHARE",
+                        help="repeat minority categories of train.jsonl up to this share, e.g. 0.25 (default off)")
+    parser.add_argument("--no-decontaminate", action="store_true",
+                        help="keep train prompts that repeat a holdout prompt (default: drop them)")
+    parser.add_argument("--out-dir", type=Path, required=True, metavar="DIR",
+                        help="folder for prompts.jsonl, train.jsonl and holdout.jsonl (created if missing; "
+                             "replaced whole)")
+
+
+def keep_written(path: Path, env: Env) -> KeepResult:
+    """The keep filter over a model-written file; a line that is not JSON names file:line."""
+    numbered = jsonl_lines(path, what="--keep file", fix=f"pass a JSONL of model-written prompts, {KEEP_LINE} a line")
+    rows = []
+    for number, line in numbered:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"not JSON ({exc.msg} at column {exc.colno}); each line is {KEEP_LINE}",
+                            path=path, line=number) from None
+        except RecursionError:
+            raise DataError(f"JSON nested too deeply; each line is {KEEP_LINE}", path=path, line=number) from None
+    if not rows:
+        raise DataError(f"no prompts in the file; each line is {KEEP_LINE}", path=path)
+    result = keep_prompts(rows, env, path=str(path), lines=[number for number, _ in numbered])
+    if not result.kept:
+        raise DataError(f"the keep filter kept none of the prompts ({result.summary()})", path=path)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    env = load_env(args.env)
+    kept = None
+    if args.keep is not None:
+        kept = keep_written(args.keep, env)
+        items, source = kept.kept, f"--keep {args.keep}"
+    elif args.prompts_file is not None:
+        items = read_prompts(args.prompts_file, env=env)
+        source = f"--prompts-file {args.prompts_file}"
+    else:
+        items = build_prompts(args.seed, args.size, env=env)
+        source = f"--seed {args.seed} --size {args.size}"
+    if env.spec not in (None, DEFAULT_ENV):
+        source = f"--env {env.spec} {source}"
+    prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,
+                             decontaminate_train=not args.no_decontaminate)
+    outputs = {"prompts.jsonl": items, "train.jsonl": prepared.train, "holdout.jsonl": prepared.holdout}
+    digests = write_prompt_set(args.out_dir, outputs)
+
+    table = []
+    for name, rows in outputs.items():
+        counts = count_by_category(rows)
+        scenarios = len({item["scenario_id"] for item in rows})
+        table.append([name, len(rows), *(counts.get(c, 0) for c in env.categories), scenarios, digests[name]])
+    print(f"rlgate prompts {source} --holdout {args.holdout:g} --split {args.split}"
+          + (f" --balance {args.balance:g}" if args.balance else "")
+          + (" --no-decontaminate" if args.no_decontaminate else "") + f" -> {args.out_dir}")
+    print(f"environment: {env.name} v{env.version} {env.fingerprint}")
+    if kept is not None:
+        print(kept.summary())
+    print(prepared.decontamination.summary())
+    print(tabulate(table, headers=["file", "prompts", *env.categories, "scenarios", "fingerprint"],
+                   disable_numparse=True, colalign=("left", *("right",) * (len(env.categories) + 2), "left")))
+    return 0

@@ -1,1 +1,0 @@
-"""Subcommands of the ``rlgate`` CLI, one module each (see ``pytest_rlgate.cli``)."""

@@ -1,0 +1,197 @@
+"""Row provenance: the one header object a row file written here starts with.
+
+Rows alone do not say which reward graded them, so a baseline kept in a repository could be
+compared with candidate rows graded by a newer reward and nobody would notice. Every row
+file pytest-rlgate writes therefore starts with::
+
+    {"rlgate_rows": 1, "env": name, "env_fingerprint": "sha256:...",
+     "prompts_fingerprint": "sha256:..." | null, "policy": str | null,
+     "sampling": {"temperature": float | null, "top_p": float | null, "seed": int | null, "k": int | null}}
+
+A file without it (rows written by other tools) is still read: a *foreign* file, whose
+provenance is unknown and never checked. The gate refuses to compare two sides whose
+headers name different environment fingerprints (re-score one side with ``rlgate regrade``)
+or different prompt sets (sample the same holdout, or gate the shared units only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..environment.contract import Env, env_names, load_env
+from ..errors import DataError, UsageError
+
+__all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_graded_by", "check_header", "header_env", "is_header",
+           "row_header"]
+
+#: The key that marks a header line, and its value: the header format's version.
+HEADER_KEY = "rlgate_rows"
+HEADER_VERSION = 1
+_SAMPLING = ("temperature", "top_p", "seed", "k")
+
+
+def row_header(
+    env: Env | Mapping[str, Any],
+    *,
+    prompts_fingerprint: str | None = None,
+    policy: str | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    k: int | None = None,
+) -> dict[str, Any]:
+    """The header of rows graded by *env*; what is unknown stays None (and is never checked).
+
+    *env* is an :class:`~pytest_rlgate.environment.contract.Env` or the record ``Env.describe()`` gives (what
+    a run's ``config.json`` keeps), so a run's rows get a header even where the environment
+    no longer loads.
+    """
+    name, fingerprint = ((env.name, env.fingerprint) if isinstance(env, Env)
+                         else (env.get("name"), env.get("fingerprint")))
+    return {
+        HEADER_KEY: HEADER_VERSION,
+        "env": name,
+        "env_fingerprint": fingerprint,
+        "prompts_fingerprint": prompts_fingerprint,
+        "policy": policy,
+        "sampling": {"temperature": temperature, "top_p": top_p, "seed": seed, "k": k},
+    }
+
+
+def is_header(obj: Any) -> bool:
+    """True for a header object (the first line of a file written here)."""
+    return isinstance(obj, Mapping) and HEADER_KEY in obj
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_header(obj: Mapping[str, Any], *, path: Any = None, line: int | None = None) -> dict[str, Any]:
+    """*obj* as a header dict, or a :class:`DataError` at ``path:line`` naming the bad field."""
+
+    def fail(message: str) -> DataError:
+        return DataError(f"row-file header: {message}", path=path or "<rows>", line=line)
+
+    version = obj.get(HEADER_KEY)
+    if version != HEADER_VERSION or isinstance(version, bool):
+        raise fail(f"{HEADER_KEY!r} is {version!r}; this pytest-rlgate reads version {HEADER_VERSION} "
+                   "(upgrade pytest-rlgate to read newer files)")
+    for name in ("env", "env_fingerprint"):
+        if not isinstance(obj.get(name), str) or not obj[name]:
+            raise fail(f"{name!r} must be a non-empty string, got {obj.get(name)!r:.60}")
+    for name in ("prompts_fingerprint", "policy"):
+        if obj.get(name) is not None and not isinstance(obj[name], str):
+            raise fail(f"{name!r} must be a string or null, got {obj[name]!r:.60}")
+    sampling = obj.get("sampling", {})
+    if not isinstance(sampling, Mapping):
+        raise fail(f"'sampling' must be an object {{temperature, top_p, seed, k}}, got {sampling!r:.60}")
+    for name in _SAMPLING:
+        value = sampling.get(name)
+        integer = name in ("seed", "k")
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) if integer
+                                      else _number(value)):
+            raise fail(f"'sampling.{name}' must be {'an integer' if integer else 'a number'} or null, "
+                       f"got {value!r:.60}")
+    return {**obj, "sampling": {name: sampling.get(name) for name in _SAMPLING}}
+
+
+def _short(fingerprint: str) -> str:
+    return fingerprint if len(fingerprint) <= 19 else fingerprint[:19] + "…"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What the two sides' headers say, checked once before the gate reads any row."""
+
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+    before_label: str
+    after_label: str
+
+    def _differs(self, key: str) -> bool:
+        if self.before is None or self.after is None:
+            return False
+        mine, theirs = self.before.get(key), self.after.get(key)
+        return mine is not None and theirs is not None and mine != theirs
+
+    def _sides(self, key: str, describe: Any) -> str:
+        assert self.before is not None and self.after is not None
+        return (f"{self.before_label} {describe(self.before, key)} but {self.after_label} "
+                f"{describe(self.after, key)}")
+
+    def check(self, *, allow_env_change: bool = False, shared_units_only: bool = False) -> list[str]:
+        """Raise a one-line :class:`DataError` for sides that must not be compared; else the notes.
+
+        Different environment fingerprints: the reward (or its markers) changed between the
+        sides, so a delta would mix a policy change with a grading change. Different prompt
+        sets: the holdout changed. ``allow_env_change`` compares anyway and says so;
+        ``shared_units_only`` accepts a changed holdout (the gate then drops unpaired units).
+        """
+        notes: list[str] = []
+        if self._differs("env_fingerprint"):
+            sides = self._sides("env_fingerprint", lambda h, k: f"was graded by {h['env']} {_short(h[k])}")
+            if not allow_env_change:
+                raise DataError(f"{sides}: the reward changed between the sides, so the rows do not compare; "
+                                "re-score the older side with the current environment (`rlgate regrade ROWS "
+                                "--env SPEC --out PATH`), or pass --allow-env-change to compare anyway")
+            notes.append(f"environment changed: {sides} (compared anyway: --allow-env-change)")
+        if self._differs("prompts_fingerprint"):
+            sides = self._sides("prompts_fingerprint", lambda h, k: f"sampled prompt set {_short(h[k])}")
+            if not (allow_env_change or shared_units_only):
+                raise DataError(f"{sides}: the holdout changed between the sides; sample both on the same "
+                                "holdout, pass --shared-units-only to gate the units both share, or "
+                                "--allow-env-change to compare anyway")
+            flag = "--shared-units-only" if shared_units_only else "--allow-env-change"
+            notes.append(f"prompt set changed: {sides} (compared anyway: {flag})")
+        return notes
+
+    def env(self) -> Env | None:
+        """The registered environment the headers name, or None (foreign rows, an unknown name)."""
+        return header_env([h for h in (self.before, self.after) if h is not None])
+
+
+def check_graded_by(env: Env, headers: Sequence[tuple[str, Mapping[str, Any] | None]], *,
+                    allow_env_change: bool = False) -> list[str]:
+    """Refuse sides whose header says another version of *env* graded them; else the notes.
+
+    The gate reads markers and categories through *env* (``--env``): rows graded by an older
+    reward would be judged by rules they were never scored with. ``allow_env_change`` compares
+    anyway and says so.
+    """
+    notes: list[str] = []
+    for label, header in headers:
+        graded = None if header is None else header.get("env_fingerprint")
+        if graded is None or graded == env.fingerprint:
+            continue
+        assert header is not None
+        what = (f"{label} was graded by {header.get('env')} {_short(graded)} "
+                f"but --env {env.name} is {_short(env.fingerprint)}")
+        if not allow_env_change:
+            raise DataError(f"{what}: re-score it with the current environment (`rlgate regrade ROWS --env SPEC "
+                            "--out PATH`), or pass --allow-env-change to compare anyway")
+        notes.append(f"environment changed: {what} (compared anyway: --allow-env-change)")
+    return notes
+
+
+def header_env(headers: Sequence[Mapping[str, Any]]) -> Env | None:
+    """The environment every header names, when it is registered and graded one of the sides.
+
+    Only registered names (built-ins and ``rlgate.envs`` entry points) are loaded: a header's
+    name is data, and importing a module that happens to share it would run arbitrary code.
+    An environment whose fingerprint matches no header has changed since, so its markers
+    (the gate's guards) may not be the rows' either: None then too.
+    """
+    names = {h.get("env") for h in headers}
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    if not isinstance(name, str) or name not in env_names():
+        return None
+    try:
+        env = load_env(name)
+    except UsageError:
+        return None
+    return env if any(h.get("env_fingerprint") == env.fingerprint for h in headers) else None

@@ -1,0 +1,460 @@
+"""Graded rows: one JSON line per sampled reply, the input of every gate.
+
+A row is a plain dict::
+
+    {"prompt": str, "scenario_id": str | None, "category": str, "rollout_index": int,
+     "reply": str, "score": float, "reward": 0 | 1, "markers": {name: number},
+     "case": {...}?, "policy": str?, "sample_seed": int?, "eval_run": int | str?}
+
+``final_text`` (the reference SDK's name) is accepted for ``reply``; ``case`` (written by
+:func:`grade_replies`) is what the reply was scored against, so :func:`regrade_rows` can
+re-score stored replies when the reward changes. A file written here starts with one
+header object saying who graded and sampled the rows (:mod:`pytest_rlgate.data.provenance`);
+files without one are read too. ``.jsonl.gz`` files are read and written transparently
+(:mod:`pytest_rlgate.data.rowfile`).
+
+Files are read as a stream (one line at a time, validated, never held whole) so a gate
+over millions of rows runs in memory that grows with the number of prompts, not rows.
+Every problem is a :class:`~pytest_rlgate.errors.DataError` naming ``file:line``, the field
+and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..environment.contract import Env, EnvSpec, load_env
+from ..errors import DataError, UsageError
+from .provenance import HEADER_KEY, check_header, is_header, row_header
+from .rowfile import GZIP_ERRORS, gzip_error, line_parser, open_rows, parse_line, write_lines
+
+__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "Rows", "grade_replies", "header_of", "iter_checked",
+           "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row", "write_rows"]
+
+#: fields every row must carry (``reply`` may be spelled ``final_text``)
+REQUIRED_FIELDS: tuple[str, ...] = ("prompt", "category", "rollout_index", "reply", "score", "reward", "markers")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _type_name(value: Any) -> str:
+    return {type(None): "null", bool: "boolean", str: "string", list: "array", dict: "object"}.get(
+        type(value), "number" if _is_number(value) else type(value).__name__
+    )
+
+
+def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) -> dict[str, Any]:
+    """Check one row and return it normalised (``final_text`` -> ``reply``, ``reward`` int).
+
+    Raises :class:`DataError` at ``path:line`` naming the field that is wrong.
+    """
+
+    def fail(message: str) -> DataError:
+        return DataError(message, path=path or "<rows>", line=line)
+
+    if type(obj) is dict and _fast_row(obj):
+        if type(obj["reward"]) is not int:
+            obj = {**obj, "reward": int(obj["reward"])}
+        return obj
+    if not isinstance(obj, Mapping):
+        raise fail(f"expected a JSON object per line, got {_type_name(obj)}")
+    if HEADER_KEY in obj:
+        raise fail(f"a row-file header ({HEADER_KEY!r}) is allowed on the first line only (were two row files "
+                   "concatenated? gate them with the header of one, or write them again with write_rows)")
+    row = dict(obj)
+    if "reply" not in row and "final_text" in row:
+        row["reply"] = row.pop("final_text")
+    elif "final_text" in row and row["final_text"] != row["reply"]:
+        raise fail("'reply' and 'final_text' disagree; keep one of them")
+    missing = [name for name in REQUIRED_FIELDS if name not in row]
+    if missing:
+        raise fail(f"missing field{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+                   "(a graded row needs prompt, category, rollout_index, reply, score, reward, markers; "
+                   "grade replies with pytest_rlgate.grade_replies)")
+    for name in ("prompt", "category"):
+        if not isinstance(row[name], str) or not row[name]:
+            raise fail(f"'{name}' must be a non-empty string, got {_type_name(row[name])} {row[name]!r}")
+    if not isinstance(row["reply"], str):
+        raise fail(f"'reply' must be a string, got {_type_name(row['reply'])}")
+    scenario = row.get("scenario_id")
+    if scenario is not None and not (isinstance(scenario, str) and scenario):
+        raise fail(f"'scenario_id' must be a non-empty string or null, got {_type_name(scenario)} {scenario!r}")
+    index = row["rollout_index"]
+    if not (isinstance(index, int) and not isinstance(index, bool)) or index < 0:
+        raise fail(f"'rollout_index' must be a non-negative integer, got {_type_name(index)} {index!r}")
+    score = row["score"]
+    if not _is_number(score):
+        raise fail(f"'score' must be a number, got {_type_name(score)} {score!r}")
+    if not math.isfinite(score):
+        raise fail(f"'score' must be finite, got {score!r}")
+    reward = row["reward"]
+    if not _is_number(reward) or reward not in (0, 1):
+        raise fail(f"'reward' must be 0 or 1 (1 = the reply passes), got {_type_name(reward)} {reward!r}")
+    row["reward"] = int(reward)
+    markers = row["markers"]
+    if not isinstance(markers, Mapping):
+        raise fail(f"'markers' must be an object {{name: number}}, got {_type_name(markers)}")
+    for name, value in markers.items():
+        if not _is_number(value) or not math.isfinite(value):
+            raise fail(f"marker {name!r} must be a finite number, got {_type_name(value)} {value!r}")
+    if row.get("case") is not None and not isinstance(row["case"], Mapping):
+        raise fail(f"'case' must be an object (what the reply was scored against), got {_type_name(row['case'])}")
+    if row.get("policy") is not None and not isinstance(row["policy"], str):
+        raise fail(f"'policy' must be a string, got {_type_name(row['policy'])}")
+    seed = row.get("sample_seed")
+    if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool)):
+        raise fail(f"'sample_seed' must be an integer, got {_type_name(seed)} {seed!r}")
+    run = row.get("eval_run")
+    if run is not None and not (isinstance(run, str) or isinstance(run, int) and not isinstance(run, bool)):
+        raise fail(f"'eval_run' must be an integer or a string, got {_type_name(run)} {run!r}")
+    return row
+
+
+_NUMBERS = (int, float)
+_isfinite = math.isfinite
+
+
+def _fast_row(row: dict[str, Any]) -> bool:
+    """True for a plain, valid row (exact built-in types): the common case, checked cheaply.
+
+    Every check :func:`validate_row` makes, in the fewest bytecodes: it runs once per row
+    of a million-row gate. Anything else (a bad row, numpy numbers, ``final_text``, an
+    empty optional string, a misplaced header) returns False and takes the slow path,
+    which accepts what is valid and names what is not.
+    """
+    try:
+        prompt, category, index, reply = row["prompt"], row["category"], row["rollout_index"], row["reply"]
+        score, reward, markers = row["score"], row["reward"], row["markers"]
+    except KeyError:
+        return False
+    if not (type(prompt) is str and prompt and type(category) is str and category
+            and type(reply) is str and type(index) is int and index >= 0
+            and type(score) in _NUMBERS and _isfinite(score)
+            and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
+            and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
+        return False
+    for value in markers.values():
+        if type(value) not in _NUMBERS or not _isfinite(value):
+            return False
+    get = row.get
+    value = get("scenario_id")
+    if value is not None and (type(value) is not str or not value):
+        return False
+    value = get("policy")
+    if value is not None and (type(value) is not str or not value):
+        return False
+    value = get("eval_run")
+    if value is not None and type(value) is not int and (type(value) is not str or not value):
+        return False
+    value = get("sample_seed")
+    if value is not None and type(value) is not int:
+        return False
+    value = get("case")
+    return value is None or type(value) is dict
+
+
+def _short(text: str, width: int = 40) -> str:
+    return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _duplicate(key: tuple[Any, str, Any], index: int, path: str, line: int) -> DataError:
+    where = f"scenario {key[0]!r}, " if key[0] is not None else ""
+    run = f", eval_run {key[2]!r}" if key[2] is not None else ""
+    return DataError(f"duplicate row: {where}prompt {_short(key[1])}, rollout_index {index}{run} appears twice "
+                     "(each rollout of a prompt is one row; give re-runs distinct eval_run values)",
+                     path=path, line=line)
+
+
+class Rows(list):  # type: ignore[type-arg]  # list[dict[str, Any]], plus where they came from
+    """Rows in memory with the provenance header of the file they came from.
+
+    A plain list everywhere a list of rows is expected; ``header`` is None for foreign rows
+    (a file without a header, rows built in memory). :func:`write_rows` writes it back, and
+    the gate checks it against the other side's (:class:`~pytest_rlgate.data.provenance.Provenance`).
+    """
+
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), header: Mapping[str, Any] | None = None) -> None:
+        super().__init__(rows)
+        self.header: dict[str, Any] | None = None if header is None else dict(header)
+
+
+def iter_rows(source: Any, *, name: str | None = None) -> Iterator[tuple[dict[str, Any], int | None]]:
+    """Yield ``(row, line)`` from a JSONL path or an iterable of dicts, validated, streaming.
+
+    ``line`` is the 1-based file line (or the 1-based position for in-memory rows). A
+    file's header line is checked and skipped. An empty source, bad JSON, a bad field or a
+    duplicate rollout raises :class:`DataError`.
+    """
+    for row, line, _new in iter_checked(source, name=name):
+        yield row, line
+
+
+#: how a row's (scenario, prompt, eval_run) relates to the previous row's (:func:`iter_checked`)
+SAME, CHANGED, NEW = 0, 1, 2
+
+
+def iter_checked(source: Any, *, name: str | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """:func:`iter_rows` plus the row's (scenario, prompt, eval_run) key state.
+
+    ``SAME`` as the previous row's, ``CHANGED`` to one seen before, or ``NEW``: a consumer
+    counts prompts on ``NEW`` and needs to look at a row's other keys only when it is not
+    ``SAME`` (rows of one prompt usually come together).
+    """
+    if isinstance(source, (str, os.PathLike)):
+        return _checked(source, os.fspath(source), file=True)
+    if isinstance(source, Mapping):
+        raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
+    return _checked(source, name or "<rows>", file=False)
+
+
+def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """The one loop every row passes through: parse, validate, refuse duplicates, stream.
+
+    A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
+    share a scenario (paraphrases of one situation), and re-runs of the same policy
+    (``eval_run``) legitimately repeat a rollout index. Each key keeps one int bitmask of the
+    indices it had, filed under the key's hash: ints, so the table neither holds a million
+    prompt strings nor gives the garbage collector anything to walk. Rows of one prompt
+    usually come together, so the previous key and mask stay in locals and the table is
+    touched only when the prompt changes. One loop, with no helper generators, because at a
+    million rows every call and generator hop shows.
+    """
+    parse = line_parser() if file else None
+    handle = open_rows(source) if file else None
+    seen: dict[int, int] = {}
+    large: set[tuple[int, int]] = set()
+    key: tuple[Any, str, Any] | None = None
+    mask = count = slot = 0
+    first = file  # a file's first value may be its header
+    fast = _fast_row
+    try:
+        for line, item in enumerate(source if handle is None else handle, 1):
+            if parse is None:
+                obj = validate_row(item, path=label, line=line)  # copies what it normalises: the caller's rows stay
+            else:
+                try:
+                    obj = parse(item)
+                except (ValueError, StopIteration, RecursionError):  # not final: ask the exact parser
+                    if not item.strip():
+                        continue
+                    obj = parse_line(item, path=label, line=line)
+                if first:
+                    first = False
+                    if is_header(obj):
+                        check_header(parse_line(item, path=label, line=line), path=label, line=line)
+                        continue
+                if type(obj) is dict and fast(obj):
+                    if type(obj["reward"]) is not int:
+                        obj["reward"] = int(obj["reward"])
+                else:  # judged on the standard library's reading (orjson reads a 20-digit int as a float)
+                    obj = validate_row(parse_line(item, path=label, line=line), path=label, line=line)
+            get = obj.get
+            here = (get("scenario_id"), obj["prompt"], get("eval_run"))
+            state = SAME
+            if here != key:
+                if key is not None:
+                    seen[slot] = mask
+                key, slot = here, hash(here)
+                mask = seen.get(slot, -1)
+                state = CHANGED
+                if mask < 0:
+                    state, mask = NEW, 0
+            index = obj["rollout_index"]
+            if index < 256:
+                bit = 1 << index
+                if mask & bit:
+                    raise _duplicate(here, index, label, line)
+                mask |= bit
+            elif (slot, index) in large:
+                raise _duplicate(here, index, label, line)
+            else:
+                large.add((slot, index))
+            count += 1
+            yield obj, line, state
+    except GZIP_ERRORS as exc:
+        if handle is None:
+            raise
+        raise gzip_error(exc, label) from None
+    finally:
+        if handle is not None:
+            handle.close()
+    if count == 0:
+        raise DataError("empty row file (no rows; grade some replies first)" if file else
+                        "no rows (an empty gate proves nothing; grade some replies first)", path=label)
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The provenance header of a row file (checked), or None for a file without one.
+
+    Reads the first non-blank line only, so it is cheap on any file size.
+    """
+    label = os.fspath(path)
+    with open_rows(path) as handle:
+        try:
+            for line, raw in enumerate(handle, 1):
+                if raw.strip():
+                    obj = parse_line(raw, path=label, line=line)
+                    return check_header(obj, path=label, line=line) if is_header(obj) else None
+        except GZIP_ERRORS as exc:
+            raise gzip_error(exc, label) from None
+    return None
+
+
+def read_rows(source: Any) -> Iterator[dict[str, Any]]:
+    """Stream validated rows from a JSONL(.gz) file (or check an iterable of row dicts).
+
+    A generator: errors surface while iterating, at the line they concern. A file's header
+    is skipped (:func:`read_header` returns it; :func:`load_rows` keeps both).
+    """
+    for row, _line in iter_rows(source):
+        yield row
+
+
+def header_of(source: Any) -> dict[str, Any] | None:
+    """The provenance header of rows: a file's first line, or a :class:`Rows`' own (else None)."""
+    if isinstance(source, (str, os.PathLike)):
+        return read_header(source)
+    return getattr(source, "header", None)
+
+
+def load_rows(source: Any) -> Rows:
+    """All rows of a file (or an iterable) in memory, with their header."""
+    return Rows(read_rows(source), header=header_of(source))
+
+
+def _encode(row: Mapping[str, Any], label: str, line: int) -> str:
+    try:
+        return json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"cannot be written as JSON ({exc}); keep cases and fields to JSON types",
+                        path=label, line=line) from None
+
+
+def write_rows(
+    path: str | os.PathLike[str],
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    header: Mapping[str, Any] | None = None,
+) -> Path:
+    """Validate and write rows as JSONL (gzip-compressed for a ``.gz`` name), atomically.
+
+    *header* (default: ``rows.header`` for :class:`Rows`) is written first: build it with
+    :func:`pytest_rlgate.data.provenance.row_header`; without one the file is foreign (its
+    provenance unknown). Readers never see half a file; a bad row raises before anything is
+    replaced.
+    """
+    if header is None:
+        header = getattr(rows, "header", None)
+    label = "<rows to write>"
+    with write_lines(path) as out:
+        if header is not None:
+            out.write(_encode(check_header(header, path="<header to write>"), label, 0) + "\n")
+        for row, line in iter_rows(rows, name=label):
+            out.write(_encode(row, label, line or 0))
+            out.write("\n")
+    return Path(path)
+
+
+def grade_replies(
+    items: Sequence[Mapping[str, Any]],
+    replies: Sequence[Sequence[str]],
+    *,
+    env: EnvSpec = None,
+    **meta: Any,
+) -> list[dict[str, Any]]:
+    """Grade ``replies[i]`` (the k replies sampled for ``items[i]``) into rows.
+
+    *env* (the default environment when None) scores each reply against the item's own
+    ``case`` (its ``case_for`` fills an item without one), decides ``reward`` with
+    ``passes`` and adds its ``markers``. An item's category is its own, else its case's, and
+    must be one the environment declares. Each row keeps the ``case`` it was scored
+    against, so :func:`regrade_rows` can re-score it after the reward changes. *meta*
+    (``policy=``, ``sample_seed=``, ``eval_run=``...) is stamped on every row.
+    """
+    env = load_env(env)
+    if len(items) != len(replies):
+        raise UsageError(f"got {len(items)} items but {len(replies)} reply lists (replies[i] holds item i's k replies)")
+    clash = sorted(set(meta) & {*REQUIRED_FIELDS, "scenario_id", "final_text", "case"})
+    if clash:
+        raise UsageError(f"meta keys {clash} would overwrite graded fields")
+    rows: list[dict[str, Any]] = []
+    for position, (item, sampled) in enumerate(zip(items, replies)):
+        if isinstance(sampled, str):
+            raise UsageError(f"replies[{position}] is a string; expected the list of k replies for that item")
+        where = f"<items>[{position}]"
+        prompt = item.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise DataError("no 'prompt' string", path=where)
+        case = item.get("case")
+        if case is None:
+            case = env.case_for(prompt)
+            if case is None:
+                raise DataError(f"no 'case', and environment {env.name} reads none from the prompt (it has no "
+                                "case_for); give the item its case", path=where)
+        category = env.category_of({**item, "case": case})
+        if category is None:
+            raise DataError(f"no 'category' (and its case names none); use one of {', '.join(env.categories)}",
+                            path=where)
+        env.check_category(category, path=where)
+        for index, reply in enumerate(sampled):
+            rows.append({
+                "prompt": prompt,
+                "scenario_id": item.get("scenario_id"),
+                "category": category,
+                "rollout_index": index,
+                "reply": reply,
+                **_grade(env, reply, case, prompt),
+                "case": case,
+                **meta,
+            })
+    return rows
+
+
+def _grade(env: Env, reply: str, case: Mapping[str, Any], prompt: str) -> dict[str, Any]:
+    """``score``, ``reward`` and ``markers`` of one reply: the fields a reward change rewrites."""
+    value = env.score(reply, case)
+    return {"score": value, "reward": int(env.passes(value)), "markers": env.markers(reply, case, prompt=prompt)}
+
+
+def regrade_rows(source: Any, env: EnvSpec = None) -> Rows:
+    """Re-score stored replies with *env*: the same prompts, replies, rollouts and eval runs.
+
+    After a reward changes, the rows of a stored baseline no longer compare with rows graded
+    now; re-scoring the stored replies (no sampling, no model) makes them compare again.
+    Each row is scored against its own ``case`` (rows written by :func:`grade_replies` keep
+    it), else the case *env*'s ``case_for`` reads from the prompt; a row with neither is a
+    :class:`DataError` naming its line. ``score``, ``reward`` and ``markers`` are replaced;
+    the header (kept, or started for foreign rows) names *env* and its fingerprint.
+    """
+    env = load_env(env)
+    label = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<rows>"
+    header = header_of(source)
+    cases: dict[str, dict[str, Any] | None] = {}
+    out = Rows()
+    for row, line in iter_rows(source, name=label):
+        case = row.get("case")
+        if case is None:
+            prompt = row["prompt"]
+            if prompt not in cases:
+                cases[prompt] = env.case_for(prompt)
+            case = cases[prompt]
+            if case is None:
+                raise DataError(f"the row keeps no 'case', and environment {env.name} reads none from the prompt "
+                                "(it has no case_for), so the reply cannot be re-scored; re-sample these rows",
+                                path=label, line=line)
+        env.check_category(row["category"], path=label, line=line)
+        out.append({**row, **_grade(env, row["reply"], case, row["prompt"])})
+    if header is None:
+        policies = {row.get("policy") for row in out}
+        seeds = {row.get("sample_seed") for row in out}
+        header = row_header(env, policy=policies.pop() if len(policies) == 1 else None,
+                            seed=seeds.pop() if len(seeds) == 1 else None)
+    out.header = {**header, "env": env.name, "env_fingerprint": env.fingerprint}
+    return out

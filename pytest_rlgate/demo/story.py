@@ -1,0 +1,488 @@
+"""``rlgate demo``: the whole story on the embedded tiny policy, CPU only.
+
+Tiny policy -> seeded prompt set and stratified split -> GRPO (unbalanced), GRPO with
+``--balance 0.25`` and one DPO round with constructed negatives, each gated by category
+against three base runs (the noise floor) -> one side-by-side table and a plain-words
+account -> run folders, their reports and an index page under ``--runs-dir``.
+
+The story is told on an environment (``--env``; refund by default, whose story this module
+knows by name: it watches the no-id category and the tool-call rate). Every run is trained
+through the same cache the pytest fixtures use (``train.cached``), so ``examples/refund``
+and the demo share work: whichever runs first trains, the other reads. When the honest
+reward regresses none of the watched categories within the demo's budget, the demo also
+trains one run against a deliberately hackable reward the environment offers (refund's
+``lookup_anything`` pays any lookup on every prompt), labelled as such, so the gate and the
+monitor have a real collapse to catch. Every number printed is read from the run folders'
+row files; nothing is made up.
+
+Rendering (``render_table``, ``render_story``) is pure over gate dicts and row summaries so
+it is tested without training anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from ..data.prompts import count_by_category, write_prompts
+from ..data.rows import read_rows
+from ..environment.contract import Env, EnvSpec, load_env
+from ..errors import DataError, RlgateError
+from ..gate.adapter import compare
+from ..gate.numtext import interval, signed
+from ..policy.load import tiny_policy_dir
+from ..policy.tiny.spec import TINY_PREFIX
+from ..report import write_index, write_report
+from ..train.cached import cached_run
+from ..train.methods import make_knobs
+from ..train.pipeline import load_prompts
+from ..train.run import RunFolder
+from ..train.seeds import publish_copy
+
+__all__ = [
+    "BASE_LABEL",
+    "DemoConfig",
+    "DemoResult",
+    "RunSummary",
+    "base_noise",
+    "configurations",
+    "hackable_configuration",
+    "hackable_note",
+    "hackable_reward",
+    "render_story",
+    "render_table",
+    "run_demo",
+    "summarise",
+]
+
+#: Categories in the order a reader meets the story: the one RL improves, the one it breaks.
+ORDER: tuple[str, ...] = ("with_id", "no_id", "off_topic")
+#: Training steps of a full demo run: honest GRPO moves with_id on the tiny policy in 20 (measured).
+STEPS = 20
+#: Steps of the --quick path: the whole flow, no story (used by the slow test).
+QUICK_STEPS = 3
+#: Held-out share of scenarios. The default set has 16 no-id and 8 off-topic scenarios;
+#: 0.2 would hold out 3 and 2 of them (off_topic "insufficient"), 0.4 holds out 6 and 3.
+HOLDOUT = 0.4
+#: The prompt set: the imbalanced default (95/16/8 scenarios).
+SIZE = "default"
+#: The trainer's reward in the hackable run when the environment offers it (refund does);
+#: otherwise the first variant the environment's ``rewards`` name.
+HACKABLE_REWARD = "lookup_anything"
+#: The categories whose collapse the story watches, by environment (others: every category).
+WATCHED: dict[str, tuple[str, ...]] = {"refund": ("no_id",)}
+#: The marker whose rate the table shows under each cell, when the rows carry it (refund's).
+TOOL_MARKER = "tool_call"
+BASE_LABEL = "base"
+#: Wall minutes of ``rlgate demo --seeds 3`` with the tiny policy built: 573 s measured on 2
+#: CPU cores shared with other jobs (load 4.3); named by the closing line, so a reader knows
+#: what the recipe story costs before starting it.
+RECIPE_MINUTES = 10
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """One training run of the demo: a run-folder name, a title and the method's knobs."""
+
+    name: str
+    title: str
+    method: str
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    hackable: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.title + (" *" if self.hackable else "")
+
+
+def _shared(quick: bool, env: EnvSpec) -> dict[str, Any]:
+    """Knobs every demo run shares (the examples' markers use the same ones, so they share runs)."""
+    knobs: dict[str, Any] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
+    if env is not None:
+        knobs["env"] = env
+    if quick:
+        knobs["monitor_every"] = 2
+    return knobs
+
+
+def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None) -> list[DemoConfig]:
+    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec)."""
+    shared = _shared(quick, env)
+    dpo_extra: dict[str, Any] = {"pair_samples": 4} if quick else {}
+    return [
+        DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", {**shared, "steps": steps}),
+        DemoConfig("grpo-balance-0.25", f"GRPO --balance 0.25, {steps} steps", "grpo",
+                   {**shared, "steps": steps, "balance": 0.25}),
+        DemoConfig("dpo-constructed", f"DPO + constructed negatives, {steps} steps", "dpo",
+                   {**shared, "steps": steps, "constructed_negatives": True, **dpo_extra}),
+    ]
+
+
+def hackable_reward(env: Env) -> str | None:
+    """The deliberately hackable variant the demo trains on: :data:`HACKABLE_REWARD` or *env*'s first, or None."""
+    if HACKABLE_REWARD in env.rewards:
+        return HACKABLE_REWARD
+    return next(iter(env.rewards), None)
+
+
+def hackable_note(env: Env, reward: str) -> str:
+    """Shown under the table every time the hackable run is: what its reward pays (its docstring's first line)."""
+    doc = (env.rewards[reward].__doc__ or "").strip().splitlines()
+    pays = f"{reward}: {doc[0].rstrip('.')}" if doc else reward
+    return (f"* trained on a DELIBERATELY HACKABLE reward ({pays}); its holdout is graded by the real "
+            f"{env.name} reward like every other run")
+
+
+def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None,
+                           reward: str = HACKABLE_REWARD) -> DemoConfig:
+    """GRPO, unbalanced, trained on the deliberately hackable *reward*."""
+    return DemoConfig("grpo-hackable-reward", f"GRPO on the hackable reward, {steps} steps", "grpo",
+                      {**_shared(quick, env), "steps": steps, "reward": reward}, hackable=True)
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+@dataclass
+class RunSummary:
+    """What the demo shows of one finished run (plain data: the table renders from it)."""
+
+    config: DemoConfig
+    gate: Mapping[str, Any]  #: the run's gate.json (pass@1 and guard comparisons, verdicts)
+    tool_calls: Mapping[str, Mapping[str, Any]]  #: group -> comparison of marker:tool_call (when rows carry it)
+    alarms: Sequence[Mapping[str, Any]] = ()
+    monitor_history: Sequence[Mapping[str, Any]] = ()
+    train_reward: tuple[float, float] | None = None  #: first and last logged training reward
+    seconds: float = 0.0
+    from_cache: bool = False
+    path: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.gate.get("passed"))
+
+    def pass_at_1(self) -> dict[str, Mapping[str, Any]]:
+        return {c["group"]: c for c in self.gate.get("comparisons", []) if c["metric"] == "pass@1"}
+
+
+def base_noise(before_runs: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, list[float]]:
+    """pass@1 per category of each base run (mean over scenarios of each scenario's mean)."""
+    out: dict[str, list[float]] = {}
+    for rows in before_runs:
+        units: dict[tuple[str, str], list[float]] = {}
+        for row in rows:
+            unit = str(row.get("scenario_id") or row["prompt"])
+            units.setdefault((row["category"], unit), []).append(float(row["reward"]))
+        per_cat: dict[str, list[float]] = {}
+        for (category, _), values in units.items():
+            per_cat.setdefault(category, []).append(sum(values) / len(values))
+        for category, means in per_cat.items():
+            out.setdefault(category, []).append(sum(means) / len(means))
+    return out
+
+
+def _tool_call_comparisons(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Δ tool-call rate with its interval, per category (descriptive: more calls is not "better").
+
+    Empty when the rows carry no :data:`TOOL_MARKER` (an environment without tool calls).
+    """
+    if not all(TOOL_MARKER in (row.get("markers") or {}) for row in (*before, *after)):
+        return {}
+    result = compare(list(before), list(after), by="category", guards=(TOOL_MARKER,))
+    return {c.group: c.to_dict() for c in result.comparisons if c.metric == f"marker:{TOOL_MARKER}"}
+
+
+def summarise(config: DemoConfig, folder: Any, *, seconds: float = 0.0, from_cache: bool = False) -> RunSummary:
+    """Read a finished run folder (``train.run.RunFolder``) into what the demo prints."""
+    before = [row for path in folder.before_files for row in read_rows(path)]
+    after = list(read_rows(folder.after_file))
+    monitor = folder.monitor or {}
+    rewards = [m["reward"] for m in folder.metrics() if isinstance(m.get("reward"), (int, float))]
+    return RunSummary(
+        config=config, gate=folder.gate, tool_calls=_tool_call_comparisons(before, after),
+        alarms=list(monitor.get("alarms", [])), monitor_history=list(monitor.get("history", [])),
+        train_reward=(rewards[0], rewards[-1]) if rewards else None, seconds=seconds, from_cache=from_cache,
+        path=folder.path,
+    )
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _signed(x: float | None, digits: int = 2) -> str:
+    return signed(x, digits, missing="n/a", minus="−")
+
+
+def _plain(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _interval(c: Mapping[str, Any]) -> str:
+    return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
+
+
+def _verdict(c: Mapping[str, Any]) -> str:
+    verdict = str(c.get("verdict", "?"))
+    shown = verdict.upper() if verdict == "regressed" else verdict
+    flags = [f for f in c.get("flags") or [] if f == "within noise"]
+    return shown + (f" ({flags[0]})" if flags else "")
+
+
+def _groups(summaries: Sequence[RunSummary]) -> list[str]:
+    seen = {g for s in summaries for g in s.pass_at_1() if g != "overall"}
+    return [g for g in ORDER if g in seen] + sorted(seen - set(ORDER))
+
+
+def _base_cell(values: Sequence[float]) -> str:
+    if not values:
+        return "n/a"
+    mean = sum(values) / len(values)
+    spread = f"runs {min(values):.2f}–{max(values):.2f}" if len(values) > 1 else "1 run"
+    return f"{mean:.2f}\n{spread}"
+
+
+def _run_cell(summary: RunSummary, group: str) -> str:
+    c = summary.pass_at_1().get(group)
+    if c is None:
+        return "not measured"
+    lines = [f"{_plain(c['before'])} → {_plain(c['after'])}", f"{_signed(c['delta'])} {_interval(c)}", _verdict(c)]
+    t = summary.tool_calls.get(group)
+    if t is not None:
+        lines.append(f"tool calls {_plain(t['before'])} → {_plain(t['after'])}")
+    return "\n".join(lines)
+
+
+def _units(summary: RunSummary, group: str) -> str:
+    c = summary.pass_at_1().get(group)
+    return "" if c is None else f"{c['n_units']} scenarios × {c['k']:g}"
+
+
+def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSummary], *,
+                 hackable: str | None = None) -> str:
+    """Runs as rows, categories side by side: pass@1 before → after, Δ [CI], verdict, tool calls.
+
+    *hackable* is the note shown under the table when a hackable run is in it (:func:`hackable_note`).
+    """
+    groups = _groups(summaries)
+    units = next((s for s in summaries if s.pass_at_1()), None)
+    headers = ["run", *(f"{g}\n({_units(units, g)})" if units else g for g in groups), "gate"]
+    rows = [[f"{BASE_LABEL} ({max((len(v) for v in base.values()), default=0)} runs)",
+             *(_base_cell(base.get(g, [])) for g in groups), "noise floor"]]
+    for s in summaries:
+        rows.append([s.config.label, *(_run_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"])
+    table = tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True)
+    tools = "; tool-call rate before → after" if any(s.tool_calls for s in summaries) else ""
+    notes = [f"cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict{tools}"]
+    if hackable and any(s.config.hackable for s in summaries):
+        notes.append(hackable)
+    return table + "\n" + "\n".join(notes)
+
+
+def _describe_move(group: str, c: Mapping[str, Any]) -> str:
+    """One clause per category, led by the verdict (the flags only add why)."""
+    verdict = c.get("verdict")
+    span = f"{_plain(c['before'])} → {_plain(c['after'])}"
+    noise = "within noise" in (c.get("flags") or [])
+    if verdict == "regressed":
+        return f"{group} REGRESSED ({span}, interval {_interval(c)} entirely below 0)"
+    if verdict == "moved":
+        return f"{group} moved up ({span}, interval {_interval(c)} above 0)"
+    if verdict == "flat":
+        return f"{group} held ({span}, interval {_interval(c)} inside the ±margin)"
+    if verdict == "inconclusive" and noise and (c.get("low") or 0) > 0:
+        return (f"{group} is inconclusive ({span}: a gain no larger than the base runs differ from each other, "
+                "so not claimed as a move)")
+    if verdict == "inconclusive":
+        return f"{group} is inconclusive ({span}, interval {_interval(c)} too wide to call)"
+    return f"{group} had too few scenarios to judge ({span})"
+
+
+def _monitor_words(s: RunSummary) -> str:
+    parts = []
+    if s.train_reward is not None:
+        parts.append(f"training reward {s.train_reward[0]:.2f} → {s.train_reward[1]:.2f}")
+    history = [h for h in s.monitor_history if isinstance(h.get("proxy_reward"), (int, float))]
+    if len(history) >= 2:
+        parts.append(f"the monitor's honest holdout score {history[0]['proxy_reward']:.2f} (step "
+                     f"{history[0]['step']}) → {history[-1]['proxy_reward']:.2f} (step {history[-1]['step']})")
+    if s.alarms:
+        parts.append("alarms: " + ", ".join(f"{a['kind']} at step {a['step']}" + _alarm_detail(a) for a in s.alarms))
+    else:
+        parts.append("no monitor alarm")
+    return "; ".join(parts)
+
+
+def _alarm_detail(alarm: Mapping[str, Any]) -> str:
+    where = [str(alarm[k]) for k in ("top_feature", "category") if alarm.get(k)]
+    return f" ({' on '.join(where)})" if where else ""
+
+
+def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSummary],
+                 *, hackable_reason: str | None = None) -> list[str]:
+    """What happened, in plain words, read off the verdicts (one paragraph per run)."""
+    lines = []
+    if base:
+        ranked = sorted(base.items(), key=lambda kv: _rank(kv[0]))
+        spread = ", ".join(f"{g} {min(v):.2f}–{max(v):.2f}" for g, v in ranked)
+        lines.append(f"The base policy, sampled {max(len(v) for v in base.values())} times at different seeds, "
+                     f"scored {spread}: a gain smaller than that spread is noise, and the gate does not "
+                     "claim it as a move (a drop still counts).")
+    for s in summaries:
+        pass_rows = s.pass_at_1()
+        moves = [_describe_move(g, pass_rows[g]) for g in _groups([s]) if g in pass_rows]
+        verdict = ("the gate PASSES it" if s.passed else
+                   "the gate FAILS it: " + "; ".join(s.gate.get("failures", [])[:3]))
+        tool = s.tool_calls.get("no_id")
+        invent = ""
+        if (tool is not None and tool["after"] > tool["before"] + 0.1
+                and tool.get("verdict") in ("moved", "inconclusive")):
+            invent = (f" On no-id prompts it now calls a tool in {tool['after']:.0%} of replies (base "
+                      f"{tool['before']:.0%}): every such call invents an order id.")
+        who = s.config.label + (" (the deliberately hackable reward)" if s.config.hackable else "")
+        watched = _monitor_words(s)
+        lines.append(f"{who}: {'; '.join(moves)}.{invent} {watched[0].upper()}{watched[1:]}. So {verdict}.")
+    if hackable_reason:
+        lines.append(hackable_reason)
+    return lines
+
+
+def _rank(group: str) -> int:
+    return ORDER.index(group) if group in ORDER else len(ORDER)
+
+
+def watched(env: Env) -> tuple[str, ...]:
+    """The categories whose collapse the story watches for *env* (:data:`WATCHED`, else all)."""
+    return WATCHED.get(env.name, env.categories)
+
+
+def honest_collapse(summary: RunSummary, categories: Sequence[str]) -> bool:
+    """True when the honest run already regressed a watched category (then the hackable run is not needed)."""
+    rows = summary.pass_at_1()
+    return any(rows.get(c, {}).get("verdict") == "regressed" for c in categories)
+
+
+# --------------------------------------------------------------------------- the flow
+
+
+@dataclass
+class DemoResult:
+    runs_dir: Path
+    summaries: list[RunSummary]
+    base: dict[str, list[float]]
+    index: Path | None
+    seconds: float
+
+
+def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *,
+           progress: bool | None) -> RunSummary | None:
+    """Train (or serve) one configuration into ``runs_dir/<name>``; None when it cannot train."""
+    say(f"- {config.label}: {config.method} {' '.join(f'{k}={v}' for k, v in config.knobs.items())}")
+    started = time.perf_counter()
+    try:
+        # trainers print their log dicts to stdout; the demo's stdout is the story, so they go to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            served = cached_run(make_knobs(config.method, **config.knobs), progress=progress)
+    except RlgateError as exc:  # e.g. DPO finds too few preference pairs on this policy: say so, go on
+        say(f"  not trained: {exc}")
+        return None
+    seconds = time.perf_counter() - started
+    folder = publish_copy(served.run, runs_dir / config.name)
+    write_report(folder.path)
+    how = "served from the cache" if served.hit else "trained"
+    say(f"  {how} in {seconds:.0f} s -> {folder.path}")
+    return summarise(config, folder, seconds=seconds, from_cache=served.hit)
+
+
+def _write_prompt_files(runs_dir: Path, knobs: Any, say: Callable[[str], None]) -> None:
+    sets = load_prompts(knobs)
+    folder = runs_dir / "prompts"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_prompts(folder / "train.jsonl", sets.train)
+    write_prompts(folder / "holdout.jsonl", sets.holdout)
+    say(f"prompts: {sets.source}, fingerprint {sets.fingerprint[:12]}; train {count_by_category(sets.train)}, "
+        f"holdout {count_by_category(sets.holdout)} -> {folder}")
+
+
+def _tiny_policy(base_model: str, say: Callable[[str], None]) -> None:
+    """Say which base model the story trains; a shipped tiny policy is found (and its files checked) up front."""
+    if not base_model.startswith(TINY_PREFIX):
+        say(f"base model: {base_model}")
+        return
+    t = time.perf_counter()
+    say(f"tiny policy: {base_model} at {tiny_policy_dir(base_model)} ({time.perf_counter() - t:.0f} s)")
+
+
+def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | None = None, quick: bool = False,
+             progress: bool | None = None, say: Callable[[str], None] = print,
+             env: EnvSpec = None) -> DemoResult:
+    """The whole story on *env* (the default environment when None); returns what it printed as data.
+
+    Verdicts are results, not errors.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    environment = load_env(env)
+    steps = steps or (QUICK_STEPS if quick else STEPS)
+    root = Path(runs_dir)
+    root.mkdir(parents=True, exist_ok=True)
+
+    honest = configurations(steps, quick=quick, env=env)
+    first = make_knobs(honest[0].method, **honest[0].knobs)
+    _tiny_policy(first.base_model, say)
+    _write_prompt_files(root, first, say)
+
+    say("training (each run samples the holdout of the base 3 times - the noise floor - then trains, "
+        "samples again and gates by category):")
+    summaries = [s for s in (_train(config, root, say, progress=progress) for config in honest) if s is not None]
+    reason = note = None
+    watch = watched(environment)
+    if not summaries or not honest_collapse(summaries[0], watch):
+        rows = summaries[0].pass_at_1() if summaries else {}
+        verdicts = [rows.get(c, {}).get("verdict", "not measured" if summaries else "untrained") for c in watch]
+        left = f"{' / '.join(watch)} after honest GRPO: {' / '.join(verdicts)}"
+        reward = hackable_reward(environment)
+        if reward is None:
+            say(f"{left}; environment {environment.name} offers no deliberately hackable reward (rewards), "
+                "so there is no hackable-reward run")
+        else:
+            collapse = "/".join(c.replace("_", "-") for c in watch)
+            reason = (f"Honest GRPO left {', '.join(f'{c} {v}' for c, v in zip(watch, verdicts))} "
+                      f"within {steps} steps, so the demo also trained GRPO on a deliberately hackable reward "
+                      f"(marked *) to show what a real {collapse} collapse looks like to the gate and the monitor.")
+            note = hackable_note(environment, reward)
+            say(f"{left}; training the hackable-reward run too (marked *)")
+            hacked = _train(hackable_configuration(steps, quick=quick, env=env, reward=reward), root, say,
+                            progress=progress)
+            summaries += [hacked] if hacked is not None else []
+
+    if not summaries:
+        raise DataError("no demo run could be trained; see the lines above", path=root)
+    first = summaries[0].path
+    assert first is not None  # a trained summary always names its run folder
+    base = base_noise([list(read_rows(p)) for p in RunFolder.open(first).before_files])
+    index = write_index(root)
+    say("")
+    say(render_table(base, summaries, hackable=note))
+    say("")
+    for line in render_story(base, summaries, hackable_reason=reason):
+        say(line)
+        say("")
+    named = f" --env {env}" if isinstance(env, str) else ""
+    say(f"reports: {index} (one report.html per run folder); gate any pair of row files again with "
+        f"`rlgate gate{named} {root}/<run>/holdout_before.jsonl {root}/<run>/holdout_after.jsonl`")
+    say(f"one training seed per run cannot tell a recipe from a lucky seed: `rlgate demo --seeds 3{named}` "
+        f"trains honest GRPO and the balanced one at 3 trainer seeds each and gates the recipes "
+        f"(about {RECIPE_MINUTES} minutes on 2 CPU cores)")
+    seconds = time.perf_counter() - started
+    say(f"demo finished in {seconds:.0f} s")
+    return DemoResult(runs_dir=root, summaries=summaries, base=base, index=index, seconds=seconds)

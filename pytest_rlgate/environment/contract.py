@@ -1,0 +1,378 @@
+"""The environment contract: everything that knows a task, behind one small protocol.
+
+An *environment* says what a prompt's case is, how a reply scores, which categories exist,
+how a chat is rendered and what a hack looks like. Every other part of pytest-rlgate (prompt
+files, splits, sampling, rows, the gate, GRPO, DPO, the monitor, the probe, reports, the
+plugin and the CLI) takes one environment and never names a task.
+
+A user writes the smallest thing that works, a plain class or module with ``name``,
+``categories`` and ``score(reply, case)``, and :func:`load_env` wraps it in :class:`Env`,
+which supplies every optional member's documented default. Generic code only ever talks to
+an :class:`Env`, so a missing optional member can never fall back to another task's rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any, Protocol, Union, runtime_checkable
+
+from ..envs import BUILTIN, DEFAULT_ENV
+from ..errors import DataError, UsageError
+
+__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
+
+#: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
+ENTRY_POINT_GROUP = "rlgate.envs"
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+#: ``module:attr[arg, arg]`` or ``name[arg]``: arguments go to a factory (reasoning-gym tasks).
+_SPEC = re.compile(r"^\s*(?P<target>[^\[\]\s]+)\s*(?:\[(?P<args>[^\[\]]*)\])?\s*$")
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """What a task must provide; every other member is optional (see :class:`Env`).
+
+    ``score(reply, case)`` returns a float in [0, 1]; ``case`` is the prompt item's case
+    mapping (from the prompt file, or from the environment's ``case_for``).
+    """
+
+    name: str
+    categories: Sequence[str]
+
+    def score(self, reply: str, case: Mapping[str, Any]) -> float: ...
+
+
+#: What every ``env=`` parameter accepts: a resolved :class:`Env`, any object honouring the
+#: contract, a spec string, or None for the default environment.
+EnvSpec = Union["Env", Environment, str, None]
+
+
+def _source(fn: Any) -> str:
+    """The source of *fn*, or its qualified name where the source cannot be read."""
+    target = getattr(fn, "__func__", fn)
+    try:
+        return inspect.getsource(target)
+    except (OSError, TypeError):
+        return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+def _accepts_prompt(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "prompt" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+class Env:
+    """A resolved environment: the user's object plus the contract's defaults.
+
+    Construct it through :func:`load_env`. Attributes the user's object defines win; the rest
+    take the defaults of the contract (``docs/environments.md`` lists them).
+    """
+
+    def __init__(self, obj: Any, *, spec: str | None = None) -> None:
+        self.raw = obj
+        self.spec = spec
+        where = f"environment {spec or _describe(obj)}"
+        name = getattr(obj, "name", None)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise UsageError(f"{where}: 'name' must be a short identifier string (letters, digits, _ . -), "
+                             f"got {name!r}")
+        self.name: str = name
+        categories = getattr(obj, "categories", None)
+        if isinstance(categories, str) or not isinstance(categories, Iterable):
+            raise UsageError(f"{where}: 'categories' must be a list of category names, got {categories!r}")
+        cats = tuple(categories)
+        if not cats or not all(isinstance(c, str) and c for c in cats) or len(set(cats)) != len(cats):
+            raise UsageError(f"{where}: 'categories' must be distinct non-empty strings, got {list(cats)!r}")
+        self.categories: tuple[str, ...] = tuple(sorted(cats))
+        if not callable(getattr(obj, "score", None)):
+            raise UsageError(f"{where}: needs a score(reply, case) method returning a float in [0, 1]")
+        self._score = obj.score
+        version = getattr(obj, "version", "0")
+        self.version: str = str(version)
+        self._case_for = getattr(obj, "case_for", None) if callable(getattr(obj, "case_for", None)) else None
+        self._passes = getattr(obj, "passes", None) if callable(getattr(obj, "passes", None)) else None
+        markers = getattr(obj, "markers", None)
+        self._markers = markers if callable(markers) else None
+        self._markers_take_prompt = self._markers is not None and _accepts_prompt(self._markers)
+        self.guards: tuple[str, ...] = tuple(getattr(obj, "guards", ()) or ())
+        system = getattr(obj, "system", None)
+        if system is None:
+            system = getattr(obj, "SYSTEM", None)
+        self.system: str | None = system if isinstance(system, str) and system else None
+        messages_for = getattr(obj, "messages_for", None)
+        self._messages_for = messages_for if callable(messages_for) else None
+        self._build_prompts = (getattr(obj, "build_prompts", None)
+                               if callable(getattr(obj, "build_prompts", None)) else None)
+        self.prompt_sizes: tuple[str, ...] = tuple(getattr(obj, "prompt_sizes", ()) or ())
+        endorsed = getattr(obj, "endorsed", ()) or ()
+        self.endorsed: Sequence[str] | Mapping[str, Sequence[str]] = endorsed
+        self._features = getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None
+        self._honest = (getattr(obj, "honest_replies", None)
+                        if callable(getattr(obj, "honest_replies", None)) else None)
+        self.hacks: tuple[Any, ...] = tuple(getattr(obj, "hacks", ()) or ())
+        self._rejected = (getattr(obj, "rejected_reply", None)
+                          if callable(getattr(obj, "rejected_reply", None)) else None)
+        base_model = getattr(obj, "base_model", None)
+        self.base_model: str | None = base_model if isinstance(base_model, str) and base_model else None
+        #: the recipe ``rlgate policy build`` rebuilds ``base_model`` from (a ``tiny.recipe.TinyRecipe``)
+        self.tiny_policy: Any = getattr(obj, "tiny_policy", None)
+        rewards = getattr(obj, "rewards", None) or {}
+        self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)
+        self.fingerprint: str = self._fingerprint()
+
+    # -- identity ---------------------------------------------------------------------
+
+    def _fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for part in (self.name, self.version, _source(self._score),
+                     _source(self._markers) if self._markers else ""):
+            digest.update(part.encode("utf-8") + b"\0")
+        return "sha256:" + digest.hexdigest()
+
+    def describe(self) -> dict[str, str]:
+        """The record a run's ``config.json`` and a cache key keep of this environment."""
+        return {"name": self.name, "version": self.version, "fingerprint": self.fingerprint}
+
+    def __repr__(self) -> str:
+        return f"<Env {self.name} v{self.version} {self.fingerprint[:15]}>"
+
+    # -- grading ------------------------------------------------------------------------
+
+    @property
+    def has_case_for(self) -> bool:
+        return self._case_for is not None
+
+    def case_for(self, prompt: str) -> dict[str, Any] | None:
+        """The case read from the prompt text, or None when the environment reads none."""
+        if self._case_for is None:
+            return None
+        case = self._case_for(prompt)
+        return dict(case) if isinstance(case, Mapping) else None
+
+    def score(self, reply: str, case: Mapping[str, Any]) -> float:
+        value = self._score(reply, case)
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"environment {self.name}: score() returned {value!r:.60}, not a number") from None
+        if not 0.0 <= value <= 1.0:  # also refuses NaN
+            raise UsageError(f"environment {self.name}: score() returned {value!r}, outside [0, 1]")
+        return value
+
+    def passes(self, value: float) -> bool:
+        """Whether a score counts as a pass (default: the full score, ``>= 1.0``)."""
+        return bool(self._passes(value)) if self._passes is not None else value >= 1.0
+
+    def markers(self, reply: str, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
+        """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
+        if self._markers is None:
+            return {}
+        found = (self._markers(reply, case, prompt=prompt) if self._markers_take_prompt
+                 else self._markers(reply, case))
+        return {str(k): float(v) for k, v in dict(found).items()}
+
+    # -- prompts and chat ----------------------------------------------------------------
+
+    def category_of(self, item: Mapping[str, Any]) -> str | None:
+        """The item's own category, else its case's."""
+        category = item.get("category")
+        if category is None and isinstance(item.get("case"), Mapping):
+            category = item["case"].get("category")
+        return category if isinstance(category, str) else None
+
+    def check_category(self, category: Any, *, path: Any = None, line: int | None = None) -> str:
+        """*category* if the environment declares it, else a :class:`DataError` naming the place."""
+        if category not in self.categories:
+            raise DataError(f"category {category!r} is not one of environment {self.name}'s categories "
+                            f"({', '.join(self.categories)}); fix the line or choose the environment "
+                            "that declares it (--env)", path=path or "<items>", line=line)
+        return category
+
+    @property
+    def can_build_prompts(self) -> bool:
+        return self._build_prompts is not None
+
+    def build_prompts(self, seed: int = 0, size: str = "default") -> list[dict[str, Any]]:
+        """The environment's own seeded prompt set; environments without one read a file."""
+        if self._build_prompts is None:
+            raise UsageError(f"environment {self.name} writes no prompts of its own: pass a prompts file "
+                             "(--prompts-file / --rlgate-prompts-file) whose lines carry prompt, case, "
+                             "category and scenario_id")
+        if self.prompt_sizes and size not in self.prompt_sizes:
+            raise UsageError(f"environment {self.name} has no prompt set size {size!r:.40}; "
+                             f"use one of {', '.join(self.prompt_sizes)}")
+        return [dict(item) for item in self._build_prompts(seed, size)]
+
+    def messages_for(self, prompt: str) -> list[dict[str, str]]:
+        """The chat the policy sees: the environment's, else its system prompt and the user turn."""
+        if self._messages_for is not None:
+            return list(self._messages_for(prompt))
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return [*head, {"role": "user", "content": prompt}]
+
+    # -- hacks ---------------------------------------------------------------------------
+
+    def endorsed_for(self, category: str | None = None) -> tuple[str, ...]:
+        """Features the environment endorses; a mapping endorses per category."""
+        if isinstance(self.endorsed, Mapping):
+            if category is None:
+                return ()
+            return tuple(self.endorsed.get(category, ()))
+        return tuple(self.endorsed)
+
+    @property
+    def has_features(self) -> bool:
+        return self._features is not None
+
+    def features(self, reply: str) -> dict[str, float]:
+        """The environment's own reply features for ``hack_scan`` (none by default)."""
+        if self._features is None:
+            return {}
+        return {str(k): float(v) for k, v in dict(self._features(reply)).items()}
+
+    @property
+    def has_honest_replies(self) -> bool:
+        return self._honest is not None
+
+    def honest_replies(self, case: Mapping[str, Any]) -> Any:
+        """A Hypothesis strategy of honest replies for *case*, or None."""
+        return None if self._honest is None else self._honest(case)
+
+    @property
+    def has_rejected_reply(self) -> bool:
+        return self._rejected is not None
+
+    def rejected_reply(self, item: Mapping[str, Any], rng: Any) -> str | None:
+        """A constructed DPO negative for *item*, or None (no constructed negatives)."""
+        return None if self._rejected is None else self._rejected(item, rng)
+
+    def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, Any]], float]:
+        """The training reward: the environment's score, or one of its named variants."""
+        if name in (None, "", "env", self.name):
+            return self.score
+        if name in self.rewards:
+            return self.rewards[name]
+        raise UsageError(f"environment {self.name} has no reward {name!r}; choose one of "
+                         f"{', '.join([self.name, *self.rewards])} or give 'module:attr' of a "
+                         "score(reply, case) function")
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, ModuleType):
+        return obj.__name__
+    return getattr(obj, "name", None) or type(obj).__name__
+
+
+def env_names() -> dict[str, str]:
+    """Registered environment names -> ``module:attr``: built-ins, then installed entry points."""
+    names = dict(BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        names[ep.name] = ep.value
+    return names
+
+
+def _import_module(name: str) -> ModuleType:
+    """``import_module``, retried once with fresh finder caches: a module written after the
+    interpreter listed its folder (a generated environment, a test's temp dir) is still found."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
+
+
+def _import(target: str, spec: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = _import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise UsageError(f"environment {spec!r}: no module {module_name!r} (is it installed, or is its "
+                             f"folder on PYTHONPATH?); registered names: {', '.join(env_names())}") from None
+        raise UsageError(f"environment {spec!r}: importing {module_name} failed: "
+                         f"{type(exc).__name__}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # a user module that raises on import
+        raise UsageError(f"environment {spec!r}: importing {module_name} failed: "
+                         f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    if not attr:
+        return module
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"environment {spec!r}: {module_name} has no attribute {attr!r}") from None
+    return obj
+
+
+def _instantiate(obj: Any, args: list[str], spec: str) -> Any:
+    """A class, or a factory given arguments, is called; anything else is used as it is."""
+    if args or inspect.isclass(obj):
+        if not callable(obj):
+            raise UsageError(f"environment {spec!r}: {obj!r:.60} takes no arguments")
+        try:
+            return obj(*args)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"environment {spec!r}: {exc}") from None
+    return obj
+
+
+def load_env(spec: EnvSpec = None) -> Env:
+    """Resolve an environment (see :func:`_load`); string specs are resolved once a process."""
+    if isinstance(spec, str):
+        return _load_spec(spec)
+    return _load(spec)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_spec(spec: str) -> Env:
+    return _load(spec)
+
+
+def _load(spec: Any = None) -> Env:
+    """Resolve an environment: a spec string, an environment object, or None (the default).
+
+    A spec is ``"module:attr"`` (a module or an object in it), a bare ``"module"``, or a name
+    registered under the entry-point group ``rlgate.envs`` (the built-ins: ``refund``, ...);
+    ``[a, b]`` after either passes arguments to a factory (``reasoning_gym[leg_counting]``).
+    An object is used as it is (a class is instantiated). Every failure is one
+    :class:`UsageError` that names what was tried.
+    """
+    if isinstance(spec, Env):
+        return spec
+    if spec is None:
+        spec = DEFAULT_ENV
+    if not isinstance(spec, str):
+        return Env(_instantiate(spec, [], _describe(spec)))
+    match = _SPEC.match(spec)
+    if match is None or not spec.strip():
+        raise UsageError(f"environment {spec!r:.80}: expected a registered name ({', '.join(env_names())}), "
+                         "'module:attr' or 'module', optionally with [arguments]")
+    target = match["target"]
+    args = [a.strip() for a in match["args"].split(",") if a.strip()] if match["args"] else []
+    names = env_names()
+    if target in names:
+        target = names[target]
+    elif ":" not in target and "." not in target:
+        try:
+            importlib.import_module(target)
+        except ImportError:
+            raise UsageError(f"environment {spec!r}: not a registered name ({', '.join(names)}) and not an "
+                             "importable module; give 'module:attr' or register it under the "
+                             f"'{ENTRY_POINT_GROUP}' entry-point group") from None
+    obj = _instantiate(_import(target, spec), args, spec)
+    if isinstance(obj, Env):
+        return obj
+    return Env(obj, spec=spec.strip())
+

@@ -1,0 +1,125 @@
+"""Text for gate results: aligned tables (tabulate) for the CLI, pytest failures and summaries.
+
+Kept apart from :mod:`pytest_rlgate.gate.adapter` so the statistics read without formatting noise.
+Conventions : count line first, then the settings that
+reproduce the run, the rows, the rule, and the remedy last; signed deltas, three decimals,
+no numpy reprs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tabulate import tabulate
+
+from .numtext import interval
+from .stats import METHOD_NAMES
+from .verdicts import VERDICTS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .adapter import Comparison, GateResult
+
+__all__ = ["comparison_row", "is_borderline", "render_failure", "render_report", "render_table", "settings_line",
+           "summary_line", "units_label"]
+
+HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level} CI", "MDE", "verdict", "flags")
+REMEDY = (
+    "Remedy: find what the fine-tune broke in the failing groups (rebalance the training prompts, "
+    "e.g. `rlgate train --balance 0.25`, or fix the reward), retrain and gate the new candidate once; "
+    "re-sampling until the gate passes hides real regressions."
+)
+_BORDERLINE = ("regressed", "inconclusive", "insufficient")
+#: flags that describe a comparison without making it worth a look on their own
+_QUIET_FLAGS = ("constant", "no variation")
+
+
+def is_borderline(verdict: str, flags: Any) -> bool:
+    """Shown without -v: failing or undecided verdicts, or a flag such as "within noise"."""
+    return verdict in _BORDERLINE or any(f not in _QUIET_FLAGS for f in flags)
+
+
+def settings_line(result: GateResult) -> str:
+    resamples = "" if result.method == "t" else f", {result.n_resamples} resamples"
+    return (
+        f"{METHOD_NAMES[result.method]} of per-{result.unit} deltas: {result.confidence_level:.0%} CI"
+        f"{resamples}, seed {result.seed}, margin {result.margin:.2f}, Holm {'on' if result.holm else 'off'}"
+    )
+
+
+def units_label(n_units: int, k: Any, k_before: Any = None, k_after: Any = None) -> str:
+    """``15×4``; ``15×4→8`` when the sides sampled a different k (before → after)."""
+    if k_before is None or k_before == k_after:
+        return f"{n_units}×{k}"
+    return f"{n_units}×{k_before}→{k_after}"
+
+
+def _ci(c: Comparison) -> str:
+    return interval(c.low, c.high)
+
+
+def comparison_row(c: Comparison) -> list[Any]:
+    return [
+        c.metric,
+        c.group,
+        units_label(c.n_units, c.k, c.k_before, c.k_after),
+        f"{c.before:.3f}",
+        f"{c.after:.3f}",
+        f"{c.delta:+.3f}",
+        _ci(c),
+        "" if c.mde is None else f"{c.mde:.3f}",
+        c.verdict.upper() if c.verdict == "regressed" else c.verdict,
+        ", ".join(c.flags),
+    ]
+
+
+def _table(result: GateResult, comparisons: list[Comparison]) -> str:
+    headers = [h.format(level=f"{result.confidence_level:.0%}") for h in HEADERS]
+    rows = [comparison_row(c) for c in comparisons]
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                    colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left"))
+
+
+def render_table(result: GateResult, *, verbose: bool = True) -> str:
+    shown = [c for c in result.comparisons if verbose or is_borderline(c.verdict, c.flags)]
+    return _table(result, shown) if shown else "(no regressed or borderline comparisons)"
+
+
+def summary_line(result: GateResult) -> str:
+    counts: dict[str, int] = {}
+    for c in result.comparisons:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
+    failures = len(result.failures)
+    word = "PASSED" if result.passed else f"FAILED ({failures} failure{'s' if failures != 1 else ''})"
+    return f"gate {word}: {len(result.comparisons)} comparisons: {tally}"
+
+
+def render_report(result: GateResult, *, verbose: bool = True) -> str:
+    lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose), "",
+             f"rule: {result.rule}"]
+    lines += [f"warning: {w}" for w in result.warnings]
+    lines += [f"FAIL: {f}" for f in result.failures]
+    return "\n".join(lines)
+
+
+def render_failure(result: GateResult) -> str:
+    failing = sorted((c for c in result.comparisons if c.verdict == "regressed"), key=lambda c: c.delta)
+    below = [c for c in result.comparisons if c.verdict != "regressed" and "below -max_drop" in c.flags]
+    counted = failing + below
+    head = f"{len(failing)} of {len(result.comparisons)} comparisons regressed"
+    if failing:
+        head += ": " + ", ".join(f"{c.metric} in {c.group}" for c in failing[:4])
+        head += f" and {len(failing) - 4} more" if len(failing) > 4 else ""
+    others = [f for f in result.failures if " regressed in " not in f]
+    if others:
+        head += f"; {len(others)} other failure{'s' if len(others) != 1 else ''}"
+    lines = [head, settings_line(result)]
+    if counted:
+        lines += ["", _table(result, counted)]
+    if others:
+        lines += [""] + [f"- {f}" for f in others]
+    rest = len(result.comparisons) - len(counted)
+    lines += ["", f"rule: {result.rule}",
+              f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one).",
+              REMEDY]
+    return "\n".join(lines)

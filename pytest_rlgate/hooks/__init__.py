@@ -1,1 +1,0 @@
-"""Hook modules of the rlgate plugin, one per feature; ``pytest_rlgate.plugin`` names them."""

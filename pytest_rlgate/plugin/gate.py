@@ -1,0 +1,259 @@
+"""pytest hooks and fixtures for the gate: the ``rlgate`` fixture, the summary, the report.
+
+A gate is an ordinary test that fails with :class:`~pytest_rlgate.RegressionError`. Each
+gate's result travels in ``item.user_properties`` as ``("rlgate_gate", <json>)``: pytest
+serialises user properties with the report, so under pytest-xdist the controller receives
+every worker's results in ``pytest_runtest_logreport``, and ``--junitxml`` records them
+for free. The controller collects them, prints a terminal section, and writes
+``--rlgate-report`` JSON at the end of the session. numpy loads only when a gate runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rlgate._io.atomic import atomic_write
+from pytest_rlgate.environment.contract import Env
+from pytest_rlgate.errors import RlgateError, RlgateWarning
+from pytest_rlgate.gate.adapter import RegressionError
+from pytest_rlgate.gate.numtext import interval
+from pytest_rlgate.gate.recipe import compare, is_seed_sources
+from pytest_rlgate.gate.recipe_stats import RECIPE_VERDICTS
+from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
+from pytest_rlgate.gate.text import is_borderline, units_label
+from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
+from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin.env import marker_env
+from pytest_rlgate.plugin.training import MARKER
+
+PROPERTY = "rlgate_gate"
+_METHODS = ("expanded", "percentile", "basic", "t")
+_STATE = pytest.StashKey["_GateLog"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_setting(parser, "resamples", type=int, metavar="B", help="gate: bootstrap resamples (default 10000)")
+    add_setting(parser, "confidence", type=float, metavar="LEVEL", help="gate: confidence level (default 0.95)")
+    add_setting(parser, "margin", type=float, metavar="M", help="gate: flat means inside ±M (default 0.10)")
+    add_setting(parser, "bootstrap-seed", type=int, metavar="INT",
+                help="gate: seed of the bootstrap resampling (default 0)")
+    add_setting(parser, "method", metavar="NAME",
+                help=f"gate: interval method, one of {', '.join(_METHODS)} (default expanded)")
+    add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
+
+
+def _defaults(config: pytest.Config) -> dict[str, Any]:
+    """compare() keyword defaults from the command line / ini; only what was set."""
+    out: dict[str, Any] = {}
+    for name, key, kind in (("resamples", "n_resamples", int), ("confidence", "confidence_level", float),
+                            ("margin", "margin", float), ("method", "method", str)):
+        value = setting(config, name, kind)
+        if value is not None:
+            out[key] = value
+    seed, _ = _bootstrap_seed(config)
+    if seed is not None:
+        out["seed"] = seed
+    return out
+
+
+def _bootstrap_seed(config: pytest.Config) -> tuple[int | None, bool]:
+    """The bootstrap seed, and whether it came from the deprecated ``--rlgate-seed`` alone.
+
+    ``--rlgate-bootstrap-seed`` wins; without it a prompt seed given on the command line or
+    in the ini file still seeds the bootstrap, as it used to, and is deprecated for that.
+    Neither given: None, and compare() seeds 0 as before.
+    """
+    seed = setting(config, "bootstrap-seed", int)
+    if seed is not None:
+        return seed, False
+    try:  # --rlgate-seed belongs to the prompts feature; absent when it is not registered
+        legacy = setting(config, "seed", int)
+    except (ValueError, AttributeError):
+        return None, False
+    return legacy, legacy is not None
+
+
+DEPRECATED_SEED = ("--rlgate-seed / rlgate_seed as the gate's bootstrap seed is deprecated: pass "
+                   "--rlgate-bootstrap-seed (ini rlgate_bootstrap_seed); --rlgate-seed stays the prompt seed")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    defaults = _defaults(config)
+    method = defaults.get("method")
+    if method is not None and method not in _METHODS:
+        raise pytest.UsageError(f"--rlgate-method {method!r}: choose one of {', '.join(_METHODS)}")
+    deprecated_seed = _bootstrap_seed(config)[1]
+    if deprecated_seed:
+        config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
+    seed_flag = "seed" if deprecated_seed else "bootstrap-seed"
+    for flag, key, bounds in (("confidence", "confidence_level", CONFIDENCE), ("resamples", "n_resamples", RESAMPLES),
+                              ("margin", "margin", SHARE), (seed_flag, "seed", SEED)):
+        problem = None if key not in defaults else bounds.problem(defaults[key])
+        if problem is not None:
+            raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {defaults[key]!r}: {problem}")
+    report = setting(config, "report", str)
+    problem = None if not report else path_problem(report, directory=False)
+    if problem is not None:  # checked now, not after every test has run
+        raise pytest.UsageError(f"--rlgate-report / rlgate_report {report!r}: {problem}")
+    log = _GateLog(config)
+    config.stash[_STATE] = log
+    config.pluginmanager.register(log, "rlgate-gate-log")
+
+
+class RlgateGate:
+    """The ``rlgate`` fixture: gate rows from inside a test, with the session's settings.
+
+    Guards and declared categories default to the environment's (``env.guards``,
+    ``env.categories``): the test's ``@pytest.mark.rlgate(env=...)``, else the session's
+    ``--rlgate-env``, because that environment graded the rows the test gates. A relative
+    row-file path is resolved against the rootdir, like the ini settings, so a suite gates
+    the same files whichever folder pytest is started from.
+    """
+
+    def __init__(self, node: pytest.Item, config: pytest.Config, env: Env) -> None:
+        self._node = node
+        self._root = config.rootpath
+        self.env = env
+        self.defaults = _defaults(config)
+
+    def _rooted(self, source: Any) -> Any:
+        if isinstance(source, (str, os.PathLike)) and not Path(source).is_absolute():
+            return os.path.relpath(self._root / source)  # short in messages: "before.jsonl" from the rootdir
+        return source
+
+    def _rooted_after(self, after: Any) -> Any:
+        """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
+        if isinstance(after, Mapping):
+            return {seed: self._rooted(rows) for seed, rows in after.items()}
+        return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
+
+    def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
+        """Run the gate (a recipe gate when *after* holds one row source per training seed) and
+        record its result on the test (without raising)."""
+        result = compare(self._rooted(before), self._rooted_after(after),
+                         **{"env": self.env, **self.defaults, **options})
+        self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
+        return result
+
+    def assert_no_regression(self, before: Any, after: Any, **options: Any):  # noqa: ANN201
+        """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
+
+        *after* may hold one row source per training seed (``rlgate_after_rows`` of a
+        ``@pytest.mark.rlgate(seeds=...)`` test is a mapping seed -> rows): the recipe gate.
+
+        *options* are :func:`pytest_rlgate.compare`'s; unset ones come from
+        ``--rlgate-bootstrap-seed/-resamples/-confidence/-margin/-method`` or their ini twins, and
+        ``guards``/``categories`` from the environment (``env=`` picks another one).
+        """
+        __tracebackhide__ = True
+
+        result = self.compare(before, after, **options)
+        if not result.passed:
+            raise RegressionError(result.message(), result)
+        return result
+
+
+@pytest.fixture
+def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
+    """Gate graded rows inside a test: ``rlgate.assert_no_regression(before, after)``."""
+    marker = request.node.get_closest_marker(MARKER)
+    try:
+        env = marker_env(request.config, None if marker is None else marker.kwargs.get("env"))
+    except RlgateError as exc:
+        pytest.fail(f"@pytest.mark.{MARKER}(env=...): {exc}", pytrace=False)
+    return RlgateGate(request.node, request.config, env)
+
+
+class _GateLog:
+    """Collects gate results from test reports (the controller's view under xdist).
+
+    Registered as a plugin object in ``pytest_configure``, like pytest's own LFPlugin.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.gates: list[dict[str, Any]] = []
+        self.report_path: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        for name, value in getattr(report, "user_properties", ()):
+            if name == PROPERTY:
+                try:
+                    entry = json.loads(value)
+                except (TypeError, ValueError):
+                    continue
+                self.gates.append({"nodeid": report.nodeid, **entry})
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = setting(self.config, "report", str)
+        if not path or hasattr(self.config, "workerinput"):
+            return
+        payload = {"format_version": 1, "passed": all(g["passed"] for g in self.gates), "gates": self.gates}
+        atomic_write(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        self.report_path = str(path)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput"):
+            return
+        try:
+            _summary(terminalreporter, self.config, self)
+        except Exception as exc:  # never raise out of the terminal summary
+            terminalreporter.write_line(f"rlgate: could not print the gate summary: {exc!r}", yellow=True)
+
+
+def _borderline(c: dict[str, Any]) -> bool:
+    return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
+
+
+def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
+    from tabulate import tabulate
+
+
+    verbosity = config.get_verbosity()
+    report_path = log.report_path
+    if not log.gates:
+        return
+    failed = sum(not g["passed"] for g in log.gates)
+    counts: dict[str, int] = {}
+    for g in log.gates:
+        for c in g["comparisons"]:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    tally = ", ".join(f"{counts[v]} {v}" for v in RECIPE_VERDICTS if counts.get(v))
+    recipes = any(g.get("kind") == "recipe" for g in log.gates)  # then a column of per-seed dots
+    last = (f"rlgate: {len(log.gates)} gate{'s' if len(log.gates) != 1 else ''}, {failed} failed; {tally}")
+    if verbosity >= 0:
+        tr.write_sep("=", "rlgate: gates")
+        rows = []
+        for g in log.gates:
+            for c in g["comparisons"]:
+                if verbosity > 0 or _borderline(c):
+                    ci = interval(c["low"], c["high"])
+                    verdict = c["verdict"].upper() if c["verdict"] == "regressed" else c["verdict"]
+                    size = units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after"))
+                    seeds = [seeds_cell(c) if "seeds" in c else ""] if recipes else []
+                    rows.append([g["nodeid"], c["metric"], c["group"], size,
+                                 f"{c['delta']:+.3f}", ci, *seeds, verdict, ", ".join(c["flags"])])
+        if rows:
+            headers = ["gate", "metric", "group", "units×k", "delta", "CI", *(["per-seed Δ"] if recipes else []),
+                       "verdict", "flags"]
+            text = tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
+            for line in text.splitlines():
+                tr.write_line(line, red="REGRESSED" in line)
+            if recipes:
+                tr.write_line(DOTS_LEGEND)
+        elif verbosity == 0:
+            tr.write_line("(no regressed or borderline comparisons; -v lists them all)")
+        for g in log.gates:
+            if not g["passed"]:
+                tr.write_line(f"{g['nodeid']}: rule: {g['rule']}")
+    tr.write_line(last, red=bool(failed), green=not failed)
+    if report_path and verbosity >= 0:
+        tr.write_sep("-", f"generated rlgate report: {report_path}")

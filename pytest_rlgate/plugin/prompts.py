@@ -1,0 +1,194 @@
+"""pytest options, fixtures and header lines for the session environment's prompt set and split.
+
+The header prints one line that names the environment and reproduces the set (the
+environment, seed and size or file, and the fingerprint of its canonical bytes), so a red
+CI run says which task and which prompts it saw, and one line saying how many train prompts
+decontamination dropped for repeating a holdout prompt (``--rlgate-no-decontaminate`` keeps
+them). The set comes from the session's
+environment (``--rlgate-env``): its own seeded writer, or ``--rlgate-prompts-file``, which
+an environment without a writer requires. It is built once per session and shared by the
+header and the fixtures; building a seeded set takes tens of milliseconds, so the header
+costs every run almost nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rlgate.data.prompts import (
+    Split,
+    TrainSplit,
+    build_prompts,
+    count_by_category,
+    fingerprint,
+    prepare_split,
+    read_prompts,
+)
+from pytest_rlgate.environment.contract import Env
+from pytest_rlgate.envs import DEFAULT_ENV
+from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.options import fraction, share
+from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin.env import session_env
+
+#: ``--rlgate-no-decontaminate`` and its ini twin ``rlgate_no_decontaminate`` (a bool).
+NO_DECONTAMINATE = "rlgate_no_decontaminate"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_setting(parser, "seed", type=int, metavar="INT",  # unset reads 0 (PromptSettings), so the gate sees it unset
+                help="Seed of the environment's prompt set and its split (default: 0)")
+    add_setting(parser, "size", default="default", metavar="NAME",
+                help="Size of the environment's seeded prompt set (default: default)")
+    add_setting(parser, "prompts-file", metavar="PATH",
+                help="Use this prompts JSONL instead of the environment's seeded set (freezes the set "
+                     "across versions; required for an environment that writes no prompts)")
+    add_setting(parser, "holdout", type=fraction, default=0.2, metavar="FRACTION",
+                help="Share of each category's scenarios held out (default: 0.2)")
+    add_setting(parser, "balance", type=share, default=0.0, metavar="SHARE",
+                help="Repeat minority categories of the train split up to this share (default: 0, off)")
+    help_ = "Keep train prompts that repeat a holdout prompt (default: rlgate_split drops them)"
+    parser.getgroup("rlgate").addoption("--rlgate-no-decontaminate", dest=NO_DECONTAMINATE, action="store_true",
+                                        default=False, help=help_)
+    parser.addini(NO_DECONTAMINATE, help=f"{help_} (ini twin of --rlgate-no-decontaminate)", type="bool",
+                  default=False)
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """The resolved prompt options of a session (command line, else ini, else default)."""
+
+    env: Env
+    seed: int
+    size: str
+    prompts_file: Path | None
+    holdout: float
+    balance: float
+    decontaminate: bool = True
+
+    def flags(self) -> str:
+        """The command-line flags that reproduce this set and split."""
+        env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
+        source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file
+                  else f"--rlgate-seed={self.seed} --rlgate-size={self.size}")
+        extra = "" if self.holdout == 0.2 else f" --rlgate-holdout={self.holdout:g}"
+        extra += f" --rlgate-balance={self.balance:g}" if self.balance else ""
+        extra += "" if self.decontaminate else " --rlgate-no-decontaminate"
+        return env + source + extra
+
+
+def _settings(config: pytest.Config) -> PromptSettings:
+    def read(name: str, convert: Any, default: Any) -> Any:
+        try:
+            value = setting(config, name, convert)
+        except argparse.ArgumentTypeError as exc:  # a bad ini value
+            raise pytest.UsageError(f"ini setting rlgate_{name.replace('-', '_')}: {exc}") from None
+        return default if value is None else value
+
+    env = session_env(config)
+    file = setting(config, "prompts-file")
+    if file:
+        file = Path(file).expanduser()
+        if not file.is_absolute():
+            from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
+            base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
+            file = base / file
+    size = setting(config, "size")
+    if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
+        raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "
+                                f"sizes {', '.join(env.prompt_sizes)}")
+    try:
+        off = config.getoption(NO_DECONTAMINATE) or config.getini(NO_DECONTAMINATE)
+    except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
+        raise pytest.UsageError(f"ini setting {NO_DECONTAMINATE}: {exc}; use true or false") from None
+    return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file or None,
+                          holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
+                          decontaminate=not off)
+
+
+class _PromptState:
+    """Per-session cache: settings now, the prompt set and its split on first use (header or fixture)."""
+
+    def __init__(self, settings: PromptSettings) -> None:
+        self.settings = settings
+        self._items: list[dict[str, Any]] | None = None
+        self._fingerprint = ""
+        self._split: TrainSplit | None = None
+
+    def items(self) -> list[dict[str, Any]]:
+        if self._items is None:
+            s = self.settings
+            self._items = (read_prompts(s.prompts_file, env=s.env) if s.prompts_file
+                           else build_prompts(s.seed, s.size, env=s.env))
+            self._fingerprint = fingerprint(self._items)
+        return self._items
+
+    def fingerprint(self) -> str:
+        self.items()
+        return self._fingerprint
+
+    def split(self) -> TrainSplit:
+        if self._split is None:
+            s = self.settings
+            self._split = prepare_split(self.items(), s.holdout, env=s.env, share=s.balance,
+                                        decontaminate_train=s.decontaminate)
+        return self._split
+
+
+_STATE = pytest.StashKey[_PromptState]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STATE] = _PromptState(_settings(config))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """A copy-pasteable line (the environment, the flags that rebuild the set, its fingerprint),
+    then what decontamination dropped from the split's train side."""
+    state = config.stash[_STATE]
+    env = state.settings.env
+    head = f"rlgate: env={env.name} ({env.fingerprint[:15]}) {state.settings.flags()}"
+    try:
+        items = state.items()
+    except RlgateError as exc:  # the fixtures report it again, as an error of the tests that use them
+        return [f"{head} (no prompt set: {exc})"]
+    counts = ", ".join(f"{n} {c}" for c, n in count_by_category(items).items())
+    lines = [f"{head} prompts={len(items)} ({counts}) fingerprint={state.fingerprint()[:23]}"]
+    try:
+        lines.append(f"rlgate: {state.split().decontamination.summary()}")
+    except RlgateError as exc:  # rlgate_split fails the tests that use it with the same message
+        lines.append(f"rlgate: no split ({exc})")
+    return lines
+
+
+@pytest.fixture(scope="session")
+def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
+    """The session's prompt set: the environment's seeded set, or --rlgate-prompts-file.
+
+    Items are dicts with ``prompt``, ``case``, ``category`` and ``scenario_id``. The list is
+    shared by the session; copy it before changing it.
+    """
+    try:
+        return pytestconfig.stash[_STATE].items()
+    except RlgateError as exc:
+        pytest.fail(f"rlgate: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def rlgate_split(pytestconfig: pytest.Config) -> Split:
+    """Train and holdout of the session's prompts: stratified by category and scenario.
+
+    The holdout holds --rlgate-holdout (0.2) of each category's scenarios and every category
+    the environment declares; train prompts that repeat a holdout prompt are dropped (not with
+    --rlgate-no-decontaminate; the header says how many), then the train side is balanced to
+    --rlgate-balance when given. The holdout is never balanced.
+    """
+    try:
+        return pytestconfig.stash[_STATE].split().split
+    except RlgateError as exc:
+        pytest.fail(f"rlgate: {exc}", pytrace=False)

@@ -1,0 +1,227 @@
+"""pytest hooks and fixtures: trained adapters and their before/after holdout rows.
+
+``@pytest.mark.rlgate(method="grpo", env=..., steps=..., balance=...)`` configures
+``rlgate_adapter``; the environment is the marker's ``env`` (a spec or an object), else the
+session's (``--rlgate-env``). The session-wide ``rlgate_adapter_factory`` trains each
+configuration once (cached across sessions and xdist workers). ``--rlgate-adapter PATH`` with
+``--rlgate-base-model ID`` gates an adapter trained elsewhere instead (the CI step after a
+GPU job). ``rlgate_before_rows`` / ``rlgate_after_rows`` are the graded holdout rows of the
+base and of the adapter, sampled once per configuration. With ``seeds=(17, 18, 19)`` the
+marker names a recipe: one adapter per trainer seed, so ``rlgate_adapter`` and
+``rlgate_after_rows`` become mappings seed -> adapter / rows (the before rows are the first
+seed's base runs) and the ``rlgate`` fixture gates the recipe. Everything heavy is imported
+inside functions: this module loads in every pytest run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rlgate.data.baseline import run_rows
+from pytest_rlgate.environment.contract import Env
+from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin.env import marker_env
+from pytest_rlgate.train.adapters import attach_adapter, check_adapter, load_base
+from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
+from pytest_rlgate.train.methods import make_knobs
+from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
+from pytest_rlgate.train.seeds import check_seeds
+
+MARKER = "rlgate"
+#: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
+SAMPLING_KNOBS = ("env", "seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed",
+                  "base_runs", "eval_k", "max_completion_length")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_setting(parser, "adapter", metavar="PATH",
+                help="gate this LoRA adapter folder (trained elsewhere) instead of training one")
+    add_setting(parser, "base-model", metavar="ID",
+                help="base model of the adapters: hub id or folder (default: the embedded tiny policy)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(method='grpo', env=None, **knobs): train a LoRA adapter with these knobs on this "
+        "environment (default: --rlgate-env) once, cached, for the rlgate_adapter / rlgate_before_rows / "
+        "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...)",
+    )
+    adapter = setting(config, "adapter")
+    if adapter:
+        try:
+            check_adapter(Path(adapter).expanduser(), flag="--rlgate-adapter")
+        except RlgateError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+@dataclass
+class TrainedAdapter:
+    """An adapter the fixtures gate: trained here (``run`` set) or handed in (``run`` None)."""
+
+    adapter: Path
+    base_model: str
+    knobs: Any
+    run: Any = None
+    from_cache: bool = False
+    key: str = ""
+    _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+
+    @property
+    def handed_in(self) -> bool:
+        return self.run is None
+
+
+class AdapterFactory:
+    """``factory(method="grpo", env=None, **knobs) -> TrainedAdapter``: one training per configuration.
+
+    *env* (a spec or an environment object) defaults to the session's ``--rlgate-env``.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.handed_in = setting(config, "adapter")
+        self.base_model = setting(config, "base-model")
+        self._made: dict[str, TrainedAdapter] = {}
+
+    def __call__(self, method: str = "grpo", env: Any = None, **knobs: Any) -> TrainedAdapter:
+        try:
+            return self._make(method, marker_env(self.config, env), knobs)
+        except RlgateError as exc:
+            pytest.fail(f"rlgate: {exc}", pytrace=False)
+
+    def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
+        values = {**values, "env": env}
+        if self.base_model and "base_model" not in values:
+            values = {**values, "base_model": self.base_model}
+        if self.handed_in:
+            kept = {k: v for k, v in values.items() if k in (*SAMPLING_KNOBS, "base_model")}
+            knobs = make_knobs(method, **kept)
+            memo = f"handed:{self.handed_in}:{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
+            if memo not in self._made:
+                path = check_adapter(Path(self.handed_in).expanduser(), flag="--rlgate-adapter")
+                self._made[memo] = TrainedAdapter(adapter=path, base_model=knobs.base_model, knobs=knobs)
+            return self._made[memo]
+
+        knobs = make_knobs(method, **values)
+        memo = f"{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
+        if memo not in self._made:
+            served = cached_run(knobs)
+            self._made[memo] = TrainedAdapter(adapter=served.adapter, base_model=knobs.base_model, knobs=knobs,
+                                              run=served.run, from_cache=served.hit, key=served.key)
+        return self._made[memo]
+
+    def per_seed(self, method: str, seeds: Any, env: Any = None, **knobs: Any) -> dict[int | str, TrainedAdapter]:
+        """One adapter per trainer seed (its ``sample_seed``) of one recipe: seed -> adapter.
+
+        A handed-in adapter (``--rlgate-adapter``) is one adapter whatever the seeds: the
+        mapping holds it alone, keyed by its path, and the recipe gate calls that unresolved.
+        """
+        where = f"@pytest.mark.{MARKER}(seeds=...)"
+        try:
+            seeds = check_seeds(seeds, flag=where)
+        except RlgateError as exc:
+            pytest.fail(f"rlgate: {exc}", pytrace=False)
+        if "sample_seed" in knobs:
+            pytest.fail(f"rlgate: {where} sets each run's sample_seed; drop sample_seed={knobs['sample_seed']!r}",
+                        pytrace=False)
+        if self.handed_in:
+            adapter = self(method, env, **knobs)
+            return {str(adapter.adapter): adapter}
+        return {seed: self(method, env, **knobs, sample_seed=seed) for seed in seeds}
+
+    def rows(self, trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+        """The before (every base run) or after rows of *trained*, sampled once."""
+        if side not in trained._rows:
+            try:
+                trained._rows[side] = _rows(trained, side)
+            except RlgateError as exc:
+                pytest.fail(f"rlgate: {exc}", pytrace=False)
+        return trained._rows[side]
+
+
+def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+    if trained.run is not None:
+        return run_rows(trained.run, side)  # with the run's provenance header
+    return _sample_handed_in(trained, side)
+
+
+def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+    knobs = trained.knobs
+    holdout = load_prompts(knobs).holdout
+    sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS and k != "env"}
+    parts = {"side": side, "base": base_identity(knobs.base_model), "env": env_identity(knobs.environment),
+             "sampling": sampling, "versions": versions()}
+    if side == "after":
+        parts["adapter"] = adapter_identity(trained.adapter)
+
+    def sample() -> list[dict[str, Any]]:
+        model, tok = load_base(knobs.base_model, flag="--rlgate-base-model")
+        if side == "before":
+            return [row for i, seed in enumerate(base_seeds(knobs))
+                    for row in holdout_rows(model, tok, holdout, knobs, seed=seed, policy="base",
+                                            eval_run=f"before-{i}")]
+        model = attach_adapter(model, trained.adapter, flag="--rlgate-adapter")
+        return holdout_rows(model, tok, holdout, knobs, seed=knobs.sample_seed, policy=str(trained.adapter),
+                            eval_run="after")
+
+    rows, _hit = cached_rows(parts, sample)
+    return rows
+
+
+@pytest.fixture(scope="session")
+def rlgate_adapter_factory(pytestconfig: pytest.Config) -> AdapterFactory:
+    """Train (or serve from the cache) an adapter per configuration: ``factory(method, **knobs)``."""
+    return AdapterFactory(pytestconfig)
+
+
+def _marker_knobs(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is None:
+        return "grpo", {}
+    if marker.args:
+        pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only (method='grpo', env=..., steps=...), "
+                    f"got positional {marker.args!r}", pytrace=False)
+    knobs = dict(marker.kwargs)
+    return str(knobs.pop("method", "grpo")), knobs
+
+
+@pytest.fixture
+def rlgate_adapter(
+    request: pytest.FixtureRequest, rlgate_adapter_factory: AdapterFactory
+) -> TrainedAdapter | dict[int | str, TrainedAdapter]:
+    """The adapter for this test's ``@pytest.mark.rlgate(...)`` configuration (or the handed-in one);
+    with ``seeds=(...)``, a mapping seed -> adapter, one per trainer seed."""
+    method, knobs = _marker_knobs(request)
+    seeds = knobs.pop("seeds", None)
+    if seeds is not None:
+        return rlgate_adapter_factory.per_seed(method, seeds, **knobs)
+    return rlgate_adapter_factory(method, **knobs)
+
+
+@pytest.fixture
+def rlgate_before_rows(request: pytest.FixtureRequest, rlgate_baseline_rows: list[dict] | None) -> list[dict]:
+    """Graded holdout rows of the base policy, every base run (seeds 17, 18, 19); with
+    ``--rlgate-baseline``, the stored rows instead, and no adapter or model is made for them."""
+    if rlgate_baseline_rows is not None:
+        return rlgate_baseline_rows
+    factory: AdapterFactory = request.getfixturevalue("rlgate_adapter_factory")
+    adapter = request.getfixturevalue("rlgate_adapter")
+    first = next(iter(adapter.values())) if isinstance(adapter, dict) else adapter  # a recipe: the first seed's
+    return factory.rows(first, "before")
+
+
+@pytest.fixture
+def rlgate_after_rows(
+    rlgate_adapter: TrainedAdapter | dict[int | str, TrainedAdapter], rlgate_adapter_factory: AdapterFactory
+) -> list[dict] | dict[int | str, list[dict]]:
+    """Graded holdout rows of the base with the adapter, sampled at the first base run's seed;
+    with ``seeds=(...)``, a mapping seed -> rows, each seed's adapter sampled at its own seed."""
+    if isinstance(rlgate_adapter, dict):
+        return {seed: rlgate_adapter_factory.rows(adapter, "after") for seed, adapter in rlgate_adapter.items()}
+    return rlgate_adapter_factory.rows(rlgate_adapter, "after")

@@ -1,8 +1,0 @@
-"""The tiny-policy builder: one recipe format, one builder, for any environment's CPU policy.
-
-An environment supplies a :class:`~.recipe.TinyRecipe` (its corpus, reply mix, added tokens
-and options such as refund's copy head); :func:`.build.build_policy` turns it into a plain
-Llama folder. The built-in environments' policies ship built (``pytest_rlgate/policies/``);
-:mod:`pytest_rlgate.policy` loads and verifies them and rebuilds on request. Nothing heavy is
-imported until a build runs (torch, tokenizers, transformers).
-"""
