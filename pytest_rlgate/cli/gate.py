@@ -14,6 +14,13 @@ is refused unless ``--shared-units-only``.
 sampled on BEFORE's holdout), gates the recipe instead (:mod:`pytest_rlgate.gate.recipe`):
 per metric and category the recipe interval over units and seeds, each seed's own verdict
 and "regressed in k of S seeds"; exit 1 when the recipe regressed.
+
+BEFORE and AFTER may also be an eval harness's per-sample output (an lm-eval
+``--log_samples`` folder, an Inspect ``.eval`` log, a promptfoo ``results.json``, a
+verifiers ``results.jsonl``, a NeMo Evaluator bundle; :mod:`pytest_rlgate.data.readers`):
+the format is detected (or ``--format``), and ``--category-key``, ``--unit-key``,
+``--metric``, ``--pass-threshold`` and ``--filter`` say how a record becomes a row.
+``PATH#key=value`` sets a read option for one side (``results.json#provider=ID``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import warnings
 from pathlib import Path
 
 from .._io.atomic import atomic_write
+from ..data.readers import RowSource, as_side, reader_names, read_rows
 from ..errors import RlgateWarning, UsageError
 from ..gate.recipe import compare
 from ..gate.stats import DEFAULT_METHOD, METHODS
@@ -66,17 +74,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the holdout changed: gate the units both sides share and report how many were "
                              "dropped from each side (default: unpaired units are an error)")
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
+    add_read_arguments(parser)
+
+
+def add_read_arguments(parser: argparse.ArgumentParser) -> None:
+    """How an eval harness's output becomes rows (``rlgate gate`` and ``rlgate convert``)."""
+    group = parser.add_argument_group("reading an eval harness's output")
+    group.add_argument("--format", choices=reader_names(), default=None,
+                       help="the format of every side (default: detected per path)")
+    group.add_argument("--category-key", metavar="KEY", default=None,
+                       help="dotted path to the category in a harness record (lm-eval: task, group or doc.FIELD; "
+                            "Inspect: a metadata key; promptfoo: e.g. testCase.metadata.KEY or namedScores)")
+    group.add_argument("--unit-key", metavar="KEY", default=None,
+                       help="dotted path to the unit (the resampling cluster; default: the harness's item id)")
+    group.add_argument("--metric", metavar="NAME", default=None,
+                       help="the score: an lm-eval metric, an Inspect scorer, a promptfoo named score, a verifiers "
+                            "metric (default: the harness's first/main one)")
+    group.add_argument("--pass-threshold", metavar="X", type=float, default=None,
+                       help="a non-binary score passes at >= X (<= X for a lower-is-better lm-eval metric)")
+    group.add_argument("--filter", metavar="NAME", default=None,
+                       help="lm-eval: the filter to read for tasks scored under several (e.g. strict-match)")
+    group.add_argument("--allow-prompt-change", action="store_true",
+                       help="lm-eval/Inspect: gate items whose prompt changed between the sides (another chat "
+                            "template), reporting how many; default: refused")
+
+
+def read_sources(specs: list[str], args: argparse.Namespace, what: str = "row file") -> list[RowSource]:
+    """Each path as rows in its format, with the read options of *args*; a missing path is a UsageError."""
+    out = []
+    for spec in specs:
+        base = spec.rpartition("#")[0] if "#" in spec and not Path(spec).exists() else spec
+        if not Path(base).expanduser().exists():
+            raise UsageError(f"{what} {spec!r} does not exist")
+        out.append(read_rows(spec, args.format, category=args.category_key, unit=args.unit_key, metric=args.metric,
+                             pass_threshold=args.pass_threshold, filter=args.filter,
+                             allow_prompt_change=args.allow_prompt_change))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     guards = None if args.guard is None else tuple(g for g in args.guard if g)
-    for name, path in (("before", Path(args.before)), *(("after", Path(p)) for p in args.after)):
-        if not path.is_file():
-            raise UsageError(f"{name} row file {str(path)!r} does not exist or is not a file")
+    before, *afters = (as_side(source) for source in read_sources([args.before, *args.after], args))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RlgateWarning)
         result = compare(
-            args.before, args.after[0] if len(args.after) == 1 else args.after, by=args.by, guards=guards,
+            before, afters[0] if len(afters) == 1 else afters, by=args.by, guards=guards,
             margin=args.margin,
             confidence_level=args.confidence, n_resamples=args.resamples, method=args.method, seed=args.seed,
             max_drop=args.max_drop, require_moved=args.require_moved,

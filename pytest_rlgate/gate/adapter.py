@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..data.provenance import Provenance, check_graded_by, header_env
+from ..data.readers import as_side, check_sides, source_notes
 from ..data.rows import NEW, SAME, header_of, iter_checked
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
@@ -270,7 +271,9 @@ class _Side:
 
 
 def _label(source: Any, side: str) -> str:
-    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else f"<{side} rows>"
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return getattr(source, "label", None) or f"<{side} rows>"
 
 
 # -- the comparison ------------------------------------------------------------------------
@@ -440,14 +443,16 @@ def _read_sides(
     through here, so they refuse, guard and pair rows alike; *pair* is the part that differs
     (how a missing category or unit is worded for two sides or for many).
     """
+    before_rows, sources = as_side(before_rows), [as_side(source) for source in sources]  # harness logs: readers
     before_label = _label(before_rows, "before")
+    harness_notes = check_sides(before_rows, sources)
     before_header = header_of(before_rows)
     after_headers = [header_of(source) for source in sources]
     notes: list[str] = []
     for header, label in zip(after_headers, after_labels):
         notes += Provenance(before_header, header, before_label, label).check(
             allow_env_change=allow_env_change, shared_units_only=shared_units_only)
-    notes = list(dict.fromkeys(notes))
+    notes = list(dict.fromkeys(harness_notes + notes))
     declared = load_env(env) if env is not None else None
     if declared is not None:
         notes += check_graded_by(declared, [(before_label, before_header), *zip(after_labels, after_headers)],
@@ -461,6 +466,7 @@ def _read_sides(
     guards = tuple(dict.fromkeys(guards))
     before = _Side(before_rows, before_label, guards)
     afters = [_Side(source, label, guards) for source, label in zip(sources, after_labels)]
+    notes += [note for note in source_notes([before_rows, *sources]) if note not in notes]
     failures, shared, dropped = pair(before, afters, categories or (), shared_units_only)
     if dropped:
         notes.append(dropped)

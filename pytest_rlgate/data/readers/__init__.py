@@ -1,0 +1,228 @@
+"""Readers: the per-sample output of the eval harnesses teams already run, as graded rows.
+
+A team that evaluates with lm-evaluation-harness, Inspect AI, promptfoo, verifiers or NeMo
+Evaluator already has per-sample results for the base and the candidate on the same items;
+the gate needs nothing more. Each reader owns one format and turns it into the rows
+:mod:`pytest_rlgate.data.rows` validates, streamed, with no model and no reward function:
+the harness graded the replies, the reader only says which field is the category, the unit
+and the score. rlgate's own row files are one format among them.
+
+Readers are registered like environments: :data:`BUILTIN` names the built-in ones (a dict in
+code, so they work without the package's entry points installed) and the ``rlgate.readers``
+entry-point group adds more (``name = "package.module:READER"``, an object with ``name``,
+``sniff(path, head)`` and ``open(path, options)``). :func:`read_rows` opens a path in the
+format it names or the one detected; ``path#key=value`` picks read options per side
+(``results.json#provider=openai:gpt-4o``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import DataError, UsageError
+from ..rows import read_header
+from .pairing import check_items, check_sources, describe
+from .source import Reader, ReadOptions, RowSource
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ReadOptions", "Reader", "RowSource", "as_side", "check_items",
+           "check_sides", "describe", "detect_format", "load_reader", "read_rows", "reader_names"]
+
+#: format name -> "module:attribute" of its reader; the order is the detection order
+BUILTIN: dict[str, str] = {
+    "rlgate": "pytest_rlgate.data.readers.rlgate:READER",
+    "lm-eval": "pytest_rlgate.data.readers.lm_eval:READER",
+    "inspect": "pytest_rlgate.data.readers.inspect:READER",
+    "promptfoo": "pytest_rlgate.data.readers.promptfoo:READER",
+    "verifiers": "pytest_rlgate.data.readers.verifiers:READER",
+    "nemo": "pytest_rlgate.data.readers.nemo:READER",
+}
+ENTRY_POINT_GROUP = "rlgate.readers"
+_HEAD = 4096
+
+
+@functools.lru_cache(maxsize=1)
+def _plugins() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN}
+
+
+def reader_names() -> list[str]:
+    """Every format a path can be read as: the built-in ones, then the entry points'."""
+    return [*BUILTIN, *sorted(_plugins())]
+
+
+@functools.lru_cache(maxsize=None)
+def load_reader(name: str) -> Reader:
+    """The reader of format *name* (built in, or an ``rlgate.readers`` entry point)."""
+    target = BUILTIN.get(name) or _plugins().get(name)
+    if target is None:
+        raise UsageError(f"--format {name!r}: no such format; choose one of {', '.join(reader_names())}")
+    module, _, attr = target.partition(":")
+    try:
+        reader = getattr(importlib.import_module(module), attr or "READER")
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"format {name!r}: cannot load its reader {target} ({exc})") from None
+    return reader  # type: ignore[no-any-return]
+
+
+def _head(path: Path) -> bytes:
+    if path.is_dir():
+        return b""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD)
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    if head[:2] == b"\x1f\x8b":  # a gzip-compressed JSONL: sniff what is inside
+        import gzip
+        import zlib
+
+        try:
+            with gzip.open(path, "rb") as packed:
+                head = packed.read(_HEAD)
+        except (OSError, EOFError, zlib.error):
+            pass
+    return head
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The format of a file or folder, from its name and first bytes; a DataError when none fits."""
+    where = Path(os.fspath(path)).expanduser()
+    if not where.exists():
+        raise DataError("no such file or folder (a row file, or an eval harness's log)", path=where)
+    head = _head(where)
+    for name in reader_names():
+        if load_reader(name).sniff(where, head):
+            return name
+    raise DataError(f"not a format rlgate reads ({', '.join(reader_names())}); pass --format NAME if it is one of "
+                    "them, or convert it to rows first", path=where)
+
+
+def _split(spec: str | os.PathLike[str]) -> tuple[Path, dict[str, str]]:
+    """``path#key=value&key=value`` -> (path, options); a path that exists as given is never split."""
+    text = os.fspath(spec)
+    if "#" not in text or Path(text).expanduser().exists():
+        return Path(text).expanduser(), {}
+    base, _, tail = text.rpartition("#")
+    picked: dict[str, str] = {}
+    for part in tail.split("&"):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{text!r}: after '#' expected key=value (e.g. #provider=openai:gpt-4o), got {part!r}")
+        picked[key.replace("-", "_")] = value
+    return Path(base).expanduser(), picked
+
+
+def read_rows(
+    source: Any,
+    format: str | None = None,
+    *,
+    category: str | None = None,
+    unit: str | None = None,
+    metric: str | None = None,
+    pass_threshold: float | None = None,
+    filter: str | None = None,
+    provider: str | None = None,
+    allow_prompt_change: bool = False,
+) -> RowSource:
+    """Open a row file or a harness's output as rows: an iterable with ``header``, re-read on each pass.
+
+    *format* is a name of :func:`reader_names` (default: detected). *category* and *unit*
+    are dotted paths into the harness's record (lm-eval: ``doc.subject``, or ``task`` /
+    ``group``; Inspect: a ``metadata`` key), *metric* the score (lm-eval metric, Inspect
+    scorer, promptfoo named score, verifiers metric), *pass_threshold* what passes for a
+    non-binary score, *filter* an lm-eval filter, *provider* a promptfoo provider id.
+    ``path#key=value`` sets an option for this path alone. Iterating yields validated-shape
+    row dicts; bad input is a :class:`~pytest_rlgate.errors.DataError` at ``file:line``.
+    """
+    if isinstance(source, RowSource):
+        return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise UsageError(f"read_rows expects a path (a row file or a harness's log), got {type(source).__name__}")
+    path, picked = _split(source)
+    values: dict[str, Any] = {"category": category, "unit": unit, "metric": metric,
+                              "pass_threshold": pass_threshold, "filter": filter, "provider": provider,
+                              "allow_prompt_change": allow_prompt_change}
+    unknown = sorted(set(picked) - set(values) - {"format"})
+    if unknown:
+        raise UsageError(f"{os.fspath(source)!r}: unknown option(s) after '#': {', '.join(unknown)} "
+                         f"(known: format, {', '.join(values)})")
+    format = picked.pop("format", None) or format
+    if "pass_threshold" in picked:
+        try:
+            picked["pass_threshold"] = float(picked["pass_threshold"])  # type: ignore[assignment]
+        except ValueError:
+            raise UsageError(f"{os.fspath(source)!r}: pass_threshold must be a number") from None
+    if "allow_prompt_change" in picked:
+        picked["allow_prompt_change"] = picked["allow_prompt_change"].lower() in ("1", "true", "yes")  # type: ignore[assignment]
+    options = ReadOptions(**{**values, **picked})
+    name = format or detect_format(path)
+    if not path.exists():
+        raise DataError("no such file or folder (a row file, or an eval harness's log)", path=path)
+    return load_reader(name).open(path, options)
+
+
+def as_side(source: Any) -> Any:
+    """What the gate reads for one side: rlgate row files stay paths (the gate's own fast reader), a
+    harness's log becomes its :class:`RowSource`; rows in memory pass through."""
+    if isinstance(source, RowSource):
+        return source.path if source.format == "rlgate" else source
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        path = Path(text)
+        if path.is_file() and load_reader("rlgate").sniff(path, _head(path)):
+            return source
+        if not path.exists() and "#" not in text:
+            return source  # the gate's reader names the missing file
+        opened = read_rows(source)
+        return opened.path if opened.format == "rlgate" else opened
+    return source
+
+
+def _header(side: Any) -> Mapping[str, Any] | None:
+    if isinstance(side, RowSource):
+        return side.header
+    if isinstance(side, (str, os.PathLike)):
+        try:
+            return read_header(side)
+        except DataError:
+            return None  # the gate reports a bad file at its line
+    return getattr(side, "header", None)
+
+
+def _label(side: Any, default: str) -> str:
+    if isinstance(side, RowSource):
+        return side.label
+    return os.fspath(side) if isinstance(side, (str, os.PathLike)) else default
+
+
+def check_sides(before: Any, afters: Sequence[Any]) -> list[str]:
+    """Refuse sides from different harnesses, tasks or task versions (naming both); else the notes.
+
+    Links harness sides pairwise so that, once both have been read, the items they share
+    are checked (:func:`check_items`): another document or target is refused, another
+    prompt too unless ``allow_prompt_change``.
+    """
+    notes: list[str] = []
+    for after in afters:
+        notes += check_sources((_label(before, "<before rows>"), _header(before)),
+                               (_label(after, "<after rows>"), _header(after)))
+        if isinstance(before, RowSource) and isinstance(after, RowSource) and len(afters) == 1:
+            before.partner, after.partner = after, before
+    return list(dict.fromkeys(notes))
+
+
+def source_notes(sides: Sequence[Any]) -> Iterator[str]:
+    """What reading the sides let through (errored samples, allowed prompt changes), in order."""
+    seen: set[str] = set()
+    for side in sides:
+        for note in getattr(side, "notes", ()):
+            if isinstance(side, RowSource) and note not in seen:
+                seen.add(note)
+                yield note

@@ -1,0 +1,264 @@
+"""lm-evaluation-harness ``--log_samples`` output: ``samples_<task>_<date>.jsonl`` per leaf task.
+
+``lm_eval run ... --log_samples --output_path out/`` writes ``out/<model>/results_<date>.json``
+and one samples file per leaf task beside it. A samples line is one (document, filter):
+``doc_id``, the ``doc``, ``arguments`` (the prompt is the first request's first argument),
+``filtered_resps``, the ``filter``, the ``metrics`` it scored and one field per metric, and
+the SHA-256 of the document, prompt and target. Repeats stay inside one line (the metric is
+already reduced), so a document is one reply.
+
+Unit = (task, ``doc_id``); category = the leaf task (``task``), its group from the results
+file's ``group_subtasks`` (``group``) or any field of the line (``doc.subject``); score = a
+metric field (default: the line's first metric). A task scored under several filters
+(gsm8k's ``strict-match`` and ``flexible-extract``) needs ``--filter``. The results file, when
+found, gives the task versions, the lm-eval version, the model and which metrics are
+lower-is-better; the hashes go to the pairing check, so another document or target on the
+other side is refused and another prompt (a chat-template change) too unless allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import DataError
+from .lines import json_lines
+from .source import MISSING, ReadOptions, RowSource, keys_at, label_of, lookup, number, pass_of, source_header
+
+__all__ = ["READER"]
+
+_SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>[^_]+)\.jsonl(\.gz)?$")
+_RESULTS = re.compile(r"^results_(?P<date>[^_]+)\.json$")
+
+
+def _samples_in(folder: Path) -> list[Path]:
+    found = sorted(p for p in folder.iterdir() if p.is_file() and _SAMPLES.match(p.name))
+    if not found:
+        found = sorted(p for sub in folder.iterdir() if sub.is_dir() for p in sub.iterdir()
+                       if p.is_file() and _SAMPLES.match(p.name))
+    return found
+
+
+def _layout(path: Path) -> tuple[list[tuple[str, Path]], Path | None]:
+    """(task, samples file) pairs of one run, and its results file when there is one."""
+    if path.is_dir():
+        files = _samples_in(path)
+        dates = sorted({_SAMPLES.match(p.name).group("date") for p in files})  # type: ignore[union-attr]
+        if not files:
+            raise DataError("holds no samples_<task>_<date>.jsonl (run lm_eval with --log_samples)", path=path)
+        if len(dates) > 1:
+            raise DataError(f"holds samples of {len(dates)} runs ({', '.join(dates[:4])}); point at one run's "
+                            "results_<date>.json", path=path)
+        folders = {p.parent for p in files}
+        if len(folders) > 1:
+            raise DataError(f"holds runs of {len(folders)} models ({', '.join(sorted(f.name for f in folders))}); "
+                            "point at one model's folder", path=path)
+        date, folder = dates[0], files[0].parent
+    else:
+        match = _RESULTS.match(path.name) or _SAMPLES.match(path.name)
+        if match is None:
+            return [("", path)], None  # a samples file renamed: its task is unknown
+        date, folder = match.group("date"), path.parent
+        files = [path] if _SAMPLES.match(path.name) else sorted(
+            p for p in folder.iterdir() if (m := _SAMPLES.match(p.name)) and m.group("date") == date)
+        if not files:
+            raise DataError(f"has no samples_<task>_{date}.jsonl beside it (run lm_eval with --log_samples)",
+                            path=path)
+    results = folder / f"results_{date}.json"
+    pairs = [(_SAMPLES.match(p.name).group("task"), p) for p in files]  # type: ignore[union-attr]
+    return pairs, results if results.is_file() else None
+
+
+def _load_results(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"not an lm-eval results file: {exc}", path=path) from None
+    if not isinstance(data, dict):
+        raise DataError("not an lm-eval results file (expected a JSON object)", path=path)
+    return data
+
+
+def _filters(results: Mapping[str, Any], task: str) -> list[str]:
+    """The filters the results file scored *task* under (``"<metric>,<filter>"`` keys)."""
+    scores = results.get("results", {}).get(task, {})
+    return sorted({key.split(",", 1)[1] for key in scores if "," in key and "_stderr" not in key})
+
+
+def _groups(results: Mapping[str, Any]) -> dict[str, str]:
+    """leaf task -> its closest group, from ``group_subtasks``."""
+    out: dict[str, str] = {}
+    for group, children in (results.get("group_subtasks") or {}).items():
+        for child in children or ():
+            if child not in (results.get("group_subtasks") or {}):
+                out.setdefault(child, group)
+    return out
+
+
+def _reply(rec: Mapping[str, Any]) -> str:
+    """The reply: the filtered generation, or for a choice task the continuation it scored highest."""
+    resps = rec.get("filtered_resps")
+    if isinstance(resps, str):
+        return resps
+    if isinstance(resps, list) and resps:
+        first = resps[0]
+        if isinstance(first, str):
+            return first
+        if all(isinstance(r, (list, tuple)) and len(r) == 2 for r in resps):
+            try:
+                best = max(range(len(resps)), key=lambda i: float(resps[i][0]))
+            except (TypeError, ValueError):
+                return ""
+            args = rec.get("arguments", {}).get(f"gen_args_{best}", {})
+            chosen = args.get("arg_1") if isinstance(args, Mapping) else None
+            return chosen if isinstance(chosen, str) else str(best)
+        if isinstance(first, list) and first and isinstance(first[0], str):
+            return first[0]
+    return ""
+
+
+def _prompt(rec: Mapping[str, Any]) -> str | None:
+    args = rec.get("arguments")
+    if isinstance(args, Mapping):
+        first = args.get("gen_args_0")
+        if isinstance(first, Mapping) and isinstance(first.get("arg_0"), str) and first["arg_0"]:
+            return first["arg_0"]
+    return None
+
+
+class LmEvalReader:
+    name = "lm-eval"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        if path.is_dir():
+            return bool(_samples_in(path))
+        if _SAMPLES.match(path.name):
+            return True
+        if _RESULTS.match(path.name):
+            return b'"lm_eval_version"' in head or b'"n-samples"' in head or b'"group_subtasks"' in head
+        return head.lstrip().startswith(b"{") and b'"doc_id"' in head and b'"doc_hash"' in head
+
+    def open(self, path: Path, options: ReadOptions) -> RowSource:
+        files, results_path = _layout(path)
+        results = _load_results(results_path)
+        versions = results.get("versions") or {}
+        tasks = {task or path.stem: versions.get(task) for task, _ in files}
+        model = results.get("model_name") or (results.get("config") or {}).get("model")
+        category = options.category or "task"
+        if category == "group" and not results:
+            raise DataError("--category-key group needs the run's results_<date>.json beside the samples "
+                            "(its group_subtasks says which group a task rolls up to)", path=path)
+        filters = {task: _filters(results, task) for task, _ in files}
+        for task, names in filters.items():
+            if len(names) > 1 and options.filter is None:
+                raise DataError(f"task {task!r} was scored under {len(names)} filters ({', '.join(names)}); choose "
+                                "one with --filter NAME", path=results_path or path)
+            if options.filter is not None and len(names) > 1 and options.filter not in names:
+                raise DataError(f"--filter {options.filter!r}: task {task!r} has filters {', '.join(names)}",
+                                path=results_path or path)
+        header = source_header("lm-eval", version=results.get("lm_eval_version"), tasks=tasks, options=options,
+                               path=path, model=model if isinstance(model, str) else None,
+                               extra={"task_hashes": results.get("task_hashes") or {},
+                                      "results": os.fspath(results_path) if results_path else None})
+        groups = _groups(results)
+        lower = {task: {m for m, hib in (spec or {}).items() if hib is False}
+                 for task, spec in (results.get("higher_is_better") or {}).items()}
+
+        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+            for task, file in files:
+                name = task or file.stem
+                known = filters.get(task) or []
+                use = options.filter if options.filter in known or not known else known[0]
+                yield from _task_rows(source, name, file, options, use, groups.get(name), lower.get(task, set()))
+
+        return RowSource(self.name, path, header, produce, options)
+
+
+def _task_rows(source: RowSource, task: str, file: Path, options: ReadOptions, use: str | None,
+               group: str | None, lower: set[str]) -> Iterator[dict[str, Any]]:
+    """One samples file's rows (one task), streamed; *use* is the filter to keep (None: the only one)."""
+    label = os.fspath(file)
+    others: set[str] = set()
+    category_key, unit_key, metric_key = options.category or "task", options.unit, options.metric
+    threshold = options.pass_threshold
+    pairs = source.pairs
+    counts: dict[tuple[str, str], int] = {}
+    kept = 0
+    for line, rec in json_lines(file):
+        name = rec.get("filter", "none")
+        if use is None:
+            use = name
+        elif name != use:
+            if options.filter is None:
+                raise DataError(f"task {task!r} has rows under several filters ({use}, {name}); choose one "
+                                "with --filter NAME", path=label, line=line)
+            others.add(name)
+            continue
+        kept += 1
+        doc_id = rec.get("doc_id")
+        if doc_id is None:
+            raise DataError("no 'doc_id' (not an lm-eval samples line?)", path=label, line=line)
+        metric = metric_key
+        if metric is None:
+            listed = rec.get("metrics")
+            if not isinstance(listed, list) or not listed:
+                raise DataError("no 'metrics' list to take the score from; pass --metric NAME", path=label, line=line)
+            metric = metric_key = str(listed[0])
+        value = rec.get(metric, MISSING)
+        if value is MISSING:
+            raise DataError(f"no metric {metric!r} (this line has {', '.join(map(str, rec.get('metrics') or []))}); "
+                            "pass --metric NAME", path=label, line=line)
+        score = number(value, metric=metric, path=label, line=line)
+        reward = pass_of(score, threshold, higher_is_better=metric not in lower, metric=metric, path=label, line=line)
+        if category_key == "task":
+            category = task
+        elif category_key == "group":
+            category = group or task
+        else:
+            found = lookup(rec, category_key)
+            if found is MISSING:
+                raise DataError(f"no category at {category_key!r} ({keys_at(rec, category_key)}); pass another "
+                                "--category-key", path=label, line=line)
+            category = label_of(found, what="category", path=label, line=line, key=category_key)
+        if unit_key is None:
+            unit = f"{task}/{doc_id}"
+        else:
+            found = lookup(rec, unit_key)
+            if found is MISSING:
+                raise DataError(f"no unit at {unit_key!r} ({keys_at(rec, unit_key)}); pass another --unit-key",
+                                path=label, line=line)
+            unit = label_of(found, what="unit", path=label, line=line, key=unit_key)
+        prompt = _prompt(rec) or f"{task}/{doc_id}"
+        index = 0
+        if unit_key is not None:
+            slot = (unit, prompt)
+            index = counts.get(slot, 0)
+            counts[slot] = index + 1
+        doc_hash, prompt_hash, target_hash = rec.get("doc_hash"), rec.get("prompt_hash"), rec.get("target_hash")
+        pairs[(task, doc_id)] = (doc_hash and doc_hash[:16], target_hash and target_hash[:16],
+                                 prompt_hash and prompt_hash[:16])
+        yield {
+            "prompt": prompt,
+            "scenario_id": unit,
+            "category": category,
+            "rollout_index": index,
+            "reply": _reply(rec),
+            "score": score,
+            "reward": reward,
+            "markers": {},
+            "case": {"task": task, "doc_id": doc_id, "filter": name, "target": rec.get("target"),
+                     "doc_hash": doc_hash, "prompt_hash": prompt_hash, "target_hash": target_hash},
+        }
+    if not kept and others:
+        raise DataError(f"no rows under --filter {use!r} (this task's filters: {', '.join(sorted(others))})",
+                        path=label)
+
+
+READER = LmEvalReader()

@@ -1,0 +1,263 @@
+"""What every reader hands the gate: a :class:`RowSource`, and the options it was read with.
+
+A harness's log is not a row file, but the gate needs only rows and a header, so a reader
+turns one into the other as the rows are read, never holding them: a :class:`RowSource`
+iterates its file again on every pass and yields the dicts :mod:`pytest_rlgate.data.rows`
+validates. Its header says where the rows came from (``source``: the harness, its version,
+the task and the task version it recorded, and the options that shaped the rows), which is
+how two sides from different tasks are refused before a single row is compared.
+
+Readers own their format; the knobs they share live here, declared once: which field of a
+record is the category and the unit, which metric is the score, and the threshold that turns
+a non-binary score into a pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ...errors import DataError, UsageError
+from ..provenance import HEADER_KEY, HEADER_VERSION
+from .pairing import check_items
+
+__all__ = ["ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pass_of", "short_hash", "source_header"]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a harness record becomes a row; None means the reader's default.
+
+    *category* and *unit* are dotted paths into the harness's record (``doc.subject``,
+    ``metadata.category``); *metric* names the score (an lm-eval metric, an Inspect scorer,
+    a promptfoo named score, a verifiers metric); *pass_threshold* turns a non-binary score
+    into a pass (``score >= X``, or ``<=`` for a metric the harness marks lower-is-better);
+    *filter* picks one of an lm-eval task's filters; *provider* one promptfoo provider of a
+    file holding several; *allow_prompt_change* lets a side whose prompts changed (another
+    chat template) be gated against the other anyway.
+    """
+
+    category: str | None = None
+    unit: str | None = None
+    metric: str | None = None
+    pass_threshold: float | None = None
+    filter: str | None = None
+    provider: str | None = None
+    allow_prompt_change: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("category", "unit", "metric", "filter", "provider"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise UsageError(f"{name}={value!r}: expected a non-empty string")
+        threshold = self.pass_threshold
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not math.isfinite(threshold)):
+            raise UsageError(f"pass_threshold={threshold!r}: expected a finite number")
+
+    def shaping(self) -> dict[str, Any]:
+        """The options that decide what a row means (the header records them; both sides must agree)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("provider", "allow_prompt_change")}
+
+
+class Reader(Protocol):
+    """One harness format: recognise a path, and open it as rows.
+
+    ``sniff(path, head)`` gets the path and the first 4 KiB of the file (empty for a
+    folder) and answers cheaply; ``open`` reads what it must to build the header (never the
+    rows) and returns the source.
+    """
+
+    name: str
+
+    def sniff(self, path: Path, head: bytes) -> bool: ...
+
+    def open(self, path: Path, options: ReadOptions) -> RowSource: ...
+
+
+#: a reader's row stream: called once per pass over the side
+Produce = Callable[["RowSource"], Iterator[dict[str, Any]]]
+
+
+@dataclass
+class RowSource:
+    """One side's rows, read from a harness's output each time it is iterated.
+
+    ``header`` is a row-file header (:mod:`~pytest_rlgate.data.provenance`) whose ``source``
+    names the harness; ``notes`` collects what a pass let through (errored samples not
+    gated, changed prompts allowed), ``errors`` counts errored samples. ``pairs`` maps an
+    item (task, doc) to the hashes of its data, target and prompt, filled while the rows
+    stream, so the other side can be checked against it (:func:`~pytest_rlgate.data.readers.check_sides`).
+    """
+
+    format: str
+    path: Path
+    header: dict[str, Any]
+    produce: Produce
+    options: ReadOptions = field(default_factory=ReadOptions)
+    notes: list[str] = field(default_factory=list)
+    errors: int = 0
+    pairs: dict[Any, tuple[str | None, str | None, str | None]] = field(default_factory=dict, repr=False)
+    #: set by check_sides: the other side, checked once both have been read
+    partner: RowSource | None = field(default=None, repr=False)
+    done: bool = False
+
+    @property
+    def label(self) -> str:
+        return os.fspath(self.path)
+
+    @property
+    def harness(self) -> str:
+        return str(self.header.get("source", {}).get("harness", self.format))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.notes.clear()
+        self.errors = 0
+        self.pairs.clear()
+        self.done = False
+        yield from self.produce(self)
+        self.done = True
+        partner = self.partner
+        if partner is not None and partner.done:
+            for note in check_items(partner, self):
+                if note not in self.notes:
+                    self.notes.append(note)
+
+    def note(self, message: str) -> None:
+        """Record what this pass let through: the gate's result carries it (and pytest warns it)."""
+        if message not in self.notes:
+            self.notes.append(message)
+
+
+def short_hash(value: Any) -> str:
+    """16 hex digits of the SHA-256 of a value's JSON (or a string itself): enough to tell items apart."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def fingerprint(record: Mapping[str, Any]) -> str:
+    """``sha256:...`` of a JSON record (sorted keys): a task's identity in a header."""
+    text = json.dumps(record, sort_keys=True, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def source_header(
+    harness: str,
+    *,
+    version: str | None,
+    tasks: Mapping[str, Any],
+    options: ReadOptions,
+    path: Path,
+    model: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The header of rows read from *harness*'s output: an rlgate header plus ``source``.
+
+    ``env`` names the harness and its tasks and ``env_fingerprint`` covers the task versions
+    and the options that shaped the rows, so two converted files of different tasks are
+    refused by the gate's ordinary provenance check too.
+    """
+    shaping = options.shaping()
+    task_record = {str(k): (None if v is None else str(v)) for k, v in sorted(tasks.items())}
+    return {
+        HEADER_KEY: HEADER_VERSION,
+        "env": f"{harness}:{'+'.join(task_record) or path.name}",
+        "env_fingerprint": fingerprint({"harness": harness, "tasks": task_record, "options": shaping}),
+        "prompts_fingerprint": None,
+        "policy": model,
+        "sampling": {"temperature": None, "top_p": None, "seed": None, "k": None},
+        "source": {"harness": harness, "version": version, "tasks": task_record, "options": shaping,
+                   "path": os.fspath(path), "model": model, **(extra or {})},
+    }
+
+
+_MISSING = object()
+
+
+def lookup(record: Any, dotted: str) -> Any:
+    """The value at a dotted path (``doc.subject``, ``info.task``, ``choices.0``), or a sentinel miss.
+
+    Returns :data:`MISSING` when a step is absent, so a reader can name the path and the
+    keys that were there.
+    """
+    value = record
+    for part in dotted.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part, _MISSING)
+        elif isinstance(value, (list, tuple)) and part.lstrip("-").isdigit():
+            index = int(part)
+            value = value[index] if -len(value) <= index < len(value) else _MISSING
+        else:
+            return _MISSING
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+MISSING = _MISSING
+
+
+def keys_at(record: Any, dotted: str) -> str:
+    """The keys found where a dotted path stopped: for the error that names what was there."""
+    value = record
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        nxt = lookup(value, part)
+        if nxt is MISSING:
+            break
+        value = nxt
+    if isinstance(value, Mapping):
+        names = sorted(map(str, value))
+        shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        return f"keys there: {shown}" if names else "nothing there"
+    return f"a {type(value).__name__} there"
+
+
+def label_of(value: Any, *, what: str, path: str, line: int | None, key: str) -> str:
+    """A category or unit value as a non-empty string, or a DataError naming the key."""
+    if value is MISSING or value is None or value == "":
+        raise DataError(f"no {what} at {key!r} ({'missing' if value is MISSING else 'empty'}); pass another "
+                        f"--{what}-key", path=path, line=line)
+    if isinstance(value, (dict, list)):
+        raise DataError(f"{what} {key!r} is a {type(value).__name__}, not a value; point --{what}-key at a "
+                        "field inside it", path=path, line=line)
+    return str(value)
+
+
+def pass_of(score: float, threshold: float | None, *, higher_is_better: bool, metric: str, path: str,
+            line: int | None) -> int:
+    """``reward`` of a score: 0/1 scores as they are; others need the pass threshold."""
+    if threshold is None:
+        if score == 1 or score == 0:
+            good = score == 1
+            return int(good if higher_is_better else not good)
+        raise DataError(f"metric {metric!r} is {score!r}, not 0 or 1: say what passes with --pass-threshold X "
+                        f"(score {'>=' if higher_is_better else '<='} X passes)", path=path, line=line)
+    return int(score >= threshold if higher_is_better else score <= threshold)
+
+
+def number(value: Any, *, metric: str, path: str, line: int | None) -> float:
+    """A score as a finite float (booleans are 1/0), or a DataError naming the metric."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = float(value)
+        except ValueError:
+            parsed = math.nan
+        if math.isfinite(parsed):
+            return parsed
+    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --metric",
+                    path=path, line=line)
+
+
+def env_path(path: str | os.PathLike[str]) -> Path:
+    return Path(os.fspath(path)).expanduser()
