@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("pytest_rlgate.cli.gate", "gate AFTER against BEFORE graded rows, by category"),
     "train": ("pytest_rlgate.cli.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
     "eval": ("pytest_rlgate.cli.eval", "re-sample a finished run's holdout and gate it"),
+    "convert": ("pytest_rlgate.cli.convert", "write an eval harness's per-sample output as rlgate rows"),
     "regrade": ("pytest_rlgate.cli.regrade", "re-score stored replies with the current environment"),
     "baseline": ("pytest_rlgate.cli.baseline", "keep a run's graded rows as a stored baseline"),
     "report": ("pytest_rlgate.cli.report", "write report.html with plots for a run folder"),

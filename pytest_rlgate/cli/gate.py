@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 
 from .._io.atomic import atomic_write
-from ..data.readers import RowSource, as_side, reader_names, read_rows
+from ..data.readers import RowSource, as_side, read_rows, reader_names
 from ..errors import RlgateWarning, UsageError
 from ..gate.recipe import compare
 from ..gate.stats import DEFAULT_METHOD, METHODS

@@ -57,7 +57,7 @@ def reader_names() -> list[str]:
     return [*BUILTIN, *sorted(_plugins())]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_reader(name: str) -> Reader:
     """The reader of format *name* (built in, or an ``rlgate.readers`` entry point)."""
     target = BUILTIN.get(name) or _plugins().get(name)

@@ -35,10 +35,13 @@ def describe(header: Mapping[str, Any] | None) -> str:
     tasks = source.get("tasks") or {}
     listed = ", ".join(f"{t} v{v}" if v is not None else t for t, v in tasks.items()) or "no task"
     version = f" {source['version']}" if source.get("version") else ""
-    return f"a {source.get('harness')}{version} log of {listed}"
+    return f"the {source.get('harness')}{version} log of {listed}"
 
 
-def check_sources(before: tuple[str, Mapping[str, Any] | None], after: tuple[str, Mapping[str, Any] | None]) -> list[str]:
+Side = tuple[str, "Mapping[str, Any] | None"]
+
+
+def check_sources(before: Side, after: Side) -> list[str]:
     """Refuse sides from different harnesses, tasks, task versions or read options; else the notes.
 
     Each side is ``(label, header)``. Rows without a ``source`` (rlgate's own) pair only with

@@ -1,0 +1,171 @@
+"""NVIDIA NeMo Evaluator bundles: ``eval-*.json`` beside ``results.jsonl``, one per benchmark.
+
+``nel eval run`` writes a bundle per benchmark (``engine/artifacts.py``: ``run_id``,
+``config_hash``, ``sdk_version``, ``config``, ``benchmark {name, samples, repeats, scores}``)
+and ``results.jsonl``, one line per (problem, repeat) (``engine/eval_loop.py``:
+``problem_idx``, ``repeat``, ``reward``, ``model_response``, ``expected_answer``,
+``scoring_details``, ``metadata``). ``nel gate`` reads a folder holding one bundle folder
+per benchmark; so does this reader.
+
+Unit = (benchmark, ``problem_idx``), one reply per ``repeat``; category = the benchmark, or
+a dotted path into the line (``metadata.category``); score = ``reward`` (or ``--metric``, a
+``scorer_rewards`` entry). A 0/1 reward passes at 1; others need ``--pass-threshold`` (nel's
+``--correct-above``). A line nel graded 0.0 because solving failed (``scoring_details``
+with an ``error``) stays gated as nel scored it, and is counted and reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ...errors import DataError
+from .lines import json_lines
+from .source import (
+    MISSING,
+    ReadOptions,
+    RowSource,
+    keys_at,
+    label_of,
+    lookup,
+    number,
+    pass_of,
+    short_hash,
+    source_header,
+)
+
+__all__ = ["READER"]
+
+_SHOWN = 5
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _bundle(folder: Path) -> Path | None:
+    found = sorted(folder.glob("eval-*.json"))
+    if len(found) > 1:
+        raise DataError(f"holds {len(found)} eval bundles ({', '.join(p.name for p in found[:3])}); point at one "
+                        "benchmark's folder (stale results from an earlier run?)", path=folder)
+    return found[0] if found else None
+
+
+def _bundles(path: Path) -> list[tuple[Path, Path]]:
+    """(bundle json, results.jsonl) of every benchmark under *path*."""
+    if path.is_file():
+        folder = path.parent
+        bundle = path if path.name.startswith("eval-") else _bundle(folder)
+        results = folder / "results.jsonl" if path.suffix == ".json" else path
+        if bundle is None:
+            raise DataError("has no eval-*.json bundle beside it (a nel eval run output folder)", path=path)
+        return [(bundle, results)]
+    own = _bundle(path)
+    if own is not None:
+        return [(own, path / "results.jsonl")]
+    found = [(b, sub / "results.jsonl") for sub in sorted(p for p in path.iterdir() if p.is_dir())
+             if (b := _bundle(sub)) is not None]
+    if not found:
+        raise DataError("holds no NeMo Evaluator bundle (eval-*.json with results.jsonl)", path=path)
+    return found
+
+
+def _load(bundle: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(bundle.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise DataError(f"not a NeMo Evaluator bundle: {exc}", path=bundle) from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmark"), dict):
+        raise DataError("not a NeMo Evaluator bundle (no 'benchmark' object)", path=bundle)
+    return data
+
+
+class NemoReader:
+    name = "nemo"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        try:
+            if path.is_dir():
+                return _bundle(path) is not None or any(_bundle(p) for p in path.iterdir() if p.is_dir())
+        except DataError:
+            return True
+        if path.name.startswith("eval-") and path.suffix == ".json":
+            return b'"benchmark"' in head
+        return path.name == "results.jsonl" and b'"problem_idx"' in head and (path.parent / "results.jsonl").exists() \
+            and any(path.parent.glob("eval-*.json"))
+
+    def open(self, path: Path, options: ReadOptions) -> RowSource:
+        pairs = _bundles(path)
+        bundles = [(_load(b), results) for b, results in pairs]
+        for bundle, results in pairs:
+            if not results.is_file():
+                raise DataError(f"bundle {bundle.name} has no results.jsonl beside it: per-problem results are what "
+                                "a paired gate needs (re-run nel eval run)", path=bundle.parent)
+        tasks = {str(d["benchmark"].get("name")): d["benchmark"].get("repeats") for d, _ in bundles}
+        versions = sorted({str(d.get("sdk_version")) for d, _ in bundles})
+        models = sorted({str((d.get("config") or {}).get("model")) for d, _ in bundles})
+        header = source_header("nemo", version=versions[0] if len(versions) == 1 else ",".join(versions),
+                               tasks=tasks, options=options, path=path, model=models[0] if len(models) == 1 else None,
+                               extra={"config_hash": {str(d["benchmark"].get("name")): d.get("config_hash")
+                                                      for d, _ in bundles}})
+
+        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+            for data, results in bundles:
+                yield from _rows(source, str(data["benchmark"].get("name")), results, options)
+
+        return RowSource(self.name, path, header, produce, options)
+
+
+def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -> Iterator[dict[str, Any]]:
+    label = os.fspath(file)
+    failed: list[str] = []
+    first_error = ""
+    for line, rec in json_lines(file):
+        idx, repeat = rec.get("problem_idx"), rec.get("repeat", 0)
+        if idx is None:
+            raise DataError("no 'problem_idx' (not a NeMo Evaluator results line?)", path=label, line=line)
+        details = _mapping(rec.get("scoring_details"))
+        if details.get("error"):
+            failed.append(f"problem {idx} repeat {repeat}")
+            first_error = first_error or " ".join(str(details["error"]).split())[:200]
+        if options.category:
+            found = lookup(rec, options.category)
+            if found is MISSING:
+                raise DataError(f"no category at {options.category!r} ({keys_at(rec, options.category)}); pass "
+                                "another --category-key", path=label, line=line)
+            category = label_of(found, what="category", path=label, line=line, key=options.category)
+        else:
+            category = benchmark
+        if options.unit:
+            found = lookup(rec, options.unit)
+            if found is MISSING:
+                raise DataError(f"no unit at {options.unit!r} ({keys_at(rec, options.unit)})", path=label, line=line)
+            unit = label_of(found, what="unit", path=label, line=line, key=options.unit)
+        else:
+            unit = f"{benchmark}/{idx}"
+        metric = options.metric or "reward"
+        value = rec.get("reward") if options.metric is None else (rec.get("scorer_rewards") or {}).get(metric, MISSING)
+        if value is MISSING:
+            raise DataError(f"no scorer reward {metric!r} (scorer_rewards: "
+                            f"{', '.join(rec.get('scorer_rewards') or {}) or 'none'})", path=label, line=line)
+        score = number(value, metric=metric, path=label, line=line)
+        reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=line)
+        meta = _mapping(rec.get("metadata"))
+        prompt = meta.get("question") or meta.get("prompt") or f"{benchmark} problem {idx}"
+        expected = rec.get("expected_answer")
+        source.pairs[(benchmark, idx)] = (None, short_hash(expected) if expected is not None else None, None)
+        yield {"prompt": str(prompt), "scenario_id": unit, "category": category,
+               "rollout_index": int(repeat) if isinstance(repeat, int) and repeat >= 0 else 0,
+               "reply": str(rec.get("model_response") or ""), "score": score, "reward": reward, "markers": {},
+               "case": {"benchmark": benchmark, "problem_idx": idx, "expected_answer": expected}}
+    if failed:
+        source.errors += len(failed)
+        shown = ", ".join(failed[:_SHOWN]) + (f" and {len(failed) - _SHOWN} more" if len(failed) > _SHOWN else "")
+        source.note(f"{label}: {len(failed)} result(s) NeMo Evaluator graded 0 after a failed solve, gated as "
+                    f"graded ({shown}): {first_error}")
+
+
+READER = NemoReader()

@@ -1,0 +1,197 @@
+"""verifiers evaluation output: ``results.jsonl`` (``vf-eval``, v0) and ``traces.jsonl`` (v1 ``eval``).
+
+``vf-eval`` / ``prime eval run`` write ``outputs/evals/<env>--<model>/<run>/results.jsonl``
+beside ``metadata.json``: one ``RolloutOutput`` per line (``example_id``, ``prompt``,
+``completion``, ``answer``, ``info``, ``reward``, ``metrics``, ``error``, ...), several
+rollouts of an example sharing its ``example_id``. The v1 ``eval`` writes ``traces.jsonl``:
+one ``Trace`` per line (``task {type, data, key, hash}``, ``rewards {name: {score, weight}}``,
+``metrics``, ``info``, ``errors``, ``root_reply``).
+
+Unit = ``example_id`` (v0) or ``task.key`` (v1); one reply per rollout; category = a dotted
+path into the record (``info.task``; default ``info.env_id`` when the first record has it,
+then the environment ``metadata.json`` names, else ``all``); score = ``reward`` (v1: the
+weighted sum of ``rewards``) or ``--metric NAME`` (a ``metrics`` entry, or a v1 reward's
+score). RL rewards are rarely 0/1: ``--pass-threshold`` says what passes. Rollouts that
+errored are counted and reported, not gated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import DataError
+from .lines import json_lines
+from .source import (
+    MISSING,
+    ReadOptions,
+    RowSource,
+    keys_at,
+    label_of,
+    lookup,
+    number,
+    pass_of,
+    short_hash,
+    source_header,
+)
+
+__all__ = ["READER"]
+
+_FILES = ("results.jsonl", "traces.jsonl")
+_SHOWN = 5
+
+
+def _file(path: Path) -> Path:
+    if path.is_dir():
+        for name in _FILES:
+            if (path / name).is_file():
+                return path / name
+        raise DataError("holds no results.jsonl or traces.jsonl (a verifiers evaluation folder)", path=path)
+    return path
+
+
+def _text(message: Any) -> str:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def _last(messages: Any, role: str) -> str:
+    if isinstance(messages, str):
+        return messages
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, Mapping) and message.get("role") == role:
+                return _text(message)
+    return ""
+
+
+def _v1_reward(trace: Mapping[str, Any]) -> float | None:
+    rewards = trace.get("rewards") or {}
+    if any(r is None for r in rewards.values()):
+        return None
+    return float(sum(float(r.get("score", 0.0)) * float(r.get("weight", 1.0)) for r in rewards.values()))
+
+
+class VerifiersReader:
+    name = "verifiers"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        if path.is_dir():
+            return any((path / name).is_file() for name in _FILES)
+        if not head.lstrip().startswith(b"{"):
+            return False
+        v0 = b'"example_id"' in head and b'"reward"' in head
+        v1 = b'"task"' in head and b'"rewards"' in head and b'"key"' in head
+        return v0 or v1
+
+    def open(self, path: Path, options: ReadOptions) -> RowSource:
+        file = _file(path)
+        meta_path = file.parent / "metadata.json"
+        meta: dict[str, Any] = {}
+        if meta_path.is_file():
+            try:
+                loaded = json.loads(meta_path.read_text(encoding="utf-8"))
+                meta = loaded if isinstance(loaded, dict) else {}
+            except ValueError as exc:
+                raise DataError(f"not JSON: {exc}", path=meta_path) from None
+        env = str(meta.get("env_id") or meta.get("env") or file.parent.name)
+        header = source_header("verifiers", version=meta.get("verifiers_version") or meta.get("version"),
+                               tasks={env: meta.get("env_version")}, options=options, path=file,
+                               model=meta.get("model"),
+                               extra={"layout": "v1 traces" if file.name == "traces.jsonl" else "v0 results"})
+
+        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+            yield from _rows(source, file, env, options)
+
+        return RowSource(self.name, file, header, produce, options)
+
+
+def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iterator[dict[str, Any]]:
+    label = os.fspath(file)
+    category_key = options.category
+    errors: list[str] = []
+    first_error = ""
+    counts: dict[tuple[str, str, str], int] = {}
+    for line, rec in json_lines(file):
+        v1 = isinstance(rec.get("task"), Mapping)
+        if v1:
+            task = rec["task"]
+            unit_id = task.get("key") or task.get("hash")
+            data = task.get("data") if isinstance(task.get("data"), Mapping) else {}
+            prompt = _last(data.get("prompt"), "user") or (data.get("prompt") if isinstance(data.get("prompt"), str)
+                                                          else "")
+            reply = rec.get("root_reply") or ""
+            failed = bool(rec.get("errors"))
+            error_text = json.dumps((rec.get("errors") or [None])[0], default=str)
+        else:
+            unit_id = rec.get("example_id")
+            prompt = _last(rec.get("prompt"), "user")
+            reply = _last(rec.get("completion"), "assistant")
+            failed = rec.get("error") not in (None, "", {})
+            error_text = str(rec.get("error"))
+        if unit_id is None:
+            raise DataError("no example_id (v0) or task.key (v1) to pair rollouts by", path=label, line=line)
+        if failed:
+            errors.append(f"line {line}")
+            first_error = first_error or " ".join(error_text.split())[:200]
+            continue
+        if options.unit:
+            found = lookup(rec, options.unit)
+            if found is MISSING:
+                raise DataError(f"no unit at {options.unit!r} ({keys_at(rec, options.unit)})", path=label, line=line)
+            unit = label_of(found, what="unit", path=label, line=line, key=options.unit)
+        else:
+            unit = str(unit_id)
+        if category_key is None:
+            category_key = "info.env_id" if lookup(rec, "info.env_id") is not MISSING else ""
+        if category_key:
+            found = lookup(rec, category_key)
+            if found is MISSING:
+                raise DataError(f"no category at {category_key!r} ({keys_at(rec, category_key)}); pass another "
+                                "--category-key", path=label, line=line)
+            category = label_of(found, what="category", path=label, line=line, key=category_key)
+        else:
+            category = env
+        metric = options.metric
+        if metric is None:
+            value: Any = _v1_reward(rec) if v1 else rec.get("reward")
+            metric = "reward"
+            if value is None:
+                errors.append(f"line {line} (not scored)")
+                continue
+        else:
+            value = (rec.get("metrics") or {}).get(metric, MISSING)
+            if value is MISSING and v1:
+                entry = (rec.get("rewards") or {}).get(metric)
+                value = entry.get("score") if isinstance(entry, Mapping) else MISSING
+            if value is MISSING:
+                raise DataError(f"no metric {metric!r} (metrics: {', '.join(rec.get('metrics') or {}) or 'none'})",
+                                path=label, line=line)
+        score = number(value, metric=metric, path=label, line=line)
+        reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=line)
+        prompt = prompt or unit
+        slot = (category, unit, prompt)
+        index = counts.get(slot, 0)
+        counts[slot] = index + 1
+        answer = rec.get("answer") if not v1 else (rec["task"].get("hash"))
+        source.pairs[(env, unit)] = (None, short_hash(answer) if answer is not None else None, short_hash(prompt))
+        yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index, "reply": reply,
+               "score": score, "reward": reward, "markers": {}, "case": {"unit": unit_id, "answer": answer}}
+    if errors:
+        source.errors += len(errors)
+        shown = ", ".join(errors[:_SHOWN]) + (f" and {len(errors) - _SHOWN} more" if len(errors) > _SHOWN else "")
+        source.note(f"{label}: {len(errors)} errored rollout(s) not gated ({shown}){': ' if first_error else ''}"
+                    f"{first_error}")
+
+
+READER = VerifiersReader()
