@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    (source,) = read_sources([args.source], args, what="source")
+    (source,) = read_sources([args.source], args, ["source"])
     count = 0
 
     def counted():  # noqa: ANN202 - a generator of rows

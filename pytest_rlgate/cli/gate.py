@@ -99,13 +99,14 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
                             "template), reporting how many; default: refused")
 
 
-def read_sources(specs: list[str], args: argparse.Namespace, what: str = "row file") -> list[RowSource]:
+def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | None = None) -> list[RowSource]:
     """Each path as rows in its format, with the read options of *args*; a missing path is a UsageError."""
     out = []
-    for spec in specs:
+    names = names or ["before", *(["after"] * (len(specs) - 1))]
+    for spec, name in zip(specs, names):
         base = spec.rpartition("#")[0] if "#" in spec and not Path(spec).exists() else spec
         if not Path(base).expanduser().exists():
-            raise UsageError(f"{what} {spec!r} does not exist")
+            raise UsageError(f"{name} row file {spec!r} does not exist (a row file, or an eval harness's log)")
         out.append(read_rows(spec, args.format, category=args.category_key, unit=args.unit_key, metric=args.metric,
                              pass_threshold=args.pass_threshold, filter=args.filter,
                              allow_prompt_change=args.allow_prompt_change))

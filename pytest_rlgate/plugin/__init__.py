@@ -17,6 +17,7 @@ import pytest
 pytest_plugins = [
     "pytest_rlgate.plugin.env",
     "pytest_rlgate.plugin.specs",
+    "pytest_rlgate.plugin.harness",
     "pytest_rlgate.plugin.prompts",
     "pytest_rlgate.plugin.gate",
     "pytest_rlgate.plugin.training",

@@ -22,21 +22,24 @@ from typing import Any
 
 import pytest
 
+from pytest_rlgate.data.readers import RowSource, read_rows
 from pytest_rlgate.data.rows import Rows, load_rows, write_rows
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.gate import PROPERTY as GATE_PROPERTY
+from pytest_rlgate.plugin.harness import read_options
 
 PROPERTY = "rlgate_baseline"
 CANDIDATE = "rlgate_after_rows"
-_ROWS = pytest.StashKey[Rows]()
+_ROWS = pytest.StashKey["Rows | RowSource"]()
 _WRITER = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "baseline", metavar="PATH",
-                help="gate against these stored rows (.jsonl or .jsonl.gz; relative to the rootdir): "
-                     "rlgate_before_rows reads them instead of sampling the base")
+                help="gate against these stored rows (.jsonl or .jsonl.gz, or an eval harness's log: an lm-eval "
+                     "output folder, an Inspect .eval, ...; relative to the rootdir): rlgate_before_rows reads them "
+                     "instead of sampling the base")
     parser.getgroup("rlgate").addoption(
         "--rlgate-update-baseline", action="store_true", default=False, dest="rlgate_update_baseline",
         help="write the candidate's rows (rlgate_after_rows) to --rlgate-baseline when its test and gate passed")
@@ -80,7 +83,7 @@ def _shown(config: pytest.Config, path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | None:
+def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | RowSource | None:
     """The stored baseline's rows (``--rlgate-baseline``), read once a session; None without one.
 
     ``rlgate_before_rows`` returns them when set. While updating, a baseline that does not
@@ -96,7 +99,8 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | None:
                         "--rlgate-update-baseline, or `rlgate baseline save RUN_DIR --out PATH` from a finished run",
                         pytrace=False)
         try:
-            rows = pytestconfig.stash[_ROWS] = load_rows(path)
+            source = read_rows(path, **read_options(pytestconfig))  # a harness's log streams; rlgate rows load once
+            rows = pytestconfig.stash[_ROWS] = load_rows(path) if source.format == "rlgate" else source
         except RlgateError as exc:
             pytest.fail(f"rlgate: --rlgate-baseline: {exc}", pytrace=False)
     return rows

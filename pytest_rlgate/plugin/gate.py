@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_rlgate._io.atomic import atomic_write
+from pytest_rlgate.data.readers import read_rows
 from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.errors import RlgateError, RlgateWarning
 from pytest_rlgate.gate.adapter import RegressionError
@@ -30,6 +31,7 @@ from pytest_rlgate.gate.text import is_borderline, units_label
 from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
+from pytest_rlgate.plugin.harness import read_options
 from pytest_rlgate.plugin.training import MARKER
 
 PROPERTY = "rlgate_gate"
@@ -119,12 +121,16 @@ class RlgateGate:
     def __init__(self, node: pytest.Item, config: pytest.Config, env: Env) -> None:
         self._node = node
         self._root = config.rootpath
+        self._config = config
         self.env = env
         self.defaults = _defaults(config)
 
     def _rooted(self, source: Any) -> Any:
-        if isinstance(source, (str, os.PathLike)) and not Path(source).is_absolute():
-            return os.path.relpath(self._root / source)  # short in messages: "before.jsonl" from the rootdir
+        if isinstance(source, (str, os.PathLike)):
+            if not Path(source).is_absolute():
+                source = os.path.relpath(self._root / source)  # short in messages: "before.jsonl" from the rootdir
+            if Path(source).exists() or "#" in os.fspath(source):  # a harness's log too, with the session's options
+                return read_rows(source, **read_options(self._config))
         return source
 
     def _rooted_after(self, after: Any) -> Any:

@@ -26,6 +26,7 @@ from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
+from pytest_rlgate.plugin.harness import candidate_rows
 from pytest_rlgate.train.adapters import attach_adapter, check_adapter, load_base
 from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
 from pytest_rlgate.train.methods import make_knobs
@@ -218,10 +219,16 @@ def rlgate_before_rows(request: pytest.FixtureRequest, rlgate_baseline_rows: lis
 
 @pytest.fixture
 def rlgate_after_rows(
-    rlgate_adapter: TrainedAdapter | dict[int | str, TrainedAdapter], rlgate_adapter_factory: AdapterFactory
-) -> list[dict] | dict[int | str, list[dict]]:
+    request: pytest.FixtureRequest, rlgate_adapter_factory: AdapterFactory
+) -> Any:
     """Graded holdout rows of the base with the adapter, sampled at the first base run's seed;
-    with ``seeds=(...)``, a mapping seed -> rows, each seed's adapter sampled at its own seed."""
+    with ``seeds=(...)``, a mapping seed -> rows, each seed's adapter sampled at its own seed.
+    With ``--rlgate-candidate PATH``, that candidate's rows or eval-harness log, and no adapter
+    is trained."""
+    candidate = candidate_rows(request.config)
+    if candidate is not None:
+        return candidate
+    rlgate_adapter = request.getfixturevalue("rlgate_adapter")
     if isinstance(rlgate_adapter, dict):
         return {seed: rlgate_adapter_factory.rows(adapter, "after") for seed, adapter in rlgate_adapter.items()}
     return rlgate_adapter_factory.rows(rlgate_adapter, "after")

@@ -92,7 +92,11 @@ def _head(path: Path) -> bytes:
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """The format of a file or folder, from its name and first bytes; a DataError when none fits."""
+    """The format of a file or folder, from its name and first bytes.
+
+    A file no reader recognises is read as rlgate rows, whose reader names exactly what is
+    wrong with it at its line; a folder no reader recognises is a DataError.
+    """
     where = Path(os.fspath(path)).expanduser()
     if not where.exists():
         raise DataError("no such file or folder (a row file, or an eval harness's log)", path=where)
@@ -100,6 +104,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     for name in reader_names():
         if load_reader(name).sniff(where, head):
             return name
+    if where.is_file():
+        return "rlgate"
     raise DataError(f"not a format rlgate reads ({', '.join(reader_names())}); pass --format NAME if it is one of "
                     "them, or convert it to rows first", path=where)
 
@@ -176,10 +182,10 @@ def as_side(source: Any) -> Any:
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         path = Path(text)
-        if path.is_file() and load_reader("rlgate").sniff(path, _head(path)):
-            return source
         if not path.exists() and "#" not in text:
             return source  # the gate's reader names the missing file
+        if path.is_file() and detect_format(path) == "rlgate":
+            return source
         opened = read_rows(source)
         return opened.path if opened.format == "rlgate" else opened
     return source
