@@ -64,7 +64,6 @@ _EXPORTS: dict[str, str] = {
     "HackFinding": "rewards.probe",
     "HackedReply": "rewards.strategies",
     # gate
-    "read_rows": "data.rows",
     "write_rows": "data.rows",
     "grade_replies": "data.rows",
     "validate_row": "data.rows",
@@ -76,6 +75,12 @@ _EXPORTS: dict[str, str] = {
     "row_header": "data.provenance",
     "run_rows": "data.baseline",
     "save_baseline": "data.baseline",
+    # eval-harness logs (lm-eval, Inspect, promptfoo, verifiers, NeMo Evaluator) as rows
+    "read_rows": "data.readers",
+    "RowSource": "data.readers",
+    "ReadOptions": "data.readers",
+    "detect_format": "data.readers",
+    "reader_names": "data.readers",
     "paired_bootstrap": "gate.stats",
     "PairedBootstrapResult": "gate.stats",
     "ConfidenceInterval": "gate.stats",
@@ -151,12 +156,18 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         write_prompts as write_prompts,
     )
     from .data.provenance import row_header as row_header
+    from .data.readers import (
+        ReadOptions as ReadOptions,
+        RowSource as RowSource,
+        detect_format as detect_format,
+        read_rows as read_rows,
+        reader_names as reader_names,
+    )
     from .data.rows import (
         Rows as Rows,
         grade_replies as grade_replies,
         load_rows as load_rows,
         read_header as read_header,
-        read_rows as read_rows,
         regrade_rows as regrade_rows,
         validate_row as validate_row,
         write_rows as write_rows,

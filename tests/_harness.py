@@ -53,3 +53,21 @@ def write_inspect_log(folder: Path, *, candidate: bool = False, error_on: frozen
     (log,) = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=reply), log_dir=str(folder),
                           display="none", fail_on_error=fail_on_error, max_samples=1)
     return Path(log.location)
+
+
+def paired_category_deltas(before: dict[tuple[str, str], list[float]],
+                           after: dict[tuple[str, str], list[float]]) -> dict[str, float]:
+    """An independent reference for the gate: per-unit mean pass of each side, paired, averaged per category.
+
+    *before*/*after* map (category, unit) -> the 0/1 passes of that unit's replies.
+    """
+    out: dict[str, list[float]] = {}
+    for key, passes in before.items():
+        mine, theirs = sum(passes) / len(passes), sum(after[key]) / len(after[key])
+        out.setdefault(key[0], []).append(theirs - mine)
+    return {category: sum(d) / len(d) for category, d in out.items()}
+
+
+def gate_deltas(result) -> dict[str, float]:  # noqa: ANN001 - a GateResult
+    """pass@1 delta per category (not overall) of a gate result."""
+    return {c.group: c.delta for c in result.comparisons if c.metric == "pass@1" and c.group != "overall"}

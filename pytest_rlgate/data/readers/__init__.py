@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, UsageError
-from ..rows import read_header
+from ..rows import read_header, read_rows as _check_rows
 from .pairing import check_items, check_sources, describe
 from .source import Reader, ReadOptions, RowSource
 
@@ -146,11 +146,12 @@ def read_rows(
     non-binary score, *filter* an lm-eval filter, *provider* a promptfoo provider id.
     ``path#key=value`` sets an option for this path alone. Iterating yields validated-shape
     row dicts; bad input is a :class:`~pytest_rlgate.errors.DataError` at ``file:line``.
+    An iterable of row dicts is validated as it streams (a generator, as before readers).
     """
     if isinstance(source, RowSource):
         return source
     if not isinstance(source, (str, os.PathLike)):
-        raise UsageError(f"read_rows expects a path (a row file or a harness's log), got {type(source).__name__}")
+        return _check_rows(source)  # type: ignore[return-value]  # rows in memory: validated as they stream
     path, picked = _split(source)
     values: dict[str, Any] = {"category": category, "unit": unit, "metric": metric,
                               "pass_threshold": pass_threshold, "filter": filter, "provider": provider,
