@@ -172,7 +172,10 @@ def read_rows(
     name = format or detect_format(path)
     if not path.exists():
         raise DataError("no such file or folder (a row file, or an eval harness's log)", path=path)
-    return load_reader(name).open(path, options)
+    opened = load_reader(name).open(path, options)
+    if picked:
+        opened.spec = os.fspath(source)  # two providers of one file are two sides: their labels must differ
+    return opened
 
 
 def as_side(source: Any) -> Any:

@@ -107,10 +107,12 @@ class RowSource:
     #: set by check_sides: the other side, checked once both have been read
     partner: RowSource | None = field(default=None, repr=False)
     done: bool = False
+    #: how the side was named (``results.json#provider=ID``), when that says more than the path
+    spec: str | None = None
 
     @property
     def label(self) -> str:
-        return os.fspath(self.path)
+        return self.spec or os.fspath(self.path)
 
     @property
     def harness(self) -> str:

@@ -86,8 +86,8 @@ class VerifiersReader:
     name = "verifiers"
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        if path.is_dir():
-            return any((path / name).is_file() for name in _FILES)
+        if path.is_dir():  # a NeMo Evaluator bundle folder has a results.jsonl too, beside its eval-*.json
+            return any((path / name).is_file() for name in _FILES) and not any(path.glob("eval-*.json"))
         if not head.lstrip().startswith(b"{"):
             return False
         v0 = b'"example_id"' in head and b'"reward"' in head
