@@ -70,7 +70,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     path = baseline_path(config)
     if path is None:
         return None
-    state = "found" if path.is_file() else "missing"
+    state = "found" if path.exists() else "missing"
     update = " --rlgate-update-baseline (a passing candidate replaces it)" if _updating(config) else ""
     return f"rlgate: baseline={_shown(config, path)} ({state}){update}"
 

@@ -1,0 +1,41 @@
+"""pytest gates eval-harness logs: a committed baseline log and a candidate's log, no model loaded."""
+
+from __future__ import annotations
+
+import pytest
+from _harness import LM_EVAL
+
+TEST = """
+def test_candidate(rlgate, rlgate_before_rows, rlgate_after_rows):
+    assert rlgate_before_rows.header["source"]["harness"] == "lm-eval"
+    rlgate.assert_no_regression(rlgate_before_rows, rlgate_after_rows, n_resamples=500)
+
+
+def test_paths_in_a_test(rlgate):
+    rlgate.assert_no_regression({base!r}, {base!r}, n_resamples=500)
+"""
+
+
+def test_baseline_and_candidate_logs_gate_in_pytest(pytester: pytest.Pytester) -> None:
+    base, candidate = LM_EVAL / "base", LM_EVAL / "candidate"
+    pytester.makepyfile(test_logs=TEST.format(base=str(base)))
+    result = pytester.runpytest(f"--rlgate-baseline={base}", f"--rlgate-candidate={candidate}",
+                                "--rlgate-filter=none", "--rlgate-category-key=doc.category", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*RegressionError: 2 of 4 comparisons regressed: pass@1 in with_id, pass@1 in "
+                                 "overall*"])
+    assert "regressed in no_id" not in result.stdout.str()
+
+
+def test_a_bad_read_option_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_logs=TEST.format(base=str(LM_EVAL / "base")))
+    result = pytester.runpytest(f"--rlgate-baseline={LM_EVAL / 'base'}", f"--rlgate-candidate={LM_EVAL / 'candidate'}",
+                                "-p", "no:cacheprovider", "-k", "candidate")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*baseline=*base (found)*"])
+    result.stdout.fnmatch_lines(["*--rlgate-baseline: *task 'rg_refund' was scored under 2 filters (first-line, "
+                                 "none); choose one with --filter NAME*"])
+    assert "Traceback" not in result.stdout.str()
+    bad = pytester.runpytest("--rlgate-format=csv")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--rlgate-format 'csv': choose one of rlgate, lm-eval*"])
