@@ -242,20 +242,28 @@ class _Side:
         self._tables()
 
     def _tables(self) -> None:
-        """``units[category][unit]`` and ``runs[category][eval_run]``: the cells summed."""
+        """``units[category][unit]`` and ``runs[category][eval_run]``: the cells summed.
+
+        The cells are not changed once read, so a unit with one eval run (the usual case)
+        shares its cell's list; the per-run sums add many cells at once with numpy.
+        """
         self.units: dict[str, dict[str, list[float]]] = {}
-        self.runs: dict[str, dict[Any, list[float]]] = {}
+        runs: dict[str, dict[Any, list[list[float]]]] = {}
         for (category, unit, run), acc in self.cells.items():
-            for table, key in ((self.units, unit), (self.runs, run)):
-                inner = table.get(category)
-                if inner is None:
-                    inner = table[category] = {}
-                total = inner.get(key)
-                if total is None:
-                    inner[key] = list(acc)
-                else:
-                    for column, value in enumerate(acc):
-                        total[column] += value
+            inner = self.units.get(category)
+            if inner is None:
+                inner = self.units[category] = {}
+                runs[category] = {}
+            total = inner.get(unit)
+            inner[unit] = acc if total is None else [x + y for x, y in zip(total, acc)]
+            bucket = runs[category].get(run)
+            if bucket is None:
+                runs[category][run] = [acc]
+            else:
+                bucket.append(acc)
+        self.runs: dict[str, dict[Any, list[float]]] = {
+            category: {run: np.sum(np.asarray(cells, dtype=float), axis=0).tolist() for run, cells in inner.items()}
+            for category, inner in runs.items()}
 
     def drop_units(self, lost: Mapping[str, set[str]]) -> None:
         """Drop the units *lost* names per category (``--shared-units-only``); count them."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, UsageError
+from .hashes import pack
 from .source import MISSING, ReadOptions, RowSource, keys_at, label_of, lookup, pass_of, short_hash, source_header
 
 __all__ = ["LETTERS", "READER"]
@@ -183,7 +184,7 @@ def _rows(source: RowSource, log: Any, label: str, task: str, scorers: list[str]
             unscored.append(where)
             continue
         prompt = _prompt(sample) or f"{task}/{sample.id}"
-        pairs[(task, str(sample.id))] = (None, short_hash(sample.target), short_hash(prompt))
+        pairs[(task, str(sample.id))] = pack(None, short_hash(sample.target), short_hash(prompt))
         yield {
             "prompt": prompt,
             "scenario_id": unit,

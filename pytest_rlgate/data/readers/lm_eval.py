@@ -19,6 +19,7 @@ other side is refused and another prompt (a chat-template change) too unless all
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -26,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
-from .lines import json_lines
-from .source import MISSING, ReadOptions, RowSource, keys_at, label_of, lookup, number, pass_of, source_header
+from .hashes import HASH_DIGITS, pack
+from .lines import not_an_object, parsed_lines
+from .source import MISSING, ReadOptions, RowSource, keys_at, label_of, number, pass_of, path_getter, source_header
 
 __all__ = ["READER"]
 
@@ -105,6 +107,8 @@ def _groups(results: Mapping[str, Any]) -> dict[str, str]:
 def _reply(rec: Mapping[str, Any]) -> str:
     """The reply: the filtered generation, or for a choice task the continuation it scored highest."""
     resps = rec.get("filtered_resps")
+    if type(resps) is list and resps and type(resps[0]) is str:  # a generation task: the common case
+        return resps[0]  # type: ignore[no-any-return]
     if isinstance(resps, str):
         return resps
     if isinstance(resps, list) and resps:
@@ -126,6 +130,11 @@ def _reply(rec: Mapping[str, Any]) -> str:
 
 def _prompt(rec: Mapping[str, Any]) -> str | None:
     args = rec.get("arguments")
+    if type(args) is dict:
+        first = args.get("gen_args_0")
+        prompt = first.get("arg_0") if type(first) is dict else None
+        if type(prompt) is str and prompt:
+            return prompt
     if isinstance(args, Mapping):
         first = args.get("gen_args_0")
         if isinstance(first, Mapping) and isinstance(first.get("arg_0"), str) and first["arg_0"]:
@@ -191,7 +200,12 @@ def _task_rows(source: RowSource, task: str, file: Path, options: ReadOptions, u
     pairs = source.pairs
     counts: dict[tuple[str, str], int] = {}
     kept = 0
-    for line, rec in json_lines(file):
+    get_category = None if category_key in ("task", "group") else path_getter(category_key)
+    get_unit = None if unit_key is None else path_getter(unit_key)
+    inf = math.inf
+    for line, rec in parsed_lines(file):
+        if type(rec) is not dict:
+            raise not_an_object(rec, label, line)
         name = rec.get("filter", "none")
         if use is None:
             use = name
@@ -215,22 +229,28 @@ def _task_rows(source: RowSource, task: str, file: Path, options: ReadOptions, u
         if value is MISSING:
             raise DataError(f"no metric {metric!r} (this line has {', '.join(map(str, rec.get('metrics') or []))}); "
                             "pass --metric NAME", path=label, line=line)
-        score = number(value, metric=metric, path=label, line=line)
-        reward = pass_of(score, threshold, higher_is_better=metric not in lower, metric=metric, path=label, line=line)
-        if category_key == "task":
-            category = task
-        elif category_key == "group":
-            category = group or task
+        if type(value) is float and -inf < value < inf:
+            score = value
         else:
-            found = lookup(rec, category_key)
+            score = number(value, metric=metric, path=label, line=line)
+        if threshold is None and (score == 1.0 or score == 0.0) and metric not in lower:
+            reward = int(score)
+        else:
+            reward = pass_of(score, threshold, higher_is_better=metric not in lower, metric=metric, path=label,
+                             line=line)
+        if get_category is None:
+            category = task if category_key == "task" else group or task
+        else:
+            found = get_category(rec)
             if found is MISSING:
                 raise DataError(f"no category at {category_key!r} ({keys_at(rec, category_key)}); pass another "
                                 "--category-key", path=label, line=line)
-            category = label_of(found, what="category", path=label, line=line, key=category_key)
-        if unit_key is None:
+            category = found if type(found) is str and found else label_of(
+                found, what="category", path=label, line=line, key=category_key)
+        if get_unit is None or unit_key is None:
             unit = f"{task}/{doc_id}"
         else:
-            found = lookup(rec, unit_key)
+            found = get_unit(rec)
             if found is MISSING:
                 raise DataError(f"no unit at {unit_key!r} ({keys_at(rec, unit_key)}); pass another --unit-key",
                                 path=label, line=line)
@@ -242,8 +262,11 @@ def _task_rows(source: RowSource, task: str, file: Path, options: ReadOptions, u
             index = counts.get(slot, 0)
             counts[slot] = index + 1
         doc_hash, prompt_hash, target_hash = rec.get("doc_hash"), rec.get("prompt_hash"), rec.get("target_hash")
-        pairs[(task, doc_id)] = (doc_hash and doc_hash[:16], target_hash and target_hash[:16],
-                                 prompt_hash and prompt_hash[:16])
+        try:  # three SHA-256 hex digests, the common case: one slice each
+            packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
+        except TypeError:
+            packed = ""
+        pairs[(task, doc_id)] = packed if len(packed) == 3 * HASH_DIGITS else pack(doc_hash, target_hash, prompt_hash)
         yield {
             "prompt": prompt,
             "scenario_id": unit,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
+from .hashes import pack
 from .lines import json_lines
 from .source import (
     MISSING,
@@ -156,7 +157,7 @@ def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -
         meta = _mapping(rec.get("metadata"))
         prompt = meta.get("question") or meta.get("prompt") or f"{benchmark} problem {idx}"
         expected = rec.get("expected_answer")
-        source.pairs[(benchmark, idx)] = (None, short_hash(expected) if expected is not None else None, None)
+        source.pairs[(benchmark, idx)] = pack(None, short_hash(expected) if expected is not None else None, None)
         yield {"prompt": str(prompt), "scenario_id": unit, "category": category,
                "rollout_index": int(repeat) if isinstance(repeat, int) and repeat >= 0 else 0,
                "reply": str(rec.get("model_response") or ""), "score": score, "reward": reward, "markers": {},

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...errors import DataError
+from .hashes import unpack
 
 if TYPE_CHECKING:
     from .source import RowSource
@@ -94,10 +95,11 @@ def check_items(before: RowSource, after: RowSource) -> list[str]:
     allow = before.options.allow_prompt_change or after.options.allow_prompt_change
     prompt_changes: list[Any] = []
     mine = before.pairs
-    for item, theirs in after.pairs.items():
-        ours = mine.get(item)
-        if ours is None:
+    for item, packed in after.pairs.items():
+        found = mine.get(item)
+        if found is None or found == packed:
             continue
+        ours, theirs = unpack(found), unpack(packed)
         for position in (0, 1):
             if ours[position] is not None and theirs[position] is not None and ours[position] != theirs[position]:
                 raise DataError(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
+from .hashes import pack
 from .source import (
     MISSING,
     ReadOptions,
@@ -181,8 +182,8 @@ def _rows(source: RowSource, results: list[Any], provider: str | None, label: st
                 slot = (category, unit, prompt)
                 index = counts.get(slot, 0)
                 counts[slot] = index + 1
-            source.pairs[(task, unit)] = (short_hash((result.get("testCase") or {}).get("assert") or []), None,
-                                          short_hash(prompt))
+            source.pairs[(task, unit)] = pack(short_hash((result.get("testCase") or {}).get("assert") or []), None,
+                                              short_hash(prompt))
             yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index,
                    "reply": _reply(result), "score": score, "reward": reward, "markers": {},
                    "case": {"testIdx": result.get("testIdx"), "promptIdx": result.get("promptIdx"),

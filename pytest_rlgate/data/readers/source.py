@@ -25,9 +25,11 @@ from typing import Any, Protocol
 
 from ...errors import DataError, UsageError
 from ..provenance import HEADER_KEY, HEADER_VERSION
+from .hashes import pack, unpack
 from .pairing import check_items
 
-__all__ = ["ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pass_of", "short_hash", "source_header"]
+__all__ = ["ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of", "path_getter",
+           "short_hash", "source_header", "unpack"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class RowSource:
     options: ReadOptions = field(default_factory=ReadOptions)
     notes: list[str] = field(default_factory=list)
     errors: int = 0
-    pairs: dict[Any, tuple[str | None, str | None, str | None]] = field(default_factory=dict, repr=False)
+    pairs: dict[Any, str] = field(default_factory=dict, repr=False)  #: item -> :func:`pack`'d hashes
     #: set by check_sides: the other side, checked once both have been read
     partner: RowSource | None = field(default=None, repr=False)
     done: bool = False
@@ -203,6 +205,24 @@ def lookup(record: Any, dotted: str) -> Any:
 
 
 MISSING = _MISSING
+
+
+def path_getter(dotted: str) -> Callable[[Any], Any]:
+    """:func:`lookup` for one dotted path, compiled once: plain dicts take the fast road (a row each)."""
+    parts = tuple(dotted.split("."))
+
+    def get(record: Any) -> Any:
+        value = record
+        for part in parts:
+            if type(value) is dict:
+                value = value.get(part, _MISSING)
+                if value is _MISSING:
+                    return _MISSING
+            else:
+                return lookup(value, ".".join(parts[parts.index(part):]))
+        return value
+
+    return get
 
 
 def keys_at(record: Any, dotted: str) -> str:

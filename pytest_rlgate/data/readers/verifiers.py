@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
+from .hashes import pack
 from .lines import json_lines
 from .source import (
     MISSING,
@@ -184,7 +185,7 @@ def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iter
         index = counts.get(slot, 0)
         counts[slot] = index + 1
         answer = rec.get("answer") if not v1 else (rec["task"].get("hash"))
-        source.pairs[(env, unit)] = (None, short_hash(answer) if answer is not None else None, short_hash(prompt))
+        source.pairs[(env, unit)] = pack(None, short_hash(answer) if answer is not None else None, short_hash(prompt))
         yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index, "reply": reply,
                "score": score, "reward": reward, "markers": {}, "case": {"unit": unit_id, "answer": answer}}
     if errors:
