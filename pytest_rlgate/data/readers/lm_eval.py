@@ -261,7 +261,9 @@ def _task_rows(source: RowSource, task: str, file: Path, options: ReadOptions, u
             slot = (unit, prompt)
             index = counts.get(slot, 0)
             counts[slot] = index + 1
-        doc_hash, prompt_hash, target_hash = rec.get("doc_hash"), rec.get("prompt_hash"), rec.get("target_hash")
+        doc_hash: Any = rec.get("doc_hash")
+        prompt_hash: Any = rec.get("prompt_hash")
+        target_hash: Any = rec.get("target_hash")
         try:  # three SHA-256 hex digests, the common case: one slice each
             packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
         except TypeError:
