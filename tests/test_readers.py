@@ -41,7 +41,7 @@ def test_rlgate_row_files_are_one_format_and_stay_paths_for_the_gate(tmp_path: P
     with pytest.raises(DataError, match="not valid JSON"):
         list(read_rows(unknown))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DataError, match="not a format rlgate reads"):
+    with pytest.raises(DataError, match="is a directory, expected a JSONL row file or an eval harness's output"):
         detect_format(tmp_path / "empty")
 
 

@@ -43,6 +43,8 @@ BUILTIN: dict[str, str] = {
 }
 ENTRY_POINT_GROUP = "rlgate.readers"
 _HEAD = 4096
+_MISSING = ("no such row file or eval-harness log (write rows with pytest_rlgate.write_rows or rlgate eval, or "
+            "point at the harness's output)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,15 +101,15 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """
     where = Path(os.fspath(path)).expanduser()
     if not where.exists():
-        raise DataError("no such file or folder (a row file, or an eval harness's log)", path=where)
+        raise DataError(_MISSING, path=where)
     head = _head(where)
     for name in reader_names():
         if load_reader(name).sniff(where, head):
             return name
     if where.is_file():
         return "rlgate"
-    raise DataError(f"not a format rlgate reads ({', '.join(reader_names())}); pass --format NAME if it is one of "
-                    "them, or convert it to rows first", path=where)
+    raise DataError(f"is a directory, expected a JSONL row file or an eval harness's output in a format rlgate "
+                    f"reads ({', '.join(reader_names())}); pass --format NAME if it is one of them", path=where)
 
 
 def _split(spec: str | os.PathLike[str]) -> tuple[Path, dict[str, str]]:
@@ -171,7 +173,7 @@ def read_rows(
     options = ReadOptions(**{**values, **picked})
     name = format or detect_format(path)
     if not path.exists():
-        raise DataError("no such file or folder (a row file, or an eval harness's log)", path=path)
+        raise DataError(_MISSING, path=path)
     opened = load_reader(name).open(path, options)
     if picked:
         opened.spec = os.fspath(source)  # two providers of one file are two sides: their labels must differ

@@ -111,6 +111,7 @@ class RowSource:
     done: bool = False
     #: how the side was named (``results.json#provider=ID``), when that says more than the path
     spec: str | None = None
+    _pass: Iterator[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -132,6 +133,12 @@ class RowSource:
             for note in check_items(partner, self):
                 if note not in self.notes:
                     self.notes.append(note)
+
+    def __next__(self) -> dict[str, Any]:
+        """The next row of one pass, as from a generator (``read_rows`` returned one before readers)."""
+        if self._pass is None:
+            self._pass = iter(self)
+        return next(self._pass)
 
     def note(self, message: str) -> None:
         """Record what this pass let through: the gate's result carries it (and pytest warns it)."""
