@@ -110,3 +110,14 @@ def test_category_unit_and_scorer_options(logs) -> None:
     with pytest.raises(DataError, match="no scorer 'judge' \\(it has match\\)"):
         list(read_rows(logs["base"], metric="judge"))
     assert {r["category"] for r in read_rows(logs["base"], category="scenario")} == {f"s{i}" for i in range(12)}
+
+
+def test_convert_keeps_the_inspect_provenance(logs, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "base.jsonl.gz"
+    assert main(["convert", str(logs["base"]), "--out", str(out)]) == 0
+    assert "wrote 48 rows of the inspect 0.3" in capsys.readouterr().out
+    assert read_rows(out).header["source"]["tasks"] == {"rg_inspect": "1"}
+    assert main(["gate", str(out), str(logs["candidate"]), "--resamples", "500"]) == 1
+    assert "FAIL: pass@1 regressed in math" in capsys.readouterr().out
+    assert main(["gate", str(out), str(logs["v2"])]) == 2
+    assert "task version changed (rg_inspect: 1 -> 2)" in capsys.readouterr().err
