@@ -37,7 +37,7 @@ def write_inspect_log(folder: Path, *, candidate: bool = False, error_on: frozen
                for i in range(len(CATEGORIES) * N_PER_CATEGORY)]
     calls: dict[int, int] = {}
 
-    def reply(messages, tools, tool_choice, config):  # noqa: ANN001, ANN202 - mockllm's callable
+    def reply(messages, tools, tool_choice, config):
         index = int(messages[-1].text.split(":")[0].split()[-1])
         if index in error_on:
             raise RuntimeError(f"the mock provider refused question {index}")
@@ -68,6 +68,6 @@ def paired_category_deltas(before: dict[tuple[str, str], list[float]],
     return {category: sum(d) / len(d) for category, d in out.items()}
 
 
-def gate_deltas(result) -> dict[str, float]:  # noqa: ANN001 - a GateResult
+def gate_deltas(result) -> dict[str, float]:
     """pass@1 delta per category (not overall) of a gate result."""
     return {c.group: c.delta for c in result.comparisons if c.metric == "pass@1" and c.group != "overall"}

@@ -54,7 +54,7 @@ class _CsvReader:
         return path.suffix == ".csv"
 
     def open(self, path: Path, options: ReadOptions) -> RowSource:
-        def produce(_source: RowSource):  # noqa: ANN202
+        def produce(_source: RowSource):
             for line in path.read_text().splitlines()[1:]:
                 unit, category, passed = line.split(",")
                 yield {"prompt": unit, "scenario_id": unit, "category": category, "rollout_index": 0, "reply": "",

@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from _harness import CATEGORIES, EPOCHS, N_PER_CATEGORY, gate_deltas, paired_category_deltas, write_inspect_log  # noqa: E402
+from _harness import CATEGORIES, EPOCHS, N_PER_CATEGORY, gate_deltas, paired_category_deltas, write_inspect_log
 
-from pytest_rlgate import DataError, compare, detect_format, read_rows  # noqa: E402
-from pytest_rlgate.cli import main  # noqa: E402
+from pytest_rlgate import DataError, compare, detect_format, read_rows
+from pytest_rlgate.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inspect_ai's own retry settings
 

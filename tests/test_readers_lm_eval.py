@@ -78,7 +78,7 @@ def test_several_filters_need_one_chosen(capsys) -> None:
     assert "task 'rg_refund' was scored under 2 filters (first-line, none); choose one with --filter NAME" in err
 
 
-def _copy(tmp_path: Path, name: str, edit_line=None, edit_results=None) -> Path:  # noqa: ANN001
+def _copy(tmp_path: Path, name: str, edit_line=None, edit_results=None) -> Path:
     target = tmp_path / name
     shutil.copytree(CANDIDATE, target)
     if edit_line is not None:

@@ -62,7 +62,7 @@ def _promptfoo_results(n: int = 24) -> list[dict]:
     return out
 
 
-def _write(path: Path, payload) -> Path:  # noqa: ANN001
+def _write(path: Path, payload) -> Path:
     path.write_text(json.dumps(payload, indent=2))
     return path
 
@@ -132,7 +132,7 @@ def _verifiers_v0(folder: Path, *, regress: bool) -> Path:
     return folder
 
 
-def _reference_lines(path: Path, category, unit) -> dict[tuple[str, str], list[float]]:  # noqa: ANN001
+def _reference_lines(path: Path, category, unit) -> dict[tuple[str, str], list[float]]:
     out: dict[tuple[str, str], list[float]] = {}
     for line in path.read_text().splitlines():
         rec = json.loads(line)

@@ -10,6 +10,8 @@ be. Written atomically; ``.gz`` compresses.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from typing import Any
 
 from ..data.readers import describe
 from ..data.rows import write_rows
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     (source,) = read_sources([args.source], args, ["source"])
     count = 0
 
-    def counted():  # noqa: ANN202 - a generator of rows
+    def counted() -> Iterator[dict[str, Any]]:
         nonlocal count
         for row in source:
             count += 1

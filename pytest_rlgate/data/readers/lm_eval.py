@@ -108,7 +108,7 @@ def _reply(rec: Mapping[str, Any]) -> str:
     """The reply: the filtered generation, or for a choice task the continuation it scored highest."""
     resps = rec.get("filtered_resps")
     if type(resps) is list and resps and type(resps[0]) is str:  # a generation task: the common case
-        return resps[0]  # type: ignore[no-any-return]
+        return str(resps[0])
     if isinstance(resps, str):
         return resps
     if isinstance(resps, list) and resps:
@@ -138,7 +138,7 @@ def _prompt(rec: Mapping[str, Any]) -> str | None:
     if isinstance(args, Mapping):
         first = args.get("gen_args_0")
         if isinstance(first, Mapping) and isinstance(first.get("arg_0"), str) and first["arg_0"]:
-            return first["arg_0"]
+            return str(first["arg_0"])
     return None
 
 
