@@ -131,7 +131,7 @@ def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iter
             data = task.get("data") if isinstance(task.get("data"), Mapping) else {}
             prompt = _last(data.get("prompt"), "user") or (data.get("prompt") if isinstance(data.get("prompt"), str)
                                                           else "")
-            reply = rec.get("root_reply") or ""
+            reply = str(rec.get("root_reply") or "")
             failed = bool(rec.get("errors"))
             error_text = json.dumps((rec.get("errors") or [None])[0], default=str)
         else:
