@@ -196,7 +196,7 @@ def test_the_docs_have_rlgate_commands() -> None:
     # the extractor finds what the pages show (a broken reader would pass every page vacuously)
     names = {command.argv[0] for command in ALL if command.argv}
     assert {"prompts", "train", "gate", "eval", "report", "demo", "baseline", "regrade"} <= names
-    assert len(ALL) > 50
+    assert len(ALL) >= 30
 
 
 @pytest.mark.parametrize("command", ALL, ids=[c.where for c in ALL])
