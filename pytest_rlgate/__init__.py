@@ -181,7 +181,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .gate import assert_no_regression as assert_no_regression, compare as compare
     from .gate.options import GateOptions as GateOptions
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
-    from .gate.result import Comparison as Comparison, GateResult as GateResult
     from .gate.recipe_stats import (
         RecipeInterval as RecipeInterval,
         RecipeResult as RecipeResult,
@@ -189,6 +188,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         compare_recipe as compare_recipe,
         recipe_interval as recipe_interval,
     )
+    from .gate.result import Comparison as Comparison, GateResult as GateResult
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,
         PairedBootstrapResult as PairedBootstrapResult,

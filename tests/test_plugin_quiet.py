@@ -74,11 +74,18 @@ def test_an_unrelated_project_sees_no_warning_and_no_rlgate_line(pytester: pytes
     assert code == 0 and "warning" not in strict.lower(), strict
 
 
-def test_the_feature_modules_are_marked_for_rewriting_before_they_import_one_another() -> None:
+def test_every_feature_is_registered_and_each_can_be_switched_off(pytester: pytest.Pytester) -> None:
     from pytest_rlgate import plugin
 
-    assert plugin.pytest_plugins == list(plugin.FEATURES)
-    assert all(name.startswith("pytest_rlgate.plugin.") for name in plugin.FEATURES)
+    pytester.makepyfile(test_x="def test_x(request):\n"
+                               "    names = {request.config.pluginmanager.get_name(p) for p in "
+                               "request.config.pluginmanager.get_plugins()}\n"
+                               f"    print('FEATURES', sorted(names & {set(plugin.FEATURES)!r}))\n")
+    every = pytester.runpytest("-s", "-p", "no:cacheprovider")
+    assert f"FEATURES {sorted(plugin.FEATURES)!r}" in every.stdout.str()
+    without_gate = pytester.runpytest("-s", "-p", "no:cacheprovider", "-p", "no:pytest_rlgate.plugin.gate")
+    assert f"FEATURES {sorted(set(plugin.FEATURES) - {'pytest_rlgate.plugin.gate'})!r}" in without_gate.stdout.str()
+    assert "--rlgate-resamples" not in pytester.runpytest("-p", "no:pytest_rlgate.plugin.gate", "--help").stdout.str()
 
 
 BROKEN_TESTS = """
@@ -131,3 +138,13 @@ def test_a_regression_in_a_users_test_shows_the_table_not_the_library(pytester: 
     out = result.stdout.str()
     result.stdout.fnmatch_lines(["E *RegressionError: 1 of * comparisons regressed: pass@1 in no_id*"])
     assert "pytest_rlgate/" not in out, out
+
+
+def test_loading_the_plugin_loads_no_heavy_part_of_the_package() -> None:
+    code = ("import sys, importlib, pytest, pytest_rlgate.plugin as p\n"
+            "for name in p.FEATURES: importlib.import_module(name)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'tabulate', 'torch') "
+            "or m.startswith(('pytest_rlgate.data', 'pytest_rlgate.environment', 'pytest_rlgate.envs', "
+            "'pytest_rlgate.train', 'pytest_rlgate.policy', 'pytest_rlgate.gate.stats', 'pytest_rlgate.rewards.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -22,7 +22,6 @@ import pytest
 from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
-from pytest_rlgate.gate.afters import is_seed_sources
 from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
 from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
@@ -133,6 +132,8 @@ class RlgateGate:
 
     def _rooted_after(self, after: Any) -> Any:
         """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
+        from pytest_rlgate.gate.afters import is_seed_sources
+
         if isinstance(after, Mapping):
             return {seed: self._rooted(rows) for seed, rows in after.items()}
         return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
