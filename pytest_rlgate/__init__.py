@@ -95,6 +95,10 @@ _EXPORTS: dict[str, str] = {
     "RecipeInterval": "gate.recipe_stats",
     "SeedComparison": "gate.recipe_stats",
     "train_seeds": "train.seeds",
+    # planning a holdout's size
+    "plan": "gate.plan",
+    "Plan": "gate.plan",
+    "CategoryPlan": "gate.plan",
     # run reports
     "write_report": "report",
     "write_index": "report",
@@ -172,6 +176,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         UsageError as UsageError,
     )
     from .gate.adapter import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
+    from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import (
         RecipeComparison as RecipeComparison,
         RecipeGateResult as RecipeGateResult,

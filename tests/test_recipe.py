@@ -46,9 +46,13 @@ def _reference(before: np.ndarray, after: np.ndarray, level: float = 0.95) -> tu
     seed_means = [sum(row) / n_units for row in d]
     unit_means = [sum(d[s][u] for s in range(n_seeds)) / n_seeds for u in range(n_units)]
     q = 0.5 + level / 2
-    half = (sps.t.ppf(q, n_seeds - 1) ** 2 * statistics.variance(seed_means) / n_seeds
-            + sps.t.ppf(q, n_units - 1) ** 2 * statistics.variance(unit_means) / n_units) ** 0.5
     delta = sum(seed_means) / n_seeds
+    ss_resid = sum((d[s][u] - seed_means[s] - unit_means[u] + delta) ** 2
+                   for s in range(n_seeds) for u in range(n_units))
+    interaction = ss_resid / ((n_seeds - 1) * (n_units - 1)) / (n_seeds * n_units)
+    unit_piece = max(statistics.variance(unit_means) / n_units - interaction, 0.0)
+    half = (sps.t.ppf(q, n_seeds - 1) ** 2 * statistics.variance(seed_means) / n_seeds
+            + sps.t.ppf(q, n_units - 1) ** 2 * unit_piece) ** 0.5
     return delta, delta - half, delta + half
 
 

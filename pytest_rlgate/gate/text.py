@@ -19,8 +19,8 @@ from .verdicts import VERDICTS
 if TYPE_CHECKING:  # pragma: no cover
     from .adapter import Comparison, GateResult
 
-__all__ = ["comparison_row", "is_borderline", "render_failure", "render_report", "render_table", "settings_line",
-           "summary_line", "units_label"]
+__all__ = ["comparison_row", "is_borderline", "plan_hint", "render_failure", "render_report", "render_table",
+           "settings_line", "summary_line", "units_label"]
 
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level} CI", "MDE", "verdict", "flags")
 REMEDY = (
@@ -94,9 +94,24 @@ def summary_line(result: GateResult) -> str:
     return f"gate {word}: {len(result.comparisons)} comparisons: {tally}"
 
 
+def plan_hint(result: GateResult) -> str | None:
+    """Where an ``inconclusive`` verdict leads: ``rlgate plan`` on the before rows, or None."""
+    groups = list(dict.fromkeys(c.group for c in result.comparisons if c.verdict == "inconclusive"))
+    if not groups:
+        return None
+    before = result.options.get("before") or "BEFORE.jsonl"
+    before = "BEFORE.jsonl" if str(before).startswith("<") else before
+    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+    return (f"inconclusive in {shown}: too few scenarios to tell a drop of {result.margin:.2f} from noise; "
+            f"`rlgate plan {before} --drop {result.margin:.2f}` says how many each category needs")
+
+
 def render_report(result: GateResult, *, verbose: bool = True) -> str:
     lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose), "",
              f"rule: {result.rule}"]
+    hint = plan_hint(result)
+    if hint:
+        lines.append(hint)
     lines += [f"warning: {w}" for w in result.warnings]
     lines += [f"FAIL: {f}" for f in result.failures]
     return "\n".join(lines)
@@ -120,6 +135,9 @@ def render_failure(result: GateResult) -> str:
         lines += [""] + [f"- {f}" for f in others]
     rest = len(result.comparisons) - len(counted)
     lines += ["", f"rule: {result.rule}",
-              f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one).",
-              REMEDY]
+              f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one)."]
+    hint = plan_hint(result)
+    if hint:
+        lines.append(hint)
+    lines.append(REMEDY)
     return "\n".join(lines)
