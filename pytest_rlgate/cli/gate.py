@@ -25,9 +25,14 @@ from pathlib import Path
 
 from .._io.atomic import atomic_write
 from ..errors import RlgateWarning, UsageError
+from ..gate.flips import DEFAULT_SHOW_FLIPS, FLIPS_IN
 from ..gate.recipe import compare
 from ..gate.stats import DEFAULT_METHOD, METHODS
-from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, output_file
+from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, Number, output_file
+from ..report.markdown import step_summary_path, write_markdown
+
+#: flips shown per failing comparison
+FLIP_COUNT = Number(0, 1000, "3", integer=True)
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
 
@@ -65,6 +70,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-units-only", action="store_true",
                         help="the holdout changed: gate the units both sides share and report how many were "
                              "dropped from each side (default: unpaired units are an error)")
+    parser.add_argument("--show-flips", type=FLIP_COUNT, default=DEFAULT_SHOW_FLIPS, metavar="N",
+                        help=f"name the N scenarios that lost the most in each failing comparison, with a reply "
+                             f"from each side (default {DEFAULT_SHOW_FLIPS}; 0 for none)")
+    parser.add_argument("--flips-in", choices=FLIPS_IN, default="failing",
+                        help="which comparisons list their flips: the failing ones (default) or all")
+    parser.add_argument("--policy", metavar="FILE", default=None,
+                        help="release policy (YAML or TOML): per category, marker or glob a tier (critical, "
+                             "supporting, advisory), its confidence and margin, max_drop, max_relative_drop, "
+                             "required, min_units")
+    parser.add_argument("--markdown", metavar="PATH", type=output_file, default=None,
+                        help="write a Markdown summary for the pull request (also to $GITHUB_STEP_SUMMARY when "
+                             "it is set and $CI is)")
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
 
 
@@ -73,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     for name, path in (("before", Path(args.before)), *(("after", Path(p)) for p in args.after)):
         if not path.is_file():
             raise UsageError(f"{name} row file {str(path)!r} does not exist or is not a file")
+    one = len(args.after) == 1
+    extra = {"show_flips": args.show_flips, "flips_in": args.flips_in, "policy": args.policy} if one else {}
+    if not one and args.policy:
+        raise UsageError("--policy applies to one AFTER file (an adapter); a recipe across seeds has no policy yet")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RlgateWarning)
         result = compare(
@@ -82,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             max_drop=args.max_drop, require_moved=args.require_moved,
             fail_on_inconclusive=args.fail_on_inconclusive, holm=args.holm, categories=args.categories,
             env=args.env, allow_env_change=args.allow_env_change, shared_units_only=args.shared_units_only,
+            **extra,
         )
     print(result.report(verbose=True))
     for warning in caught:
@@ -89,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {warning.message}")
     if args.json:
         _write_json(Path(args.json), result.to_dict())
+    if one:
+        for target, append in ((args.markdown, False), (step_summary_path(), True)):
+            if target is not None:
+                write_markdown(result, target, append=append)
     return 0 if result.passed else 1
 
 

@@ -32,6 +32,8 @@ from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.rows import NEW, SAME, header_of, iter_checked
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
+from .flips import DEFAULT_SHOW_FLIPS, FLIPS_IN, Flip, ReplyBook, flips_for
+from .release import Decision, ReleasePolicy, as_release_policy
 from .stats import DEFAULT_METHOD, METHOD_NAMES, METHODS, Method, holm, paired_bootstrap, t_ppf
 from .text import render_failure, render_report, render_table, settings_line
 from .verdicts import MIN_UNITS, VERDICTS, interval_verdict
@@ -85,6 +87,11 @@ class Comparison:
     #: is gated against a k = 4 baseline)
     k_before: float | None = None
     k_after: float | None = None
+    #: the scenarios that lost the most, when the comparison failed (or every one was asked for)
+    flips: tuple[Flip, ...] = ()
+    #: the release policy's tier and the line that decided it (None without a policy)
+    tier: str | None = None
+    decided_by: str | None = None
 
     @property
     def size(self) -> str:
@@ -112,12 +119,16 @@ class Comparison:
             "flags": list(self.flags),
             "k_before": self.k_before,
             "k_after": self.k_after,
+            "flips": [f.to_dict() for f in self.flips],
+            "tier": self.tier,
+            "decided_by": self.decided_by,
         }
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Comparison:
         """The inverse of :meth:`to_dict` (a row of a run's gate.json)."""
-        return cls(**{**record, "flags": tuple(record.get("flags") or ())})
+        return cls(**{**record, "flags": tuple(record.get("flags") or ()),
+                      "flips": tuple(Flip.from_dict(f) for f in record.get("flips") or ())})
 
 
 @dataclass(frozen=True)
@@ -206,9 +217,12 @@ class _Side:
     eval_run) and category, its cell is the previous one too. Rows themselves are not kept.
     """
 
-    def __init__(self, source: Any, label: str, guards: Sequence[str]) -> None:
+    def __init__(self, source: Any, label: str, guards: Sequence[str], *, replies: bool = False) -> None:
         self.label = label
         self.dropped = 0
+        #: example replies per unit (for flips), kept in the same pass when asked for
+        self.book = ReplyBook(guards) if replies else None
+        book = self.book
         cells: dict[tuple[str, str, Any], list[float]] = {}
         width = 3 + len(guards)
         columns = tuple(enumerate(guards, 3))
@@ -223,6 +237,8 @@ class _Side:
                     acc = cells[key] = [0] * width
                 if state == NEW:
                     acc[1] += 1
+            if book is not None:
+                book.add(row["category"], key[1], row)
             acc[0] += 1
             acc[2] += row["reward"]
             if columns:
@@ -433,6 +449,7 @@ def _read_sides(
     allow_env_change: bool,
     shared_units_only: bool,
     pair: _PairFn,
+    replies: bool = False,
 ) -> _Sides:
     """Check the headers, resolve guards and declared categories, read every side, pair them.
 
@@ -459,8 +476,8 @@ def _read_sides(
     if categories is None and declared is not None:
         categories = declared.categories
     guards = tuple(dict.fromkeys(guards))
-    before = _Side(before_rows, before_label, guards)
-    afters = [_Side(source, label, guards) for source, label in zip(sources, after_labels)]
+    before = _Side(before_rows, before_label, guards, replies=replies)
+    afters = [_Side(source, label, guards, replies=replies) for source, label in zip(sources, after_labels)]
     failures, shared, dropped = pair(before, afters, categories or (), shared_units_only)
     if dropped:
         notes.append(dropped)
@@ -509,6 +526,9 @@ def compare(
     env: EnvSpec = None,
     allow_env_change: bool = False,
     shared_units_only: bool = False,
+    show_flips: int = DEFAULT_SHOW_FLIPS,
+    flips_in: str = "failing",
+    policy: ReleasePolicy | str | os.PathLike[str] | None = None,
 ) -> GateResult:
     """Compare AFTER against BEFORE graded rows, per category, and apply the gate's rule.
 
@@ -527,11 +547,21 @@ def compare(
     :class:`DataError` unless *allow_env_change*; units on one side only are one unless
     *shared_units_only* (which drops them and says how many). Either way the result's
     warnings say what was let through.
+
+    *show_flips* (default 3; 0 for none) names, for every failing comparison (every one
+    with ``flips_in="all"``), the scenarios that lost the most, with before -> after counts
+    and one reply from each side (:mod:`~pytest_rlgate.gate.flips`), read in the same pass.
+    *policy* is a release policy (a YAML/TOML path or a
+    :class:`~pytest_rlgate.gate.release.ReleasePolicy`): per category or guard a tier,
+    its own confidence and margin, drop limits, ``required`` and ``min_units``; every
+    comparison then names the policy line that decided it.
     """
     _validate_options(by, margin, confidence_level, n_resamples, method, max_drop)
+    _validate_flips(show_flips, flips_in)
+    release = as_release_policy(policy)
     sides = _read_sides(before_rows, [after_rows], [_label(after_rows, "after")], guards=guards,
                         categories=categories, env=env, allow_env_change=allow_env_change,
-                        shared_units_only=shared_units_only, pair=_pair_adapter)
+                        shared_units_only=shared_units_only, pair=_pair_adapter, replies=show_flips > 0)
     before, (after,) = sides.before, sides.afters
     notes, shared = sides.notes, sides.shared
     for note in notes:  # what the caller let through: in the result, and loud in pytest too
@@ -541,17 +571,35 @@ def compare(
 
     use_holm = len(shared) >= HOLM_FROM if holm is None else bool(holm)
     metrics = ["pass@1", *(f"marker:{g}" for g in sides.guards)]
+    decisions: dict[tuple[str, str], Decision] = {}
+    policy_failures: list[str] = []
+    if release is not None:
+        release.check_names(before.categories() | after.categories(), sides.guards)
+        decisions = {(m, g): release.decide(m, g, confidence_level=confidence_level, margin=margin,
+                                            max_drop=max_drop) for m in metrics for g, _ in _groups(shared)}
+        policy_failures = _required_failures(release, before, after)
     comparisons = _comparisons(before, after, metrics, shared, notes, margin=margin,
                                confidence_level=confidence_level, n_resamples=n_resamples, method=method,
-                               seed=seed, use_holm=use_holm)
-    failures = sides.failures + _verdict_failures(comparisons, max_drop, fail_on_inconclusive, require_moved)
-    if max_drop is not None:
-        comparisons = [
-            _with_flag(c, "below -max_drop") if c.low is not None and c.low < -max_drop else c for c in comparisons
-        ]
+                               seed=seed, use_holm=use_holm, decisions=decisions)
+    if release is None:
+        failures = sides.failures + _verdict_failures(comparisons, max_drop, fail_on_inconclusive, require_moved)
+        failing = {(c.metric, c.group) for c in comparisons
+                   if c.verdict == "regressed" or max_drop is not None and c.low is not None and c.low < -max_drop}
+        if max_drop is not None:
+            comparisons = [
+                _with_flag(c, "below -max_drop") if c.low is not None and c.low < -max_drop else c
+                for c in comparisons
+            ]
+    else:
+        judged, failing = _policy_failures(comparisons, decisions, fail_on_inconclusive, require_moved)
+        failures = sides.failures + policy_failures + judged
+    if show_flips > 0:
+        comparisons = _with_flips(comparisons, before, after, metrics, failing, show_flips, flips_in, sides.declared)
 
     rule = _rule(metrics, confidence_level, method, use_holm, len(shared), margin, max_drop, require_moved,
                  fail_on_inconclusive)
+    if release is not None:
+        rule += "; " + release.summary()
     return GateResult(
         comparisons=tuple(comparisons),
         failures=tuple(failures),
@@ -570,8 +618,95 @@ def compare(
                  "before": before.label, "after": after.label,
                  "headers": {"before": sides.before_header, "after": sides.after_headers[0]},
                  "allow_env_change": allow_env_change, "shared_units_only": shared_units_only,
-                 "dropped_units": {"before": before.dropped, "after": after.dropped}},
+                 "dropped_units": {"before": before.dropped, "after": after.dropped},
+                 "show_flips": show_flips, "flips_in": flips_in,
+                 "policy": None if release is None else release.source},
     )
+
+
+def _validate_flips(show_flips: int, flips_in: str) -> None:
+    if isinstance(show_flips, bool) or not isinstance(show_flips, int) or not 0 <= show_flips <= 1000:
+        raise UsageError(f"show_flips must be an integer in [0, 1000], got {show_flips!r}")
+    if flips_in not in FLIPS_IN:
+        raise UsageError(f"flips_in must be one of {', '.join(FLIPS_IN)}, got {flips_in!r}")
+
+
+def _required_failures(release: ReleasePolicy, before: _Side, after: _Side) -> list[str]:
+    """A ``required`` category missing from both sides (one side only already fails the gate)."""
+    present = before.categories() | after.categories()
+    out = []
+    for rule in release.required():
+        if not any(rule.matches(c) for c in present):
+            out.append(f"required category {rule.selector!r} is missing from both sides "
+                       f"[{release.source}:{rule.line} {rule.selector}]")
+    return out
+
+
+def _policy_failures(
+    comparisons: Sequence[Comparison], decisions: Mapping[tuple[str, str], Decision], fail_on_inconclusive: bool,
+    require_moved: bool,
+) -> tuple[list[str], set[tuple[str, str]]]:
+    """The failures under a release policy, each naming the line that decided it, and the failing keys."""
+    failures: list[str] = []
+    failing: set[tuple[str, str]] = set()
+    for c in comparisons:
+        d = decisions[(c.metric, c.group)]
+        tag = f" [{d.label()}]"
+        failure = None
+        if d.tier == "advisory":
+            continue
+        if c.verdict == "regressed":
+            failure = (f"{c.metric} regressed in {c.group}: {c.before:.3f} -> {c.after:.3f}, delta {c.delta:+.3f} "
+                       f"[{c.low:+.3f}, {c.high:+.3f}], {c.size}")
+        elif d.max_drop is not None and c.low is not None and c.low < -d.max_drop:
+            failure = (f"{c.metric} in {c.group} may have dropped more than max_drop {d.max_drop:.3f}: "
+                       f"lower bound {c.low:+.3f} (delta {c.delta:+.3f}, {c.size})")
+        elif d.max_relative_drop is not None and c.low is not None and c.low < -d.max_relative_drop * c.before:
+            failure = (f"{c.metric} in {c.group} may have dropped more than max_relative_drop "
+                       f"{d.max_relative_drop:.0%} of {c.before:.3f}: lower bound {c.low:+.3f} ({c.size})")
+        elif c.verdict == "insufficient" and d.tier == "critical":
+            failure = f"{c.metric} in {c.group} is insufficient for a critical tier: {c.size} ({', '.join(c.flags)})"
+        elif fail_on_inconclusive and c.verdict in ("inconclusive", "insufficient"):
+            failure = f"{c.metric} in {c.group} is {c.verdict}: delta {c.delta:+.3f}, {c.size} (fail_on_inconclusive)"
+        if failure is not None:
+            failures.append(failure + tag)
+            failing.add((c.metric, c.group))
+    if require_moved:
+        head = comparisons[0]
+        if head.verdict != "moved":
+            failures.append(f"headline pass@1 overall did not move: {head.verdict}, delta {head.delta:+.3f} "
+                            "(require_moved)")
+    return failures, failing
+
+
+def _with_flips(
+    comparisons: Sequence[Comparison], before: _Side, after: _Side, metrics: Sequence[str],
+    failing: set[tuple[str, str]], limit: int, flips_in: str, env: Env | None,
+) -> list[Comparison]:
+    """Each failing comparison (every one with ``flips_in="all"``) with the units that lost the most.
+
+    ``overall`` gets flips only when no category of its metric failed (else they repeat).
+    """
+    from dataclasses import replace
+
+    columns = {metric: column for column, metric in enumerate(metrics, 2)}
+    failing_categories = {m for m, g in failing if g != "overall"}
+    out = []
+    for c in comparisons:
+        wanted = flips_in == "all" or (c.metric, c.group) in failing
+        if c.group == "overall":
+            wanted = wanted and flips_in != "all" and c.metric not in failing_categories
+        if not wanted:
+            out.append(c)
+            continue
+        cats = sorted(before.units) if c.group == "overall" else [c.group]
+        found: list[Flip] = []
+        for category in cats:
+            found += flips_for(category, columns[c.metric], before.units.get(category, {}),
+                               after.units.get(category, {}), before.book, after.book, env, limit)
+        found.sort(key=lambda f: (-f.loss, f.unit))
+        out.append(replace(c, flips=tuple(found[:limit])))
+    return out
 
 def _groups(shared: list[str]) -> list[tuple[str, list[str]]]:
     """The groups a gate compares: ``overall`` (every shared category), then each category."""
@@ -586,27 +721,38 @@ def _stream(seed: int | None, index: int) -> np.random.Generator | None:
 def _comparisons(
     before: _Side, after: _Side, metrics: Sequence[str], shared: list[str], notes: list[str], *,
     margin: float, confidence_level: float, n_resamples: int, method: Method, seed: int | None, use_holm: bool,
+    decisions: Mapping[tuple[str, str], Decision] | None = None,
 ) -> list[Comparison]:
     """Every (metric, group) comparison, metric by metric, Holm-adjusted across categories when on.
 
     A guard constant on both sides cannot fail the gate: that is warned (to the caller of
-    :func:`compare`) and added to *notes*.
+    :func:`compare`) and added to *notes*. With release-policy *decisions*, each comparison
+    takes its tier's confidence, margin and ``min_units`` and names the line that decided it.
     """
     groups = _groups(shared)
-    alpha = 1.0 - confidence_level
     comparisons: list[Comparison] = []
     index = 0
     paired = {group: _Paired.of(before, after, cats) for group, cats in groups}
     for column, metric in enumerate(metrics, 2):
         per_metric: list[Comparison] = []
+        alphas: list[float] = []
         for group, _cats in groups:
             index += 1
-            per_metric.append(_one(
-                paired[group], metric, column, group, margin=margin, confidence_level=confidence_level,
-                n_resamples=n_resamples, method=method, rng=_stream(seed, index),
-            ))
+            decision = None if not decisions else decisions[(metric, group)]
+            level = confidence_level if decision is None else decision.confidence_level
+            one = _one(
+                paired[group], metric, column, group, margin=margin if decision is None else decision.margin,
+                confidence_level=level, n_resamples=n_resamples, method=method, rng=_stream(seed, index),
+                min_units=None if decision is None else decision.min_units,
+            )
+            if decision is not None:
+                from dataclasses import replace
+
+                one = replace(one, tier=decision.tier, decided_by=decision.where)
+            per_metric.append(one)
+            alphas.append(1.0 - level)
         if use_holm:
-            per_metric = _apply_holm(per_metric, alpha)
+            per_metric = _apply_holm(per_metric, alphas)
         if metric != "pass@1":
             overall = per_metric[0]
             if "constant" in overall.flags:
@@ -662,6 +808,7 @@ def _one(
     n_resamples: int,
     method: Method,
     rng: np.random.Generator | None,
+    min_units: int | None = None,
 ) -> Comparison:
     b, a = paired.means(column)
     n = paired.n
@@ -669,9 +816,11 @@ def _one(
     mean_b, mean_a = float(b.mean()), float(a.mean())
     delta = float((a - b).mean())
     flags: list[str] = []
-    if n < MIN_UNITS:
+    floor = max(MIN_UNITS, min_units or 0)
+    if n < floor:
+        why = f"fewer than {MIN_UNITS} units" if n < MIN_UNITS else f"fewer than min_units {floor}"
         return Comparison(metric, group, n, k, mean_b, mean_a, delta, None, None, "insufficient",
-                          flags=(f"fewer than {MIN_UNITS} units",), k_before=k_before, k_after=k_after)
+                          flags=(why,), k_before=k_before, k_after=k_after)
     res = paired_bootstrap(b, a, n_resamples=n_resamples, confidence_level=confidence_level, method=method, rng=rng)
     low, high = res.confidence_interval
     noise = _noise_band(*paired.run_means(column), confidence_level)
@@ -691,16 +840,19 @@ def _one(
                       k_after=k_after)
 
 
-def _apply_holm(comparisons: list[Comparison], alpha: float) -> list[Comparison]:
+def _apply_holm(comparisons: list[Comparison], alpha: float | Sequence[float]) -> list[Comparison]:
     """Holm across the category groups of one metric; "overall" keeps its own interval.
 
     Family one-sided alpha = 1 - confidence_level (3.5-5.0 % run-level false
-    fails with three categories instead of 5.6-7.6 %).
+    fails with three categories instead of 5.6-7.6 %). *alpha* may be one per comparison
+    (a release policy's tiers): each adjusted p-value is then held to its own.
     """
+    alphas = [float(alpha)] * len(comparisons) if isinstance(alpha, (int, float)) else [float(a) for a in alpha]
     tested = [i for i, c in enumerate(comparisons) if c.group != "overall" and c.p_less is not None]
     if not tested:
         return comparisons
-    reject, adjusted = holm([float(comparisons[i].p_less or 0.0) for i in tested], alpha=alpha)  # all set
+    _, adjusted = holm([float(comparisons[i].p_less or 0.0) for i in tested], alpha=0.5)  # all set
+    reject = [p <= alphas[i] for i, p in zip(tested, adjusted)]
     out = list(comparisons)
     for i, rej, p_adj in zip(tested, reject, adjusted):
         c = out[i]

@@ -406,6 +406,9 @@ def compare_seeds(
     env: EnvSpec = None,
     allow_env_change: bool = False,
     shared_units_only: bool = False,
+    show_flips: int = 0,
+    flips_in: str = "failing",
+    policy: Any = None,
 ) -> RecipeGateResult:
     """Gate a recipe: BEFORE rows against the AFTER rows of each training seed, per category.
 
@@ -413,8 +416,14 @@ def compare_seeds(
     :func:`seed_labels`). The options are :func:`pytest_rlgate.gate.adapter.compare`'s, applied to
     the recipe interval; *method*, *n_resamples* and *seed* make each seed's own interval.
     ``holm=True`` is a :class:`UsageError`: the recipe interval has no p-value to adjust.
+    Flips (*show_flips*, *flips_in*) are an adapter's: a recipe accepts and ignores them; a
+    release *policy* is refused (it is written for one adapter's verdicts).
     """
     _validate_options(by, margin, confidence_level, n_resamples, method, max_drop)
+    del show_flips, flips_in
+    if policy is not None:
+        raise UsageError("a release policy gates one adapter; gate each seed's rows on its own with --policy, "
+                         "or drop it for the recipe")
     if holm:
         raise UsageError("holm=True: the recipe interval (over units and seeds) has no p-value to Holm-adjust; "
                          "drop --holm, or gate each seed's rows on its own")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from pytest_rlgate.gate.text import is_borderline, units_label
 from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
-from pytest_rlgate.plugin.training import MARKER
+from pytest_rlgate.plugin.training import GATE_KEYS, MARKER
 
 PROPERTY = "rlgate_gate"
 _METHODS = ("expanded", "percentile", "basic", "t")
@@ -46,6 +47,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "method", metavar="NAME",
                 help=f"gate: interval method, one of {', '.join(_METHODS)} (default expanded)")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
+    add_setting(parser, "show-flips", type=int, metavar="N",
+                help="gate: name the N scenarios that lost the most in each failing comparison (default 3; 0 none)")
+    add_setting(parser, "policy", metavar="FILE",
+                help="gate: release policy file (YAML or TOML): tiers, drop limits, required categories, min_units")
+    add_setting(parser, "markdown", metavar="PATH",
+                help="gate: write a Markdown summary of every gate of the session (also to $GITHUB_STEP_SUMMARY "
+                     "under CI)")
 
 
 def _defaults(config: pytest.Config) -> dict[str, Any]:
@@ -59,6 +67,12 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
     seed, _ = _bootstrap_seed(config)
     if seed is not None:
         out["seed"] = seed
+    flips = setting(config, "show-flips", int)
+    if flips is not None:
+        out["show_flips"] = flips
+    policy = setting(config, "policy", str)
+    if policy:
+        out["policy"] = str(config.rootpath / policy) if not Path(policy).is_absolute() else policy
     return out
 
 
@@ -97,10 +111,22 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = None if key not in defaults else bounds.problem(defaults[key])
         if problem is not None:
             raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {defaults[key]!r}: {problem}")
-    report = setting(config, "report", str)
-    problem = None if not report else path_problem(report, directory=False)
-    if problem is not None:  # checked now, not after every test has run
-        raise pytest.UsageError(f"--rlgate-report / rlgate_report {report!r}: {problem}")
+    flips = defaults.get("show_flips")
+    if flips is not None and not 0 <= flips <= 1000:
+        raise pytest.UsageError(f"--rlgate-show-flips / rlgate_show_flips = {flips!r}: "
+                                "expected an integer in [0, 1000]")
+    if defaults.get("policy"):
+        from pytest_rlgate.gate.release import load_release_policy
+
+        try:  # a bad policy file is one line now, not a failure in every gating test
+            load_release_policy(defaults["policy"])
+        except RlgateError as exc:
+            raise pytest.UsageError(f"--rlgate-policy / rlgate_policy: {exc}") from None
+    for name in ("report", "markdown"):
+        target = setting(config, name, str)
+        problem = None if not target else path_problem(target, directory=False)
+        if problem is not None:  # checked now, not after every test has run
+            raise pytest.UsageError(f"--rlgate-{name} / rlgate_{name} {target!r}: {problem}")
     log = _GateLog(config)
     config.stash[_STATE] = log
     config.pluginmanager.register(log, "rlgate-gate-log")
@@ -116,11 +142,19 @@ class RlgateGate:
     the same files whichever folder pytest is started from.
     """
 
-    def __init__(self, node: pytest.Item, config: pytest.Config, env: Env) -> None:
+    def __init__(self, node: pytest.Item, config: pytest.Config, env: Env,
+                 marked: Mapping[str, Any] | None = None) -> None:
         self._node = node
         self._root = config.rootpath
         self.env = env
-        self.defaults = _defaults(config)
+        self.defaults = {**_defaults(config), **self._rooted_options(marked or {})}
+
+    def _rooted_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(options)
+        policy = out.get("policy")
+        if isinstance(policy, (str, os.PathLike)) and not Path(policy).is_absolute():
+            out["policy"] = str(self._root / policy)
+        return out
 
     def _rooted(self, source: Any) -> Any:
         if isinstance(source, (str, os.PathLike)) and not Path(source).is_absolute():
@@ -136,9 +170,14 @@ class RlgateGate:
     def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
         record its result on the test (without raising)."""
-        result = compare(self._rooted(before), self._rooted_after(after),
-                         **{"env": self.env, **self.defaults, **options})
-        self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
+        settings = {"env": self.env, **self.defaults, **options}
+        if is_seed_sources(after) or isinstance(after, Mapping):  # a recipe: flips are an adapter's
+            settings.pop("show_flips", None)
+            settings.pop("flips_in", None)
+        result = compare(self._rooted(before), self._rooted_after(after), **settings)
+        record = result.to_dict()
+        self._node.user_properties.append((PROPERTY, json.dumps(record, sort_keys=True)))
+        self._node.user_properties.extend(verdict_properties(record))
         return result
 
     def assert_no_regression(self, before: Any, after: Any, **options: Any):  # noqa: ANN201
@@ -167,7 +206,23 @@ def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
         env = marker_env(request.config, None if marker is None else marker.kwargs.get("env"))
     except RlgateError as exc:
         pytest.fail(f"@pytest.mark.{MARKER}(env=...): {exc}", pytrace=False)
-    return RlgateGate(request.node, request.config, env)
+    marked = {} if marker is None else {k: v for k, v in marker.kwargs.items() if k in GATE_KEYS}
+    return RlgateGate(request.node, request.config, env, marked)
+
+
+def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """One JUnit property per comparison: ``rlgate:pass@1:no_id`` = ``regressed -0.833 [-1.000, -0.333]``.
+
+    CI dashboards that read ``--junitxml`` see each category's verdict without parsing the
+    gate's JSON (which travels beside them as ``rlgate_gate``).
+    """
+    out = []
+    for c in record["comparisons"]:
+        text = f"{c['verdict']} {c['delta']:+.3f} {interval(c.get('low'), c.get('high'), missing='(no interval)')}"
+        if c.get("tier"):
+            text += f" {c['tier']}"
+        out.append((f"rlgate:{c['metric']}:{c['group']}", text))
+    return out
 
 
 class _GateLog:
@@ -194,11 +249,30 @@ class _GateLog:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         path = setting(self.config, "report", str)
+        if not hasattr(self.config, "workerinput"):
+            self._markdown()
         if not path or hasattr(self.config, "workerinput"):
             return
         payload = {"format_version": 1, "passed": all(g["passed"] for g in self.gates), "gates": self.gates}
         atomic_write(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
         self.report_path = str(path)
+
+    def _markdown(self) -> None:
+        """``--rlgate-markdown`` and, under CI, ``$GITHUB_STEP_SUMMARY``: every gate's summary, failing first."""
+        from pytest_rlgate.report.markdown import markdown_summary, step_summary_path
+
+        path = setting(self.config, "markdown", str)
+        step = step_summary_path()
+        if not self.gates or not (path or step):
+            return
+        ordered = sorted(self.gates, key=lambda g: g["passed"])
+        text = "\n".join(markdown_summary(g, title=g["nodeid"], reproduce=f"pytest {shlex.quote(g['nodeid'])}")
+                         for g in ordered)
+        if path:
+            atomic_write(path, text)
+        if step is not None:
+            with step.open("a", encoding="utf-8") as out:
+                out.write(text + "\n")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):

@@ -33,6 +33,8 @@ from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts,
 from pytest_rlgate.train.seeds import check_seeds
 
 MARKER = "rlgate"
+#: keywords of the marker that are the ``rlgate`` fixture's gate options, not training knobs
+GATE_KEYS = ("show_flips", "flips_in", "policy")
 #: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
 SAMPLING_KNOBS = ("env", "seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed",
                   "base_runs", "eval_k", "max_completion_length")
@@ -187,7 +189,7 @@ def _marker_knobs(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     if marker.args:
         pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only (method='grpo', env=..., steps=...), "
                     f"got positional {marker.args!r}", pytrace=False)
-    knobs = dict(marker.kwargs)
+    knobs = {k: v for k, v in marker.kwargs.items() if k not in GATE_KEYS}
     return str(knobs.pop("method", "grpo")), knobs
 
 
