@@ -320,7 +320,7 @@ def _toml(source: str, text: str) -> tuple[Any, _Lines]:
         import tomllib
     else:  # Python 3.10: the same parser, as a package
         try:
-            import tomli as tomllib
+            import tomli as tomllib  # type: ignore[import-not-found]
         except ImportError:
             raise _fail(source, None, "reading TOML on Python 3.10 needs `pip install tomli`; or write the "
                                       "policy as YAML") from None
