@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import DataError, UsageError
-from ..gate.adapter import GateResult
+from ..gate.result import GateResult
 from ..options import SEED, add_env_argument, add_output_arguments
 from ..train import config as C, dpo as D
 from ..train.config import GRPOKnobs

@@ -19,12 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ..environment.contract import Env
 
-__all__ = ["DEFAULT_SHOW_FLIPS", "FLIPS_IN", "Flip", "ReplyBook", "flips_for", "shorten"]
-
-#: flips shown per failing comparison unless told
-DEFAULT_SHOW_FLIPS = 3
-#: which comparisons get flips: the failing ones, or every one
-FLIPS_IN: tuple[str, ...] = ("failing", "all")
+__all__ = ["Flip", "ReplyBook", "flips_for", "shorten"]
 #: characters of a reply kept while reading (enough for any shortened form shown)
 _KEEP = 1000
 #: characters of a reply shown

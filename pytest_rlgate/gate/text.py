@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from .numtext import interval
-from .stats import METHOD_NAMES
+from .options import METHOD_NAMES
 from .verdicts import VERDICTS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .adapter import Comparison, GateResult
+    from .result import Comparison, GateResult
 
 __all__ = ["comparison_row", "is_borderline", "plan_hint", "render_failure", "render_flips", "render_report",
            "render_table", "settings_line", "summary_line", "units_label"]

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_rlgate.environment.contract import Env, load_env
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, configured, setting
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,7 +42,8 @@ def marker_env(config: pytest.Config, spec: Any) -> Env:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    session_env(config)
+    if configured(config):  # a bad --rlgate-env stops the session now; unset, the default loads on first use
+        session_env(config)
 
 
 @pytest.fixture(scope="session")
