@@ -3,8 +3,8 @@
 A failing gate says *that* no_id regressed; a reviewer's next question is *which* scenarios
 broke and what the policy now says on them. While the gate streams the rows it keeps, per
 (category, scenario) and side, the first passing and the first failing reply (and, per
-guarded marker, the reply with its lowest and its highest value), each cut to a few hundred
-characters: a handful of strings per scenario, so nothing is read twice. After the verdicts,
+guarded marker, the first reply for each value it takes), each cut to a thousand characters:
+a handful of strings per scenario, so nothing is read twice. After the verdicts,
 the scenarios of a failing comparison that lost the most are its *flips*: before -> after
 counts (``4/4 -> 0/4``), the reply that passed before and the one that failed after, each
 described in the environment's words where it has them (``Env.describe_reply``).
@@ -24,6 +24,8 @@ __all__ = ["Flip", "ReplyBook", "flips_for", "shorten"]
 _KEEP = 1000
 #: characters of a reply shown
 _SHOW = 160
+#: distinct values of one column whose replies a unit keeps (a continuous marker keeps its first few)
+_VALUES = 8
 
 
 def shorten(text: str, width: int = _SHOW) -> str:
@@ -88,41 +90,37 @@ class Flip:
 
 
 class ReplyBook:
-    """One side's example replies per (category, unit) and metric column, kept while rows stream.
+    """One side's example replies per (category, unit), kept while the rows stream past.
 
-    ``slots[(category, unit)][column] = [low value, low reply, low case, high value, high
-    reply, high case]``: for pass@1 (column 2) low is the first failing and high the first
-    passing reply; for a marker, its lowest and highest value.
+    ``slots[(category, unit)]`` holds, for pass@1 and then each guarded marker, the first
+    reply (and its case) for each value the column takes, up to :data:`_VALUES` values: two
+    for a pass/fail reward or a 0/1 marker. The lowest and highest value's replies are the
+    flip's "after" and "before" examples. A row costs one dict lookup per column.
     """
 
     def __init__(self, guards: Sequence[str]) -> None:
         self.guards = tuple(guards)
-        self.slots: dict[tuple[str, str], list[list[Any] | None]] = {}
+        self.slots: dict[tuple[str, str], list[dict[float, Any]]] = {}
 
-    def add(self, category: str, unit: str, row: Mapping[str, Any]) -> None:
-        entry = self.slots.get((category, unit))
-        if entry is None:
-            entry = self.slots[(category, unit)] = [None] * (3 + len(self.guards))
-        values = [float(row["reward"])]
-        markers = row.get("markers") or {}
-        values += [float(markers.get(g, 0.0)) for g in self.guards]
-        for column, value in enumerate(values, 2):
-            slot = entry[column]
-            if slot is None:
-                reply = str(row.get("reply") or "")[:_KEEP]
-                entry[column] = [value, reply, row.get("case"), value, reply, row.get("case")]
-                continue
-            if value < slot[0]:
-                slot[0], slot[1], slot[2] = value, str(row.get("reply") or "")[:_KEEP], row.get("case")
-            elif value > slot[3]:
-                slot[3], slot[4], slot[5] = value, str(row.get("reply") or "")[:_KEEP], row.get("case")
+    def entry(self, category: str, unit: str) -> list[dict[float, Any]]:
+        """The unit's slots (created empty): one ``{value: (reply, case)}`` per column."""
+        found = self.slots.get((category, unit))
+        if found is None:
+            found = self.slots[(category, unit)] = [{} for _ in range(1 + len(self.guards))]
+        return found
+
+    @staticmethod
+    def keep(slot: dict[float, Any], value: float, row: Mapping[str, Any]) -> None:
+        if len(slot) < _VALUES:
+            slot[value] = (str(row.get("reply") or "")[:_KEEP], row.get("case"))
 
     def example(self, category: str, unit: str, column: int, high: bool) -> tuple[str | None, Any]:
-        entry = self.slots.get((category, unit))
-        slot = None if entry is None else entry[column]
-        if slot is None:
+        """The reply (and case) with the highest (*high*) or lowest value of *column* (2 = pass@1)."""
+        found = self.slots.get((category, unit))
+        slot = None if found is None else found[column - 2]
+        if not slot:
             return None, None
-        return (slot[4], slot[5]) if high else (slot[1], slot[2])
+        return slot[max(slot) if high else min(slot)]
 
 
 def flips_for(

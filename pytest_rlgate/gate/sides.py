@@ -47,11 +47,14 @@ class Side:
         #: example replies per unit (for flips), kept in the same pass when asked for
         self.book = ReplyBook(guards) if replies else None
         book = self.book
+        keep = ReplyBook.keep
         cells: dict[tuple[str, str, Any], list[float]] = {}
         width = 3 + len(guards)
         columns = tuple(enumerate(guards, 3))
+        marked = tuple(enumerate(guards, 1))
         category: str | None = None
         acc: list[float] = []
+        entry: list[dict[float, Any]] | None = None
         for row, line, state in reader:
             if state != SAME or row["category"] != category:
                 category = row["category"]
@@ -61,8 +64,17 @@ class Side:
                     acc = cells[key] = [0] * width
                 if state == NEW:
                     acc[1] += 1
-            if book is not None:
-                book.add(row["category"], key[1], row)
+                if book is not None:
+                    entry = book.entry(category, key[1])
+            if entry is not None:  # one reply per value a column takes: a dict lookup each, no copy
+                if row["reward"] not in entry[0]:
+                    keep(entry[0], row["reward"], row)
+                if marked:
+                    markers = row["markers"]
+                    for index, guard in marked:
+                        value = markers.get(guard)
+                        if value is not None and value not in entry[index]:
+                            keep(entry[index], value, row)
             acc[0] += 1
             acc[2] += row["reward"]
             if columns:
