@@ -152,7 +152,8 @@ def compare_adapter(before_rows: Any, after_rows: Any, options: GateOptions | No
         comparisons = _with_flips(comparisons, before, after, metrics, failing, opts, sides.declared)
     rule = _rule(metrics, opts, use_holm, len(shared))
     if release is not None:
-        rule += "; " + release.summary()
+        rule = (f"{release.summary()} (advisory never fails; critical also fails when insufficient; overall is "
+                f"advisory unless named); in the other tiers: {rule}")
 
     return GateResult(
         comparisons=tuple(comparisons),
@@ -380,7 +381,8 @@ def _apply_holm(comparisons: list[Comparison], alpha: float | Sequence[float]) -
     tested = [i for i, c in enumerate(comparisons) if c.group != "overall" and c.p_less is not None]
     if not tested:
         return comparisons
-    _, adjusted = holm([float(comparisons[i].p_less or 0.0) for i in tested], alpha=0.5)  # all set
+    # the adjusted p-values do not depend on alpha (only holm's own reject does): each is held to its own
+    _, adjusted = holm([float(comparisons[i].p_less or 0.0) for i in tested])
     reject = [p <= alphas[i] for i, p in zip(tested, adjusted)]
     out = list(comparisons)
     for i, rej, p_adj in zip(tested, reject, adjusted):
