@@ -136,7 +136,7 @@ def _components(d: np.ndarray, df_rule: bool) -> Interval:
     return _t_interval(grand, total / (n_seeds * n_units), df)
 
 
-def _banerjee_margins(d: np.ndarray) -> Interval:
+def banerjee_raw_margins(d: np.ndarray) -> Interval:
     """Banerjee on the raw margins, var(seed means)/S and var(unit means)/U: the interaction counted twice."""
     _, n_seeds, n_units = d.shape
     seed_means, unit_means = d.mean(axis=2), d.mean(axis=1)
@@ -175,7 +175,7 @@ def candidates(boot_resamples: int, rng: np.random.Generator) -> dict[str, Calla
 
     return {
         "recipe (default)": default,
-        "Banerjee, raw margins": _banerjee_margins,
+        "Banerjee, raw margins": banerjee_raw_margins,
         "Satterthwaite": lambda d: _components(d, df_rule=False),
         "S-1 df rule": lambda d: _components(d, df_rule=True),
         "seed-t": _seed_t,

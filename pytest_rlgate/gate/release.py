@@ -21,7 +21,8 @@ when the category is missing; ``min_units`` turns a comparison over fewer units 
 ``insufficient``.
 
 Which rule applies: a guarded marker's comparison takes a ``marker:<guard>`` rule (exact
-name, else the first glob in file order), else its category's rule; a category's takes its
+name, else the first glob in file order; it names that guard in every group, overall
+included), else its category's rule; a category's takes its
 exact name, else the first glob; ``overall`` only a rule named ``overall`` and is advisory
 otherwise (the pooled number mixes tiers, so it must not overrule an advisory category).
 A selector that names nothing in the rows (no glob matches either) is a typo and an error
