@@ -149,3 +149,16 @@ def test_session_default(rlgate):
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
     assert "the 1 scenario that lost the most" in text and "the 2 scenarios that lost the most" in text
+
+
+def test_a_run_report_shows_the_flips_its_gate_recorded(tmp_path: Path) -> None:
+    from report_fixtures import make_run
+
+    from pytest_rlgate.report import report_text, write_report
+
+    run = make_run(tmp_path)  # the collapsing story: no_id regressed
+    gate = json.loads((run / "gate.json").read_text())
+    assert any(c["flips"] for c in gate["comparisons"])
+    page = write_report(run).read_text(encoding="utf-8")
+    assert "Flips in pass@1 no_id (regressed)" in page
+    assert "flips in pass@1 no_id (regressed):" in report_text(run)
