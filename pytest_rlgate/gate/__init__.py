@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import RegressionError, hide_user_errors
-from .afters import is_seed_sources
 from .options import GateOptions
 
 if TYPE_CHECKING:
@@ -50,6 +49,8 @@ def compare(before_rows: Any, after_rows: Any, options: GateOptions | None = Non
     recipe: :func:`~pytest_rlgate.gate.recipe.compare_seeds`. *options* is a
     :class:`GateOptions`; keyword *overrides* (``margin=0.05``) apply on top of it.
     """
+    from .afters import is_seed_sources
+
     opts = GateOptions.build(options, **overrides)
     if is_seed_sources(after_rows):
         from .recipe import compare_seeds

@@ -33,7 +33,7 @@ import numpy as np
 from tabulate import tabulate
 
 from ..data.rows import iter_checked
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 from .stats import DEFAULT_METHOD, METHOD_NAMES, t_cdf, t_ppf
 from .verdicts import MIN_UNITS
 
@@ -45,6 +45,9 @@ DEFAULT_DROP = 0.10
 DEFAULT_POWER = 0.80
 #: no category is planned beyond this many scenarios (a drop that small is not worth a holdout)
 _MAX_UNITS = 10_000_000
+
+#: a bad policy or row file in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 
 @dataclass(frozen=True)

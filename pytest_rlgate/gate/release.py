@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, hide_user_errors
 
 __all__ = ["TIERS", "Decision", "ReleasePolicy", "ReleaseRule", "as_release_policy", "load_release_policy"]
 
@@ -55,6 +55,9 @@ _TOP_KEYS = ("tiers", "rules")
 _MAX_BYTES = 1 << 20
 _GLOB = re.compile(r"[*?\[]")
 _MARKER = "marker:"
+
+#: a bad policy or row file in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,20 @@ pytest starts; environments, prompts, training and the statistics load inside th
 and fixtures that need them, and a session that sets no rlgate option and collects no
 test that uses rlgate prints nothing and loads none of it.
 
-The feature modules are marked for assertion rewriting before any of them is imported,
-as pytest asks of a plugin made of several modules: they import one another, and a module
-imported before pytest reaches it in ``pytest_plugins`` would be imported unmarked (a
-``PytestAssertRewriteWarning`` in every run when the package is installed editable).
+This module registers the feature modules itself when pytest registers it, rather than
+naming them in ``pytest_plugins``: pytest looks each name in ``pytest_plugins`` up among the
+``pytest11`` entry points of every installed distribution (a scan per name, in every run),
+and warns ``PytestAssertRewriteWarning`` for a feature module that another one imported
+before pytest reached it. They are marked for assertion rewriting before any of them is
+imported, as pytest asks of a plugin made of several modules, so the order in which they
+import one another does not matter.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -34,16 +39,21 @@ FEATURES = (
     "pytest_rlgate.plugin.baseline",
 )
 pytest.register_assert_rewrite(*FEATURES)
-pytest_plugins = list(FEATURES)
 
 #: ``@pytest.mark.rlgate(...)``: a test's environment and training knobs
 MARKER = "rlgate"
 #: keywords of the marker that are the ``rlgate`` fixture's gate options, not training knobs
 GATE_KEYS = ("show_flips", "flips_in", "policy")
-#: every setting :func:`add_setting` registered (dest names), for :func:`configured`
-_SETTINGS: list[str] = []
 
-_UNSET = object()
+
+def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
+    """When pytest registers this plugin, register each feature module beside it (unless blocked,
+    ``-p no:pytest_rlgate.plugin.gate``); ``-p no:rlgate`` blocks this module and so all of them."""
+    if plugin is not sys.modules[__name__]:
+        return
+    for name in FEATURES:
+        if not manager.is_blocked(name) and manager.get_plugin(name) is None:
+            manager.register(importlib.import_module(name), name)
 
 
 def add_setting(
@@ -64,8 +74,6 @@ def add_setting(
     group = parser.getgroup("rlgate", "pytest-rlgate: gate RL fine-tunes")
     group.addoption(f"--rlgate-{name}", dest=dest, type=type, default=None, metavar=metavar, help=help)
     parser.addini(dest, help=f"{help} (ini twin of --rlgate-{name})", type=ini_type, default=None)
-    if dest not in _SETTINGS:
-        _SETTINGS.append(dest)
 
 
 def setting(config: pytest.Config, name: str, type: Callable[[str], Any] = str) -> Any:
@@ -90,9 +98,19 @@ def configured(config: pytest.Config) -> bool:
     some other project's: the plugin then prints nothing and loads nothing.
     """
     for dest, value in vars(config.option).items():
-        if dest.startswith("rlgate_") and value not in (None, False):
+        if not dest.startswith("rlgate_"):
+            continue
+        if value not in (None, False):
             return True
-    return any(config.getini(dest) not in (None, "", []) for dest in _SETTINGS)
+        try:
+            raw = config.getini(dest)
+        except (ValueError, pytest.UsageError) as exc:  # no ini twin, or a value pytest cannot read: set
+            if str(exc).startswith("unknown configuration value"):
+                continue
+            return True
+        if raw not in (None, "", [], False):
+            return True
+    return False
 
 
 def used_by(items: list[pytest.Item]) -> bool:

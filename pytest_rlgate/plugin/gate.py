@@ -23,7 +23,6 @@ import pytest
 from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
-from pytest_rlgate.gate.afters import is_seed_sources
 from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
 from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
@@ -157,6 +156,8 @@ class RlgateGate:
 
     def _rooted_after(self, after: Any) -> Any:
         """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
+        from pytest_rlgate.gate.afters import is_seed_sources
+
         if isinstance(after, Mapping):
             return {seed: self._rooted(rows) for seed, rows in after.items()}
         return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
@@ -164,9 +165,11 @@ class RlgateGate:
     def compare(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
         record its result on the test (without raising). *options* override the session's."""
+        from pytest_rlgate.gate.afters import is_seed_sources
+
         __tracebackhide__ = hide_user_errors
         base = self.options
-        if (is_seed_sources(after) or isinstance(after, Mapping)) and not self._marked_policy:
+        if base.policy is not None and is_seed_sources(after) and not self._marked_policy:
             base = base.replace(policy=None)  # a session-wide policy is an adapter's; a recipe gates without it
         result = compare(self._rooted(before), self._rooted_after(after), base, **options)
         record = result.to_dict()
