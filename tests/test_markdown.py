@@ -127,3 +127,10 @@ def test_same(rlgate):
     assert "pytest test_it.py::test_hackable" in text
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert 'name="rlgate:pass@1:no_id" value="regressed -0.833' in junit
+
+
+def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path]) -> None:
+    result = compare(run[0], [run[1], run[1]], env="refund")  # two seeds, both hacked
+    text = markdown_summary(result)
+    assert "| pass@1 | no_id | 6×4 | 1.000 → 0.167 |" in text and "| REGRESSED |" in text
+    assert reproduce_command(result).count(str(run[1])) == 2

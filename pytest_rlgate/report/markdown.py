@@ -77,12 +77,14 @@ def _shown(comparisons: Sequence[Mapping[str, Any]], failing: set[tuple[str, str
 
 def _failing(record: Mapping[str, Any]) -> set[tuple[str, str]]:
     """The comparisons a failure names (``pass@1 regressed in no_id``, ``... in with_id may have dropped``)."""
-    text = "\n".join(record.get("failures") or ())
+    failures = list(record.get("failures") or ())
     out = set()
     for c in record["comparisons"]:
         if c.get("tier") == "advisory":
             continue
-        if f"{c['metric']} regressed in {c['group']}:" in text or f"{c['metric']} in {c['group']} " in text:
+        named = (f"{c['metric']} regressed in {c['group']}", f"{c['metric']} in {c['group']} ")
+        if any(f.startswith(named[0] + end) for f in failures for end in (":", " ")) or \
+                any(f.startswith(named[1]) for f in failures):
             out.add((c["metric"], c["group"]))
     return out
 
