@@ -134,3 +134,15 @@ def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path]) -> None:
     text = markdown_summary(result)
     assert "| pass@1 | no_id | 6×4 | 1.000 → 0.167 |" in text and "| REGRESSED |" in text
     assert reproduce_command(result).count(str(run[1])) == 2
+
+
+def test_an_inconclusive_summary_points_at_rlgate_plan(tmp_path: Path) -> None:
+    from test_gate import table_rows
+
+    from pytest_rlgate import write_rows
+
+    before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    write_rows(before, table_rows("no_id", [0] * 6))
+    write_rows(after, table_rows("no_id", [4, 0, 0, 0, 0, 0]))
+    text = markdown_summary(compare(before, after, guards=()))
+    assert f"`rlgate plan {before} --drop 0.10` says how many each needs" in text

@@ -163,6 +163,13 @@ def markdown_summary(result: Any, *, title: str | None = None, reproduce: str | 
                if c.get("flips")]
     for c in flipped:
         lines += _flip_lines(c)
+    undecided = list(dict.fromkeys(c["group"] for c in comparisons if c["verdict"] == "inconclusive"))
+    if undecided:
+        before = str((record.get("options") or {}).get("before") or "BEFORE.jsonl")
+        before = "BEFORE.jsonl" if before.startswith("<") else before
+        margin = float(record.get("margin") or 0.10)
+        lines += [f"**Inconclusive** in {', '.join(undecided)}: too few scenarios to tell a drop of {margin:.2f} "
+                  f"from noise; `rlgate plan {before} --drop {margin:.2f}` says how many each needs.", ""]
     lines += [f"**Rule:** {record.get('rule', '')}", ""]
     lines += [f"> warning: {w}" for w in record.get("warnings") or []]
     if record.get("warnings"):
