@@ -56,9 +56,9 @@ def open_rows(path: str | os.PathLike[str]) -> IO[bytes]:
         with open(path, "rb") as probe:
             packed = probe.read(2) == GZIP_MAGIC
         if not packed:
-            return open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+            return open(path, "rb")
         # lines come out of BufferedReader's C code, not GzipFile's Python readline
-        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)  # type: ignore[arg-type]
+        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)
     except FileNotFoundError:
         raise DataError("no such row file (write one with pytest_rlgate.write_rows or rlgate eval)",
                         path=label) from None

@@ -118,8 +118,9 @@ def _required(path: Path) -> Path:
 def _alarm_message(alarm: Mapping[str, Any]) -> str:
     """Why an alarm fired, in words, from HackMonitor's detail fields."""
     for key in ("message", "detail", "reason"):
-        if isinstance(alarm.get(key), str) and alarm[key]:
-            return alarm[key]
+        text = alarm.get(key)
+        if isinstance(text, str) and text:
+            return text
     kind = alarm.get("kind")
     if kind == "length" and is_number(alarm.get("length")) and is_number(alarm.get("was")):
         growth = f" (+{alarm['length'] / alarm['was'] - 1:.0%})" if alarm["was"] else ""
