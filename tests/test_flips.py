@@ -25,7 +25,7 @@ def _no_id_scenarios() -> list[str]:
     return sorted({item["scenario_id"] for item in holdout() if item["category"] == "no_id"})
 
 
-def _comparison(result, metric: str, group: str):  # noqa: ANN001, ANN202
+def _comparison(result, metric: str, group: str):
     return next(c for c in result.comparisons if c.metric == metric and c.group == group)
 
 

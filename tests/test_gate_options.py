@@ -99,3 +99,19 @@ def test_the_options_and_the_dispatch_load_no_numpy() -> None:
             "print(sorted(m for m in ('numpy', 'yaml', 'tabulate') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_statistics_take_their_defaults_from_the_options() -> None:
+    import inspect
+
+    from pytest_rlgate.gate.recipe_stats import compare_recipe
+    from pytest_rlgate.gate.stats import paired_bootstrap
+
+    for fn in (paired_bootstrap, compare_recipe):
+        parameters = inspect.signature(fn).parameters
+        assert parameters["n_resamples"].default == GateOptions().n_resamples
+        assert parameters["confidence_level"].default == GateOptions().confidence_level
+        assert parameters["method"].default == GateOptions().method
+    source = "".join(p.read_text(encoding="utf-8") for p in Path(gate_options.__file__).parent.glob("*.py")
+                     if p.name != "options.py")
+    assert "10_000" not in source and "10000" not in source

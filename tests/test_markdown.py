@@ -20,7 +20,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write_run(tmp_path_factory.mktemp("hackable"))
 
 
-def _tokens(text: str) -> list:  # noqa: ANN202 - markdown-it tokens
+def _tokens(text: str) -> list:
     markdown_it = pytest.importorskip("markdown_it")
     return markdown_it.MarkdownIt("commonmark").enable("table").parse(text)
 

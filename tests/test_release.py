@@ -26,7 +26,7 @@ def _policy(tmp_path: Path, text: str, name: str = "release.yaml") -> Path:
     return path
 
 
-def _cmp(result, metric: str, group: str):  # noqa: ANN001, ANN202
+def _cmp(result, metric: str, group: str):
     return next(c for c in result.comparisons if c.metric == metric and c.group == group)
 
 

@@ -256,7 +256,7 @@ class Env:
                 text = self._describe_reply(reply, dict(case or {}))
                 return str(text) if text else None
             found = self.features(reply)
-        except Exception:  # noqa: BLE001 - the user's code; the flip is shown without it
+        except Exception:  # the user's code: the flip is shown without a description
             return None
         named = [name if value == 1 else f"{name} {value:g}" for name, value in found.items() if value]
         return ", ".join(named) or None

@@ -120,7 +120,8 @@ class ReplyBook:
         slot = None if found is None else found[column - 2]
         if not slot:
             return None, None
-        return slot[max(slot) if high else min(slot)]
+        reply, case = slot[max(slot) if high else min(slot)]
+        return str(reply), case
 
 
 def flips_for(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -138,7 +138,7 @@ class GateOptions:
         for name in ("guards", "categories"):
             value = getattr(self, name)
             if value is not None:
-                if isinstance(value, str) or not isinstance(value, Sequence):
+                if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
                     raise UsageError(f"{name} must be a list of names, got {value!r}")
                 object.__setattr__(self, name, tuple(dict.fromkeys(value)))
         if self.by != BY:

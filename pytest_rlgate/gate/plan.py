@@ -139,7 +139,8 @@ def _drop(mde: float | None) -> str:
 
 
 def _expit(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+    return out
 
 
 def after_rates(before: np.ndarray, drop: float) -> np.ndarray | None:

@@ -26,7 +26,7 @@ from pytest_rlgate.gate import compare, require_passed
 from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
 from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
-from pytest_rlgate.options import path_problem
+from pytest_rlgate.options import Number, path_problem
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
 
@@ -39,12 +39,16 @@ PROPERTY = "rlgate_gate"
 _STATE = pytest.StashKey["_GateLog"]()
 
 
+def _kind(bound: Number | Choice) -> type:
+    """How a setting's text is read before its bound checks it: a name, an integer or a number."""
+    return str if isinstance(bound, Choice) else int if bound.integer else float
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     for name, spec in GateOptions.settings().items():
-        bound = spec.metadata["bound"]
-        kind = str if isinstance(bound, Choice) else int if bound.integer else float
+        bound, kind = spec.metadata["bound"], _kind(spec.metadata["bound"])
         choices = f", one of {', '.join(bound.choices)}" if isinstance(bound, Choice) else ""
-        add_setting(parser, name, type=kind, metavar="NAME" if kind is str else "INT" if kind is int else "X",
+        add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
                     help=f"gate: {spec.metadata['help']}{choices} (default {shown_default(spec)})")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
     add_setting(parser, "policy", metavar="FILE", help=f"gate: {GateOptions.field('policy').metadata['help']}")
@@ -54,20 +58,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _defaults(config: pytest.Config) -> dict[str, Any]:
-    """The :class:`GateOptions` the command line / ini set, by field; only what was set, each checked.
+    """The :class:`GateOptions` fields the command line / ini set; only what was set, each checked.
 
     :raises pytest.UsageError: a value out of its bound, naming the flag and its ini twin.
     """
     out: dict[str, Any] = {}
-    deprecated_seed = False
     for name, spec in GateOptions.settings().items():
-        bound = spec.metadata["bound"]
-        flag = name
+        bound, flag = spec.metadata["bound"], name
         if spec.name == "bootstrap_seed":
-            value, deprecated_seed = _bootstrap_seed(config)
-            flag = "seed" if deprecated_seed else name
+            value, deprecated = _bootstrap_seed(config)
+            flag = "seed" if deprecated else name
         else:
-            value = setting(config, name, str if isinstance(bound, Choice) else int if bound.integer else float)
+            value = setting(config, name, _kind(bound))
         if value is None:
             continue
         problem = bound.problem(value)

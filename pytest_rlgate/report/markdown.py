@@ -11,6 +11,7 @@ says where that is.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -36,8 +37,9 @@ def _record(result: Any) -> Mapping[str, Any]:
 
 def _scale(comparisons: Sequence[Mapping[str, Any]]) -> float:
     """Half-width of every bar: the widest bound shown, rounded up to a tenth (at least 0.1)."""
-    widest = max([abs(c[k]) for c in comparisons for k in ("low", "high", "delta") if c.get(k) is not None] or [0.1])
-    return max(0.1, min(1.0, -(-round(widest * 100) // 10) / 10))
+    widest = max([abs(float(c[k])) for c in comparisons for k in ("low", "high", "delta") if c.get(k) is not None]
+                 or [0.1])
+    return max(0.1, min(1.0, math.ceil(round(widest * 100) / 10) / 10))
 
 
 def interval_bar(low: float | None, high: float | None, delta: float, scale: float, width: int = BAR_WIDTH) -> str:
