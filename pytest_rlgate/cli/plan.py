@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .._io.atomic import atomic_write
 from ..errors import UsageError
+from ..gate.options import CONFIDENCE_LEVEL
 from ..gate.plan import DEFAULT_DROP, DEFAULT_POWER, plan
 from ..options import CONFIDENCE, Number, output_file
 
@@ -29,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the drop in pass@1 to see (default {DEFAULT_DROP})")
     parser.add_argument("--power", type=_SHARE_OPEN, default=DEFAULT_POWER, metavar="P",
                         help=f"the chance of calling that drop regressed (default {DEFAULT_POWER})")
-    parser.add_argument("--confidence", type=CONFIDENCE, default=0.95, metavar="LEVEL",
-                        help="the gate's confidence level (default 0.95)")
+    parser.add_argument("--confidence", type=CONFIDENCE, default=CONFIDENCE_LEVEL, metavar="LEVEL",
+                        help=f"the gate's confidence level (default {CONFIDENCE_LEVEL})")
     parser.add_argument("--category", action="append", metavar="NAME", default=None, dest="categories",
                         help="plan only this category (repeatable; default: every category of ROWS)")
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the plan as JSON")

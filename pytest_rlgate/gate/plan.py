@@ -34,17 +34,18 @@ from tabulate import tabulate
 
 from ..data.rows import iter_checked
 from ..errors import DataError, UsageError, hide_user_errors
-from .stats import DEFAULT_METHOD, METHOD_NAMES, t_cdf, t_ppf
+from .options import CONFIDENCE_LEVEL, DEFAULT_METHOD, MARGIN, METHOD_NAMES
+from .stats import t_cdf, t_ppf
 from .verdicts import MIN_UNITS
 
 __all__ = ["DEFAULT_DROP", "DEFAULT_POWER", "CategoryPlan", "Plan", "needed_units", "plan"]
 
 #: the drop a plan is sized for unless told: the gate's own flat margin
-DEFAULT_DROP = 0.10
+DEFAULT_DROP = MARGIN
 #: the power a plan is sized for unless told, as in every printed MDE
 DEFAULT_POWER = 0.80
 #: no category is planned beyond this many scenarios (a drop that small is not worth a holdout)
-_MAX_UNITS = 10_000_000
+_MAX_UNITS = 10**7
 
 #: a bad policy or row file in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -175,7 +176,8 @@ def _multiplier(n: int, confidence_level: float, power: float) -> float:
     return t_ppf(0.5 + confidence_level / 2.0, n - 1) + t_ppf(power, n - 1)
 
 
-def needed_units(sd: float, drop: float, *, power: float = DEFAULT_POWER, confidence_level: float = 0.95) -> int:
+def needed_units(sd: float, drop: float, *, power: float = DEFAULT_POWER,
+                 confidence_level: float = CONFIDENCE_LEVEL) -> int:
     """Smallest n >= 3 with ``(t_{1-a/2, n-1} + t_{power, n-1}) * sd / sqrt(n) <= drop``."""
     if sd <= 0:
         return MIN_UNITS
@@ -270,7 +272,7 @@ def plan(
     *,
     drop: float = DEFAULT_DROP,
     power: float = DEFAULT_POWER,
-    confidence_level: float = 0.95,
+    confidence_level: float = CONFIDENCE_LEVEL,
     categories: Sequence[str] | None = None,
 ) -> Plan:
     """Per category of *rows* (a row file or row dicts): scenarios needed to see *drop*, and today's MDE.

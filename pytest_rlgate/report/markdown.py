@@ -21,6 +21,7 @@ from typing import Any
 from .._io.atomic import atomic_write
 from ..errors import UsageError
 from ..gate.numtext import interval, signed
+from ..gate.options import BOOTSTRAP_SEED, CONFIDENCE_LEVEL, DEFAULT_METHOD, MARGIN, N_RESAMPLES, SHOW_FLIPS
 
 __all__ = ["BAR_WIDTH", "interval_bar", "markdown_summary", "reproduce_command", "step_summary_path",
            "write_markdown"]
@@ -101,10 +102,11 @@ def reproduce_command(result: Any) -> str:
              *(str(a) for a in afters if a is not None)]
     if options.get("env"):
         words += ["--env", str(options["env"])]
-    pairs = (("--seed", record.get("seed"), 0), ("--resamples", record.get("n_resamples"), 10_000),
-             ("--confidence", record.get("confidence_level"), 0.95), ("--method", record.get("method"), "expanded"),
-             ("--margin", record.get("margin"), 0.10), ("--max-drop", options.get("max_drop"), None),
-             ("--policy", options.get("policy"), None), ("--show-flips", options.get("show_flips"), 3))
+    pairs = (("--seed", record.get("seed"), BOOTSTRAP_SEED), ("--resamples", record.get("n_resamples"), N_RESAMPLES),
+             ("--confidence", record.get("confidence_level"), CONFIDENCE_LEVEL),
+             ("--method", record.get("method"), DEFAULT_METHOD), ("--margin", record.get("margin"), MARGIN),
+             ("--max-drop", options.get("max_drop"), None), ("--policy", options.get("policy"), None),
+             ("--show-flips", options.get("show_flips"), SHOW_FLIPS))
     for flag, value, default in pairs:
         if value is not None and value != default and not (flag == "--resamples" and value == 0):
             words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
@@ -143,7 +145,7 @@ def markdown_summary(result: Any, *, title: str | None = None, reproduce: str | 
     head = f"### {title or 'rlgate gate'}: {'✅' if passed else '❌'} {word}"
     if not passed:
         head += f" ({len(failures)} failure{'s' if len(failures) != 1 else ''})"
-    level = f"{record.get('confidence_level', 0.95):.0%}"
+    level = f"{record.get('confidence_level', CONFIDENCE_LEVEL):.0%}"
     shown = _shown(comparisons, failing)
     scale = _scale(shown)
     lines = [head, "", "| metric | group | units×k | before → after | Δ | " + level + " CI | "
@@ -169,7 +171,7 @@ def markdown_summary(result: Any, *, title: str | None = None, reproduce: str | 
     if undecided:
         before = str((record.get("options") or {}).get("before") or "BEFORE.jsonl")
         before = "BEFORE.jsonl" if before.startswith("<") else before
-        margin = float(record.get("margin") or 0.10)
+        margin = float(record.get("margin") or MARGIN)
         lines += [f"**Inconclusive** in {', '.join(undecided)}: too few scenarios to tell a drop of {margin:.2f} "
                   f"from noise; `rlgate plan {before} --drop {margin:.2f}` says how many each needs.", ""]
     lines += [f"**Rule:** {record.get('rule', '')}", ""]
