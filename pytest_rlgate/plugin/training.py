@@ -150,7 +150,7 @@ class AdapterFactory:
 
 
 def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
-    from pytest_rlgate.data.baseline import run_rows
+    from pytest_rlgate.train.baseline import run_rows
 
     if trained.run is not None:
         return run_rows(trained.run, side)  # with the run's provenance header
