@@ -26,10 +26,12 @@ interval for a sum of independently estimated variances). Why: in a crossed desi
 first and third terms and ``var(m_u) / U`` the second and *again* the third, so the residual
 mean square (which estimates ``s²_inter``) is taken out of the unit piece once: nothing is
 counted twice, and the interaction stays in the piece with the fewer degrees of freedom.
-With 3 seeds the seed piece has 2 degrees of freedom (t = 4.30); Banerjee's combination
-keeps the nominal level for every ratio of the pieces under normal theory, where the usual
-Satterthwaite degrees of freedom are estimated from the same noisy seed variance and so come
-out too large exactly when that variance is underestimated.
+With 3 seeds the seed piece has 2 degrees of freedom (t = 4.30). For two independently
+estimated pieces Banerjee's combination keeps the nominal level for every ratio of them under
+normal theory, where the usual Satterthwaite degrees of freedom are estimated from the same
+noisy seed variance and so come out too large exactly when that variance is underestimated;
+with the interaction taken out of the unit piece the pieces are no longer independent, and
+it is the simulation below, not that theorem, that vouches for the level.
 
 Chosen by simulation (benchmarks/bench_recipe_calibration.py: unit effects, seed effects of
 size tau on the logit scale, seed x unit interaction, k = 4 rollouts, binary pass; S in
