@@ -99,22 +99,35 @@ def test_fixture(rlgate):
 
 def test_reader():
     pytest_rlgate.load_rows("broken.jsonl")
+
+def test_not_json():
+    pytest_rlgate.compare("not_json.jsonl", "good.jsonl")
+
+def test_missing():
+    pytest_rlgate.read_header("missing.jsonl")
+
+def test_bad_env():
+    pytest_rlgate.load_env("no_such_environment")
 """
 
 
 def test_a_bad_row_file_in_a_users_test_reads_as_one_line_naming_file_and_line(pytester: pytest.Pytester) -> None:
     (pytester.path / "broken.jsonl").write_text('{"prompt": "x", "category": "no_id"}\n', encoding="utf-8")
+    (pytester.path / "not_json.jsonl").write_text('{"prompt": \n', encoding="utf-8")
     (pytester.path / "good.jsonl").write_text("", encoding="utf-8")
     pytester.makepyfile(test_broken=BROKEN_TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=6)
     out = result.stdout.str()
     errors = [line for line in out.splitlines() if line.startswith("E ")]
-    assert len(errors) == 3, out
-    assert all("pytest_rlgate.DataError: broken.jsonl:1: " in line for line in errors), errors
+    assert len(errors) == 6, out
+    assert sum("pytest_rlgate.DataError: broken.jsonl:1: " in line for line in errors) == 3, errors
+    assert any("pytest_rlgate.DataError: not_json.jsonl:1: " in line for line in errors), errors
+    assert any("missing.jsonl: no such row file" in line for line in errors), errors
+    assert any("no_such_environment" in line for line in errors), errors
     assert "pytest_rlgate/" not in out and "pytest_rlgate" + os.sep not in out, out  # no frame of the library
     lines = out.splitlines()
-    for name in ("test_api", "test_fixture", "test_reader"):
+    for name in ("test_api", "test_fixture", "test_reader", "test_not_json", "test_missing", "test_bad_env"):
         start = next(i for i, line in enumerate(lines) if line.startswith("_") and f" {name} " in line)
         end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("_", "=")))
         assert len([line for line in lines[start + 1:end] if line.strip()]) <= 5, lines[start:end]

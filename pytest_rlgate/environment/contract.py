@@ -24,9 +24,12 @@ from types import ModuleType
 from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
 ENTRY_POINT_GROUP = "rlgate.envs"

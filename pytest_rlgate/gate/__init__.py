@@ -68,11 +68,11 @@ def require_passed(result: R) -> R:
     return result
 
 
-def assert_no_regression(before_rows: Any, after_rows: Any, options: GateOptions | None = None,
+def assert_no_regression(before: Any, after: Any, options: GateOptions | None = None,
                          **overrides: Any) -> GateResult | RecipeGateResult:
     """Run :func:`compare` and raise :class:`~pytest_rlgate.RegressionError` (an AssertionError) on failure.
 
-    *after_rows* may be one row source or several (a list, or a mapping seed -> rows);
+    *after* may be one row source or several (a list, or a mapping seed -> rows);
     *options* and *overrides* are :func:`compare`'s. Returns the result when the gate passes.
     """
-    return require_passed(compare(before_rows, after_rows, options, **overrides))
+    return require_passed(compare(before, after, options, **overrides))
