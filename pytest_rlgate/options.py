@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number", "add_env_argument",
-           "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file", "path_problem",
-           "share"]
+__all__ = ["HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number", "ReadOptions",
+           "add_env_argument", "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file",
+           "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -215,3 +215,78 @@ class Deprecated(argparse.Action):
             warnings.warn(f"{option_string} is now {self.option_strings[0]}; {option_string} will be removed",
                           DeprecationWarning, stacklevel=2)
         setattr(namespace, self.dest, values)
+
+
+def _read(default: Any, help: str, *, flag: str | None, metavar: str | None = None) -> Any:
+    """A :class:`ReadOptions` field: its *help*, the ``rlgate gate``/``rlgate convert`` *flag*
+    (the plugin's setting is ``--rlgate-`` + the flag's name) and its *metavar*; no flag: per path only."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar})
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How an eval harness's per-sample record becomes a graded row; None means the reader's default.
+
+    Declared once for every door: :func:`pytest_rlgate.read_rows` takes them as keywords,
+    ``rlgate gate`` and ``rlgate convert`` generate their flags from these fields and the
+    plugin its ``--rlgate-*`` settings (with ini twins). Pure Python, so the plugin reads
+    the fields when pytest starts without loading a reader.
+
+    *format* names the reader (default: detected per path). *category* and *unit* are dotted
+    paths into the harness's record (``doc.subject``, ``metadata.category``); *metric* names
+    the score (an lm-eval metric, an Inspect scorer, a promptfoo named score, a verifiers
+    metric); *pass_threshold* turns a non-binary score into a pass (``score >= X``, or ``<=``
+    for a metric the harness marks lower-is-better); *filter* picks one of an lm-eval task's
+    filters; *provider* one promptfoo provider of a file holding several (per path:
+    ``results.json#provider=ID``); *allow_prompt_change* lets a side whose prompts changed
+    (another chat template) be gated against the other anyway.
+    """
+
+    format: str | None = _read(None, "the format of every side (default: detected per path)", flag="--format",
+                               metavar="NAME")
+    category: str | None = _read(
+        None, "dotted path to the category in a harness record (lm-eval: task, group or doc.FIELD; Inspect: a "
+              "metadata key; promptfoo: e.g. testCase.metadata.KEY or namedScores)",
+        flag="--category-key", metavar="KEY")
+    unit: str | None = _read(None, "dotted path to the unit in a harness record (the resampling cluster; default: "
+                                   "the harness's item id)", flag="--unit-key", metavar="KEY")
+    metric: str | None = _read(None, "the score: an lm-eval metric, an Inspect scorer, a promptfoo named score, a "
+                                     "verifiers metric (default: the harness's first/main one)",
+                               flag="--metric", metavar="NAME")
+    pass_threshold: float | None = _read(None, "a non-binary score passes at >= X (<= X for a lower-is-better "
+                                               "lm-eval metric)", flag="--pass-threshold", metavar="X")
+    filter: str | None = _read(None, "lm-eval: the filter to read for tasks scored under several (e.g. "
+                                     "strict-match)", flag="--filter", metavar="NAME")
+    provider: str | None = _read(None, "promptfoo: the provider of a file holding several (PATH#provider=ID)",
+                                 flag=None)
+    allow_prompt_change: bool = _read(False, "lm-eval/Inspect: gate items whose prompt changed between the sides "
+                                             "(another chat template), reporting how many; default: refused",
+                                      flag="--allow-prompt-change")
+
+    def __post_init__(self) -> None:
+        from .errors import UsageError  # the floor this module shares: imported when an option is checked
+
+        for name in ("format", "category", "unit", "metric", "filter", "provider"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise UsageError(f"{name}={value!r}: expected a non-empty string")
+        threshold = self.pass_threshold
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not math.isfinite(threshold)):
+            raise UsageError(f"pass_threshold={threshold!r}: expected a finite number")
+        if not isinstance(self.allow_prompt_change, bool):
+            raise UsageError(f"allow_prompt_change={self.allow_prompt_change!r}: expected True or False")
+
+    def shaping(self) -> dict[str, Any]:
+        """The options that decide what a row means (the header records them; both sides must agree)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in ("format", "provider", "allow_prompt_change")}
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def flags(cls) -> dict[str, dataclasses.Field[Any]]:
+        """flag name without its dashes (``category-key``) -> its field, for every option a door sets for all paths."""
+        return {f.metadata["flag"][2:]: f for f in dataclasses.fields(cls) if f.metadata["flag"]}

@@ -117,3 +117,43 @@ def test_the_header_records_the_task_and_the_options(tmp_path: Path) -> None:
     assert header["env_fingerprint"].startswith("sha256:")
     assert header["env_fingerprint"] != read_rows(LM_EVAL / "base", filter="first-line").header["env_fingerprint"]
     json.dumps(header)  # a row file's header: plain JSON
+
+
+def test_two_sides_with_one_label_pair_each_by_its_own_units() -> None:
+    """Two sides may share a label (one file read twice): each side drops and reports its own units."""
+    from pytest_rlgate.data.rows import RowReader
+    from pytest_rlgate.gate.sides import Side, pair_units
+
+    def side(prompts: list[str]) -> Side:
+        rows = [{**row, "prompt": prompt} for row, prompt in zip(_rows("a", [1] * len(prompts)), prompts)]
+        return Side(RowReader(rows, name="results.json"), ())
+
+    before, after = side(["u1", "u2", "u3", "u4"]), side(["u1", "u2", "u3", "u5"])
+    with pytest.raises(DataError) as info:
+        pair_units(before, after, ["a"], shared_units_only=False)
+    assert "1 unit(s) of results.json missing from results.json: 'u4' (a)" in str(info.value)
+    assert "1 unit(s) of results.json missing from results.json: 'u5' (a)" in str(info.value)
+    note = pair_units(before, after, ["a"], shared_units_only=True)
+    assert note is not None and before.dropped == after.dropped == 1
+    assert set(before.units["a"]) == set(after.units["a"]) == {"u1", "u2", "u3"}
+
+
+def test_rows_a_reader_made_are_checked_in_place_and_others_are_copied() -> None:
+    """A reader's rows are its own (made afresh each pass): the gate normalises them in place; a caller's stay."""
+    from pytest_rlgate.data.rows import RowReader
+
+    mine = [{**row, "reward": 1.0} for row in _rows("a", [1, 1])]
+    with RowReader(mine) as reader:
+        assert [row["reward"] for row, _line, _state in reader] == [1, 1]
+    assert [type(row["reward"]) for row in mine] == [float, float]  # the caller's rows are untouched
+
+    class Fresh(list):
+        fresh_rows = True
+
+    theirs = Fresh({**row, "reward": 1.0} for row in _rows("a", [1, 1]))
+    with RowReader(theirs) as reader:
+        read = [row for row, _line, _state in reader]
+    assert all(a is b for a, b in zip(read, theirs)) and [type(row["reward"]) for row in theirs] == [int, int]
+    bad = Fresh([{**_rows("a", [1])[0], "score": float("nan")}])
+    with pytest.raises(DataError, match="score"), RowReader(bad, name="<fresh>") as reader:
+        list(reader)

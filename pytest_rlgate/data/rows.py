@@ -21,21 +21,27 @@ and the fix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 from ..environment.contract import Env, EnvSpec, load_env
-from ..errors import DataError, UsageError
-from .jsonl import iter_checked_lines, iter_json_lines
+from ..errors import DataError, UsageError, hide_user_errors
+from .jsonl import check_lines, read_first
 from .provenance import HEADER_KEY, check_header, is_header, row_header
-from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
+from .rowfile import ROW_FILE, open_rows, write_lines
 
-__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "Rows", "grade_replies", "header_of", "iter_checked",
-           "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row", "write_rows"]
+__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
+           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
+           "write_rows"]
+
+#: a bad row file read from a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: fields every row must carry (``reply`` may be spelled ``final_text``)
 REQUIRED_FIELDS: tuple[str, ...] = ("prompt", "category", "rollout_index", "reply", "score", "reward", "markers")
@@ -207,19 +213,99 @@ def iter_checked(source: Any, *, name: str | None = None) -> Iterator[tuple[dict
 
     ``SAME`` as the previous row's, ``CHANGED`` to one seen before, or ``NEW``: a consumer
     counts prompts on ``NEW`` and needs to look at a row's other keys only when it is not
-    ``SAME`` (rows of one prompt usually come together).
+    ``SAME`` (rows of one prompt usually come together). The file is opened on the first
+    ``next()``; a caller that needs the header first opens a :class:`RowReader` itself.
     """
-    if isinstance(source, (str, os.PathLike)):
-        return _checked(source, os.fspath(source), file=True)
     if isinstance(source, Mapping):
         raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
-    return _checked(source, name or "<rows>", file=False)
+    return _stream(source, name)
 
 
-def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str, Any], int, int]]:
-    """The one loop every row passes through: parse, validate, refuse duplicates, stream.
+def _stream(source: Any, name: str | None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    with RowReader(source, name=name) as reader:
+        yield from reader
 
-    A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
+
+class RowReader:
+    """One row source, opened once: its provenance header on opening, then its rows from the same handle.
+
+    A file's first non-blank line is read (and checked, once) when the reader is made:
+    ``header`` is that header, or None for a file without one; the rows stream when the
+    reader is iterated, which it may be once. In-memory rows have the header of a
+    :class:`Rows` (else None). A context manager: leaving it closes the file, read or not.
+
+    A source that makes its rows afresh on each pass (``fresh_rows`` true: a reader of
+    another tool's format) owns them, so a plain valid row is checked in place, as a file's
+    row is, instead of copied; anything else is validated in full.
+    """
+
+    def __init__(self, source: Any, *, name: str | None = None) -> None:
+        if isinstance(source, Mapping):
+            raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
+        self.is_file = isinstance(source, (str, os.PathLike))
+        self.label = os.fspath(source) if self.is_file else name or "<rows>"
+        #: what was opened: a path, or the rows themselves
+        self.source = source
+        self._handle: IO[bytes] | None = None
+        self._first: list[tuple[int, bytes]] = []  #: the first row's line when the file has no header
+        self._next_line = 1
+        self._used = False
+        self.header: dict[str, Any] | None
+        if self.is_file:
+            self._handle = open_rows(source)
+            try:
+                self.header = self._read_header(self._handle)
+            except BaseException:
+                self.close()
+                raise
+        else:
+            self.header = getattr(source, "header", None)
+
+    def _read_header(self, handle: IO[bytes]) -> dict[str, Any] | None:
+        first = read_first(handle, self.label, what=ROW_FILE)
+        if first is None:
+            return None
+        line, raw, obj = first
+        self._next_line = line + 1
+        if is_header(obj):
+            return check_header(obj, path=self.label, line=line)
+        self._first = [(line, raw)]
+        return None
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
+        """``(row, line, state)`` for every row (``state`` as :func:`iter_checked` says), then the file is closed."""
+        if self._used:
+            raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
+        self._used = True
+        if self._handle is None:
+            if getattr(self.source, "fresh_rows", False):
+                rows = ((line, item, _fast_row(item)) for line, item in enumerate(self.source, 1))
+            else:  # the caller's rows: validate_row copies what it normalises, so they stay as they were
+                rows = ((line, item, False) for line, item in enumerate(self.source, 1))
+            return _checked(rows, self.label, file=False)
+        lines = itertools.chain(self._first, enumerate(self._handle, self._next_line))
+        return _checked(check_lines(lines, self.label, what=ROW_FILE, check=_fast_row), self.label, file=True)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+    def __enter__(self) -> RowReader:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def _checked(numbered: Iterable[tuple[int, Any, bool]], label: str, *,
+             file: bool) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """The one loop every row passes through: validate, refuse duplicates, stream.
+
+    *numbered* are ``(line, value, checked)``: a file's lines after its header, parsed
+    (:func:`~pytest_rlgate.data.jsonl.check_lines`), or in-memory rows by position;
+    ``checked`` says the value is a plain valid row already (:func:`_fast_row`). A row is
+    unique per (scenario, prompt, eval_run) and rollout index: several prompts may
     share a scenario (paraphrases of one situation), and re-runs of the same policy
     (``eval_run``) legitimately repeat a rollout index. Each key keeps one int bitmask of the
     indices it had, filed under the key's hash: ints, so the table neither holds a million
@@ -228,24 +314,16 @@ def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str,
     touched only when the prompt changes. One loop, with no helper generators, because at a
     million rows every call and generator hop shows.
     """
-    numbered = (iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row) if file
-                else ((line, item, False) for line, item in enumerate(source, 1)))
     seen: dict[int, int] = {}
     large: set[tuple[int, int]] = set()
     key: tuple[Any, str, Any] | None = None
     mask = count = slot = 0
-    first = file  # a file's first value may be its header
     for line, obj, checked in numbered:
-        if checked:  # a plain valid row, as the fast parser read it
+        if checked:  # a plain valid row, read fast or made afresh by its source
             if type(obj["reward"]) is not int:
                 obj["reward"] = int(obj["reward"])
-        elif first and is_header(obj):
-            check_header(obj, path=label, line=line)
-            first = False
-            continue
         else:  # copies what it normalises: the caller's rows stay
             obj = validate_row(obj, path=label, line=line)
-        first = False
         get = obj.get
         here = (get("scenario_id"), obj["prompt"], get("eval_run"))
         state = SAME
@@ -279,14 +357,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     Reads the first non-blank line only, so it is cheap on any file size.
     """
-    label = os.fspath(path)
-    lines = iter_json_lines(path, what=ROW_FILE, fix=ROW_FILE_FIX)
-    try:
-        for line, obj in lines:
-            return check_header(obj, path=label, line=line) if is_header(obj) else None
-    finally:
-        lines.close()
-    return None
+    with RowReader(path) as reader:
+        return reader.header
 
 
 def read_rows(source: Any) -> Iterator[dict[str, Any]]:

@@ -20,12 +20,12 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, UsageError
-from ..rows import read_header, read_rows as _check_rows
+from ..rows import RowReader, read_rows as _check_rows
 from .pairing import check_items, check_sources, describe
 from .source import Reader, ReadOptions, RowSource
 
@@ -141,6 +141,7 @@ def read_rows(
 ) -> RowSource:
     """Open a row file or a harness's output as rows: an iterable with ``header``, re-read on each pass.
 
+    The options are :class:`~pytest_rlgate.options.ReadOptions`' fields.
     *format* is a name of :func:`reader_names` (default: detected). *category* and *unit*
     are dotted paths into the harness's record (lm-eval: ``doc.subject``, or ``task`` /
     ``group``; Inspect: a ``metadata`` key), *metric* the score (lm-eval metric, Inspect
@@ -155,14 +156,13 @@ def read_rows(
     if not isinstance(source, (str, os.PathLike)):
         return _check_rows(source)  # type: ignore[return-value]  # rows in memory: validated as they stream
     path, picked = _split(source)
-    values: dict[str, Any] = {"category": category, "unit": unit, "metric": metric,
+    values: dict[str, Any] = {"format": format, "category": category, "unit": unit, "metric": metric,
                               "pass_threshold": pass_threshold, "filter": filter, "provider": provider,
                               "allow_prompt_change": allow_prompt_change}
-    unknown = sorted(set(picked) - set(values) - {"format"})
+    unknown = sorted(set(picked) - set(ReadOptions.names()))
     if unknown:
         raise UsageError(f"{os.fspath(source)!r}: unknown option(s) after '#': {', '.join(unknown)} "
-                         f"(known: format, {', '.join(values)})")
-    format = picked.pop("format", None) or format
+                         f"(known: {', '.join(ReadOptions.names())})")
     if "pass_threshold" in picked:
         try:
             picked["pass_threshold"] = float(picked["pass_threshold"])  # type: ignore[assignment]
@@ -171,6 +171,7 @@ def read_rows(
     if "allow_prompt_change" in picked:
         picked["allow_prompt_change"] = picked["allow_prompt_change"].lower() in ("1", "true", "yes")  # type: ignore[assignment]
     options = ReadOptions(**{**values, **picked})
+    format = options.format
     name = format or detect_format(path)
     if not path.exists():
         raise DataError(_MISSING, path=path)
@@ -197,44 +198,30 @@ def as_side(source: Any) -> Any:
     return source
 
 
-def _header(side: Any) -> Mapping[str, Any] | None:
-    if isinstance(side, RowSource):
-        return side.header
-    if isinstance(side, (str, os.PathLike)):
-        try:
-            return read_header(side)
-        except DataError:
-            return None  # the gate reports a bad file at its line
-    return getattr(side, "header", None)
-
-
-def _label(side: Any, default: str) -> str:
-    if isinstance(side, RowSource):
-        return side.label
-    return os.fspath(side) if isinstance(side, (str, os.PathLike)) else default
-
-
-def check_sides(before: Any, afters: Sequence[Any]) -> list[str]:
+def check_sides(before: RowReader, afters: Sequence[RowReader]) -> list[str]:
     """Refuse sides from different harnesses, tasks or task versions (naming both); else the notes.
 
-    Links harness sides pairwise so that, once both have been read, the items they share
-    are checked (:func:`check_items`): another document or target is refused, another
-    prompt too unless ``allow_prompt_change``.
+    Each side is an opened :class:`~pytest_rlgate.data.rows.RowReader` (its header read
+    once, when it was opened). Links two harness sides so that, once both have been read,
+    the items they share are checked (:func:`check_items`): another document or target is
+    refused, another prompt too unless ``allow_prompt_change``.
     """
     notes: list[str] = []
     for after in afters:
-        notes += check_sources((_label(before, "<before rows>"), _header(before)),
-                               (_label(after, "<after rows>"), _header(after)))
-        if isinstance(before, RowSource) and isinstance(after, RowSource) and len(afters) == 1:
-            before.partner, after.partner = after, before
+        notes += check_sources((before.label, before.header), (after.label, after.header))
+        one, other = before.source, after.source
+        if isinstance(one, RowSource) and isinstance(other, RowSource) and len(afters) == 1:
+            one.partner, other.partner = other, one
     return list(dict.fromkeys(notes))
 
 
-def source_notes(sides: Sequence[Any]) -> Iterator[str]:
+def source_notes(sides: Sequence[RowReader]) -> Iterator[str]:
     """What reading the sides let through (errored samples, allowed prompt changes), in order."""
     seen: set[str] = set()
     for side in sides:
-        for note in getattr(side, "notes", ()):
-            if isinstance(side, RowSource) and note not in seen:
-                seen.add(note)
-                yield note
+        source = side.source
+        if isinstance(source, RowSource):
+            for note in source.notes:
+                if note not in seen:
+                    seen.add(note)
+                    yield note

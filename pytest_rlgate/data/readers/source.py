@@ -7,9 +7,10 @@ validates. Its header says where the rows came from (``source``: the harness, it
 the task and the task version it recorded, and the options that shaped the rows), which is
 how two sides from different tasks are refused before a single row is compared.
 
-Readers own their format; the knobs they share live here, declared once: which field of a
-record is the category and the unit, which metric is the score, and the threshold that turns
-a non-binary score into a pass.
+Readers own their format; the knobs they share are :class:`~pytest_rlgate.options.ReadOptions`,
+declared once beside the other doors' options: which field of a record is the category and
+the unit, which metric is the score, and the threshold that turns a non-binary score into a
+pass.
 """
 
 from __future__ import annotations
@@ -19,53 +20,18 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from ...errors import DataError, UsageError
+from ...errors import DataError
+from ...options import ReadOptions
 from ..provenance import HEADER_KEY, HEADER_VERSION
 from .hashes import pack, unpack
 from .pairing import check_items
 
 __all__ = ["ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of", "path_getter",
            "short_hash", "source_header", "unpack"]
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How a harness record becomes a row; None means the reader's default.
-
-    *category* and *unit* are dotted paths into the harness's record (``doc.subject``,
-    ``metadata.category``); *metric* names the score (an lm-eval metric, an Inspect scorer,
-    a promptfoo named score, a verifiers metric); *pass_threshold* turns a non-binary score
-    into a pass (``score >= X``, or ``<=`` for a metric the harness marks lower-is-better);
-    *filter* picks one of an lm-eval task's filters; *provider* one promptfoo provider of a
-    file holding several; *allow_prompt_change* lets a side whose prompts changed (another
-    chat template) be gated against the other anyway.
-    """
-
-    category: str | None = None
-    unit: str | None = None
-    metric: str | None = None
-    pass_threshold: float | None = None
-    filter: str | None = None
-    provider: str | None = None
-    allow_prompt_change: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("category", "unit", "metric", "filter", "provider"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise UsageError(f"{name}={value!r}: expected a non-empty string")
-        threshold = self.pass_threshold
-        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                      or not math.isfinite(threshold)):
-            raise UsageError(f"pass_threshold={threshold!r}: expected a finite number")
-
-    def shaping(self) -> dict[str, Any]:
-        """The options that decide what a row means (the header records them; both sides must agree)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("provider", "allow_prompt_change")}
 
 
 class Reader(Protocol):
@@ -112,6 +78,9 @@ class RowSource:
     #: how the side was named (``results.json#provider=ID``), when that says more than the path
     spec: str | None = None
     _pass: Iterator[dict[str, Any]] | None = field(default=None, repr=False)
+    #: every pass makes its rows afresh, so the gate checks a plain valid one in place, as it
+    #: does a row it parsed from a file (:class:`~pytest_rlgate.data.rows.RowReader`), not a copy
+    fresh_rows: ClassVar[bool] = True
 
     @property
     def label(self) -> str:
