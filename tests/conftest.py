@@ -15,3 +15,14 @@ import numpy.fft  # noqa: F401
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def hub_model_dir(tmp_path_factory: pytest.TempPathFactory):
+    """A folder holding a hub-shaped Qwen2 chat model (``tests/_hub_model.py``), built once a session."""
+    from _hub_model import build_hub_model
+
+    return build_hub_model(tmp_path_factory.mktemp("hub-model") / "qwen2-tiny")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +141,23 @@ def _generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: 
         uniforms = torch.stack([torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(s),
                                            dtype=torch.float64) for s in seeds]).to(device)
         processors.append(_InverseCdfSampler(uniforms, temperature, top_p, width))
-    out = model.generate(**enc, generation_config=config, logits_processor=processors)
+    with _own_generation_config(model, config):
+        out = model.generate(**enc, generation_config=config, logits_processor=processors)
     return tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+
+
+@contextlib.contextmanager
+def _own_generation_config(model: Any, config: Any) -> Iterator[None]:
+    """Generate with *config* alone: ``generate`` fills every field left unset from the model's
+    own generation config, and a hub checkpoint's (Qwen2.5's: repetition penalty 1.05, top-k 20,
+    temperature 0.7) would change the distribution the rows' header names."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    saved = inner.generation_config
+    inner.generation_config = config
+    try:
+        yield
+    finally:
+        inner.generation_config = saved
 
 
 def sample(
