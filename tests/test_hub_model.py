@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-torch = pytest.importorskip("torch")
-torch.set_num_threads(1)
-
 from _hub_model import TOOL_TAGS, model_and_tokenizer
 
 from pytest_rlgate.envs.refund import TOOLS
 from pytest_rlgate.policy.load import load_policy
 from pytest_rlgate.policy.sampling import sample
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
 
 PROMPTS = ["Please refund ORD-4017.", "Where is my order?", "Tell me a joke."]
 FAST = {"max_new_tokens": 10, "progress": False}

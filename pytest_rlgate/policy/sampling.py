@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._io import ranks
 from .._io.progress import bar, progress_enabled
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
@@ -42,6 +43,7 @@ __all__ = [
     "reply_seed",
     "sample",
     "sample_rows",
+    "shard",
 ]
 
 #: The reference recipe's evaluation temperature: diverse enough that pass@1 over k samples
@@ -253,7 +255,14 @@ def sample_rows(
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
     """
     env = load_env(env)
-    replies = sample(model, tokenizer, items, k=k, seed=seed, env=env, **options)
+
+    progress = options.pop("progress", None)
+
+    def draw(part: Sequence[Mapping[str, Any]], shown: bool = True) -> Any:
+        return sample(model, tokenizer, part, k=k, seed=seed, env=env, progress=progress if shown else False,
+                      **options)
+
+    replies = _sharded(draw, items)
     meta: dict[str, Any] = {"sample_seed": seed}
     if policy is not None:
         meta["policy"] = policy
@@ -263,6 +272,46 @@ def sample_rows(
                         temperature=options.get("temperature", SAMPLE_TEMPERATURE),
                         top_p=options.get("top_p", SAMPLE_TOP_P))
     return Rows(grade_replies(items, replies, env=env, **meta), header=header)
+
+
+def _unit(item: Mapping[str, Any]) -> Any:
+    """What a prompt is sampled with on one rank: its scenario (else the prompt itself)."""
+    scenario = item.get("scenario_id") if isinstance(item, Mapping) else None
+    return ("scenario", scenario) if scenario is not None else ("prompt", _prompt_text(item))
+
+
+def shard(items: Sequence[Any], rank: int, world: int) -> list[int]:
+    """The positions of *items* rank *rank* of *world* samples: whole units (scenarios), dealt
+    longest-first to the least-loaded rank, so every rank has about the same work."""
+    units: dict[Any, list[int]] = {}
+    for position, item in enumerate(items):
+        units.setdefault(_unit(item), []).append(position)
+    load = [0] * world
+    mine: list[int] = []
+    for positions in sorted(units.values(), key=lambda ps: (-sum(len(_prompt_text(items[p])) for p in ps), ps[0])):
+        owner = min(range(world), key=lambda r: (load[r], r))
+        load[owner] += sum(len(_prompt_text(items[p])) + 1 for p in positions)
+        if owner == rank:
+            mine.extend(positions)
+    return sorted(mine)
+
+
+def _sharded(draw: Any, items: Sequence[Any]) -> list[list[str]]:
+    """``draw(items)``, split across the ranks of a torchrun / accelerate job by unit and gathered.
+
+    A reply depends on its seed, rollout and rendered chat only (:func:`reply_seed`), so the
+    gathered replies are the ones one process draws. Only the main process shows a bar.
+    """
+    world = ranks.world_size()
+    if world == 1:
+        return list(draw(items))
+    mine = shard(items, ranks.rank(), world)
+    parts = ranks.run_everywhere(lambda: list(zip(mine, draw([items[i] for i in mine], ranks.is_main()))))
+    replies: list[list[str]] = [[] for _ in items]
+    for part in parts:
+        for position, texts in part:
+            replies[position] = texts
+    return replies
 
 
 def _fingerprint(items: Sequence[Mapping[str, Any]]) -> str | None:
