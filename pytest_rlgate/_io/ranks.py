@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from ..errors import RankError, RlgateError
 
 __all__ = ["barrier", "broadcast", "finish", "gather", "init_from_launcher", "is_main", "launched_world_size", "rank",
-           "run_everywhere", "world_size"]
+           "run_everywhere", "together", "world_size"]
 
 T = TypeVar("T")
 _objects_group: list[Any] = []  # the gloo group for object collectives, made on first use
@@ -129,22 +129,45 @@ def broadcast(obj: T) -> T:
     return box[0]
 
 
-def run_everywhere(work: Callable[[], T]) -> list[T]:
-    """Run *work* on every rank and gather the results; when any rank fails, every rank raises
-    the same :class:`~pytest_rlgate.errors.RankError` naming the first that failed.
-
-    A rank that raised would otherwise leave the others waiting in the next collective.
-    """
-    result: tuple[str, Any]
+def _outcome(work: Callable[[], T]) -> tuple[str, Any]:
     try:
-        result = ("ok", work())
+        return "ok", work()
     except Exception as exc:
         if world_size() == 1:
             raise  # one process: the original exception, untouched
-        internal = not isinstance(exc, RlgateError)
-        result = ("bug" if internal else "error", f"{type(exc).__name__}: {exc}" if internal else str(exc))
-    results = gather(result)
-    for index, (status, value) in enumerate(results):
+        if isinstance(exc, RlgateError):
+            return "error", str(exc)
+        return "bug", f"{type(exc).__name__}: {exc}"
+
+
+def _raise_first(statuses: list[tuple[str, str]]) -> None:
+    for index, (status, message) in enumerate(statuses):
         if status != "ok":
-            raise RankError(f"rank {index} of {len(results)} failed: {value}", rank=index, internal=status == "bug")
-    return [cast(T, value) for _status, value in results]
+            raise RankError(f"rank {index} of {len(statuses)} failed: {message}", rank=index,
+                            internal=status == "bug")
+
+
+def together(work: Callable[[], T]) -> T:
+    """Run *work* on every rank and return this rank's result, once every rank has finished it;
+    when any rank failed, every rank raises the same :class:`~pytest_rlgate.errors.RankError`
+    naming the first that failed.
+
+    What the main process alone does (publish a run, write a cache entry) goes through here,
+    so the others neither run ahead nor wait forever when it fails.
+    """
+    status, value = _outcome(work)
+    if world_size() > 1:
+        _raise_first(gather((status, "" if status == "ok" else value)))
+    return cast(T, value)
+
+
+def run_everywhere(work: Callable[[], T]) -> list[T]:
+    """Run *work* on every rank and gather the results (every rank gets all of them); when any
+    rank fails, every rank raises the same :class:`~pytest_rlgate.errors.RankError`.
+
+    A rank that raised would otherwise leave the others waiting in the next collective.
+    """
+    status, value = _outcome(work)
+    results = gather((status, value))
+    _raise_first([(s, "" if s == "ok" else v) for s, v in results])
+    return [cast(T, v) for _s, v in results]

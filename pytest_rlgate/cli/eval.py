@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 
+from .._io import ranks
 from ..data.rows import read_rows, write_rows
 from ..options import SEED, add_env_argument, add_output_arguments, output_file
 from ..train.evaluate import resample_run
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     folder = RunFolder.open(args.run)
     env = folder.environment(args.env)
     rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
+    if not ranks.is_main():  # the job exits with the main process's verdict
+        return 0
     if args.out:
         write_rows(args.out, rows)
     result = gate_runs([list(read_rows(p)) for p in folder.before_files], rows, env=env)

@@ -95,5 +95,5 @@ def sample_to_file(
             start = stop
     finally:
         shown.close()
-    ranks.run_everywhere(lambda: journal[0].publish() if journal else None)
+    ranks.together(lambda: journal[0].publish() if journal else None)
     return len(work) - kept, kept

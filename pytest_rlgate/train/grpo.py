@@ -14,15 +14,16 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from .._io import ranks
 from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
 from .config import GRPOKnobs
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
-from .run import RunWriter
+from .run import run_writer
 
-__all__ = ["build_trainer", "grpo_config", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
+__all__ = ["build_trainer", "grpo_config", "per_device_batch", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
 #: TRL log keys kept per step in metrics.jsonl, under the names docs/training.md uses.
 METRIC_KEYS: dict[str, str] = {
@@ -53,7 +54,7 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         output_dir=output_dir,
         max_steps=knobs.steps,
         num_generations=knobs.num_generations,
-        per_device_train_batch_size=knobs.batch_size,
+        per_device_train_batch_size=per_device_batch(knobs.batch_size),
         gradient_accumulation_steps=1,
         learning_rate=knobs.learning_rate,
         beta=knobs.beta,
@@ -71,6 +72,16 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,
     )
+
+
+def per_device_batch(completions: int) -> int:
+    """Completions per process and step: a job of N processes trains the one-process recipe (the same
+    completions per optimizer step), each process generating its share."""
+    world = ranks.world_size()
+    if completions % world:
+        raise UsageError(f"--batch-size {completions}: {world} processes cannot share {completions} completions a "
+                         f"step evenly; pass a multiple of {world} (and of --num-generations)")
+    return completions // world
 
 
 def grpo_dataset(items: Sequence[Mapping[str, Any]], env: Env) -> Any:
@@ -133,7 +144,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
     knobs = knobs_from(knobs, overrides)
-    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with run_writer(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._io import ranks
 from .._io.atomic import atomic_write, public_mode
 from .._io.stale import OWNER, sweep, token
 from ..data.rows import write_rows
@@ -32,7 +33,7 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
 
 __all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "read_json", "read_json_object", "read_metrics",
-           "sweep_runs", "write_json", "write_jsonl"]
+           "run_writer", "sweep_runs", "write_json", "write_jsonl"]
 
 #: Written last; a folder without it is an interrupted (or still running) run.
 COMPLETE = "COMPLETE"
@@ -109,7 +110,16 @@ class RunWriter:
         return self.path / ADAPTER
 
     def publish(self) -> RunFolder:
-        """Check the required files, write ``COMPLETE`` last, rename into place."""
+        """Check the required files, write ``COMPLETE`` last, rename into place.
+
+        In a torchrun / accelerate job the other ranks wait here until it is in place (or
+        raise the same error when publishing failed).
+        """
+        folder = ranks.together(self._publish)
+        ranks.broadcast(str(folder.path))
+        return folder
+
+    def _publish(self) -> RunFolder:
         missing = [n for n in REQUIRED if not (self.path / n).exists()]
         if missing:
             raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
@@ -130,6 +140,29 @@ class RunWriter:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return RunFolder.open(self.final)
+
+
+class _RankWriter(RunWriter):
+    """What a rank other than the main one writes its run into: a private scratch folder,
+    thrown away at the end. Its ``publish`` waits for the main process's and names that folder."""
+
+    def __init__(self, runs_dir: str | os.PathLike[str], name: str) -> None:  # noqa: D107 - no sweep, no checks
+        self.final = Path(runs_dir) / name
+        self.path = Path(tempfile.mkdtemp(prefix=f"rlgate-rank{ranks.rank()}-{name}-"))
+        self.overwrite = False
+
+    def publish(self) -> RunFolder:
+        ranks.together(lambda: None)
+        path = ranks.broadcast("")
+        self.discard()
+        return RunFolder(Path(path))
+
+
+def run_writer(runs_dir: str | os.PathLike[str], name: str, *, overwrite: bool = False) -> RunWriter:
+    """A :class:`RunWriter` on the main process; on the other ranks of a torchrun / accelerate job
+    a stand-in that writes nowhere public, so only one process ever creates ``runs/<name>/``."""
+    return ranks.together(lambda: RunWriter(runs_dir, name, overwrite=overwrite) if ranks.is_main()
+                          else _RankWriter(runs_dir, name))
 
 
 def sweep_runs(runs_dir: Path) -> list[Path]:
