@@ -245,9 +245,14 @@ def sample_rows(
     policy: str | None = None,
     eval_run: str | None = None,
     env: EnvSpec = None,
+    shard: bool = True,
     **options: Any,
 ) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
+
+    In a torchrun / accelerate job the items are shared out across the processes by unit
+    and the rows gathered (every rank must call it); *shard* False samples them all on
+    this process alone (what a callback running on the main process only needs).
 
     Rows carry ``sample_seed`` (and ``policy`` / ``eval_run`` when given); *options* go to
     :func:`sample` (temperature, top_p, batch_size, adapter, ...). The returned
@@ -262,7 +267,7 @@ def sample_rows(
         return sample(model, tokenizer, part, k=k, seed=seed, env=env, progress=progress if shown else False,
                       **options)
 
-    replies = _sharded(draw, items)
+    replies = _sharded(draw, items) if shard else list(draw(items))
     meta: dict[str, Any] = {"sample_seed": seed}
     if policy is not None:
         meta["policy"] = policy
