@@ -117,6 +117,10 @@ _EXPORTS: dict[str, str] = {
     # reward tables
     "RewardRow": "rewards.tables",
     "load_reward_table": "rewards.tables",
+    # your own model and trainer: graded replies from anywhere, the gate inside a trainer
+    "grade_file": "data.replies",
+    "GateCallback": "train.callback",
+    "SequentialGate": "gate.looks",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -226,3 +230,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter
     from .train.seeds import train_seeds as train_seeds
+    from .data.replies import grade_file as grade_file
+    from .gate.looks import SequentialGate as SequentialGate
+    from .train.callback import GateCallback as GateCallback

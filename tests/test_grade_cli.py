@@ -28,7 +28,7 @@ def test_replies_are_graded_as_sampled_replies_are(tmp_path: Path) -> None:
     expected = grade_replies(ITEMS, replies, env="refund")
     lines = [{"prompt": ITEMS[0]["prompt"], "category": ITEMS[0]["category"], "case": ITEMS[0]["case"],
               "scenario_id": ITEMS[0]["scenario_id"], "replies": replies[0]},
-             {"prompt": ITEMS[1]["prompt"], "scenario_id": ITEMS[1]["scenario_id"], "reply": replies[1][0]},  # case read from the prompt
+             {"prompt": ITEMS[1]["prompt"], "scenario_id": ITEMS[1]["scenario_id"], "reply": replies[1][0]},
              {"scenario_id": ITEMS[2]["scenario_id"], "reply": replies[2][0]}]  # prompt from the env's set
     rows = grade_file(_write(tmp_path / "replies.jsonl", lines), "refund")
     keys = ("prompt", "category", "rollout_index", "reply", "score", "reward", "markers", "scenario_id")

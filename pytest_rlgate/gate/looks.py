@@ -23,6 +23,7 @@ false-stop rate by simulation.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..environment.contract import EnvSpec, load_env
-from ..errors import UsageError
+from ..errors import RlgateWarning, UsageError
 from .adapter import GateResult, compare
 from .stats import holm
 
@@ -174,8 +175,11 @@ class SequentialGate:
         tests = tuple(Test(metric=m, group=g, n_units=int(d.size), delta=float(d.mean()) if d.size else 0.0,
                            p=p, p_adjusted=float(a), regressed=bool(r))
                       for (m, g, d), p, a, r in zip(found, pvalues, adjusted, reject))
-        gate = (compare(list(before), list(after), by="category", env=self.env, **self.options)
-                if self.report else None)
+        gate = None
+        if self.report:
+            with warnings.catch_warnings():  # a constant guard is said once per run, not once per look
+                warnings.simplefilter("ignore", RlgateWarning)
+                gate = compare(list(before), list(after), by="category", env=self.env, **self.options)
         done = Look(look=number, step=step, alpha=alpha, tests=tests, gate=gate)
         self.looks.append(done)
         return done
