@@ -155,6 +155,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         write_prompts as write_prompts,
     )
     from .data.provenance import row_header as row_header
+    from .data.replies import grade_file as grade_file
     from .data.rows import (
         Rows as Rows,
         grade_replies as grade_replies,
@@ -176,6 +177,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         UsageError as UsageError,
     )
     from .gate.adapter import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
+    from .gate.looks import SequentialGate as SequentialGate
     from .gate.recipe import (
         RecipeComparison as RecipeComparison,
         RecipeGateResult as RecipeGateResult,
@@ -222,6 +224,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .rewards.strategies import HackedReply as HackedReply
     from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
+    from .train.callback import GateCallback as GateCallback
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
     from .train.dpo import DPOKnobs as DPOKnobs, train_dpo as train_dpo
     from .train.grpo import train_grpo as train_grpo
@@ -230,6 +233,3 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter
     from .train.seeds import train_seeds as train_seeds
-    from .data.replies import grade_file as grade_file
-    from .gate.looks import SequentialGate as SequentialGate
-    from .train.callback import GateCallback as GateCallback
