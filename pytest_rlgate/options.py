@@ -17,7 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HOLDOUT_FRACTION", "Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir",
+__all__ = ["HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Number",
+           "add_env_argument", "add_output_arguments", "fraction", "output_dir",
            "output_file", "path_problem", "share"]
 
 
@@ -105,6 +106,15 @@ RESAMPLES = Number(100, 1_000_000, "10000", integer=True)
 CONFIDENCE = Number(0, 1, "0.95", low_open=True, high_open=True)
 #: The gate's flat margin and non-inferiority drop: shares of pass@1.
 SHARE = Number(0, 1, "0.10", high_open=True)
+
+
+#: The deepest nesting any value read from a file may have (a JSON line, a JSON file, a YAML
+#: table): a row needs three levels, and a few hundred would overflow the stack of any code
+#: that walks the value later.
+MAX_DEPTH = 64
+#: The most digits an integer read from a file may have: a double's range (about 1.8e308),
+#: so every number read converts to float; Python itself refuses to convert 4300 digits.
+MAX_NUMBER_DIGITS = 309
 
 
 def path_problem(path: str | os.PathLike[str], *, directory: bool) -> str | None:

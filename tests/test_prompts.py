@@ -239,7 +239,7 @@ def test_read_reports_every_bad_line_by_number(tmp_path: Path) -> None:
         read_prompts(path)
     message = str(exc.value)
     assert message.startswith(f"{path}:2: 4 bad line(s)")
-    for needle in ("line 2: needs a non-empty string", "line 3: not JSON", "line 4: expected a JSON object",
+    for needle in ("line 2: needs a non-empty string", "line 3: not valid JSON", "line 4: expected a JSON object",
                    "line 5: \"scenario_id\" must be"):
         assert needle in message
 

@@ -97,7 +97,7 @@ def test_a_bad_prompts_file_fails_the_tests_that_use_it_not_the_session(pytester
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["rlgate: env=refund * --rlgate-prompts-file=*bad.jsonl (no prompt set: *bad.jsonl:2: "
                                  "1 bad line(s)*",
-                                 "*rlgate: *bad.jsonl:2: 1 bad line(s): line 2: not JSON*"])
+                                 "*rlgate: *bad.jsonl:2: 1 bad line(s): line 2: not valid JSON*"])
     assert "INTERNALERROR" not in result.stdout.str()
 
 

@@ -30,6 +30,11 @@ from ..environment.seeded import prompt_key
 from ..errors import DataError, UsageError
 from ..options import HOLDOUT_FRACTION
 from .hygiene import Decontamination, decontaminate, skip_decontamination
+from .jsonl import iter_json_lines
+
+#: how prompt files are named in messages, and how to get one
+PROMPTS_FILE = "prompts file"
+PROMPTS_FIX = "write one with `rlgate prompts --out-dir DIR`"
 
 __all__ = [
     "SPLITS",
@@ -40,7 +45,6 @@ __all__ = [
     "canonical_bytes",
     "count_by_category",
     "fingerprint",
-    "jsonl_lines",
     "plain_split",
     "prepare_split",
     "prompt_item",
@@ -108,12 +112,17 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     env = load_env(env)
     items: list[Item] = []
     problems: list[tuple[int, str]] = []
-    for number, line in jsonl_lines(path, what="prompts file", fix="write one with `rlgate prompts --out-dir DIR`"):
+
+    def bad(exc: DataError) -> None:
+        problems.append((exc.line or 0, exc.reason))
+
+    for number, row in iter_json_lines(path, what=PROMPTS_FILE, fix=PROMPTS_FIX, on_error=bad):
         try:
-            items.append(_item(line, env))
+            items.append(prompt_item(row, env))
         except DataError as exc:
             problems.append((number, exc.reason))
     if problems:
+        problems.sort()
         shown = "; ".join(f"line {n}: {why}" for n, why in problems[:10])
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
         raise DataError(f"{len(problems)} bad line(s): {shown}{more}. Each line must be a JSON object like "
@@ -122,37 +131,6 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     if not items:
         raise DataError("no prompts in the file; each line needs a JSON object with a \"prompt\"", path=path)
     return items
-
-
-def jsonl_lines(path: Path, *, what: str, fix: str) -> list[tuple[int, str]]:
-    """``(line number, text)`` of each non-blank line of the UTF-8 file *path*.
-
-    Lines end at ``\n`` only: ``str.splitlines`` would also cut a prompt at U+2028, U+2029,
-    ``\x85`` or ``\x0c``, which :func:`write_prompts` writes raw inside a JSON string.
-
-    :raises DataError: naming *path* (called *what*) when it is missing (saying *fix*), a
-        folder or not UTF-8.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{what} not found; {fix}", path=path) from None
-    except IsADirectoryError:
-        raise DataError(f"{what} is a folder; pass a JSONL file, e.g. DIR/prompts.jsonl", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save it as UTF-8", path=path) from None
-    return [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
-
-
-def _item(line: str, env: Env) -> Item:
-    """One prompt item from one line of a prompts file."""
-    try:
-        row = json.loads(line)
-    except ValueError as exc:
-        raise DataError(f"not JSON ({getattr(exc, 'msg', exc)} at column {getattr(exc, 'colno', '?')})") from None
-    except RecursionError:
-        raise DataError("JSON nested too deeply (a prompt line is a flat object with a case object)") from None
-    return prompt_item(row, env)
 
 
 def prompt_item(row: Any, env: Env) -> Item:
