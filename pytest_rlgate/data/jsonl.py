@@ -160,6 +160,8 @@ def loads_bounded(text: str | bytes, where: str, line: int | None = None, *, wha
     except json.JSONDecodeError as exc:
         truncated = line is not None and not text.endswith("\n")
         kind = f"truncated line (the file ends mid-{_unit(what)})" if truncated else "not valid JSON"
+        if line is None:  # a whole JSON file: the error's own line
+            raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=where, line=exc.lineno) from None
         raise DataError(f"{kind}: {exc.msg} (column {exc.colno}); each line is one JSON value",
                         path=where, line=line) from None
     except ValueError as exc:  # pragma: no cover - the hooks bound every number first

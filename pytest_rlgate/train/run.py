@@ -27,6 +27,7 @@ from typing import Any
 
 from .._io.atomic import atomic_write, public_mode
 from .._io.stale import OWNER, sweep, token
+from ..data.jsonl import iter_json_lines, loads_bounded
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
@@ -183,18 +184,22 @@ class RunFolder:
         ``config.json`` names; its fingerprint must match the recorded one, so rows graded
         by another reward are never compared with this run's."""
         recorded = self.config.get("env") or {}
-        spec = env if env is not None else self.config.get("knobs", {}).get("env")
-        try:
-            found = load_env(spec)
-        except UsageError as exc:
-            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
-                             f"does not load here ({exc}); pass it with --env") from None
+        # the caller's choice fails as its own error, not the run's
+        found = (load_env(env) if env is not None
+                 else self._recorded_environment(self.config.get("knobs", {}).get("env"), recorded))
         if recorded.get("fingerprint") not in (None, found.fingerprint):
             raise DataError(f"trained with environment {recorded.get('name')} {recorded.get('fingerprint')}, but "
                             f"{found.name} here is {found.fingerprint}: its score or markers changed, so new rows "
                             "would not compare with the run's; retrain, or pass the environment it was trained "
                             "with (--env)", path=self.path / CONFIG)
         return found
+
+    def _recorded_environment(self, spec: Any, recorded: dict[str, Any]) -> Env:
+        try:
+            return load_env(spec)
+        except UsageError as exc:
+            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
+                             f"does not load here ({exc}); pass it with --env") from None
 
     @property
     def gate(self) -> dict[str, Any]:
@@ -241,14 +246,13 @@ def read_json(path: Path, *, remedy: str = "re-run the step that wrote it") -> A
     """One of a run's JSON files (config, gate, monitor, recipe), parsed; a ``DataError``
     naming the file, the line and *remedy* when it is not JSON."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON ({exc.msg}, column {exc.colno}); {remedy}",
-                        path=path, line=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text ({exc.reason})", path=path) from None
+        data = path.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        return loads_bounded(data, str(path), what="run file")
+    except DataError as exc:
+        raise DataError(f"{exc.reason}; {remedy}", path=path, line=exc.line) from None
 
 
 def read_json_object(path: Path, *, remedy: str = "re-run the step that wrote it") -> dict[str, Any]:
@@ -262,25 +266,14 @@ def read_json_object(path: Path, *, remedy: str = "re-run the step that wrote it
 def read_metrics(path: Path, *, remedy: str = "re-run the training") -> Iterator[dict[str, Any]]:
     """metrics.jsonl: one object per logged step, each with a finite numeric ``step``; a bad
     line is a ``DataError`` naming the file and line (a truncated last line, as such)."""
-    with path.open(encoding="utf-8") as handle:
-        number = 0
-        try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    killed = not line.endswith("\n")
-                    what = "truncated last line (the writer was killed)" if killed else "not valid JSON"
-                    raise DataError(f"{what} ({exc.msg}, column {exc.colno}); {remedy}", path=path,
-                                    line=number) from None
-                if not isinstance(record, dict):
-                    raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
-                                    path=path, line=number)
-                if not _is_number(record.get("step")) or not math.isfinite(record["step"]):
-                    raise DataError(f"field 'step' must be a number, found {record.get('step')!r}; every line "
-                                    "carries the optimizer step it was logged at", path=path, line=number)
-                yield record
-        except UnicodeDecodeError:
-            raise DataError("not UTF-8 text", path=path, line=number + 1) from None
+    try:
+        for number, record in iter_json_lines(path, what="metrics log", fix=remedy):
+            if not isinstance(record, dict):
+                raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
+                                path=path, line=number)
+            if not _is_number(record.get("step")) or not math.isfinite(record["step"]):
+                raise DataError(f"field 'step' must be a number, found {record.get('step')!r}; every line "
+                                "carries the optimizer step it was logged at", path=path, line=number)
+            yield record
+    except DataError as exc:
+        raise DataError(f"{exc.reason}; {remedy}", path=exc.path, line=exc.line) from None
