@@ -105,8 +105,9 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     Blank lines are skipped.
 
     :raises DataError: naming every bad line (up to ten) by number: not a JSON object, no
-        prompt, no case where the environment reads none, or a category *env* does not
-        declare. An empty file is an error too.
+        prompt, no case where the environment reads none, a category *env* does not declare,
+        or a prompt an earlier line already holds (same scenario and text). An empty file
+        is an error too.
     """
     path = Path(path)
     env = load_env(env)
@@ -116,11 +117,21 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     def bad(exc: DataError) -> None:
         problems.append((exc.line or 0, exc.reason))
 
+    first_seen: dict[tuple[str, str], int] = {}
     for number, row in iter_json_lines(path, what=PROMPTS_FILE, fix=PROMPTS_FIX, on_error=bad):
         try:
-            items.append(prompt_item(row, env))
+            item = prompt_item(row, env)
         except DataError as exc:
             problems.append((number, exc.reason))
+            continue
+        key = (item["scenario_id"], item["prompt"])
+        if key in first_seen:  # its rows would clash with the first one's in every gate
+            problems.append((number, f"repeats the prompt of line {first_seen[key]} (scenario "
+                                     f"{key[0][:40]!r}); each prompt appears once (balance repeats train prompts "
+                                     "when it trains, never in the file)"))
+            continue
+        first_seen[key] = number
+        items.append(item)
     if problems:
         problems.sort()
         shown = "; ".join(f"line {n}: {why}" for n, why in problems[:10])

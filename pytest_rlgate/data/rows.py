@@ -22,7 +22,6 @@ and the fix.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
+from ..options import FILE_NUMBER
 from .jsonl import iter_checked_lines, iter_json_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
@@ -92,9 +92,10 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         raise fail(f"'rollout_index' must be a non-negative integer, got {_type_name(index)} {index!r}")
     score = row["score"]
     if not _is_number(score):
-        raise fail(f"'score' must be a number, got {_type_name(score)} {score!r}")
-    if not math.isfinite(score):
-        raise fail(f"'score' must be finite, got {score!r}")
+        raise fail(f"'score' must be a number, got {_type_name(score)} {_cut(score)}")
+    problem = FILE_NUMBER.problem(score)
+    if problem is not None:
+        raise fail(f"'score' must be finite and at most 2**53 in size: {problem}, got {_cut(score)}")
     reward = row["reward"]
     if not _is_number(reward) or reward not in (0, 1):
         raise fail(f"'reward' must be 0 or 1 (1 = the reply passes), got {_type_name(reward)} {reward!r}")
@@ -103,8 +104,9 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
     if not isinstance(markers, Mapping):
         raise fail(f"'markers' must be an object {{name: number}}, got {_type_name(markers)}")
     for name, value in markers.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise fail(f"marker {name!r} must be a finite number, got {_type_name(value)} {value!r}")
+        if not _is_number(value) or FILE_NUMBER.problem(value) is not None:
+            raise fail(f"marker {name!r} must be a finite number at most 2**53 in size, got {_type_name(value)} "
+                       f"{_cut(value)}")
     if row.get("case") is not None and not isinstance(row["case"], Mapping):
         raise fail(f"'case' must be an object (what the reply was scored against), got {_type_name(row['case'])}")
     if row.get("policy") is not None and not isinstance(row["policy"], str):
@@ -119,7 +121,12 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
 
 
 _NUMBERS = (int, float)
-_isfinite = math.isfinite
+_LOW, _HIGH = FILE_NUMBER.low, FILE_NUMBER.high
+
+
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _fast_row(row: Any) -> bool:
@@ -139,12 +146,12 @@ def _fast_row(row: Any) -> bool:
         return False
     if not (type(prompt) is str and prompt and type(category) is str and category
             and type(reply) is str and type(index) is int and index >= 0
-            and type(score) in _NUMBERS and _isfinite(score)
+            and type(score) in _NUMBERS and _LOW <= score <= _HIGH  # NaN compares False
             and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
             and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
         return False
     for value in markers.values():
-        if type(value) not in _NUMBERS or not _isfinite(value):
+        if type(value) not in _NUMBERS or not _LOW <= value <= _HIGH:
             return False
     get = row.get
     value = get("scenario_id")

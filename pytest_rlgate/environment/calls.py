@@ -11,6 +11,7 @@ written. ``KeyboardInterrupt`` still stops the run; rlgate's own errors pass thr
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from ..errors import RlgateError, UsageError
 
-__all__ = ["USER_CODE_ERRORS", "call", "first_line", "number", "user_error"]
+__all__ = ["USER_CODE_ERRORS", "call", "first_line", "number", "numbers_of", "scorer", "user_error"]
 
 #: What user code may raise and still be the user's error: all of it, ``SystemExit`` included.
 USER_CODE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
@@ -71,6 +72,19 @@ def number(who: str, member: str, value: Any, *, what: str = "a number") -> floa
     if not math.isfinite(result):
         raise UsageError(f"{who}: {member} returned {_shown(value)}; it must return a finite {what.split()[-1]}")
     return result
+
+
+def scorer(who: str, member: str, fn: Any) -> Callable[..., float]:
+    """A user's ``score(reply, case)`` (a reward variant, ``--reward module:attr``) that is always
+    called through :func:`call` and always returns a finite float, or says which it did not."""
+    if not callable(fn):
+        raise UsageError(f"{who}: {member} must be a function score(reply, case), got {_shown(fn)}")
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> float:
+        return number(who, f"{member}()", call(who, f"{member}()", fn, *args, **kwargs))
+
+    return checked
 
 
 def numbers_of(who: str, member: str, found: Any) -> dict[str, float]:

@@ -25,7 +25,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError
-from .calls import USER_CODE_ERRORS, call, number, numbers_of, user_error
+from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
 
@@ -130,7 +130,7 @@ class Env:
         self.tiny_policy: Any = getattr(obj, "tiny_policy", None)
         rewards = getattr(obj, "rewards", None) or {}
         self.rewards: Mapping[str, Callable[..., float]] = {
-            str(key): _checked_reward(f"environment {name}", f"rewards[{str(key)!r}]", fn)
+            str(key): scorer(f"environment {name}", f"rewards[{str(key)!r}]", fn)
             for key, fn in dict(rewards).items()}
         self.fingerprint: str = self._fingerprint()
 
@@ -183,10 +183,19 @@ class Env:
     def markers(self, reply: str, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
         """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
         if self._markers is None:
+            if self.guards:
+                raise UsageError(f"environment {self.name} guards {', '.join(self.guards)} but has no markers() "
+                                 "to measure them; add markers(reply, case) or drop the guards")
             return {}
         found = (call(self._who, "markers()", self._markers, reply, case, prompt=prompt)
                  if self._markers_take_prompt else call(self._who, "markers()", self._markers, reply, case))
-        return numbers_of(self._who, "markers()", found)
+        values = numbers_of(self._who, "markers()", found)
+        missing = next((guard for guard in self.guards if guard not in values), None)
+        if missing is not None:  # a gate would refuse the row later; say whose promise broke, now
+            raise UsageError(f"environment {self.name}: markers() returned no {missing!r} for the reply "
+                             f"{reply[:40]!r}, but the environment guards it; return every guarded marker "
+                             f"({', '.join(self.guards)}) for every reply")
+        return values
 
     # -- prompts and chat ----------------------------------------------------------------
 
@@ -279,18 +288,6 @@ class Env:
         raise UsageError(f"environment {self.name} has no reward {name!r}; choose one of "
                          f"{', '.join([self.name, *self.rewards])} or give 'module:attr' of a "
                          "score(reply, case) function")
-
-
-def _checked_reward(who: str, member: str, fn: Any) -> Callable[..., float]:
-    """A named reward variant called through :func:`~pytest_rlgate.environment.calls.call`."""
-    if not callable(fn):
-        raise UsageError(f"{who}: {member} must be a function score(reply, case), got {fn!r:.40}")
-
-    @functools.wraps(fn)
-    def checked(*args: Any, **kwargs: Any) -> float:
-        return number(who, f"{member}()", call(who, f"{member}()", fn, *args, **kwargs))
-
-    return checked
 
 
 def _describe(obj: Any) -> str:
