@@ -96,7 +96,7 @@ def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[Item]:
+def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None, repeats: bool = False) -> list[Item]:
     """Load a prompts file (JSONL, one object a line with at least ``prompt``).
 
     A line's own ``case`` and ``category`` are kept as written; *env*'s ``case_for`` fills the
@@ -106,8 +106,8 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
 
     :raises DataError: naming every bad line (up to ten) by number: not a JSON object, no
         prompt, no case where the environment reads none, a category *env* does not declare,
-        or a prompt an earlier line already holds (same scenario and text). An empty file
-        is an error too.
+        or a prompt an earlier line already holds (same scenario and text) unless *repeats*
+        (a balanced ``train.jsonl`` repeats minority prompts). An empty file is an error too.
     """
     path = Path(path)
     env = load_env(env)
@@ -125,10 +125,10 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
             problems.append((number, exc.reason))
             continue
         key = (item["scenario_id"], item["prompt"])
-        if key in first_seen:  # its rows would clash with the first one's in every gate
+        if key in first_seen and not repeats:  # its rows would clash with the first one's in every gate
             problems.append((number, f"repeats the prompt of line {first_seen[key]} (scenario "
-                                     f"{key[0][:40]!r}); each prompt appears once (balance repeats train prompts "
-                                     "when it trains, never in the file)"))
+                                     f"{key[0][:40]!r}); each prompt appears once (only a balanced train.jsonl "
+                                     "repeats prompts: read it with repeats=True)"))
             continue
         first_seen[key] = number
         items.append(item)

@@ -13,6 +13,7 @@ deleted, an old run whose name is still free is put back. The layout is the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io.atomic import atomic_write, public_mode
+from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
 from ..data.jsonl import iter_json_lines, loads_bounded
 from ..data.rows import write_rows
@@ -79,15 +81,23 @@ class RunWriter:
                 f"--run-name {name!r}: {self.final} already exists; pick another --run-name or delete the folder"
             )
         self.final.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-{token()}-", dir=self.final.parent))
+        #: only the main process of a launch publishes; another rank's files are its scratch
+        self.main = is_main_process()
+        scratch = "" if self.main else f".rank{rank()}"
+        self.path = Path(tempfile.mkdtemp(prefix=f".{name}{scratch}.partial-{token()}-", dir=self.final.parent))
         self.overwrite = overwrite
+        self._signals = contextlib.ExitStack()
 
     def __enter__(self) -> RunWriter:
+        self._signals.enter_context(stopped_cleanly())  # a launcher's SIGTERM cleans up like an error
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.discard()
+        try:
+            if exc_type is not None:
+                self.discard()
+        finally:
+            self._signals.close()
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -110,10 +120,29 @@ class RunWriter:
         return self.path / ADAPTER
 
     def publish(self) -> RunFolder:
-        """Check the required files, write ``COMPLETE`` last, rename into place."""
-        missing = [n for n in REQUIRED if not (self.path / n).exists()]
-        if missing:
-            raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
+        """Check the required files, write ``COMPLETE`` last, rename into place.
+
+        Under a launcher every rank calls it: the run is published by rank 0 alone, and only
+        when every rank's part succeeded; another rank's scratch is removed, and it waits
+        for rank 0's folder.
+        """
+        missing = [n for n in REQUIRED if not (self.path / n).exists()] if self.main else []
+        if not agree(not missing):
+            self.discard()
+            if missing:
+                raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
+            raise DataError(f"another process of this {world_size()}-process launch failed before its part of run "
+                            f"{self.final.name} was done; nothing was published (re-run it)", path=self.final)
+        if not self.main:
+            self.discard()
+            wait_for_main()
+            return RunFolder(self.final)
+        try:
+            return self._publish()
+        finally:
+            wait_for_main()
+
+    def _publish(self) -> RunFolder:
         (self.path / COMPLETE).write_text("complete\n", encoding="utf-8")
         for entry in [self.path, *self.path.rglob("*")]:  # mkdtemp/mkstemp made them private
             os.chmod(entry, public_mode(directory=entry.is_dir()))
