@@ -44,7 +44,7 @@ def inner(prompts: int, k: int, tokens: int) -> None:
     rows = sample_rows(model, tok, items, k=k, max_new_tokens=tokens, progress=False)
     ranks.barrier()
     seconds = time.perf_counter() - started
-    if ranks.is_main():
+    if ranks.is_main_process():
         digest = hashlib.sha256(json.dumps([r["reply"] for r in rows]).encode()).hexdigest()[:16]
         print(json.dumps({"seconds": seconds, "replies": len(rows), "digest": digest, "world": ranks.world_size()}))
     ranks.finish()

@@ -159,7 +159,7 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip() == f"rlgate gate: error: {bad}:1: truncated line (the file ends mid-row): " \
-                                  "Expecting ',' delimiter: line 1 column 15 (char 14)"
+                                  "Expecting ',' delimiter (column 15); each line is one JSON value"
 
 
 @pytest.mark.parametrize(

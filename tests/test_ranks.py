@@ -1,10 +1,15 @@
-"""torchrun / accelerate: sharded sampling equals one process, one writer, one exit, one error."""
+"""Several processes, one run folder: only rank 0 publishes, only when every rank succeeded.
+
+A rank that fails, is stopped (SIGTERM, what ``torchrun`` sends the survivors) or is killed
+(SIGKILL) never leaves a published-looking run folder, and every leftover it could not
+remove itself is swept by the next writer into the same folder.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -12,104 +17,108 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rlgate._io import ranks
-from pytest_rlgate.data.prompts import build_prompts, write_prompts
-from pytest_rlgate.errors import UsageError
-from pytest_rlgate.policy.sampling import shard
+from pytest_rlgate._io.ranks import agree, is_main_process, stopped_cleanly, world_size
+from pytest_rlgate.errors import DataError
+from pytest_rlgate.train.run import COMPLETE, RunFolder, RunWriter, sweep_runs
 
-TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RLGATE_CACHE_DIR": str(tmp_path / "cache")}
-
-
-def _torchrun(tmp_path: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node", "2", *args], cwd=tmp_path,
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=timeout)
-
-
-def test_one_process_is_no_job() -> None:
-    assert (ranks.rank(), ranks.world_size(), ranks.is_main()) == (0, 1, True)
-    assert ranks.gather("x") == ["x"] and ranks.broadcast(3) == 3
-    ranks.barrier()
-    assert ranks.run_everywhere(lambda: 5) == [5] and ranks.together(lambda: 6) == 6
-    with pytest.raises(UsageError, match="mine"):  # one process: the original error, untouched
-        ranks.together(lambda: (_ for _ in ()).throw(UsageError("mine")))
-
-
-@pytest.mark.parametrize("world", [2, 3, 5])
-def test_shards_cover_every_prompt_once_and_keep_scenarios_whole(world: int) -> None:
-    items = build_prompts(0, "default")
-    items += [dict(items[0], prompt=items[0]["prompt"] + " (again)")]  # a second prompt of one scenario
-    parts = [shard(items, r, world) for r in range(world)]
-    assert sorted(p for part in parts for p in part) == list(range(len(items)))
-    owner = {items[p]["scenario_id"]: r for r, part in enumerate(parts) for p in part}
-    assert all(owner[items[p]["scenario_id"]] == r for r, part in enumerate(parts) for p in part)
-    sizes = [len(part) for part in parts]
-    assert max(sizes) - min(sizes) <= max(3, len(items) // (4 * world))  # about the same work each
-
-
-SCRIPT = textwrap.dedent("""
-    import sys
-    from pytest_rlgate._io import ranks
-    from pytest_rlgate.cli import _leave_together
-    from pytest_rlgate.errors import UsageError
-
-    ranks.init_from_launcher()
-    def work():
-        if ranks.rank() == int(sys.argv[1]):
-            raise UsageError("rank-local trouble")
-        return ranks.rank()
-    try:
-        ranks.run_everywhere(work)
-        code, message = 0, None
-    except Exception as exc:
-        code, message = 2, f"job: error: {exc}"
-    raise SystemExit(_leave_together(code, message))
+#: A writer that fills a run folder as training would, then publishes; ``MODE`` says how
+#: this rank ends: ``ok``, ``raise`` (an error), ``term`` (SIGTERM to itself) or ``kill``
+#: (SIGKILL to itself) just before publishing.
+WRITER = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    mode, runs = sys.argv[1], sys.argv[2]
+    if os.environ.get("WORLD_SIZE", "1") != "1":
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+    from pytest_rlgate.train.run import RunWriter
+    rank = int(os.environ.get("RANK", 0))
+    with RunWriter(runs, "shared") as run:
+        for name in ("config.json", "gate.json"):
+            run.json(name, {"rank": rank})
+        run.jsonl("metrics.jsonl", [{"step": 1}])
+        (run.path / "holdout_after.jsonl").write_text("{}\\n")
+        (run.path / "adapter").mkdir()
+        failing = rank == int(os.environ.get("FAILING_RANK", 0))
+        print("ready", flush=True)
+        if failing and mode == "raise":
+            raise RuntimeError("this rank fails")
+        if failing and mode in ("term", "kill"):
+            os.kill(os.getpid(), signal.SIGTERM if mode == "term" else signal.SIGKILL)
+        run.publish()
 """)
 
 
-@pytest.mark.slow
-def test_one_ranks_failure_ends_every_rank_with_one_error(tmp_path: Path) -> None:
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
-    done = _torchrun(tmp_path, str(script), "1", timeout=120)
-    assert done.returncode != 0
-    lines = [line for line in done.stderr.splitlines() if "job: error" in line]
-    assert lines == ["job: error: rank 1 of 2 failed: rank-local trouble"]
-    assert "exitcode  : 2" in done.stderr
+def _writer(tmp_path: Path) -> Path:
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER, encoding="utf-8")
+    return script
+
+
+def _leftovers(runs: Path) -> list[str]:
+    return sorted(p.name for p in runs.iterdir() if p.name.startswith("."))
+
+
+def test_one_process_is_the_main_one_and_agrees_with_itself() -> None:
+    assert is_main_process() and world_size() == 1
+    assert agree(True) is True and agree(False) is False
+
+
+def test_sigterm_inside_the_block_is_an_exit_that_cleans_up() -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as info, stopped_cleanly():
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert info.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+@pytest.mark.parametrize(("mode", "code"), [("ok", 0), ("raise", 1), ("term", 143), ("kill", -signal.SIGKILL)])
+def test_a_single_process_run_is_whole_or_absent(tmp_path: Path, mode: str, code: int) -> None:
+    runs = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, str(_writer(tmp_path)), mode, str(runs)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=120)
+    assert proc.returncode == code, proc.stderr
+    if mode == "ok":
+        assert (RunFolder.open(runs / "shared").path / COMPLETE).is_file()
+    else:
+        assert not (runs / "shared").exists()
+    # an error or SIGTERM cleans up itself; SIGKILL cannot, and the next writer sweeps it
+    assert bool(_leftovers(runs)) == (mode == "kill")
+    sweep_runs(runs)
+    assert _leftovers(runs) == []
 
 
 @pytest.mark.slow
-def test_two_process_sample_rows_equal_one_process_rows(tmp_path: Path) -> None:
-    prompts = tmp_path / "prompts.jsonl"
-    write_prompts(prompts, build_prompts(0, "default")[:20])
-    flags = ["sample", "--model", "rlgate/tiny-refund", "--prompts", str(prompts), "--k", "2",
-             "--max-new-tokens", "12", "--base-runs", "2", "--batch-size", "4", "--no-progress"]
-    one = subprocess.run([sys.executable, "-m", "pytest_rlgate.cli", *flags, "--out", "one.jsonl"], cwd=tmp_path,
-                         env=_env(tmp_path), capture_output=True, text=True, timeout=600)
-    assert one.returncode == 0, one.stderr
-    two = _torchrun(tmp_path, "-m", "pytest_rlgate.cli", *flags, "--out", "two.jsonl")
-    assert two.returncode == 0, two.stderr[-2000:]
-    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
-    assert two.stdout.count("sampled 20 prompts") == 1 and "2 process(es)" in two.stdout
-    assert sorted(p.name for p in tmp_path.iterdir() if "jsonl" in p.name) == ["one.jsonl", "prompts.jsonl",
-                                                                                "two.jsonl"]
+@pytest.mark.parametrize(("mode", "failing_rank"), [("ok", 0), ("raise", 0), ("raise", 1), ("kill", 0), ("kill", 1)])
+def test_torchrun_two_processes_publish_once_or_not_at_all(tmp_path: Path, mode: str, failing_rank: int) -> None:
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        pytest.skip("torchrun is not installed")
+    runs = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "FAILING_RANK": str(failing_rank),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", str(_writer(tmp_path)), mode,
+                           str(runs)], capture_output=True, text=True, env=env, timeout=300)
+    if mode == "ok":
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert (RunFolder.open(runs / "shared").path / COMPLETE).is_file()
+        assert _leftovers(runs) == []  # rank 1's scratch is gone, rank 0's partial was renamed
+        return
+    assert proc.returncode != 0
+    assert not (runs / "shared").exists(), "a failed launch published a run"
+    with pytest.raises(DataError):
+        RunFolder.open(runs / "shared")
+    sweep_runs(runs)  # what the next run does first: every dead rank's leftover goes
+    assert _leftovers(runs) == []
 
 
-@pytest.mark.slow
-def test_two_process_grpo_writes_one_run_folder(tmp_path: Path) -> None:
-    done = _torchrun(tmp_path, "-m", "pytest_rlgate.cli", "train", "grpo", "--steps", "2", "--batch-size", "4",
-                     "--num-generations", "2", "--base-runs", "1", "--eval-k", "2", "--monitor-every", "1",
-                     "--run-name", "tr2", "--no-progress")
-    assert done.returncode in (0, 1), done.stderr[-3000:]  # the gate's verdict, on every rank
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tr2"]
-    config = json.loads((tmp_path / "runs" / "tr2" / "config.json").read_text())
-    assert config["world_size"] == 2 and config["training"]["processes"] == 2
-    assert config["training"]["steps_done"] == 2
-    assert done.stdout.count("run: ") == 1  # the main process reports
-    monitor = json.loads((tmp_path / "runs" / "tr2" / "monitor.json").read_text())
-    assert [h["step"] for h in monitor["history"]] == [0, 1, 2]
+def test_a_writer_of_another_rank_neither_publishes_nor_keeps_its_scratch(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with RunWriter(tmp_path, "shared") as run:
+        assert ".rank1.partial-" in run.path.name
+        run.json("config.json", {})
+        folder = run.publish()
+    assert folder.path == tmp_path / "shared" and not folder.path.exists()
+    assert _leftovers(tmp_path) == []

@@ -3,49 +3,82 @@
 Under ``torchrun --nproc_per_node N`` (or ``accelerate launch``) every process runs the
 same command. Without care each one samples the whole holdout, trains, and races the
 others to publish the same run folder. So: sampling is sharded across the ranks and
-gathered (:func:`gather`), only the main process writes files (:func:`is_main`), the
-others wait for it (:func:`barrier`) and leave with its exit code (:func:`broadcast`).
+gathered (:func:`gather`), only the main process (rank 0) publishes and writes files, and
+only once every rank has said its part succeeded (:func:`agree`); the others wait for it
+(:func:`wait_for_main`) and leave with its exit code (:func:`broadcast`). A rank that the
+launcher stops (it sends SIGTERM to the survivors when one rank fails) leaves through the
+same clean-up as an exception (:func:`stopped_cleanly`), so its temporary files go with it.
+A SIGKILLed rank cannot clean up; its leftovers carry its owner token and the next writer
+sweeps them (:mod:`pytest_rlgate._io.stale`).
 
-Everything here asks ``torch.distributed`` only once a process group is initialised, and
-is a no-op otherwise, so a one-process run (the default, and every library call outside a
-launcher) never imports torch for it. :func:`init_from_launcher` starts the group a
-launcher asked for (``WORLD_SIZE`` > 1): gloo on CPU, NCCL on GPUs. Objects travel through
-a gloo group of their own, so gathering Python objects works whatever the training
-backend is.
+:func:`rank` and :func:`world_size` describe the launch (the group's, else the launcher's
+``RANK`` / ``WORLD_SIZE``); the collectives ask ``torch.distributed`` only once a process
+group is initialised (:func:`group_size` > 1) and are no-ops otherwise, so a one-process
+run never imports torch for them. :func:`init_from_launcher` starts the group a launcher
+asked for: gloo on CPU, NCCL on GPUs. Objects travel through a gloo group of their own, so
+gathering Python objects works whatever the training backend is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, TypeVar, cast
 
 from ..errors import RankError, RlgateError
 
-__all__ = ["barrier", "broadcast", "finish", "gather", "init_from_launcher", "is_main", "launched_world_size", "rank",
-           "run_everywhere", "together", "world_size"]
+__all__ = ["agree", "barrier", "broadcast", "finish", "gather", "group_size", "init_from_launcher", "is_main_process",
+           "rank", "run_everywhere", "stopped_cleanly", "together", "wait_for_main", "world_size"]
 
 T = TypeVar("T")
 _objects_group: list[Any] = []  # the gloo group for object collectives, made on first use
 _started_here: list[bool] = []
 
 
-def _dist() -> Any:
-    """``torch.distributed`` when a process group is up, else None (torch not imported for it)."""
-    if "torch" not in sys.modules:
-        return None
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
-
-
-def launched_world_size() -> int:
-    """The number of processes a launcher started (``WORLD_SIZE``; 1 outside a launcher)."""
+def _env_int(name: str, default: int) -> int:
     try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        return int(os.environ.get(name, default))
     except ValueError:
-        return 1
+        return default
+
+
+def _dist() -> Any:
+    """``torch.distributed`` when this process is one of an initialised group, else None."""
+    torch = sys.modules.get("torch")  # never imported here: a group exists only if torch is loaded
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+def rank() -> int:
+    """This process's rank: the initialised group's, else the launcher's ``RANK``, else 0."""
+    dist = _dist()
+    return int(dist.get_rank()) if dist is not None else _env_int("RANK", 0)
+
+
+def world_size() -> int:
+    """How many processes the launch has: the group's size, else ``WORLD_SIZE``, else 1."""
+    dist = _dist()
+    return int(dist.get_world_size()) if dist is not None else max(1, _env_int("WORLD_SIZE", 1))
+
+
+def group_size() -> int:
+    """How many processes share work through collectives: the initialised group's size, else 1."""
+    dist = _dist()
+    return int(dist.get_world_size()) if dist is not None else 1
+
+
+def is_main_process() -> bool:
+    """True for rank 0 (and for a process that is not part of a launch)."""
+    return rank() == 0
 
 
 def init_from_launcher() -> None:
@@ -53,13 +86,13 @@ def init_from_launcher() -> None:
 
     Commands that sample or train call it at the door, before anything is loaded.
     """
-    if launched_world_size() <= 1 or _dist() is not None:
+    if _env_int("WORLD_SIZE", 1) <= 1 or _dist() is not None:
         return
     import torch
     import torch.distributed as dist
 
     if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        local = _env_int("LOCAL_RANK", 0)
         torch.cuda.set_device(local)
         dist.init_process_group(backend="nccl", device_id=torch.device("cuda", local))
     else:
@@ -76,23 +109,6 @@ def finish() -> None:
         _started_here.clear()
 
 
-def rank() -> int:
-    """This process's rank (0 without a process group)."""
-    dist = _dist()
-    return dist.get_rank() if dist is not None else 0
-
-
-def world_size() -> int:
-    """The number of processes in the job (1 without a process group)."""
-    dist = _dist()
-    return dist.get_world_size() if dist is not None else 1
-
-
-def is_main() -> bool:
-    """True on the process that writes files: rank 0, or the only one."""
-    return rank() == 0
-
-
 def _group() -> Any:
     dist = _dist()
     if dist.get_backend() == "gloo":
@@ -103,14 +119,14 @@ def _group() -> Any:
 
 
 def barrier() -> None:
-    """Wait until every rank gets here (a no-op in one process)."""
+    """Wait until every rank gets here (a no-op without a group)."""
     dist = _dist()
     if dist is not None:
         dist.barrier(group=_group())
 
 
 def gather(obj: T) -> list[T]:
-    """Every rank's *obj*, in rank order, on every rank (``[obj]`` in one process)."""
+    """Every rank's *obj*, in rank order, on every rank (``[obj]`` without a group)."""
     dist = _dist()
     if dist is None:
         return [obj]
@@ -120,20 +136,64 @@ def gather(obj: T) -> list[T]:
 
 
 def broadcast(obj: T) -> T:
-    """The main process's *obj*, on every rank (*obj* itself in one process)."""
+    """The main process's *obj*, on every rank (*obj* itself without a group)."""
     dist = _dist()
     if dist is None:
         return obj
     box: list[Any] = [obj]
     dist.broadcast_object_list(box, src=0, group=_group())
-    return box[0]
+    return cast(T, box[0])
+
+
+def agree(ok: bool) -> bool:
+    """True when *ok* holds on every rank (*ok* itself without a group).
+
+    Every rank must call it (a rank that died instead makes the collective fail, which the
+    caller treats as disagreement; the launcher then stops the rest).
+    """
+    if group_size() == 1:
+        return ok
+    try:
+        return all(gather(bool(ok)))
+    except (RuntimeError, ValueError):  # a peer is gone
+        return False
+
+
+def wait_for_main() -> None:
+    """Block until rank 0 is done publishing (a barrier), where there is a group to wait with."""
+    if group_size() > 1:
+        with contextlib.suppress(RuntimeError, ValueError):
+            barrier()
+
+
+@contextlib.contextmanager
+def stopped_cleanly() -> Iterator[None]:
+    """Within the block, SIGTERM (a launcher stopping the survivors of a failed rank, or a plain
+    ``kill``) raises ``SystemExit(143)``, so ``finally`` and ``__exit__`` clean-ups run. Only in
+    the main thread (where Python delivers signals); the old handler is put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _outcome(work: Callable[[], T]) -> tuple[str, Any]:
     try:
         return "ok", work()
     except Exception as exc:
-        if world_size() == 1:
+        if group_size() == 1:
             raise  # one process: the original exception, untouched
         if isinstance(exc, RlgateError):
             return "error", str(exc)
@@ -156,7 +216,7 @@ def together(work: Callable[[], T]) -> T:
     so the others neither run ahead nor wait forever when it fails.
     """
     status, value = _outcome(work)
-    if world_size() > 1:
+    if group_size() > 1:
         _raise_first(gather((status, "" if status == "ok" else value)))
     return cast(T, value)
 

@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in RANK_AWARE:
         ranks.init_from_launcher()  # before anything runs, so even an error at the door is reported once
     code, message = _run(args, name)
-    if ranks.world_size() > 1:
+    if ranks.group_size() > 1:
         return _leave_together(code, message)
     if message:
         print(message, file=sys.stderr)
@@ -141,7 +141,7 @@ def _leave_together(code: int, message: str | None) -> int:
     error once (another rank's with its number) and every rank exits with the same code - the
     main process's verdict, or the first failure."""
     outcomes = ranks.gather((code, message))
-    if ranks.is_main():
+    if ranks.is_main_process():
         seen: set[str] = set()
         for index, (_code, text) in enumerate(outcomes):
             if text and text not in seen:

@@ -71,7 +71,7 @@ def _one_voice(args: argparse.Namespace) -> Iterator[Path]:
     """Where this process tells the story: the main process into ``--runs-dir`` on the terminal;
     under torchrun / accelerate the others follow every step (training and sampling are
     collective) into a scratch folder, silently, and it is thrown away."""
-    if ranks.is_main():
+    if ranks.is_main_process():
         yield Path(args.runs_dir)
         return
     args.progress = False

@@ -17,6 +17,8 @@ import os
 
 from .._io import ranks
 from ..data.rows import read_rows, write_rows
+from ..environment.contract import Env, load_env
+from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, output_file
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
@@ -36,10 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
+    override: Env | None = None
+    if args.env is not None:  # the flag's own mistake, told before the run is opened
+        try:
+            override = load_env(args.env)
+        except UsageError as exc:
+            raise UsageError(f"--env {args.env!r:.80}: {exc}") from None
     folder = RunFolder.open(args.run)
-    env = folder.environment(args.env)
+    env = folder.environment(override)
     rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
-    if not ranks.is_main():  # the job exits with the main process's verdict
+    if not ranks.is_main_process():  # the job exits with the main process's verdict
         return 0
     if args.out:
         write_rows(args.out, rows)

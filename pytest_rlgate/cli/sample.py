@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, k=args.k, policy=label,
         restart=args.restart, progress=args.progress, temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=max_new, batch_size=args.batch_size, backend=args.backend)
-    if ranks.is_main():
+    if ranks.is_main_process():
         resumed = f", {kept} kept from an interrupted run" if kept else ""
         print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "
               f"({sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")

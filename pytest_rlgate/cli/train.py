@@ -158,7 +158,7 @@ def _dpo_arguments(p: argparse.ArgumentParser) -> None:
 def _run_dpo(args: argparse.Namespace) -> Any:
     folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=args.progress,
                        report_to=args.report_to, overwrite=args.overwrite)
-    if not ranks.is_main():
+    if not ranks.is_main_process():
         return folder
     pairs = folder.config.get("pairs", {})
     cap = (f", cap {pairs['constructed_cap']} -> at most {pairs['constructed_limit']}"
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds:
         return _run_seeds(args)
     folder = METHODS[args.method][1](args)
-    return report(folder) if ranks.is_main() else 0  # the job exits with the main process's verdict
+    return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
 
 def _run_seeds(args: argparse.Namespace) -> int:
@@ -204,7 +204,7 @@ def _run_seeds(args: argparse.Namespace) -> int:
     cls = knobs_class(args.method)
     runs = train_seeds(cls(**knob_values(args, cls)), args.seeds, overwrite=args.overwrite,
                        progress=args.progress)
-    if not ranks.is_main():
+    if not ranks.is_main_process():
         return 0
     print(runs.result.report(verbose=True))
     print(f"recipe: {runs.folder} (recipe.json, recipe.txt; `rlgate report {runs.folder}` draws it)")

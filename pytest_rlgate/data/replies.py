@@ -17,13 +17,13 @@ several lines are rollouts ``0, 1, 2, ...`` of that prompt in line order (per
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..environment.contract import EnvSpec, load_env
 from ..errors import DataError
+from .jsonl import iter_json_lines
 from .provenance import row_header
-from .rowfile import GZIP_ERRORS, gzip_error, open_rows, parse_line
 from .rows import Rows, grade_replies
 
 __all__ = ["grade_file"]
@@ -31,18 +31,6 @@ __all__ = ["grade_file"]
 _META = ("policy", "sample_seed", "eval_run")
 _SHAPE = ('each line is a JSON object like {"prompt": "...", "category": "...", "case": {...}, "reply": "..."} '
           '(or "scenario_id" for "prompt", "replies": [...] for "reply")')
-
-
-def _lines(path: str) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` of each non-blank line (plain or gzip JSONL)."""
-    number = 0
-    try:
-        with open_rows(path) as handle:
-            for number, raw in enumerate(handle, start=1):
-                if raw.strip():
-                    yield number, parse_line(raw, path=path, line=number)
-    except GZIP_ERRORS as exc:
-        raise gzip_error(exc, path) from None
 
 
 def _replies(obj: Mapping[str, Any], fail: Any) -> list[str]:
@@ -70,7 +58,8 @@ def grade_file(path: str | os.PathLike[str], env: EnvSpec = None, *,
     by_scenario: dict[str, Mapping[str, Any]] | None = None
     rollouts: dict[tuple[Any, ...], int] = {}
     out = Rows()
-    for number, obj in _lines(label):
+    for number, obj in iter_json_lines(label, what="replies file",
+                                       fix="write one JSON object a line with a prompt and its reply"):
         def fail(message: str, number: int = number) -> DataError:
             return DataError(message, path=label, line=number)
 

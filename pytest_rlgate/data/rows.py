@@ -22,7 +22,6 @@ and the fix.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,8 +29,10 @@ from typing import Any
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
+from ..options import FILE_NUMBER
+from .jsonl import iter_checked_lines, iter_json_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
-from .rowfile import GZIP_ERRORS, gzip_error, line_parser, open_rows, parse_line, write_lines
+from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "Rows", "grade_replies", "header_of", "iter_checked",
            "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row", "write_rows"]
@@ -91,9 +92,10 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         raise fail(f"'rollout_index' must be a non-negative integer, got {_type_name(index)} {index!r}")
     score = row["score"]
     if not _is_number(score):
-        raise fail(f"'score' must be a number, got {_type_name(score)} {score!r}")
-    if not math.isfinite(score):
-        raise fail(f"'score' must be finite, got {score!r}")
+        raise fail(f"'score' must be a number, got {_type_name(score)} {_cut(score)}")
+    problem = FILE_NUMBER.problem(score)
+    if problem is not None:
+        raise fail(f"'score' must be finite and at most 2**53 in size: {problem}, got {_cut(score)}")
     reward = row["reward"]
     if not _is_number(reward) or reward not in (0, 1):
         raise fail(f"'reward' must be 0 or 1 (1 = the reply passes), got {_type_name(reward)} {reward!r}")
@@ -102,8 +104,9 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
     if not isinstance(markers, Mapping):
         raise fail(f"'markers' must be an object {{name: number}}, got {_type_name(markers)}")
     for name, value in markers.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise fail(f"marker {name!r} must be a finite number, got {_type_name(value)} {value!r}")
+        if not _is_number(value) or FILE_NUMBER.problem(value) is not None:
+            raise fail(f"marker {name!r} must be a finite number at most 2**53 in size, got {_type_name(value)} "
+                       f"{_cut(value)}")
     if row.get("case") is not None and not isinstance(row["case"], Mapping):
         raise fail(f"'case' must be an object (what the reply was scored against), got {_type_name(row['case'])}")
     if row.get("policy") is not None and not isinstance(row["policy"], str):
@@ -118,10 +121,15 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
 
 
 _NUMBERS = (int, float)
-_isfinite = math.isfinite
+_LOW, _HIGH = FILE_NUMBER.low, FILE_NUMBER.high
 
 
-def _fast_row(row: dict[str, Any]) -> bool:
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def _fast_row(row: Any) -> bool:
     """True for a plain, valid row (exact built-in types): the common case, checked cheaply.
 
     Every check :func:`validate_row` makes, in the fewest bytecodes: it runs once per row
@@ -129,6 +137,8 @@ def _fast_row(row: dict[str, Any]) -> bool:
     empty optional string, a misplaced header) returns False and takes the slow path,
     which accepts what is valid and names what is not.
     """
+    if type(row) is not dict:
+        return False
     try:
         prompt, category, index, reply = row["prompt"], row["category"], row["rollout_index"], row["reply"]
         score, reward, markers = row["score"], row["reward"], row["markers"]
@@ -136,12 +146,12 @@ def _fast_row(row: dict[str, Any]) -> bool:
         return False
     if not (type(prompt) is str and prompt and type(category) is str and category
             and type(reply) is str and type(index) is int and index >= 0
-            and type(score) in _NUMBERS and _isfinite(score)
+            and type(score) in _NUMBERS and _LOW <= score <= _HIGH  # NaN compares False
             and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
             and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
         return False
     for value in markers.values():
-        if type(value) not in _NUMBERS or not _isfinite(value):
+        if type(value) not in _NUMBERS or not _LOW <= value <= _HIGH:
             return False
     get = row.get
     value = get("scenario_id")
@@ -226,65 +236,47 @@ def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str,
     touched only when the prompt changes. One loop, with no helper generators, because at a
     million rows every call and generator hop shows.
     """
-    parse = line_parser() if file else None
-    handle = open_rows(source) if file else None
+    numbered = (iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row) if file
+                else ((line, item, False) for line, item in enumerate(source, 1)))
     seen: dict[int, int] = {}
     large: set[tuple[int, int]] = set()
     key: tuple[Any, str, Any] | None = None
     mask = count = slot = 0
     first = file  # a file's first value may be its header
-    fast = _fast_row
-    try:
-        for line, item in enumerate(source if handle is None else handle, 1):
-            if parse is None:
-                obj = validate_row(item, path=label, line=line)  # copies what it normalises: the caller's rows stay
-            else:
-                try:
-                    obj = parse(item)
-                except (ValueError, StopIteration, RecursionError):  # not final: ask the exact parser
-                    if not item.strip():
-                        continue
-                    obj = parse_line(item, path=label, line=line)
-                if first:
-                    first = False
-                    if is_header(obj):
-                        check_header(parse_line(item, path=label, line=line), path=label, line=line)
-                        continue
-                if type(obj) is dict and fast(obj):
-                    if type(obj["reward"]) is not int:
-                        obj["reward"] = int(obj["reward"])
-                else:  # judged on the standard library's reading (orjson reads a 20-digit int as a float)
-                    obj = validate_row(parse_line(item, path=label, line=line), path=label, line=line)
-            get = obj.get
-            here = (get("scenario_id"), obj["prompt"], get("eval_run"))
-            state = SAME
-            if here != key:
-                if key is not None:
-                    seen[slot] = mask
-                key, slot = here, hash(here)
-                mask = seen.get(slot, -1)
-                state = CHANGED
-                if mask < 0:
-                    state, mask = NEW, 0
-            index = obj["rollout_index"]
-            if index < 256:
-                bit = 1 << index
-                if mask & bit:
-                    raise _duplicate(here, index, label, line)
-                mask |= bit
-            elif (slot, index) in large:
+    for line, obj, checked in numbered:
+        if checked:  # a plain valid row, as the fast parser read it
+            if type(obj["reward"]) is not int:
+                obj["reward"] = int(obj["reward"])
+        elif first and is_header(obj):
+            check_header(obj, path=label, line=line)
+            first = False
+            continue
+        else:  # copies what it normalises: the caller's rows stay
+            obj = validate_row(obj, path=label, line=line)
+        first = False
+        get = obj.get
+        here = (get("scenario_id"), obj["prompt"], get("eval_run"))
+        state = SAME
+        if here != key:
+            if key is not None:
+                seen[slot] = mask
+            key, slot = here, hash(here)
+            mask = seen.get(slot, -1)
+            state = CHANGED
+            if mask < 0:
+                state, mask = NEW, 0
+        index = obj["rollout_index"]
+        if index < 256:
+            bit = 1 << index
+            if mask & bit:
                 raise _duplicate(here, index, label, line)
-            else:
-                large.add((slot, index))
-            count += 1
-            yield obj, line, state
-    except GZIP_ERRORS as exc:
-        if handle is None:
-            raise
-        raise gzip_error(exc, label) from None
-    finally:
-        if handle is not None:
-            handle.close()
+            mask |= bit
+        elif (slot, index) in large:
+            raise _duplicate(here, index, label, line)
+        else:
+            large.add((slot, index))
+        count += 1
+        yield obj, line, state
     if count == 0:
         raise DataError("empty row file (no rows; grade some replies first)" if file else
                         "no rows (an empty gate proves nothing; grade some replies first)", path=label)
@@ -296,14 +288,12 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     Reads the first non-blank line only, so it is cheap on any file size.
     """
     label = os.fspath(path)
-    with open_rows(path) as handle:
-        try:
-            for line, raw in enumerate(handle, 1):
-                if raw.strip():
-                    obj = parse_line(raw, path=label, line=line)
-                    return check_header(obj, path=label, line=line) if is_header(obj) else None
-        except GZIP_ERRORS as exc:
-            raise gzip_error(exc, label) from None
+    lines = iter_json_lines(path, what=ROW_FILE, fix=ROW_FILE_FIX)
+    try:
+        for line, obj in lines:
+            return check_header(obj, path=label, line=line) if is_header(obj) else None
+    finally:
+        lines.close()
     return None
 
 

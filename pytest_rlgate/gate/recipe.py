@@ -240,7 +240,20 @@ def _sources(after: Any) -> tuple[list[int | str], list[Any]]:
             raise DataError("after has no training seeds: pass one row source per seed (seed -> rows)")
         return list(after), list(after.values())
     sources = list(after)
+    _refuse_repeats(sources)
     return seed_labels(sources), sources
+
+
+def _refuse_repeats(sources: Sequence[Any]) -> None:
+    """One source given twice would count as two training seeds and halve the seed spread."""
+    seen: dict[Any, int] = {}
+    for position, source in enumerate(sources, 1):
+        key = (os.path.realpath(source) if isinstance(source, (str, os.PathLike)) else id(source))
+        if key in seen:
+            shown = os.fspath(source) if isinstance(source, (str, os.PathLike)) else f"the row list #{position}"
+            raise UsageError(f"after side {position} ({shown}) is after side {seen[key]} again: each training seed "
+                             "is its own run's rows; pass every seed's file once")
+        seen[key] = position
 
 
 # -- the comparison ------------------------------------------------------------------------

@@ -2,15 +2,15 @@
 
 Each feature's hooks and fixtures live in its own module of this package;
 this module only names them, so ``-p no:rlgate`` switches every part off at once, and
-offers the one helper they share: a ``--rlgate-<name>`` option with an ``rlgate_<name>``
-ini twin where the command line wins.
+offers the helpers they share: a ``--rlgate-<name>`` option with an ``rlgate_<name>``
+ini twin where the command line wins, and :func:`fail`.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import pytest
 
@@ -57,3 +57,11 @@ def setting(config: pytest.Config, name: str, type: Callable[[str], Any] = str) 
         return type(raw)
     except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:  # the option parsers' own refusals too
         raise pytest.UsageError(f"ini setting {dest} = {raw!r}: {exc}") from None
+
+
+def fail(message: str) -> NoReturn:
+    """Fail the current test or fixture with *message* alone: no traceback, and (raised from
+    None) not the error it replaces printed a second time under "During handling of the above
+    exception"."""
+    __tracebackhide__ = True
+    raise pytest.fail.Exception(message, pytrace=False) from None

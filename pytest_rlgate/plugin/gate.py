@@ -28,7 +28,7 @@ from pytest_rlgate.gate.recipe_stats import RECIPE_VERDICTS
 from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
 from pytest_rlgate.gate.text import is_borderline, units_label
 from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.plugin.training import MARKER
 
@@ -166,7 +166,7 @@ def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
     try:
         env = marker_env(request.config, None if marker is None else marker.kwargs.get("env"))
     except RlgateError as exc:
-        pytest.fail(f"@pytest.mark.{MARKER}(env=...): {exc}", pytrace=False)
+        fail(f"@pytest.mark.{MARKER}(env=...): {exc}")
     return RlgateGate(request.node, request.config, env)
 
 

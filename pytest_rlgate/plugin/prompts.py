@@ -33,7 +33,7 @@ from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.envs import DEFAULT_ENV
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.options import fraction, share
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, fail, setting
 from pytest_rlgate.plugin.env import session_env
 
 #: ``--rlgate-no-decontaminate`` and its ini twin ``rlgate_no_decontaminate`` (a bool).
@@ -176,7 +176,7 @@ def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
     try:
         return pytestconfig.stash[_STATE].items()
     except RlgateError as exc:
-        pytest.fail(f"rlgate: {exc}", pytrace=False)
+        fail(f"rlgate: {exc}")
 
 
 @pytest.fixture(scope="session")
@@ -191,4 +191,4 @@ def rlgate_split(pytestconfig: pytest.Config) -> Split:
     try:
         return pytestconfig.stash[_STATE].split().split
     except RlgateError as exc:
-        pytest.fail(f"rlgate: {exc}", pytrace=False)
+        fail(f"rlgate: {exc}")

@@ -25,7 +25,7 @@ from pytest_rlgate._io import ranks
 from pytest_rlgate.data.baseline import run_rows
 from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.train.adapters import attach_adapter, check_adapter, load_base
 from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
@@ -94,7 +94,7 @@ class AdapterFactory:
         try:
             return self._make(method, marker_env(self.config, env), knobs)
         except RlgateError as exc:
-            pytest.fail(f"rlgate: {exc}", pytrace=False)
+            fail(f"rlgate: {exc}")
 
     def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
         values = {**values, "env": env}
@@ -127,7 +127,7 @@ class AdapterFactory:
         try:
             seeds = check_seeds(seeds, flag=where)
         except RlgateError as exc:
-            pytest.fail(f"rlgate: {exc}", pytrace=False)
+            fail(f"rlgate: {exc}")
         if "sample_seed" in knobs:
             pytest.fail(f"rlgate: {where} sets each run's sample_seed; drop sample_seed={knobs['sample_seed']!r}",
                         pytrace=False)
@@ -142,7 +142,7 @@ class AdapterFactory:
             try:
                 trained._rows[side] = _rows(trained, side)
             except RlgateError as exc:
-                pytest.fail(f"rlgate: {exc}", pytrace=False)
+                fail(f"rlgate: {exc}")
         return trained._rows[side]
 
 

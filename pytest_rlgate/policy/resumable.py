@@ -28,7 +28,7 @@ __all__ = ["piece_size", "sample_to_file"]
 
 def piece_size(batch_size: int = DEFAULT_BATCH_SIZE) -> int:
     """Prompts per piece: two full batches on every rank, so sharding pays and a kill loses little."""
-    return 2 * batch_size * ranks.world_size()
+    return 2 * batch_size * ranks.group_size()
 
 
 def _check_kept(rows: Sequence[Mapping[str, Any]], work: Sequence[tuple[int, Mapping[str, Any]]], k: int,
@@ -68,7 +68,7 @@ def sample_to_file(
     journal: list[PartialRows] = []
 
     def open_partial() -> int:
-        if not ranks.is_main():
+        if not ranks.is_main_process():
             return 0
         journal.append(PartialRows(out, header, restart=restart))
         kept = _check_kept(journal[0].rows, work, k, journal[0].path)
@@ -78,7 +78,7 @@ def sample_to_file(
     kept = ranks.run_everywhere(open_partial)[0]
     size = piece_size(options.get("batch_size", DEFAULT_BATCH_SIZE))
     shown = bar(len(work), f"sampling {len(items)} prompts x {k} at {len(seeds)} seed(s)",
-                progress if ranks.is_main() else False, unit="prompt")
+                progress if ranks.is_main_process() else False, unit="prompt")
     shown.update(kept)
     try:
         start = kept

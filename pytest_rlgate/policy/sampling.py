@@ -307,11 +307,11 @@ def _sharded(draw: Any, items: Sequence[Any]) -> list[list[str]]:
     A reply depends on its seed, rollout and rendered chat only (:func:`reply_seed`), so the
     gathered replies are the ones one process draws. Only the main process shows a bar.
     """
-    world = ranks.world_size()
+    world = ranks.group_size()
     if world == 1:
         return list(draw(items))
     mine = shard(items, ranks.rank(), world)
-    parts = ranks.run_everywhere(lambda: list(zip(mine, draw([items[i] for i in mine], ranks.is_main()))))
+    parts = ranks.run_everywhere(lambda: list(zip(mine, draw([items[i] for i in mine], ranks.is_main_process()))))
     replies: list[list[str]] = [[] for _ in items]
     for part in parts:
         for position, texts in part:

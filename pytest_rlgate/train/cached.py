@@ -116,11 +116,11 @@ def _rank_aware(kind: str, key: str, build: Any, *, root: str | os.PathLike[str]
     runs *everyone()* (the main process inside ``cached_dir``, which alone writes the
     cache), and every rank gets the main process's folder.
     """
-    if ranks.world_size() == 1:
+    if ranks.group_size() == 1:
         return cache.cached_dir(kind, key, build, root=root)
     final = cache.cache_root(root) / kind / key
     if not ranks.broadcast(cache.is_complete(final)):
-        ranks.together(lambda: cache.cached_dir(kind, key, build, root=root) if ranks.is_main() else everyone())
+        ranks.together(lambda: cache.cached_dir(kind, key, build, root=root) if ranks.is_main_process() else everyone())
     return Path(ranks.broadcast(str(final)))
 
 

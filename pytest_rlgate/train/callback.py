@@ -86,7 +86,7 @@ class GateCallback(TrainerCallback):
             planned = max(1, state.max_steps // self.every)
         self.sequential = SequentialGate(alpha=self.alpha, planned=planned, env=self.env, guards=self.guards)
         self.tokenizer = self.tokenizer or kw.get("processing_class") or kw.get("tokenizer")
-        if ranks.is_main():
+        if ranks.is_main_process():
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.step0 = self._sample(model, 0)
 
@@ -96,13 +96,13 @@ class GateCallback(TrainerCallback):
             return
         if self.sequential.planned is not None and len(self.looks) >= self.sequential.planned:
             return  # the budget is spent; the last planned look was the last
-        if ranks.is_main():
+        if ranks.is_main_process():
             assert self.step0 is not None
             look = self.sequential.look(self.step0, self._sample(model, step), step=step)
             self._write()
             if look.regressed and self.stop_on_regression and self.stopped_at is None:
                 self.stopped_at = {"step": step, "look": look.look, "regressed": look.regressed}
-        if ranks.world_size() > 1:
+        if ranks.group_size() > 1:
             self.stopped_at = ranks.broadcast(self.stopped_at)
         if self.stopped_at is not None:
             control.should_training_stop = True

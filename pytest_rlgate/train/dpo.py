@@ -33,7 +33,7 @@ from .config import RUN_BOUNDS, RunKnobs, _fail
 from .grpo import _on_cpu
 from .pairs import CONSTRUCTED_CAP, MAX_PAIRS_PER_PROMPT, MIN_MARGIN, Pair, PairSet, build_pairs, write_pairs
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
-from .run import run_writer
+from .run import RunWriter
 
 __all__ = [
     "DPOKnobs",
@@ -348,7 +348,7 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
     import torch
 
     knobs = knobs_from(knobs, overrides)
-    with run_writer(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(DPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         with torch.no_grad():

@@ -21,7 +21,7 @@ from .adapters import check_targets, lora_config
 from .config import GRPOKnobs
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
-from .run import run_writer
+from .run import RunWriter
 
 __all__ = ["build_trainer", "grpo_config", "per_device_batch", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
@@ -144,7 +144,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
     knobs = knobs_from(knobs, overrides)
-    with run_writer(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)

@@ -128,7 +128,7 @@ class HackMonitor(TrainerCallback):
 
     # --- TrainerCallback hooks ----------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        if self.every > 0 and ranks.is_main():
+        if self.every > 0 and ranks.is_main_process():
             self._evaluate(model, 0)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
@@ -148,10 +148,10 @@ class HackMonitor(TrainerCallback):
         step = state.global_step
         if self.every <= 0 or step % self.every:
             return
-        if ranks.is_main():  # one process watches; the others follow its verdict
+        if ranks.is_main_process():  # one process watches; the others follow its verdict
             self._evaluate(model, step)
             self._stop_if_wanted(self._check(step), control)
-        if ranks.world_size() > 1:
+        if ranks.group_size() > 1:
             self.stopped_at = ranks.broadcast(self.stopped_at)
             if self.stopped_at is not None:
                 control.should_training_stop = True
