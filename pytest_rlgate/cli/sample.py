@@ -24,7 +24,7 @@ from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
 from ..environment.contract import load_env
 from ..errors import UsageError
-from ..options import SEED, add_env_argument, add_output_arguments, output_file
+from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
 from ..policy.load import load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
@@ -34,6 +34,8 @@ from ..train.cached import adapter_identity, base_identity
 from ..train.config import RunKnobs, is_tiny
 from ..train.inputs import load_prompts
 
+#: The ranges of the flags shared with `rlgate train` (declared once, on the knobs).
+BOUNDS = bounds_of(RunKnobs)
 HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
 BACKENDS = ("transformers", "vllm")
 
@@ -45,20 +47,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(parser)
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
     p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
-    p.add_argument("--seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
+    p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
     p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=C.RUN_BOUNDS["holdout"], default=C.HOLDOUT,
+    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
                    help="share held out by category (%(default)s)")
     s = parser.add_argument_group("sampling")
-    s.add_argument("--k", type=C.RUN_BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
+    s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
     s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="first sample seed (%(default)s)")
-    s.add_argument("--base-runs", type=C.RUN_BOUNDS["base_runs"], default=1,
+    s.add_argument("--base-runs", type=BOUNDS["base_runs"], default=1,
                    help="sample this many runs at seeds S, S+1, ... (3 measures a noise floor; %(default)s)")
-    s.add_argument("--temperature", type=C.RUN_BOUNDS["temperature"], default=C.TEMPERATURE, help="(%(default)s)")
-    s.add_argument("--top-p", type=C.RUN_BOUNDS["top_p"], default=C.TOP_P, help="(%(default)s)")
-    s.add_argument("--max-new-tokens", type=C.RUN_BOUNDS["max_completion_length"], metavar="TOKENS",
+    s.add_argument("--temperature", type=BOUNDS["temperature"], default=C.TEMPERATURE, help="(%(default)s)")
+    s.add_argument("--top-p", type=BOUNDS["top_p"], default=C.TOP_P, help="(%(default)s)")
+    s.add_argument("--max-new-tokens", type=BOUNDS["max_completion_length"], metavar="TOKENS",
                    help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on a tiny policy")
-    s.add_argument("--batch-size", type=C.RUN_BOUNDS["eval_k"], default=DEFAULT_BATCH_SIZE,
+    s.add_argument("--batch-size", type=BOUNDS["eval_k"], default=DEFAULT_BATCH_SIZE,
                    help="prompts per generate call; does not change the rows (%(default)s)")
     s.add_argument("--backend", choices=BACKENDS, default="transformers", help="(%(default)s; vllm needs a GPU)")
     parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
@@ -74,8 +76,9 @@ def holdout_items(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
         if not Path(args.prompts).is_file():
             raise UsageError(f"--prompts {args.prompts!r}: no such file; write one with `rlgate prompts`")
         return read_prompts(args.prompts, env=env), str(args.prompts)
-    knobs = RunKnobs(env=env, base_model=C.TINY_POLICY, seed=args.seed, size=args.size, holdout=args.holdout)
-    return load_prompts(knobs).holdout, f"holdout of template:seed={args.seed}:{args.size} ({args.holdout:g})"
+    knobs = RunKnobs(env=env, base_model=C.TINY_POLICY, prompt_seed=args.prompt_seed, size=args.size,
+                     holdout=args.holdout)
+    return load_prompts(knobs).holdout, f"holdout of template:seed={args.prompt_seed}:{args.size} ({args.holdout:g})"
 
 
 def _policy(args: argparse.Namespace) -> tuple[Any, Any]:
