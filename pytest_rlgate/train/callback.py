@@ -94,8 +94,8 @@ class GateCallback(TrainerCallback):
         step = state.global_step
         if step % self.every or self.sequential is None:
             return
-        if self.sequential.planned is not None and len(self.looks) >= self.sequential.planned:
-            return  # the budget is spent; the last planned look was the last
+        if self.sequential.planned is not None and step // self.every > self.sequential.planned:
+            return  # the budget is spent; the last planned look was the last (every rank counts alike)
         if ranks.is_main_process():
             assert self.step0 is not None
             look = self.sequential.look(self.step0, self._sample(model, step), step=step)
