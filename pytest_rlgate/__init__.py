@@ -74,8 +74,8 @@ _EXPORTS: dict[str, str] = {
     "read_header": "data.rows",
     "regrade_rows": "data.rows",
     "row_header": "data.provenance",
-    "run_rows": "data.baseline",
-    "save_baseline": "data.baseline",
+    "run_rows": "train.baseline",
+    "save_baseline": "train.baseline",
     "paired_bootstrap": "gate.stats",
     "PairedBootstrapResult": "gate.stats",
     "ConfidenceInterval": "gate.stats",
@@ -141,7 +141,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
     from ._io.cache import cache_key as cache_key, cached_dir as cached_dir
-    from .data.baseline import run_rows as run_rows, save_baseline as save_baseline
     from .data.hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
     from .data.prompts import (
         Split as Split,
@@ -224,6 +223,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .rewards.strategies import HackedReply as HackedReply
     from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
+    from .train.baseline import run_rows as run_rows, save_baseline as save_baseline
     from .train.callback import GateCallback as GateCallback
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
     from .train.dpo import train_dpo as train_dpo

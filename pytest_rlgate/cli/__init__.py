@@ -20,7 +20,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .._io import ranks
 from .._io.cache import cache_root
@@ -70,7 +70,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _load(module: str):  # noqa: ANN202 - a module object
+def _load(module: str) -> Any:  # a command module: add_arguments(parser) and run(args)
     return importlib.import_module(module)
 
 
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace, name: str) -> tuple[int, str | None]:
             return _internal(name, args.command, exc)
         return EXIT_USAGE, (f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and "
                             "its permissions")
-    except Exception as exc:  # noqa: BLE001 - any other exception is a bug in rlgate: say so, keep exit 1 for the gate
+    except Exception as exc:
         return _internal(name, args.command, exc)
 
 

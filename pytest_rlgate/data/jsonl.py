@@ -57,9 +57,9 @@ def open_lines(path: str | os.PathLike[str], *, what: str = "row file", fix: str
         with open(path, "rb") as probe:
             packed = probe.read(2) == GZIP_MAGIC
         if not packed:
-            return open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+            return open(path, "rb")
         # lines come out of BufferedReader's C code, not GzipFile's Python readline
-        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)  # type: ignore[arg-type]
+        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)
     except FileNotFoundError:
         raise DataError(f"no such {what}" + (f" ({fix})" if fix else ""), path=label) from None
     except IsADirectoryError:

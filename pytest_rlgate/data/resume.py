@@ -43,7 +43,8 @@ def header_differences(mine: Mapping[str, Any], theirs: Mapping[str, Any], prefi
 
 def _normal(header: Mapping[str, Any]) -> dict[str, Any]:
     """The header as it reads back from JSON (tuples become lists)."""
-    return json.loads(json.dumps(header, sort_keys=True))
+    normal: dict[str, Any] = json.loads(json.dumps(header, sort_keys=True))
+    return normal
 
 
 class PartialRows:

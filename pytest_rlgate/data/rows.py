@@ -61,9 +61,8 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         return DataError(message, path=path or "<rows>", line=line)
 
     if type(obj) is dict and _fast_row(obj):
-        if type(obj["reward"]) is not int:
-            obj = {**obj, "reward": int(obj["reward"])}
-        return obj
+        row: dict[str, Any] = obj if type(obj["reward"]) is int else {**obj, "reward": int(obj["reward"])}
+        return row
     if not isinstance(obj, Mapping):
         raise fail(f"expected a JSON object per line, got {_type_name(obj)}")
     if HEADER_KEY in obj:
@@ -182,7 +181,7 @@ def _duplicate(key: tuple[Any, str, Any], index: int, path: str, line: int) -> D
                      path=path, line=line)
 
 
-class Rows(list):  # type: ignore[type-arg]  # list[dict[str, Any]], plus where they came from
+class Rows(list[dict[str, Any]]):  # plus where they came from
     """Rows in memory with the provenance header of the file they came from.
 
     A plain list everywhere a list of rows is expected; ``header`` is None for foreign rows

@@ -278,7 +278,7 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
              *(_base_cell(base.get(g, [])) for g in groups), "noise floor"]]
     for s in summaries:
         rows.append([s.config.label, *(_run_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"])
-    table = tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True)
+    table = str(tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True))
     tools = "; tool-call rate before → after" if any(s.tool_calls for s in summaries) else ""
     notes = [f"cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict{tools}"]
     if hackable and any(s.config.hackable for s in summaries):

@@ -208,7 +208,7 @@ class Env:
 
     def check_category(self, category: Any, *, path: Any = None, line: int | None = None) -> str:
         """*category* if the environment declares it, else a :class:`DataError` naming the place."""
-        if category not in self.categories:
+        if not isinstance(category, str) or category not in self.categories:
             raise DataError(f"category {category!r} is not one of environment {self.name}'s categories "
                             f"({', '.join(self.categories)}); fix the line or choose the environment "
                             "that declares it (--env)", path=path or "<items>", line=line)

@@ -125,8 +125,8 @@ def render_seeds(result: Mapping[str, Any], *, verbose: bool = True) -> str:
             for c in result["comparisons"] if verbose or worth_a_look(c) for s in c["seeds"]]
     if not rows:
         return "(no seed to show)"
-    return tabulate(rows, headers=[h.format(level=_level(result)) for h in SEED_HEADERS], tablefmt="simple",
-                    disable_numparse=True, colalign=("left", "left", "right", "right", "left", "right", "left"))
+    return str(tabulate(rows, headers=[h.format(level=_level(result)) for h in SEED_HEADERS], tablefmt="simple",
+                    disable_numparse=True, colalign=("left", "left", "right", "right", "left", "right", "left")))
 
 
 def summary_line(result: Mapping[str, Any]) -> str:

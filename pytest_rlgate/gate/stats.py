@@ -210,7 +210,7 @@ def _validate(
         raise ValueError("`confidence_level` must be in (0, 1).")
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {', '.join(METHODS)} (got {method!r}).")
-    return a - b
+    return np.asarray(a - b, dtype=float)
 
 
 def _lattice(values: np.ndarray) -> tuple[float, np.ndarray] | None:
@@ -267,7 +267,7 @@ def _sum_distribution_means(
     cdf = np.cumsum(cyclic)
     cdf /= cdf[-1]
     j = first + np.minimum(np.searchsorted(cdf, rng.random(n_resamples), side="right"), cdf.size - 1)
-    return values[0] + step * j / n
+    return np.asarray(values[0] + step * j / n, dtype=float)
 
 
 def _resample_means(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -75,8 +75,8 @@ def comparison_row(c: Comparison) -> list[Any]:
 def _table(result: GateResult, comparisons: list[Comparison]) -> str:
     headers = [h.format(level=f"{result.confidence_level:.0%}") for h in HEADERS]
     rows = [comparison_row(c) for c in comparisons]
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
-                    colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left"))
+    return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                    colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left")))
 
 
 def render_table(result: GateResult, *, verbose: bool = True) -> str:

@@ -133,7 +133,7 @@ class RlgateGate:
             return {seed: self._rooted(rows) for seed, rows in after.items()}
         return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
 
-    def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
+    def compare(self, before: Any, after: Any, **options: Any) -> Any:  # a GateResult or RecipeGateResult
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
         record its result on the test (without raising)."""
         result = compare(self._rooted(before), self._rooted_after(after),
@@ -141,7 +141,7 @@ class RlgateGate:
         self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
         return result
 
-    def assert_no_regression(self, before: Any, after: Any, **options: Any):  # noqa: ANN201
+    def assert_no_regression(self, before: Any, after: Any, **options: Any) -> Any:
         """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
 
         *after* may hold one row source per training seed (``rlgate_after_rows`` of a

@@ -79,7 +79,7 @@ class RewardSpecFile(pytest.File):
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=str(exc), line=exc.line)
             return
-        except Exception as exc:  # noqa: BLE001 - a reader bug must still cost one table, not the session
+        except Exception as exc:
             error = SpecError(f"reading the table raised {type(exc).__name__}: {exc} (a bug in pytest-rlgate or "
                               "in code the table names)", path=_shown_path(self.path, self.config))
             yield SpecErrorItem.from_parent(self, name="spec-error", error=str(error), line=None)

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from pytest_rlgate._io import ranks
-from pytest_rlgate.data.baseline import run_rows
 from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.train.adapters import attach_adapter, check_adapter, load_base
+from pytest_rlgate.train.baseline import run_rows
 from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
 from pytest_rlgate.train.methods import make_knobs
 from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions

@@ -64,8 +64,9 @@ DEFAULT_BATCH_SIZE = 16
 def _prompt_text(item: Any) -> str:
     if isinstance(item, str):
         return item
-    if isinstance(item, Mapping) and isinstance(item.get("prompt"), str):
-        return item["prompt"]
+    text = item.get("prompt") if isinstance(item, Mapping) else None
+    if isinstance(text, str):
+        return text
     raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
 
 
@@ -145,7 +146,7 @@ def _generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: 
         processors.append(_InverseCdfSampler(uniforms, temperature, top_p, width))
     with _own_generation_config(model, config):
         out = model.generate(**enc, generation_config=config, logits_processor=processors)
-    return tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+    return list(tokenizer.batch_decode(out[:, width:], skip_special_tokens=True))
 
 
 @contextlib.contextmanager

@@ -136,7 +136,7 @@ class HackScanResult:
             ]
             for f in self.features[:limit]
         ]
-        return tabulate(rows, headers=["feature", "r within", "r pooled", "n", "floor", "endorsed"])
+        return str(tabulate(rows, headers=["feature", "r within", "r pooled", "n", "floor", "endorsed"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,7 +198,7 @@ class HackScanDiff:
              "gained" if name in gained else ("lost" if name in lost else "")]
             for name, b, a in self.shifts[:limit]
         ]
-        return tabulate(rows, headers=["feature", "r before", "r after", "shift", "floor"])
+        return str(tabulate(rows, headers=["feature", "r before", "r after", "shift", "floor"]))
 
     def __str__(self) -> str:
         return self.learned + "\n" + self.table()
@@ -292,7 +292,7 @@ def _centre(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray
     sums = np.add.reduceat(values[order], starts, axis=0)
     counts = np.bincount(groups, minlength=n_groups).astype(float)
     means = sums / (counts[:, None] if values.ndim == 2 else counts)
-    return values - means[groups]
+    return np.asarray(values - means[groups], dtype=float)
 
 
 def _within_permutations(groups: np.ndarray, n_permutations: int, rng: np.random.Generator) -> np.ndarray:
@@ -408,7 +408,7 @@ class _Centred:
 
     def correlations(self) -> np.ndarray:
         """Pearson r of each kept feature with the reward, within prompt (needs y_norm > 0)."""
-        return (self.yc @ self.xn) / self.y_norm
+        return np.asarray((self.yc @ self.xn) / self.y_norm, dtype=float)
 
     def noise_floor(self, groups: np.ndarray, n_permutations: int, alpha: float,
                     rng: np.random.Generator) -> float:

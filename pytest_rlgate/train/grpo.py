@@ -17,7 +17,7 @@ from .._io import ranks
 from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
-from .config import GRPOKnobs
+from .config import GRPOKnobs, resolved
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
 from .run import RunWriter
@@ -53,7 +53,7 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         output_dir=output_dir,
         max_steps=knobs.steps,
         num_generations=knobs.num_generations,
-        per_device_train_batch_size=per_device_batch(knobs.batch_size),
+        per_device_train_batch_size=per_device_batch(resolved(knobs.batch_size, "batch_size")),
         gradient_accumulation_steps=1,
         learning_rate=knobs.learning_rate,
         beta=knobs.beta,
@@ -133,7 +133,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
     knobs = (knobs or GRPOKnobs()).with_overrides(**overrides)
-    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with RunWriter(knobs.runs_dir, resolved(knobs.run_name, "run_name"), overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)
