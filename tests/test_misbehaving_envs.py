@@ -136,8 +136,8 @@ MODULES = {
     "bad_init": "class Env:\n    name = 'x'\n    categories = ['a']\n    def __init__(self):\n"
                 "        raise ValueError('no config')\n    def score(self, r, c):\n        return 1.0\n",
     "string_score": "name = 'str_score'\ncategories = ['a', 'b']\ndef score(reply, case):\n    return '0.5'\n"
-                    "def build_prompts(seed, size):\n    return [{'prompt': f'p{i}', 'case': {}, 'category': 'ab'[i % 2],"
-                    " 'scenario_id': f's{i}'} for i in range(8)]\n",
+                    "def build_prompts(seed, size):\n    return [{'prompt': f'p{i}', 'case': {},"
+                    " 'category': 'ab'[i % 2], 'scenario_id': f's{i}'} for i in range(8)]\n",
 }
 SPECS = [("raises_on_import", "importing raises_on_import raised RuntimeError: boom on import"),
          ("exits_on_import", "importing exits_on_import raised SystemExit: 0"),
