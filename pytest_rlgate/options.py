@@ -70,6 +70,8 @@ class Number:
     #: the bound itself is outside the range (``(0, 1]`` has ``low_open``)
     low_open: bool = False
     high_open: bool = False
+    #: a subnormal (0 < |x| < 2.2e-308) is accepted: a value in a file, not a flag someone typed
+    subnormal: bool = False
 
     def describe(self) -> str:
         """``an integer in [1, 1000000], e.g. 40``: the range and an example, for messages."""
@@ -88,7 +90,7 @@ class Number:
             finite = False
         if not finite:
             return f"{_cut(value)} is not a finite number; expected {self.describe()}"
-        if not self.integer and value != 0 and abs(value) < sys.float_info.min:
+        if not self.integer and not self.subnormal and value != 0 and abs(value) < sys.float_info.min:
             return f"{value!r} is too close to 0 to tell from it (write 0, or at least 1e-300); " \
                    f"expected {self.describe()}"
         too_low = value <= self.low if self.low_open else value < self.low
@@ -124,7 +126,7 @@ RESAMPLES = Number(100, 1_000_000, "10000", integer=True)
 CONFIDENCE = Number(0.5, 0.999, "0.95")
 #: A score or marker in a row file: finite, and within the range where a double still counts
 #: in ones (2**53), so means and sums over a million rows stay finite and exact enough.
-FILE_NUMBER = Number(-2**53, 2**53, "0.5")
+FILE_NUMBER = Number(-2**53, 2**53, "0.5", subnormal=True)
 #: The gate's flat margin and non-inferiority drop: shares of pass@1.
 SHARE = Number(0, 1, "0.10", high_open=True)
 

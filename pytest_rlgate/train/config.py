@@ -184,18 +184,18 @@ def recorded_knobs_problem(cls: type, knobs: Mapping[str, Any]) -> str | None:
     """None when *knobs*, read back from a run's ``config.json``, fit the knobs class *cls*: each
     known knob of its annotated type and, when numeric, in its range; else what is wrong."""
     hints = typing.get_type_hints(cls)
-    bounds: Mapping[str, Number] = bounds_of(cls)
-    for spec in dataclasses.fields(cls):
-        if spec.name not in knobs:
+    bounds = bounds_of(cls)
+    for declared in dataclasses.fields(cls):
+        if declared.name not in knobs:
             continue
-        value = knobs[spec.name]
-        if not _fits(value, hints.get(spec.name, Any)):
-            wanted = hints[spec.name]
-            return (f"knob {spec.name!r} is {type(value).__name__} {repr(value)[:40]}, expected "
+        value = knobs[declared.name]
+        if not _fits(value, hints.get(declared.name, Any)):
+            wanted = hints[declared.name]
+            return (f"knob {declared.name!r} is {type(value).__name__} {repr(value)[:40]}, expected "
                     f"{getattr(wanted, '__name__', None) or str(wanted).replace('typing.', '')}")
-        problem = None if value is None or spec.name not in bounds else bounds[spec.name].problem(value)
+        problem = None if value is None or declared.name not in bounds else bounds[declared.name].problem(value)
         if problem is not None:
-            return f"knob {spec.name!r}: {problem}"
+            return f"knob {declared.name!r}: {problem}"
     return None
 
 
