@@ -28,7 +28,9 @@ HELP = "re-sample a finished run's holdout and gate it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, metavar="DIR", help="a finished runs/<name>/ folder")
+    # --run-dir: torchrun reads an abbreviation of its own --run-path into "--run", before the module's arguments
+    parser.add_argument("--run", "--run-dir", dest="run", required=True, metavar="DIR",
+                        help="a finished runs/<name>/ folder (--run-dir under torchrun)")
     add_env_argument(parser, default="the run's environment")
     parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
