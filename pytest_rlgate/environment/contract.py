@@ -129,9 +129,7 @@ class Env:
         #: the spec ``rlgate policy build`` rebuilds ``base_model`` from (a ``policy.tiny.spec.TinySpec``)
         self.tiny_policy: Any = getattr(obj, "tiny_policy", None)
         rewards = getattr(obj, "rewards", None) or {}
-        self.rewards: Mapping[str, Callable[..., float]] = {
-            str(key): scorer(f"environment {name}", f"rewards[{str(key)!r}]", fn)
-            for key, fn in dict(rewards).items()}
+        self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)
         self.fingerprint: str = self._fingerprint()
 
     @property
@@ -283,8 +281,8 @@ class Env:
         """The training reward: the environment's score, or one of its named variants."""
         if name in (None, "", "env", self.name):
             return self.score
-        if name in self.rewards:
-            return self.rewards[name]
+        if name in self.rewards:  # the user's function, called through the one door for user code
+            return scorer(self._who, f"rewards[{name!r}]", self.rewards[name])
         raise UsageError(f"environment {self.name} has no reward {name!r}; choose one of "
                          f"{', '.join([self.name, *self.rewards])} or give 'module:attr' of a "
                          "score(reply, case) function")
