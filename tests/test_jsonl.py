@@ -89,7 +89,7 @@ def test_on_error_reports_every_bad_line_and_reads_on(tmp_path: Path, parser: st
     (lambda p: p, "is a directory, expected a JSONL row file"),
     (lambda p: _file(p, b"\x1f\x8b\x08\x00garbage"), "damaged or truncated gzip file"),
 ])
-def test_files_that_cannot_be_read_name_themselves(tmp_path: Path, make, says: str) -> None:  # noqa: ANN001
+def test_files_that_cannot_be_read_name_themselves(tmp_path: Path, make, says: str) -> None:
     with pytest.raises(DataError, match=re.escape(says)):
         list(iter_json_lines(make(tmp_path), fix="run it first"))
 

@@ -20,7 +20,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .._io.cache import cache_root
 from .._io.progress import third_party_quiet
@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prompts": ("pytest_rlgate.cli.prompts", "write a seeded prompt set, its split and fingerprint"),
     "gate": ("pytest_rlgate.cli.gate", "gate AFTER against BEFORE graded rows, by category"),
     "train": ("pytest_rlgate.cli.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
+    "plan": ("pytest_rlgate.cli.plan", "how many scenarios each category needs to see a drop of a given size"),
     "eval": ("pytest_rlgate.cli.eval", "re-sample a finished run's holdout and gate it"),
     "regrade": ("pytest_rlgate.cli.regrade", "re-score stored replies with the current environment"),
     "baseline": ("pytest_rlgate.cli.baseline", "keep a run's graded rows as a stored baseline"),
@@ -64,7 +65,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _load(module: str):  # noqa: ANN202 - a module object
+def _load(module: str) -> Any:  # a command module: add_arguments(parser) and run(args)
     return importlib.import_module(module)
 
 
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and its "
               "permissions", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - any other exception is a bug in rlgate: say so, keep exit 1 for the gate
+    except Exception as exc:
         return _internal(name, args.command, exc)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..data.baseline import save_baseline
 from ..options import output_file
+from ..train.baseline import save_baseline
 
 HELP = "keep a run's graded rows as a stored baseline"
 

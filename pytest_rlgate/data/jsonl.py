@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any
 
-from ..errors import DataError
+from ..errors import DataError, hide_user_errors
 from ..options import MAX_DEPTH, MAX_NUMBER_DIGITS
 
 try:  # an optional speed-up: pip install pytest-rlgate[fast]
@@ -39,6 +39,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
 
 __all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "iter_checked_lines", "iter_json_lines", "loads_bounded", "open_lines"]
+
+#: a user's test that hands rlgate a bad file fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: what a damaged or truncated gzip stream raises while it is read
@@ -57,9 +60,9 @@ def open_lines(path: str | os.PathLike[str], *, what: str = "row file", fix: str
         with open(path, "rb") as probe:
             packed = probe.read(2) == GZIP_MAGIC
         if not packed:
-            return open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+            return open(path, "rb")
         # lines come out of BufferedReader's C code, not GzipFile's Python readline
-        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)  # type: ignore[arg-type]
+        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)
     except FileNotFoundError:
         raise DataError(f"no such {what}" + (f" ({fix})" if fix else ""), path=label) from None
     except IsADirectoryError:

@@ -24,10 +24,13 @@ from types import ModuleType
 from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
 ENTRY_POINT_GROUP = "rlgate.envs"
@@ -119,6 +122,8 @@ class Env:
         endorsed = getattr(obj, "endorsed", ()) or ()
         self.endorsed: Sequence[str] | Mapping[str, Sequence[str]] = endorsed
         self._features = getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None
+        self._describe_reply = (getattr(obj, "describe_reply", None)
+                                if callable(getattr(obj, "describe_reply", None)) else None)
         self._honest = (getattr(obj, "honest_replies", None)
                         if callable(getattr(obj, "honest_replies", None)) else None)
         self.hacks: tuple[Any, ...] = tuple(getattr(obj, "hacks", ()) or ())
@@ -206,7 +211,7 @@ class Env:
 
     def check_category(self, category: Any, *, path: Any = None, line: int | None = None) -> str:
         """*category* if the environment declares it, else a :class:`DataError` naming the place."""
-        if category not in self.categories:
+        if not isinstance(category, str) or category not in self.categories:
             raise DataError(f"category {category!r} is not one of environment {self.name}'s categories "
                             f"({', '.join(self.categories)}); fix the line or choose the environment "
                             "that declares it (--env)", path=path or "<items>", line=line)
@@ -260,6 +265,24 @@ class Env:
         if self._features is None:
             return {}
         return numbers_of(self._who, "features()", call(self._who, "features()", self._features, reply))
+
+    def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
+        """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
+
+        The environment's ``describe_reply(reply, case)`` when it has one; else the reply's
+        nonzero :meth:`features` by name; else None (the gate then shows the reply alone).
+        A describer that raises is treated as having nothing to say: a description must never
+        cost the verdict.
+        """
+        try:
+            if self._describe_reply is not None:
+                text = self._describe_reply(reply, dict(case or {}))
+                return str(text) if text else None
+            found = self.features(reply)
+        except Exception:  # the user's code: the flip is shown without a description
+            return None
+        named = [name if value == 1 else f"{name} {value:g}" for name, value in found.items() if value]
+        return ", ".join(named) or None
 
     @property
     def has_honest_replies(self) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, cast
 from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
-from .config import GRPOKnobs
+from .config import GRPOKnobs, resolved
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
 from .run import RunWriter
@@ -122,7 +122,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
     knobs = (knobs or GRPOKnobs()).with_overrides(**overrides)
-    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with RunWriter(knobs.runs_dir, resolved(knobs.run_name, "run_name"), overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SPECIALS", "build_tokenizer"]
 
@@ -34,7 +35,7 @@ def build_tokenizer(
     vocab_size: int = 512,
     words: Sequence[str] = (),
     phrases: Sequence[str] = (),
-):  # -> PreTrainedTokenizerFast
+) -> Any:  # a PreTrainedTokenizerFast
     """Train the BPE on *lines*, add *words* then *phrases*, wrap it for transformers."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
