@@ -19,6 +19,10 @@ _EXPORTS: dict[str, str] = {
     "DataError": "errors",
     "UsageError": "errors",
     "RlgateWarning": "errors",
+    "RegressionError": "errors",
+    "RewardHackError": "errors",
+    "RewardMismatch": "errors",
+    "RewardValueError": "errors",
     # environments
     "Environment": "environment.contract",
     "Env": "environment.contract",
@@ -58,7 +62,6 @@ _EXPORTS: dict[str, str] = {
     "HackScanResult": "rewards.scan",
     "HackScanDiff": "rewards.scan",
     "ScanFeature": "rewards.scan",
-    "RewardHackError": "rewards.scan",
     "probe_reward": "rewards.probe",
     "ProbeResult": "rewards.probe",
     "HackFinding": "rewards.probe",
@@ -81,11 +84,11 @@ _EXPORTS: dict[str, str] = {
     "ConfidenceInterval": "gate.stats",
     "holm": "gate.stats",
     "minimum_detectable_effect": "gate.stats",
-    "compare": "gate.recipe",
-    "GateResult": "gate.adapter",
-    "Comparison": "gate.adapter",
-    "RegressionError": "gate.adapter",
-    "assert_no_regression": "gate.recipe",
+    "compare": "gate",
+    "GateOptions": "gate.options",
+    "GateResult": "gate.result",
+    "Comparison": "gate.result",
+    "assert_no_regression": "gate",
     # recipes across training seeds
     "RecipeGateResult": "gate.recipe",
     "RecipeComparison": "gate.recipe",
@@ -95,6 +98,13 @@ _EXPORTS: dict[str, str] = {
     "RecipeInterval": "gate.recipe_stats",
     "SeedComparison": "gate.recipe_stats",
     "train_seeds": "train.seeds",
+    # planning a holdout's size
+    "plan": "gate.plan",
+    "Plan": "gate.plan",
+    "CategoryPlan": "gate.plan",
+    # release policies
+    "ReleasePolicy": "gate.release",
+    "load_release_policy": "gate.release",
     # run reports
     "write_report": "report",
     "write_index": "report",
@@ -170,19 +180,20 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .environment.hack import Hack as Hack
     from .errors import (
         DataError as DataError,
+        RegressionError as RegressionError,
+        RewardHackError as RewardHackError,
+        RewardMismatch as RewardMismatch,
+        RewardValueError as RewardValueError,
         RlgateError as RlgateError,
         RlgateWarning as RlgateWarning,
         SpecError as SpecError,
         UsageError as UsageError,
     )
-    from .gate.adapter import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
+    from .gate import assert_no_regression as assert_no_regression, compare as compare
     from .gate.looks import SequentialGate as SequentialGate
-    from .gate.recipe import (
-        RecipeComparison as RecipeComparison,
-        RecipeGateResult as RecipeGateResult,
-        assert_no_regression as assert_no_regression,
-        compare as compare,
-    )
+    from .gate.options import GateOptions as GateOptions
+    from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
+    from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
     from .gate.recipe_stats import (
         RecipeInterval as RecipeInterval,
         RecipeResult as RecipeResult,
@@ -190,6 +201,8 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         compare_recipe as compare_recipe,
         recipe_interval as recipe_interval,
     )
+    from .gate.release import ReleasePolicy as ReleasePolicy, load_release_policy as load_release_policy
+    from .gate.result import Comparison as Comparison, GateResult as GateResult
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,
         PairedBootstrapResult as PairedBootstrapResult,
@@ -216,7 +229,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .rewards.scan import (
         HackScanDiff as HackScanDiff,
         HackScanResult as HackScanResult,
-        RewardHackError as RewardHackError,
         ScanFeature as ScanFeature,
         hack_scan as hack_scan,
         hack_scan_diff as hack_scan_diff,

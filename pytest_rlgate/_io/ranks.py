@@ -52,8 +52,8 @@ def _dist() -> Any:
     torch = sys.modules.get("torch")  # never imported here: a group exists only if torch is loaded
     if torch is None:
         return None
-    dist = getattr(torch, "distributed", None)
-    if dist is None or not dist.is_available() or not dist.is_initialized():
+    dist: object | None = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():  # type: ignore[attr-defined]
         return None
     return dist
 

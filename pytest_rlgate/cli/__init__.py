@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prompts": ("pytest_rlgate.cli.prompts", "write a seeded prompt set, its split and fingerprint"),
     "gate": ("pytest_rlgate.cli.gate", "gate AFTER against BEFORE graded rows, by category"),
     "train": ("pytest_rlgate.cli.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
+    "plan": ("pytest_rlgate.cli.plan", "how many scenarios each category needs to see a drop of a given size"),
     "eval": ("pytest_rlgate.cli.eval", "re-sample a finished run's holdout and gate it"),
     "sample": ("pytest_rlgate.cli.sample", "sample a model (hub id or folder, optional adapter) into graded rows"),
     "grade": ("pytest_rlgate.cli.grade", "grade replies sampled anywhere into rows with an environment"),

@@ -16,7 +16,7 @@ from typing import Any
 
 from .._io import ranks
 from ..errors import DataError, UsageError
-from ..gate.adapter import GateResult
+from ..gate.result import GateResult
 from ..options import SEED, Deprecated, add_env_argument, add_output_arguments
 from ..train.config import PROMPTS, SAMPLING, GRPOKnobs
 from ..train.difficulty import describe

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any
 
-from ..errors import DataError
+from ..errors import DataError, hide_user_errors
 from ..options import MAX_DEPTH, MAX_NUMBER_DIGITS
 
 try:  # an optional speed-up: pip install pytest-rlgate[fast]
@@ -39,6 +39,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
 
 __all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "iter_checked_lines", "iter_json_lines", "loads_bounded", "open_lines"]
+
+#: a user's test that hands rlgate a bad file fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: what a damaged or truncated gzip stream raises while it is read

@@ -19,9 +19,13 @@ from collections.abc import Iterator
 from typing import IO
 
 from .._io.atomic import atomic_open
+from ..errors import hide_user_errors
 from .jsonl import GZIP_ERRORS, GZIP_MAGIC, open_lines
 
 __all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "is_gzip_name", "open_rows", "write_lines"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: how row files are named in messages, and how to get one
 ROW_FILE = "row file"

@@ -21,21 +21,27 @@ and the fix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from ..environment.contract import Env, EnvSpec, load_env
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 from ..options import FILE_NUMBER
-from .jsonl import iter_checked_lines, iter_json_lines
+from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
-__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "Rows", "grade_replies", "header_of", "iter_checked",
-           "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row", "write_rows"]
+__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
+           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
+           "write_rows"]
+
+#: a bad row file read from a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: fields every row must carry (``reply`` may be spelled ``final_text``)
 REQUIRED_FIELDS: tuple[str, ...] = ("prompt", "category", "rollout_index", "reply", "score", "reward", "markers")
@@ -214,19 +220,87 @@ def iter_checked(source: Any, *, name: str | None = None) -> Iterator[tuple[dict
 
     ``SAME`` as the previous row's, ``CHANGED`` to one seen before, or ``NEW``: a consumer
     counts prompts on ``NEW`` and needs to look at a row's other keys only when it is not
-    ``SAME`` (rows of one prompt usually come together).
+    ``SAME`` (rows of one prompt usually come together). The file is opened on the first
+    ``next()``; a caller that needs the header first opens a :class:`RowReader` itself.
     """
-    if isinstance(source, (str, os.PathLike)):
-        return _checked(source, os.fspath(source), file=True)
     if isinstance(source, Mapping):
         raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
-    return _checked(source, name or "<rows>", file=False)
+    return _stream(source, name)
 
 
-def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str, Any], int, int]]:
-    """The one loop every row passes through: parse, validate, refuse duplicates, stream.
+def _stream(source: Any, name: str | None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    with RowReader(source, name=name) as reader:
+        yield from reader
 
-    A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
+
+class RowReader:
+    """One row source, opened once: its provenance header on opening, then its rows from the same handle.
+
+    A file's first non-blank line is read (and checked, once) when the reader is made:
+    ``header`` is that header, or None for a file without one; the rows stream when the
+    reader is iterated, which it may be once. In-memory rows have the header of a
+    :class:`Rows` (else None). A context manager: leaving it closes the file, read or not.
+    """
+
+    def __init__(self, source: Any, *, name: str | None = None) -> None:
+        if isinstance(source, Mapping):
+            raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
+        self.is_file = isinstance(source, (str, os.PathLike))
+        self.label = os.fspath(source) if self.is_file else name or "<rows>"
+        self._source = source
+        #: the file's lines as (line, value, checked) from the one JSONL reader, None for rows in memory
+        self._lines: Iterator[tuple[int, Any, bool]] | None = None
+        self._first: list[tuple[int, Any, bool]] = []  #: the first row's line when the file has no header
+        self._used = False
+        self.header: dict[str, Any] | None
+        if self.is_file:
+            self._lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
+            try:
+                self.header = self._read_header(self._lines)
+            except BaseException:
+                self.close()
+                raise
+        else:
+            self.header = getattr(source, "header", None)
+
+    def _read_header(self, lines: Iterator[tuple[int, Any, bool]]) -> dict[str, Any] | None:
+        for line, obj, checked in lines:
+            if not checked and is_header(obj):
+                return check_header(obj, path=self.label, line=line)
+            self._first = [(line, obj, checked)]
+            return None
+        return None
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
+        """``(row, line, state)`` for every row (``state`` as :func:`iter_checked` says), then the file is closed."""
+        if self._used:
+            raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
+        self._used = True
+        if self._lines is None:
+            return _checked(((line, row, False) for line, row in enumerate(self._source, 1)), self.label,
+                            file=False, handle=None)
+        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines)
+
+    def close(self) -> None:
+        if self._lines is not None:
+            self._lines.close()  # type: ignore[attr-defined]  # a generator: closing it closes the file
+
+    def __enter__(self) -> RowReader:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def _checked(lines: Iterable[tuple[int, Any, bool]], label: str, *, file: bool,
+             handle: Any) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """The one loop every row passes through: validate, refuse duplicates, stream.
+
+    *lines* are (line number, value, checked) of a file after its header, as the JSONL
+    reader (:func:`~pytest_rlgate.data.jsonl.iter_checked_lines`) gives them, ``checked``
+    when the row passed the fast check as it was parsed; or (position, row, False) of
+    in-memory rows. A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
     share a scenario (paraphrases of one situation), and re-runs of the same policy
     (``eval_run``) legitimately repeat a rollout index. Each key keeps one int bitmask of the
     indices it had, filed under the key's hash: ints, so the table neither holds a million
@@ -235,47 +309,43 @@ def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str,
     touched only when the prompt changes. One loop, with no helper generators, because at a
     million rows every call and generator hop shows.
     """
-    numbered = (iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row) if file
-                else ((line, item, False) for line, item in enumerate(source, 1)))
     seen: dict[int, int] = {}
     large: set[tuple[int, int]] = set()
     key: tuple[Any, str, Any] | None = None
     mask = count = slot = 0
-    first = file  # a file's first value may be its header
-    for line, obj, checked in numbered:
-        if checked:  # a plain valid row, as the fast parser read it
-            if type(obj["reward"]) is not int:
-                obj["reward"] = int(obj["reward"])
-        elif first and is_header(obj):
-            check_header(obj, path=label, line=line)
-            first = False
-            continue
-        else:  # copies what it normalises: the caller's rows stay
-            obj = validate_row(obj, path=label, line=line)
-        first = False
-        get = obj.get
-        here = (get("scenario_id"), obj["prompt"], get("eval_run"))
-        state = SAME
-        if here != key:
-            if key is not None:
-                seen[slot] = mask
-            key, slot = here, hash(here)
-            mask = seen.get(slot, -1)
-            state = CHANGED
-            if mask < 0:
-                state, mask = NEW, 0
-        index = obj["rollout_index"]
-        if index < 256:
-            bit = 1 << index
-            if mask & bit:
+    try:
+        for line, obj, checked in lines:
+            if checked:  # a plain valid row, as the fast parser read it
+                if type(obj["reward"]) is not int:
+                    obj["reward"] = int(obj["reward"])
+            else:  # copies what it normalises: the caller's rows stay
+                obj = validate_row(obj, path=label, line=line)
+            get = obj.get
+            here = (get("scenario_id"), obj["prompt"], get("eval_run"))
+            state = SAME
+            if here != key:
+                if key is not None:
+                    seen[slot] = mask
+                key, slot = here, hash(here)
+                mask = seen.get(slot, -1)
+                state = CHANGED
+                if mask < 0:
+                    state, mask = NEW, 0
+            index = obj["rollout_index"]
+            if index < 256:
+                bit = 1 << index
+                if mask & bit:
+                    raise _duplicate(here, index, label, line)
+                mask |= bit
+            elif (slot, index) in large:
                 raise _duplicate(here, index, label, line)
-            mask |= bit
-        elif (slot, index) in large:
-            raise _duplicate(here, index, label, line)
-        else:
-            large.add((slot, index))
-        count += 1
-        yield obj, line, state
+            else:
+                large.add((slot, index))
+            count += 1
+            yield obj, line, state
+    finally:
+        if handle is not None:
+            handle.close()
     if count == 0:
         raise DataError("empty row file (no rows; grade some replies first)" if file else
                         "no rows (an empty gate proves nothing; grade some replies first)", path=label)
@@ -286,14 +356,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     Reads the first non-blank line only, so it is cheap on any file size.
     """
-    label = os.fspath(path)
-    lines = iter_json_lines(path, what=ROW_FILE, fix=ROW_FILE_FIX)
-    try:
-        for line, obj in lines:
-            return check_header(obj, path=label, line=line) if is_header(obj) else None
-    finally:
-        lines.close()
-    return None
+    with RowReader(path) as reader:
+        return reader.header
 
 
 def read_rows(source: Any) -> Iterator[dict[str, Any]]:

@@ -36,7 +36,7 @@ from ..data.prompts import count_by_category, write_prompts
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
-from ..gate.adapter import compare
+from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
@@ -196,7 +196,7 @@ def _tool_call_comparisons(before: Sequence[Mapping[str, Any]], after: Sequence[
     """
     if not all(TOOL_MARKER in (row.get("markers") or {}) for row in (*before, *after)):
         return {}
-    result = compare(list(before), list(after), by="category", guards=(TOOL_MARKER,))
+    result = compare_adapter(list(before), list(after), by="category", guards=(TOOL_MARKER,))
     return {c.group: c.to_dict() for c in result.comparisons if c.metric == f"marker:{TOOL_MARKER}"}
 
 

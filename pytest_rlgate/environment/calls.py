@@ -17,9 +17,12 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..errors import RlgateError, UsageError
+from ..errors import RlgateError, UsageError, hide_user_errors
 
 __all__ = ["USER_CODE_ERRORS", "call", "first_line", "number", "numbers_of", "scorer", "user_error"]
+
+#: a user's test whose environment misbehaves fails with the one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: What user code may raise and still be the user's error: all of it, ``SystemExit`` included.
 USER_CODE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)

@@ -24,10 +24,13 @@ from types import ModuleType
 from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
 ENTRY_POINT_GROUP = "rlgate.envs"
@@ -119,6 +122,8 @@ class Env:
         endorsed = getattr(obj, "endorsed", ()) or ()
         self.endorsed: Sequence[str] | Mapping[str, Sequence[str]] = endorsed
         self._features = getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None
+        self._describe_reply = (getattr(obj, "describe_reply", None)
+                                if callable(getattr(obj, "describe_reply", None)) else None)
         self._honest = (getattr(obj, "honest_replies", None)
                         if callable(getattr(obj, "honest_replies", None)) else None)
         self.hacks: tuple[Any, ...] = tuple(getattr(obj, "hacks", ()) or ())
@@ -129,9 +134,7 @@ class Env:
         #: the spec ``rlgate policy build`` rebuilds ``base_model`` from (a ``policy.tiny.spec.TinySpec``)
         self.tiny_policy: Any = getattr(obj, "tiny_policy", None)
         rewards = getattr(obj, "rewards", None) or {}
-        self.rewards: Mapping[str, Callable[..., float]] = {
-            str(key): scorer(f"environment {name}", f"rewards[{str(key)!r}]", fn)
-            for key, fn in dict(rewards).items()}
+        self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)
         self.fingerprint: str = self._fingerprint()
 
     @property
@@ -263,6 +266,24 @@ class Env:
             return {}
         return numbers_of(self._who, "features()", call(self._who, "features()", self._features, reply))
 
+    def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
+        """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
+
+        The environment's ``describe_reply(reply, case)`` when it has one; else the reply's
+        nonzero :meth:`features` by name; else None (the gate then shows the reply alone).
+        A describer that raises is treated as having nothing to say: a description must never
+        cost the verdict.
+        """
+        try:
+            if self._describe_reply is not None:
+                text = self._describe_reply(reply, dict(case or {}))
+                return str(text) if text else None
+            found = self.features(reply)
+        except Exception:  # the user's code: the flip is shown without a description
+            return None
+        named = [name if value == 1 else f"{name} {value:g}" for name, value in found.items() if value]
+        return ", ".join(named) or None
+
     @property
     def has_honest_replies(self) -> bool:
         return self._honest is not None
@@ -283,8 +304,8 @@ class Env:
         """The training reward: the environment's score, or one of its named variants."""
         if name in (None, "", "env", self.name):
             return self.score
-        if name in self.rewards:
-            return self.rewards[name]
+        if name in self.rewards:  # the user's function, called through the one door for user code
+            return scorer(self._who, f"rewards[{name!r}]", self.rewards[name])
         raise UsageError(f"environment {self.name} has no reward {name!r}; choose one of "
                          f"{', '.join([self.name, *self.rewards])} or give 'module:attr' of a "
                          "score(reply, case) function")

@@ -15,7 +15,7 @@ a few scenarios is too narrow to trust. The stopping test is therefore a paired
 each guarded marker) and group (each category and overall), Holm-adjusted across them:
 under "the policy did not change" a scenario's before and after rows are exchangeable, so
 the test is exact at any number of scenarios (a category too small to ever reach the
-level simply never stops the run). The house gate (:func:`~pytest_rlgate.gate.adapter.compare`)
+level simply never stops the run). The house gate (:func:`~pytest_rlgate.gate.adapter.compare_adapter`)
 still reports each look at its usual level, for reading. ``tests/test_looks.py`` checks the
 false-stop rate by simulation.
 """
@@ -32,7 +32,8 @@ import numpy as np
 
 from ..environment.contract import EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
-from .adapter import GateResult, compare
+from .adapter import compare_adapter
+from .result import GateResult
 from .stats import holm
 
 __all__ = ["ALPHA", "Look", "SequentialGate", "Test", "look_alpha", "sign_flip_p"]
@@ -136,7 +137,7 @@ class SequentialGate:
     *planned* is the number of looks the run will take (None: unknown, the anytime
     schedule). *guards* are the markers tested besides pass@1 (default: *env*'s guards,
     none without an environment). *report* also runs the house gate at each look
-    (:func:`~pytest_rlgate.gate.adapter.compare`, at its usual level, with *options*).
+    (:func:`~pytest_rlgate.gate.adapter.compare_adapter`, at its usual level, with *options*).
     """
 
     alpha: float = ALPHA
@@ -179,7 +180,7 @@ class SequentialGate:
         if self.report:
             with warnings.catch_warnings():  # a constant guard is said once per run, not once per look
                 warnings.simplefilter("ignore", RlgateWarning)
-                gate = compare(list(before), list(after), by="category", env=self.env, **self.options)
+                gate = compare_adapter(list(before), list(after), by="category", env=self.env, **self.options)
         done = Look(look=number, step=step, alpha=alpha, tests=tests, gate=gate)
         self.looks.append(done)
         return done

@@ -20,9 +20,9 @@ from typing import Any
 from tabulate import tabulate
 
 from .numtext import interval
-from .recipe_stats import RECIPE_VERDICTS
-from .stats import METHOD_NAMES
+from .options import METHOD_NAMES
 from .text import REMEDY, is_borderline, units_label
+from .verdicts import RECIPE_VERDICTS
 
 __all__ = ["DOTS_LEGEND", "render_failure", "render_report", "render_seeds", "render_table", "seed_dots",
            "seeds_cell", "settings_line", "summary_line", "worth_a_look"]

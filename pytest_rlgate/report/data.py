@@ -133,10 +133,10 @@ def _check_config(config: Mapping[str, Any], path: Path) -> None:
     if problem is not None:
         raise DataError(f"{problem}; config.json is written by rlgate train (re-run it, or undo the edit)",
                         path=path)
-    for key in ("run_name", "name", "method", "trainer", "base_model", "model", "prompt_fingerprint"):
-        value = lookup(config, key)
+    for key in ("run_name", "name", "method", "base_model"):
+        value = config.get(key)
         if value is not None and not isinstance(value, str):
-            raise DataError(f"{key!r} must be a string, found {type(value).__name__} {value!r:.40}", path=path)
+            raise DataError(f"{key!r} must be a string, found {type(value).__name__} {repr(value)[:40]}", path=path)
 
 
 def _required(path: Path) -> Path:

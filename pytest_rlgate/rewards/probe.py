@@ -27,8 +27,7 @@ from typing import Any
 from ..data.prompts import prompt_item
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.hack import Hack
-from ..errors import DataError, UsageError
-from .scan import RewardHackError
+from ..errors import DataError, RewardHackError, UsageError
 
 __all__ = ["HackFinding", "ProbeResult", "probe_reward"]
 

@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..environment.contract import Env, Environment, EnvSpec, load_env
-from ..errors import DataError, UsageError
+from ..errors import DataError, RewardHackError, UsageError
 
 __all__ = [
     "REGIMES",
@@ -50,21 +50,6 @@ _WORD = re.compile(r"[a-z_][a-z0-9_]*")
 Extractor = Callable[[str], float]
 #: An environment's ``features(reply) -> {name: value}``.
 FeatureFn = Callable[[str], Mapping[str, float]]
-
-
-class RewardHackError(AssertionError):
-    """A reward pays for something it should not; ``str()`` is the findings table.
-
-    An ``AssertionError`` so pytest reports it as a test failure (not an error) and shows the
-    table as the failure message, like the gate's ``RegressionError``.
-    """
-
-    def __init__(self, message: str, result: Any = None) -> None:
-        super().__init__(message)
-        self.result = result
-
-
-RewardHackError.__module__ = "pytest_rlgate"
 
 
 @dataclass(frozen=True)

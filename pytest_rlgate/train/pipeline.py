@@ -24,7 +24,7 @@ from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
-from ..gate.adapter import compare
+from ..gate.adapter import compare_adapter
 from ..policy.sampling import sample_rows
 from .adapters import load_base, merge_adapter, run_lineage
 from .cached import base_identity, cached_rows, env_identity
@@ -144,7 +144,7 @@ def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequenc
     Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
     estimates the run-to-run noise floor from them and pairs each scenario's mean.
     """
-    return compare([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
+    return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
 
 
 def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
