@@ -144,7 +144,7 @@ def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest
     split = stratified_split(items)
     train = balance(split.train, 0.25)
     assert read_prompts(out / "prompts.jsonl") == items
-    assert read_prompts(out / "train.jsonl") == train
+    assert read_prompts(out / "train.jsonl", repeats=True) == train
     assert read_prompts(out / "holdout.jsonl") == split.holdout
     lines = printed.splitlines()
     assert lines[0] == ("rlgate prompts --prompt-seed 0 --size default --holdout 0.2 --split stratified "

@@ -117,9 +117,10 @@ def test_reader_streams(tmp_path: Path) -> None:
 
 
 def test_in_memory_rows_are_validated_too() -> None:
-    with pytest.raises(DataError, match=r"<rows>:2: 'score' must be finite, got inf"):
+    with pytest.raises(DataError, match=r"<rows>:2: 'score' must be finite and at most 2\*\*53 in size: inf is not"):
         list(read_rows([row(), row(rollout_index=1, score=float("inf"))]))
-    with pytest.raises(DataError, match=r"<rows>:1: marker 'm' must be a finite number, got number nan"):
+    with pytest.raises(DataError, match=r"<rows>:1: marker 'm' must be a finite number at most 2\*\*53 in size, "
+                                        "got number nan"):
         list(read_rows([row(markers={"m": float("nan")})]))
 
 

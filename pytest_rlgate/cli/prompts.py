@@ -84,8 +84,14 @@ def run(args: argparse.Namespace) -> int:
         source = f"--prompt-seed {args.prompt_seed} --size {args.size}"
     if env.spec not in (None, DEFAULT_ENV):
         source = f"--env {env.spec} {source}"
-    prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,
-                             decontaminate_train=not args.no_decontaminate)
+    try:
+        prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,
+                                 decontaminate_train=not args.no_decontaminate)
+    except DataError as exc:
+        if kept is None:
+            raise
+        # what was dropped is likely why the rest cannot be split: say both
+        raise DataError(f"{exc.reason} (after the keep filter: {kept.summary()})", path=args.keep) from None
     outputs = {"prompts.jsonl": items, "train.jsonl": prepared.train, "holdout.jsonl": prepared.holdout}
     digests = write_prompt_set(args.out_dir, outputs)
 

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import zlib
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import IO, Any
 
 from ..errors import DataError, hide_user_errors
@@ -38,10 +38,9 @@ try:  # an optional speed-up: pip install pytest-rlgate[fast]
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "check_lines", "iter_checked_lines", "iter_json_lines", "loads_bounded",
-           "open_lines", "read_first"]
+__all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "iter_checked_lines", "iter_json_lines", "loads_bounded", "open_lines"]
 
-#: a bad file read from a user's test fails it with one line naming file:line, not these frames
+#: a user's test that hands rlgate a bad file fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -164,6 +163,8 @@ def loads_bounded(text: str | bytes, where: str, line: int | None = None, *, wha
     except json.JSONDecodeError as exc:
         truncated = line is not None and not text.endswith("\n")
         kind = f"truncated line (the file ends mid-{_unit(what)})" if truncated else "not valid JSON"
+        if line is None:  # a whole JSON file: the error's own line
+            raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=where, line=exc.lineno) from None
         raise DataError(f"{kind}: {exc.msg} (column {exc.colno}); each line is one JSON value",
                         path=where, line=line) from None
     except ValueError as exc:  # pragma: no cover - the hooks bound every number first
@@ -218,13 +219,8 @@ def iter_json_lines(
     :raises DataError: naming ``file:line`` and the fix (a missing file, a folder, damaged
         gzip, bad UTF-8 or JSON, a refused number or nesting).
     """
-    handle = open_lines(path, what=what, fix=fix)
-    try:
-        for number, value, _checked in check_lines(enumerate(handle, 1), os.fspath(path), what=what,
-                                                   on_error=on_error):
-            yield number, value
-    finally:
-        handle.close()
+    for number, value, _checked in iter_checked_lines(path, what=what, fix=fix, on_error=on_error):
+        yield number, value
 
 
 def iter_checked_lines(
@@ -243,47 +239,11 @@ def iter_checked_lines(
     float: the caller then judges the value the standard library reads) and comes with
     ``checked`` False, for the caller's full validation.
     """
+    label = os.fspath(path)
+    fast = _FAST
     handle = open_lines(path, what=what, fix=fix)
     try:
-        yield from check_lines(enumerate(handle, 1), os.fspath(path), what=what, on_error=on_error, check=check)
-    finally:
-        handle.close()
-
-
-def read_first(handle: IO[bytes], label: str, *, what: str = "row file") -> tuple[int, bytes, Any] | None:
-    """The first non-blank line of an opened file: ``(number, raw bytes, value)``, or None when it has none.
-
-    The value is the exact parser's (:func:`loads_bounded`), so a header read here is
-    judged as strictly as every other line; the caller reads the rest of *handle* with
-    :func:`check_lines`, this line first if it was not a header.
-    """
-    try:
         for number, raw in enumerate(handle, 1):
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
-            if raw.strip():
-                return number, raw, loads_bounded(raw, label, number, what=what)
-    except GZIP_ERRORS as exc:
-        raise _damaged(exc, label) from None
-    return None
-
-
-def check_lines(
-    numbered: Iterable[tuple[int, bytes]],
-    label: str,
-    *,
-    what: str = "row file",
-    on_error: Callable[[DataError], None] | None = None,
-    check: Callable[[Any], bool] | None = None,
-) -> Iterator[tuple[int, Any, bool]]:
-    """The one loop over an opened file's ``(line number, raw bytes)``: :func:`iter_checked_lines`' triples.
-
-    For a reader that opened the file itself (to read its header first, :func:`read_first`)
-    and goes on from the same handle; *label* names the file in messages.
-    """
-    fast = _FAST
-    try:
-        for number, raw in numbered:
             try:
                 value = fast(raw)
             except (ValueError, StopIteration, RecursionError):
@@ -303,11 +263,9 @@ def check_lines(
             if value is not _SKIP:
                 yield number, value, False
     except GZIP_ERRORS as exc:
-        raise _damaged(exc, label) from None
-
-
-def _damaged(exc: BaseException, label: str) -> DataError:
-    return DataError(f"damaged or truncated gzip file ({exc}); write it again", path=label)
+        raise DataError(f"damaged or truncated gzip file ({exc}); write it again", path=label) from None
+    finally:
+        handle.close()
 
 
 _SKIP = object()

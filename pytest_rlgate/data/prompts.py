@@ -96,7 +96,7 @@ def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[Item]:
+def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None, repeats: bool = False) -> list[Item]:
     """Load a prompts file (JSONL, one object a line with at least ``prompt``).
 
     A line's own ``case`` and ``category`` are kept as written; *env*'s ``case_for`` fills the
@@ -105,8 +105,9 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     Blank lines are skipped.
 
     :raises DataError: naming every bad line (up to ten) by number: not a JSON object, no
-        prompt, no case where the environment reads none, or a category *env* does not
-        declare. An empty file is an error too.
+        prompt, no case where the environment reads none, a category *env* does not declare,
+        or a prompt an earlier line already holds (same scenario and text) unless *repeats*
+        (a balanced ``train.jsonl`` repeats minority prompts). An empty file is an error too.
     """
     path = Path(path)
     env = load_env(env)
@@ -116,11 +117,21 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     def bad(exc: DataError) -> None:
         problems.append((exc.line or 0, exc.reason))
 
+    first_seen: dict[tuple[str, str], int] = {}
     for number, row in iter_json_lines(path, what=PROMPTS_FILE, fix=PROMPTS_FIX, on_error=bad):
         try:
-            items.append(prompt_item(row, env))
+            item = prompt_item(row, env)
         except DataError as exc:
             problems.append((number, exc.reason))
+            continue
+        key = (item["scenario_id"], item["prompt"])
+        if key in first_seen and not repeats:  # its rows would clash with the first one's in every gate
+            problems.append((number, f"repeats the prompt of line {first_seen[key]} (scenario "
+                                     f"{key[0][:40]!r}); each prompt appears once (only a balanced train.jsonl "
+                                     "repeats prompts: read it with repeats=True)"))
+            continue
+        first_seen[key] = number
+        items.append(item)
     if problems:
         problems.sort()
         shown = "; ".join(f"line {n}: {why}" for n, why in problems[:10])

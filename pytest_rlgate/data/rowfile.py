@@ -24,12 +24,12 @@ from .jsonl import GZIP_ERRORS, GZIP_MAGIC, open_lines
 
 __all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "is_gzip_name", "open_rows", "write_lines"]
 
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
+
 #: how row files are named in messages, and how to get one
 ROW_FILE = "row file"
 ROW_FILE_FIX = "write one with pytest_rlgate.write_rows or rlgate eval"
-
-#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
-__tracebackhide__ = hide_user_errors
 
 
 def is_gzip_name(path: str | os.PathLike[str]) -> bool:

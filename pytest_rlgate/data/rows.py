@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
-from .jsonl import check_lines, read_first
+from ..options import FILE_NUMBER
+from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
-from .rowfile import ROW_FILE, open_rows, write_lines
+from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
            "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
@@ -97,9 +97,10 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         raise fail(f"'rollout_index' must be a non-negative integer, got {_type_name(index)} {index!r}")
     score = row["score"]
     if not _is_number(score):
-        raise fail(f"'score' must be a number, got {_type_name(score)} {score!r}")
-    if not math.isfinite(score):
-        raise fail(f"'score' must be finite, got {score!r}")
+        raise fail(f"'score' must be a number, got {_type_name(score)} {_cut(score)}")
+    problem = FILE_NUMBER.problem(score)
+    if problem is not None:
+        raise fail(f"'score' must be finite and at most 2**53 in size: {problem}, got {_cut(score)}")
     reward = row["reward"]
     if not _is_number(reward) or reward not in (0, 1):
         raise fail(f"'reward' must be 0 or 1 (1 = the reply passes), got {_type_name(reward)} {reward!r}")
@@ -108,8 +109,9 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
     if not isinstance(markers, Mapping):
         raise fail(f"'markers' must be an object {{name: number}}, got {_type_name(markers)}")
     for name, value in markers.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise fail(f"marker {name!r} must be a finite number, got {_type_name(value)} {value!r}")
+        if not _is_number(value) or FILE_NUMBER.problem(value) is not None:
+            raise fail(f"marker {name!r} must be a finite number at most 2**53 in size, got {_type_name(value)} "
+                       f"{_cut(value)}")
     if row.get("case") is not None and not isinstance(row["case"], Mapping):
         raise fail(f"'case' must be an object (what the reply was scored against), got {_type_name(row['case'])}")
     if row.get("policy") is not None and not isinstance(row["policy"], str):
@@ -124,7 +126,12 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
 
 
 _NUMBERS = (int, float)
-_isfinite = math.isfinite
+_LOW, _HIGH = FILE_NUMBER.low, FILE_NUMBER.high
+
+
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _fast_row(row: Any) -> bool:
@@ -144,12 +151,12 @@ def _fast_row(row: Any) -> bool:
         return False
     if not (type(prompt) is str and prompt and type(category) is str and category
             and type(reply) is str and type(index) is int and index >= 0
-            and type(score) in _NUMBERS and _isfinite(score)
+            and type(score) in _NUMBERS and _LOW <= score <= _HIGH  # NaN compares False
             and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
             and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
         return False
     for value in markers.values():
-        if type(value) not in _NUMBERS or not _isfinite(value):
+        if type(value) not in _NUMBERS or not _LOW <= value <= _HIGH:
             return False
     get = row.get
     value = get("scenario_id")
@@ -246,30 +253,27 @@ class RowReader:
         self.label = os.fspath(source) if self.is_file else name or "<rows>"
         #: what was opened: a path, or the rows themselves
         self.source = source
-        self._handle: IO[bytes] | None = None
-        self._first: list[tuple[int, bytes]] = []  #: the first row's line when the file has no header
-        self._next_line = 1
+        #: the file's lines as (line, value, checked) from the one JSONL reader, None for rows in memory
+        self._lines: Iterator[tuple[int, Any, bool]] | None = None
+        self._first: list[tuple[int, Any, bool]] = []  #: the first row's line when the file has no header
         self._used = False
         self.header: dict[str, Any] | None
         if self.is_file:
-            self._handle = open_rows(source)
+            self._lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
             try:
-                self.header = self._read_header(self._handle)
+                self.header = self._read_header(self._lines)
             except BaseException:
                 self.close()
                 raise
         else:
             self.header = getattr(source, "header", None)
 
-    def _read_header(self, handle: IO[bytes]) -> dict[str, Any] | None:
-        first = read_first(handle, self.label, what=ROW_FILE)
-        if first is None:
+    def _read_header(self, lines: Iterator[tuple[int, Any, bool]]) -> dict[str, Any] | None:
+        for line, obj, checked in lines:
+            if not checked and is_header(obj):
+                return check_header(obj, path=self.label, line=line)
+            self._first = [(line, obj, checked)]
             return None
-        line, raw, obj = first
-        self._next_line = line + 1
-        if is_header(obj):
-            return check_header(obj, path=self.label, line=line)
-        self._first = [(line, raw)]
         return None
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
@@ -277,18 +281,17 @@ class RowReader:
         if self._used:
             raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
         self._used = True
-        if self._handle is None:
+        if self._lines is None:
             if getattr(self.source, "fresh_rows", False):
-                rows = ((line, item, _fast_row(item)) for line, item in enumerate(self.source, 1))
+                rows = ((line, row, _fast_row(row)) for line, row in enumerate(self.source, 1))
             else:  # the caller's rows: validate_row copies what it normalises, so they stay as they were
-                rows = ((line, item, False) for line, item in enumerate(self.source, 1))
-            return _checked(rows, self.label, file=False)
-        lines = itertools.chain(self._first, enumerate(self._handle, self._next_line))
-        return _checked(check_lines(lines, self.label, what=ROW_FILE, check=_fast_row), self.label, file=True)
+                rows = ((line, row, False) for line, row in enumerate(self.source, 1))
+            return _checked(rows, self.label, file=False, handle=None)
+        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
+        if self._lines is not None:
+            self._lines.close()  # type: ignore[attr-defined]  # a generator: closing it closes the file
 
     def __enter__(self) -> RowReader:
         return self
@@ -298,14 +301,14 @@ class RowReader:
         self.close()
 
 
-def _checked(numbered: Iterable[tuple[int, Any, bool]], label: str, *,
-             file: bool) -> Iterator[tuple[dict[str, Any], int, int]]:
+def _checked(lines: Iterable[tuple[int, Any, bool]], label: str, *, file: bool,
+             handle: Any) -> Iterator[tuple[dict[str, Any], int, int]]:
     """The one loop every row passes through: validate, refuse duplicates, stream.
 
-    *numbered* are ``(line, value, checked)``: a file's lines after its header, parsed
-    (:func:`~pytest_rlgate.data.jsonl.check_lines`), or in-memory rows by position;
-    ``checked`` says the value is a plain valid row already (:func:`_fast_row`). A row is
-    unique per (scenario, prompt, eval_run) and rollout index: several prompts may
+    *lines* are (line number, value, checked) of a file after its header, as the JSONL
+    reader (:func:`~pytest_rlgate.data.jsonl.iter_checked_lines`) gives them, ``checked``
+    when the row passed the fast check as it was parsed; or (position, row, False) of
+    in-memory rows. A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
     share a scenario (paraphrases of one situation), and re-runs of the same policy
     (``eval_run``) legitimately repeat a rollout index. Each key keeps one int bitmask of the
     indices it had, filed under the key's hash: ints, so the table neither holds a million
@@ -318,35 +321,39 @@ def _checked(numbered: Iterable[tuple[int, Any, bool]], label: str, *,
     large: set[tuple[int, int]] = set()
     key: tuple[Any, str, Any] | None = None
     mask = count = slot = 0
-    for line, obj, checked in numbered:
-        if checked:  # a plain valid row, read fast or made afresh by its source
-            if type(obj["reward"]) is not int:
-                obj["reward"] = int(obj["reward"])
-        else:  # copies what it normalises: the caller's rows stay
-            obj = validate_row(obj, path=label, line=line)
-        get = obj.get
-        here = (get("scenario_id"), obj["prompt"], get("eval_run"))
-        state = SAME
-        if here != key:
-            if key is not None:
-                seen[slot] = mask
-            key, slot = here, hash(here)
-            mask = seen.get(slot, -1)
-            state = CHANGED
-            if mask < 0:
-                state, mask = NEW, 0
-        index = obj["rollout_index"]
-        if index < 256:
-            bit = 1 << index
-            if mask & bit:
+    try:
+        for line, obj, checked in lines:
+            if checked:  # a plain valid row, as the fast parser read it
+                if type(obj["reward"]) is not int:
+                    obj["reward"] = int(obj["reward"])
+            else:  # copies what it normalises: the caller's rows stay
+                obj = validate_row(obj, path=label, line=line)
+            get = obj.get
+            here = (get("scenario_id"), obj["prompt"], get("eval_run"))
+            state = SAME
+            if here != key:
+                if key is not None:
+                    seen[slot] = mask
+                key, slot = here, hash(here)
+                mask = seen.get(slot, -1)
+                state = CHANGED
+                if mask < 0:
+                    state, mask = NEW, 0
+            index = obj["rollout_index"]
+            if index < 256:
+                bit = 1 << index
+                if mask & bit:
+                    raise _duplicate(here, index, label, line)
+                mask |= bit
+            elif (slot, index) in large:
                 raise _duplicate(here, index, label, line)
-            mask |= bit
-        elif (slot, index) in large:
-            raise _duplicate(here, index, label, line)
-        else:
-            large.add((slot, index))
-        count += 1
-        yield obj, line, state
+            else:
+                large.add((slot, index))
+            count += 1
+            yield obj, line, state
+    finally:
+        if handle is not None:
+            handle.close()
     if count == 0:
         raise DataError("empty row file (no rows; grade some replies first)" if file else
                         "no rows (an empty gate proves nothing; grade some replies first)", path=label)

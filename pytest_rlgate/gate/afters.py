@@ -71,7 +71,9 @@ def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[Row
         labels, sources = list(after), [as_side(s) for s in after.values()]
         readers = [stack.enter_context(_open(s)) for s in sources]
     else:
-        sources = [as_side(s) for s in after]
+        sources = list(after)
+        _refuse_repeats(sources)
+        sources = [as_side(s) for s in sources]
         readers = [stack.enter_context(_open(s)) for s in sources]
         labels = seed_labels([getattr(s, "label", s) for s in sources], [r.header for r in readers])
     if len(set(labels)) != len(labels):
@@ -85,3 +87,15 @@ def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[Row
 def _open(source: Any) -> RowReader:
     """One after side opened: a harness's output (a :class:`RowSource`) keeps its path as its label."""
     return RowReader(source, name=source.label if isinstance(source, RowSource) else None)
+
+
+def _refuse_repeats(sources: Sequence[Any]) -> None:
+    """One source given twice would count as two training seeds and halve the seed spread."""
+    seen: dict[Any, int] = {}
+    for position, source in enumerate(sources, 1):
+        key = os.path.realpath(source) if isinstance(source, (str, os.PathLike)) else id(source)
+        if key in seen:
+            shown = os.fspath(source) if isinstance(source, (str, os.PathLike)) else f"the row list #{position}"
+            raise UsageError(f"after side {position} ({shown}) is after side {seen[key]} again: each training seed "
+                             "is its own run's rows; pass every seed's file once")
+        seen[key] = position

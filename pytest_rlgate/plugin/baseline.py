@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, fail, setting
 from pytest_rlgate.plugin.gate import PROPERTY as GATE_PROPERTY
 from pytest_rlgate.plugin.harness import read_options
 
@@ -60,11 +60,27 @@ def _updating(config: pytest.Config) -> bool:
     return bool(config.getoption("rlgate_update_baseline", default=False))
 
 
+def _harness_output(folder: Path) -> bool:
+    """Whether *folder* is an eval harness's output that a reader reads (an lm-eval folder, ...)."""
+    from pytest_rlgate.data.readers import detect_format
+
+    try:
+        detect_format(folder)
+    except RlgateError:
+        return False
+    return True
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if _updating(config) and baseline_path(config) is None:
         raise pytest.UsageError("--rlgate-update-baseline needs --rlgate-baseline PATH (or the rlgate_baseline ini "
                                 "setting): the file to write the candidate's rows to")
-    if baseline_path(config) is not None:
+    path = baseline_path(config)
+    if path is not None and path.is_dir() and (_updating(config) or not _harness_output(path)):
+        # neither read nor written as a row file (a harness's output folder is read): say so before any test runs
+        raise pytest.UsageError(f"--rlgate-baseline {_shown(config, path)}: is a directory; name the baseline "
+                                f"file inside it, e.g. {_shown(config, path / 'baseline.jsonl.gz')}")
+    if path is not None:
         config.pluginmanager.register(_BaselineLog(config), "rlgate-baseline-log")
 
 
@@ -107,7 +123,7 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | RowSource | None
             source = read_rows(path, **read_options(pytestconfig))  # a harness's log streams; rlgate rows load once
             rows = pytestconfig.stash[_ROWS] = load_rows(path) if source.format == "rlgate" else source
         except RlgateError as exc:
-            pytest.fail(f"rlgate: --rlgate-baseline: {exc}", pytrace=False)
+            fail(f"rlgate: --rlgate-baseline: {exc}")
     return rows
 
 
