@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -129,11 +130,14 @@ def test_same(rlgate):
     assert 'name="rlgate:pass@1:no_id" value="regressed -0.833' in junit
 
 
-def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path]) -> None:
-    result = compare(run[0], [run[1], run[1]], env="refund")  # two seeds, both hacked
+def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path], tmp_path: Path) -> None:
+    second = tmp_path / "after-seed2.jsonl"
+    shutil.copyfile(run[1], second)  # a second seed, hacked the same way (one file twice is refused)
+    result = compare(run[0], [run[1], second], env="refund")
     text = markdown_summary(result)
     assert "| pass@1 | no_id | 6×4 | 1.000 → 0.167 |" in text and "| REGRESSED |" in text
-    assert reproduce_command(result).count(str(run[1])) == 2
+    command = reproduce_command(result)
+    assert str(run[1]) in command and str(second) in command
 
 
 def test_an_inconclusive_summary_points_at_rlgate_plan(tmp_path: Path) -> None:
