@@ -117,6 +117,13 @@ _EXPORTS: dict[str, str] = {
     # reward tables
     "RewardRow": "rewards.tables",
     "load_reward_table": "rewards.tables",
+    # multi-turn episodes with tools
+    "Episode": "environment.episode",
+    "ToolCall": "environment.episode",
+    "ToolCallRecord": "environment.episode",
+    "sample_episodes": "policy.episode",
+    "grade_episode": "data.episodes",
+    "grade_episodes": "data.episodes",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -136,6 +143,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
+    from .data.episodes import grade_episode as grade_episode, grade_episodes as grade_episodes
+    from .environment.episode import Episode as Episode, ToolCall as ToolCall, ToolCallRecord as ToolCallRecord
+    from .policy.episode import sample_episodes as sample_episodes
     from ._io.cache import cache_key as cache_key, cached_dir as cached_dir
     from .data.baseline import run_rows as run_rows, save_baseline as save_baseline
     from .data.hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts

@@ -163,6 +163,12 @@ class DPOKnobs(RunKnobs):
 
     def validate(self) -> None:
         super().validate()
+        env = self.environment
+        if env.is_episodic:
+            raise UsageError(f"--method dpo: environment {env.name} is multi-turn (it has tools), and DPO pairs "
+                             "one-turn replies: a preferred and a rejected episode differ in tool results the "
+                             "policy never wrote, which DPO's loss would train on. Train it with --method grpo, "
+                             "which runs TRL's tool loop")
         if self.pairs_per_device is not None and self.pairs_per_step % self.pairs_per_device:
             _fail("pairs-per-device", self.pairs_per_device,
                   f"it must divide --pairs-per-step {self.pairs_per_step} (the rest is gradient accumulation)")

@@ -55,12 +55,14 @@ def build_policy(out: Path, env: Env, recipe: TinyRecipe | None = None, *,
     tokenizer = build_tokenizer(
         [d.prompt for d in head_data] + [d.reply for d in head_data] + _ROLE_LINES,
         vocab_size=recipe.vocab_size, words=recipe.words, phrases=recipe.phrases,
+        chat_template=recipe.chat_template,
     )
     model = new_model(tokenizer, recipe.shape, seed=recipe.seed)
     head = CopyHead.for_tokens(tokenizer, recipe.words, seed=recipe.seed) if recipe.copy_head else None
     if head is not None:
         head.install(model)
-    examples = encode_dialogues(tokenizer, data, env.messages_for)
+    examples = encode_dialogues(tokenizer, data, env.messages_for,
+                                tools=env.tool_functions() if env.is_episodic else None)
     steps = bar(recipe.schedule.steps, f"building tiny policy {recipe.name}", progress, unit="step")
 
     def log(step: int, loss: float) -> None:
