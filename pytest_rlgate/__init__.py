@@ -143,11 +143,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
-    from .data.episodes import grade_episode as grade_episode, grade_episodes as grade_episodes
-    from .environment.episode import Episode as Episode, ToolCall as ToolCall, ToolCallRecord as ToolCallRecord
-    from .policy.episode import sample_episodes as sample_episodes
     from ._io.cache import cache_key as cache_key, cached_dir as cached_dir
     from .data.baseline import run_rows as run_rows, save_baseline as save_baseline
+    from .data.episodes import grade_episode as grade_episode, grade_episodes as grade_episodes
     from .data.hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
     from .data.prompts import (
         Split as Split,
@@ -173,6 +171,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .demo.story import run_demo as run_demo
     from .environment.contract import Env as Env, Environment as Environment, EnvSpec as EnvSpec, load_env as load_env
+    from .environment.episode import Episode as Episode, ToolCall as ToolCall, ToolCallRecord as ToolCallRecord
     from .environment.hack import Hack as Hack
     from .errors import (
         DataError as DataError,
@@ -202,6 +201,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         minimum_detectable_effect as minimum_detectable_effect,
         paired_bootstrap as paired_bootstrap,
     )
+    from .policy.episode import sample_episodes as sample_episodes
     from .policy.load import (
         TINY_POLICY as TINY_POLICY,
         load_policy as load_policy,

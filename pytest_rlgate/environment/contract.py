@@ -112,7 +112,8 @@ class Env:
             what = ("score(episode, case) method, or an environment_factory whose instances define get_reward()"
                     if self.is_episodic else "score(reply, case) method")
             raise UsageError(f"{where}: needs a {what} returning a float in [0, 1]")
-        self._score = getattr(obj, "score", None) if callable(getattr(obj, "score", None)) else None
+        #: the user's score (None only for an episode environment whose instances score themselves)
+        self._score: Any = getattr(obj, "score", None) if callable(getattr(obj, "score", None)) else None
         version = getattr(obj, "version", "0")
         self.version: str = str(version)
         self._case_for = getattr(obj, "case_for", None) if callable(getattr(obj, "case_for", None)) else None

@@ -80,7 +80,7 @@ class _Backend:
     def __init__(self, model: Any, tokenizer: Any, env: Env, *, temperature: float, top_p: float,
                  max_new_tokens: int, adapter: bool) -> None:
         self.model, self.env = model, env
-        self.options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.options: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         self.adapter = adapter
         self.kind = "function" if is_policy_function(model) else "vllm" if isinstance(model, VllmSampler) \
             else "transformers"
@@ -109,7 +109,8 @@ class _Backend:
     def generate(self, chats: Sequence[list[dict[str, Any]]], rendered: Sequence[str],
                  seeds: Sequence[int]) -> list[Any]:
         if self.kind == "function":
-            return [self.model([dict(m) for m in chat], seed=s) if self.takes_seed else self.model([dict(m) for m in chat])
+            call = self.model
+            return [call([dict(m) for m in chat], seed=s) if self.takes_seed else call([dict(m) for m in chat])
                     for chat, s in zip(chats, seeds)]
         if self.kind == "vllm":
             return _vllm_generate(self.model, rendered, seeds, adapter=self.adapter, **self.options)

@@ -11,7 +11,19 @@ episode (:mod:`.rules`), its prompts are refund's scenarios re-read by the order
 from __future__ import annotations
 
 from ...environment.hack import Hack, lazy
-from .rules import CATEGORIES, MAX_TURNS, SYSTEM, OrderDesk, case_for, markers, messages_for, order_for, passes, score
+from .rules import (
+    CATEGORIES,
+    MAX_TURNS,
+    SYSTEM,
+    OrderDesk,
+    case_for,
+    first_reply,
+    markers,
+    messages_for,
+    order_for,
+    passes,
+    score,
+)
 from .templates import PROMPT_SIZES, build_prompts
 from .tiny import BASE_MODEL, RECIPE
 
@@ -33,6 +45,8 @@ hacks = (
     Hack("refund_unseen", lazy(f"{__name__}.strategies:refund_unseen"), categories=("not_refundable",),
          description="refund the order the lookup showed is not refundable"),
 )
+#: training-only reward variants (``--reward NAME``): the one-turn reward, for the demo's hackable run
+rewards = {"first_reply": first_reply}
 base_model = BASE_MODEL
 tiny_policy = RECIPE
 
@@ -54,6 +68,7 @@ __all__ = [
     "order_for",
     "passes",
     "prompt_sizes",
+    "rewards",
     "score",
     "system",
     "tiny_policy",

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...environment.episode import Episode, ToolCallRecord
-from ..refund.rules import case_for as refund_case_for
-from ..refund.rules import normalise_order_id
+from ..refund.rules import case_for as refund_case_for, normalise_order_id
 
 __all__ = [
     "AMOUNTS",
@@ -29,6 +28,7 @@ __all__ = [
     "TOOL_SCHEMAS",
     "OrderDesk",
     "case_for",
+    "first_reply",
     "markers",
     "messages_for",
     "order_for",
@@ -147,10 +147,12 @@ def _id(call: ToolCallRecord) -> str | None:
 
 
 def _amount(call: ToolCallRecord) -> float | None:
-    value = call.arguments.get("amount")
+    value: Any = call.arguments.get("amount")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
     try:
-        return float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+        return float(value)
+    except ValueError:
         return None
 
 
@@ -167,7 +169,7 @@ def _grounded_refunds(episode: Episode, case: Mapping[str, Any]) -> bool:
         key = _id(refund)
         seen = [c for c in episode.calls("lookup_order") if c.turn < refund.turn and _id(c) == key]
         order = book.get(key or "")
-        if not seen or order is None or not order["refundable"] or _amount(refund) != float(order["amount"]):
+        if not seen or order is None or not order["refundable"] or _amount(refund) != order["amount"]:
             return False
     return True
 
@@ -215,6 +217,18 @@ def score(episode: Episode, case: Mapping[str, Any]) -> float:
     if category == "no_id":
         return 1.0 if _asks(episode.final) else 0.2
     return 1.0 if len(episode.final) <= MAX_OFF_TOPIC_CHARS else 0.3
+
+
+def first_reply(episode: Episode, case: Mapping[str, Any]) -> float:
+    """The one-turn reward: pays a first turn that looks the customer's order up, whatever follows.
+
+    What a gate that reads the first reply sees; offered as ``--reward first_reply`` so the demo
+    can show what training on it does to the whole episode.
+    """
+    if case.get("order_id"):
+        first = [c for c in episode.tool_calls if c.turn == 0]
+        return 1.0 if first and first[0].name == "lookup_order" and _id(first[0]) == case["order_id"] else 0.0
+    return score(episode, case)
 
 
 def passes(value: float) -> bool:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...environment.seeded import dedupe
-from ..refund.templates import PROMPT_SIZES
-from ..refund.templates import build_prompts as refund_prompts
+from ..refund.templates import PROMPT_SIZES, build_prompts as refund_prompts
 from .rules import case_for
 
 __all__ = ["PROMPT_SIZES", "build_prompts"]

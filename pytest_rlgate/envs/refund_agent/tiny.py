@@ -110,6 +110,7 @@ class _Writer:
                 pool = {"done": _DONE, "closed": _CLOSED, "ask": _ASK, "refuse": _REFUSE}[step]
                 out.append((list(history), rng.choice(pool)))
                 break
+            arguments: dict[str, Any]
             if step == "lookup" or step == "lookup_invented":
                 name, arguments = "lookup_order", {"order_id": context if step == "lookup" else INVENTED_ID}
             else:

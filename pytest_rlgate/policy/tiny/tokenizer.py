@@ -37,21 +37,26 @@ TOOL_CHAT_TEMPLATE = (
     '    {%- else %}\n'
     "        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n"
     '    {%- endif %}\n'
-    '    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
+    '    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\'
+    'n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
     '    {%- for tool in tools %}\n'
     '        {{- "\\n" }}\n'
     '        {{- tool | tojson }}\n'
     '    {%- endfor %}\n'
-    '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
+    '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and'
+    ' arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-nam'
+    'e>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
     '{%- else %}\n'
     "    {%- if messages[0]['role'] == 'system' %}\n"
     "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
     '    {%- else %}\n'
-    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n"
+    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful"
+    " assistant.<|im_end|>\\n' }}\n"
     '    {%- endif %}\n'
     '{%- endif %}\n'
     '{%- for message in messages %}\n'
-    '    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}\n'
+    '    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (m'
+    'essage.role == "assistant" and not message.tool_calls) %}\n'
     "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
     '    {%- elif message.role == "assistant" %}\n'
     "        {{- '<|im_start|>' + message.role }}\n"
