@@ -27,9 +27,9 @@ import torch
 def policies(env, args) -> list[tuple[str, Path]]:
     """(label, folder) of each policy to measure: the shipped one, or fresh builds."""
     from pytest_rlgate.policy.load import build_tiny_policy, tiny_policy_dir
-    from pytest_rlgate.policy.tiny.spec import recipe_of
+    from pytest_rlgate.policy.tiny.spec import spec_of
 
-    recipe = recipe_of(env)
+    recipe = spec_of(env)
     if not args.fresh and args.recipe_seeds is None:
         return [(f"shipped {recipe.name}", tiny_policy_dir(recipe.name))]
     root = tempfile.mkdtemp(prefix="rlgate-bench-")

@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "env_reward": "train.reward",
     # DPO rounds
     "train_dpo": "train.dpo",
-    "DPOKnobs": "train.dpo",
+    "DPOKnobs": "train.dpo_config",
     "build_pairs": "train.pairs",
     "Pair": "train.pairs",
     "read_pairs": "train.pairs",
@@ -229,7 +229,8 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .rewards.strategies import HackedReply as HackedReply
     from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
-    from .train.dpo import DPOKnobs as DPOKnobs, train_dpo as train_dpo
+    from .train.dpo import train_dpo as train_dpo
+    from .train.dpo_config import DPOKnobs as DPOKnobs
     from .train.grpo import train_grpo as train_grpo
     from .train.monitor import HackMonitor as HackMonitor
     from .train.pairs import Pair as Pair, build_pairs as build_pairs, read_pairs as read_pairs

@@ -12,13 +12,17 @@ import it at load time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["HOLDOUT_FRACTION", "Number", "add_env_argument", "add_output_arguments", "fraction", "output_dir",
-           "output_file", "path_problem", "share"]
+__all__ = ["HOLDOUT_FRACTION", "Deprecated", "Number", "add_env_argument", "add_output_arguments", "bounds_of",
+           "fraction", "knob", "output_dir", "output_file", "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -166,3 +170,38 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no progress bars (default: shown when stderr is a terminal)")
     parser.add_argument("--verbose", action="store_true",
                         help="let transformers/TRL/datasets warnings, logs and progress bars through")
+
+
+def knob(default: Any, help: str | Callable[[], str], *, group: str, bound: Number | None = None,
+         parse: Callable[[str], Any] | None = None, metavar: str | tuple[str, ...] | None = None,
+         nargs: int | None = None, aliases: tuple[str, ...] = ()) -> Any:
+    """A dataclass field declared once, the TRL way: its default, its help, its range and how its
+    flag parses live in the field, and the CLI generates ``--<name>`` from it.
+
+    *help* may be a callable when the text needs a heavy import (TRL's loss types); *group*
+    is the ``--help`` section; *aliases* are older spellings of the flag, still accepted
+    with a deprecation warning.
+    """
+    return dataclasses.field(default=default, metadata={
+        "help": help, "group": group, "bound": bound, "parse": parse, "metavar": metavar, "nargs": nargs,
+        "aliases": aliases})
+
+
+def bounds_of(cls_or_obj: Any) -> dict[str, Number]:
+    """Every numeric knob's range, by field name, read from the fields' :func:`knob` metadata."""
+    return {f.name: f.metadata["bound"] for f in dataclasses.fields(cls_or_obj) if f.metadata.get("bound")}
+
+
+class Deprecated(argparse.Action):
+    """Stores the value; an old spelling of the flag still works, with a deprecation warning."""
+
+    def __init__(self, *args: Any, old: tuple[str, ...] = (), **kwargs: Any) -> None:
+        self.old = old
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if option_string in self.old:
+            warnings.warn(f"{option_string} is now {self.option_strings[0]}; {option_string} will be removed",
+                          DeprecationWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)

@@ -19,14 +19,12 @@ from pytest_rlgate.envs import refund  # noqa: E402
 from pytest_rlgate.envs.refund.negatives import invented_call  # noqa: E402
 from pytest_rlgate.errors import UsageError  # noqa: E402
 from pytest_rlgate.train.dpo import (  # noqa: E402
-    MIN_PAIRS,
-    DPOKnobs,
     build_dpo_trainer,
     check_enough_pairs,
     dpo_dataset,
     dpo_metrics_recorder,
-    knobs_from,
 )
+from pytest_rlgate.train.dpo_config import MIN_PAIRS, DPOKnobs  # noqa: E402
 from pytest_rlgate.train.pairs import Pair, PairSet  # noqa: E402
 
 torch.set_num_threads(1)
@@ -122,7 +120,7 @@ def test_loss_type_accepts_every_trl_dpo_loss_as_a_comma_list() -> None:
 
 def test_unknown_api_keyword_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown DPO knob.*stepz"):
-        knobs_from(None, {"stepz": 3})
+        DPOKnobs().with_overrides(stepz=3)
 
 
 def test_too_few_pairs_says_how_many_and_what_to_change() -> None:

@@ -30,7 +30,7 @@ from pytest_rlgate.policy.tiny.copyhead import CopyHead  # noqa: E402
 from pytest_rlgate.policy.tiny.corpus import Dialogue, ReplyMix, dialogues  # noqa: E402
 from pytest_rlgate.policy.tiny.manifest import BUILD_INFO, content_hash, file_digests, verify  # noqa: E402
 from pytest_rlgate.policy.tiny.model import ModelShape, new_model  # noqa: E402
-from pytest_rlgate.policy.tiny.spec import recipe_of  # noqa: E402
+from pytest_rlgate.policy.tiny.spec import spec_of  # noqa: E402
 from pytest_rlgate.policy.tiny.tokenizer import build_tokenizer  # noqa: E402
 from pytest_rlgate.policy.tiny.warmstart import TrainSchedule, encode_dialogues, warm_start  # noqa: E402
 
@@ -113,15 +113,15 @@ def test_a_recipe_names_itself_like_a_hub_id_and_its_copy_head_needs_words() -> 
         dataclasses.replace(ARITH.raw.tiny_policy, copy_head=True)
 
 
-def test_an_environment_without_a_recipe_is_told_how_to_add_one() -> None:
+def test_an_environment_without_a_build_spec_is_told_how_to_add_one() -> None:
     class Plain:
         name, categories = "plain", ("a",)
 
         def score(self, reply: str, case: Mapping[str, Any]) -> float:
             return 1.0
 
-    with pytest.raises(UsageError, match="environment plain has no tiny policy recipe.*--base-model"):
-        recipe_of(load_env(Plain()))
+    with pytest.raises(UsageError, match="environment plain has no tiny policy spec.*--base-model"):
+        spec_of(load_env(Plain()))
 
 
 def test_the_recipe_records_as_json_with_token_lists_by_digest() -> None:
@@ -277,15 +277,15 @@ def test_a_changed_file_is_caught_by_name(mini_dir: Path, tmp_path: Path) -> Non
 def test_building_into_a_non_empty_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(UsageError, match="output folder is not empty") as info:
-        policy.build_tiny_policy("refund", tmp_path, recipe=MINI)
+        policy.build_tiny_policy("refund", tmp_path, spec=MINI)
     assert info.value.path == str(tmp_path)
 
 
 def test_a_cached_build_is_built_once(tmp_path: Path) -> None:
     arith_mini = dataclasses.replace(ARITH.raw.tiny_policy, schedule=FEW_STEPS)
-    first = policy.build_tiny_policy("arith", recipe=arith_mini, root=tmp_path)
+    first = policy.build_tiny_policy("arith", spec=arith_mini, root=tmp_path)
     started = time.perf_counter()
-    assert policy.build_tiny_policy("arith", recipe=arith_mini, root=tmp_path) == first
+    assert policy.build_tiny_policy("arith", spec=arith_mini, root=tmp_path) == first
     assert time.perf_counter() - started < 5 and first.parent == tmp_path / "policy"
     assert verify(first)["recipe"]["name"] == "rlgate/tiny-arith"
 
@@ -397,8 +397,8 @@ def test_a_shipped_policy_records_the_recipe_that_made_it(env, name: str) -> Non
     folder = policy.tiny_policy_dir(name)
     assert time.perf_counter() - started < 5  # hashes checked, nothing built
     info = verify(folder)
-    assert info["name"] == name == recipe_of(env).name
-    assert info["recipe"] == recipe_of(env).as_dict()
+    assert info["name"] == name == spec_of(env).name
+    assert info["recipe"] == spec_of(env).as_dict()
     assert policy.tiny_policy_key(name) == info["content_sha256"]
     assert info["loss_last"] < info["loss_first"] / 4
 
@@ -494,4 +494,4 @@ def test_policy_build_needs_an_environment_with_a_recipe(capsys: pytest.CaptureF
     from pytest_rlgate.cli import main
 
     assert main(["policy", "build", "--env", "_calc_env:CalcEnv"]) == 2
-    assert "has no tiny policy recipe" in capsys.readouterr().err
+    assert "has no tiny policy spec" in capsys.readouterr().err

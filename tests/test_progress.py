@@ -84,11 +84,11 @@ def test_the_policy_build_shows_its_warm_start_steps(monkeypatch: pytest.MonkeyP
     pytest.importorskip("torch")
     from pytest_rlgate.environment.contract import load_env
     from pytest_rlgate.policy.tiny.build import build_policy
-    from pytest_rlgate.policy.tiny.spec import recipe_of
+    from pytest_rlgate.policy.tiny.spec import spec_of
     from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
 
     env = load_env("refund")
-    few = dataclasses.replace(recipe_of(env), schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
+    few = dataclasses.replace(spec_of(env), schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
     build_policy(tmp_path, env, few)
     assert f"building tiny policy {few.name}" in terminal.getvalue() and "3/3" in terminal.getvalue()
 

@@ -138,7 +138,7 @@ def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["prompts", "--seed", "0", "--balance", "0.25", "--out-dir", str(out)]) == 0
+    assert main(["prompts", "--prompt-seed", "0", "--balance", "0.25", "--out-dir", str(out)]) == 0
     printed = capsys.readouterr().out
     items = build_prompts(0)
     split = stratified_split(items)
@@ -147,7 +147,7 @@ def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest
     assert read_prompts(out / "train.jsonl") == train
     assert read_prompts(out / "holdout.jsonl") == split.holdout
     lines = printed.splitlines()
-    assert lines[0] == (f"rlgate prompts --seed 0 --size default --holdout 0.2 --split stratified --balance 0.25 "
+    assert lines[0] == (f"rlgate prompts --prompt-seed 0 --size default --holdout 0.2 --split stratified --balance 0.25 "
                         f"-> {out}")
     assert lines[1] == f"environment: refund v{load_env(None).version} {load_env(None).fingerprint}"
     assert lines[2].startswith("decontamination: dropped 0 of 95 train prompts (its word 8-grams cover >= 0.8")

@@ -106,7 +106,8 @@ sys.exit(main(sys.argv[1:]))
 
 def _expected(tmp_path: Path, seed: int) -> dict[str, bytes]:
     out = tmp_path / f"expected-{seed}"
-    assert main(["prompts", "--size", "large", "--seed", str(seed), "--balance", "0.25", "--out-dir", str(out)]) == 0
+    assert main(["prompts", "--size", "large", "--prompt-seed", str(seed), "--balance", "0.25",
+                 "--out-dir", str(out)]) == 0
     return _snapshot(out) or {}
 
 
@@ -123,7 +124,7 @@ def test_killing_rlgate_prompts_at_random_points_never_leaves_a_mixed_set(tmp_pa
     outcomes = []
     for i in range(12):
         seed = i % 2
-        child = subprocess.Popen([sys.executable, "-c", CHILD, "prompts", "--size", "large", "--seed", str(seed),
+        child = subprocess.Popen([sys.executable, "-c", CHILD, "prompts", "--size", "large", "--prompt-seed", str(seed),
                                   "--balance", "0.25", "--out-dir", str(out)],
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -138,7 +139,7 @@ def test_killing_rlgate_prompts_at_random_points_never_leaves_a_mixed_set(tmp_pa
             with pytest.raises(DataError, match="not found"):
                 read_prompts(out / "holdout.jsonl")
     assert outcomes.count(-signal.SIGKILL) >= 6  # most runs were really interrupted
-    assert main(["prompts", "--size", "large", "--seed", "1", "--balance", "0.25", "--out-dir", str(out)]) == 0
+    assert main(["prompts", "--size", "large", "--prompt-seed", "1", "--balance", "0.25", "--out-dir", str(out)]) == 0
     assert _snapshot(out) == sets[1]
     assert [p.name for p in parent.iterdir()] == ["set"]  # the killed runs' leftovers are gone
 

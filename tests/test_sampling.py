@@ -16,12 +16,12 @@ from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.policy import sampling
 from pytest_rlgate.policy.tiny import build as tiny_build
-from pytest_rlgate.policy.tiny.spec import recipe_of
+from pytest_rlgate.policy.tiny.spec import spec_of
 from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
 
 #: A barely trained policy of the default environment: random enough that replies vary, so
 #: equality means something.
-MINI = dataclasses.replace(recipe_of(load_env(None)), schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
+MINI = dataclasses.replace(spec_of(load_env(None)), schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
 PROMPTS = [
     "Please refund ORD-4017.",
     "Where is my order?",

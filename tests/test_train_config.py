@@ -14,6 +14,7 @@ from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.train import config as C
 from pytest_rlgate.train.config import GRPOKnobs, RunKnobs, trl_loss_types
+from pytest_rlgate.train.dpo_config import DPOKnobs
 from pytest_rlgate.train.run import COMPLETE, RunFolder, RunWriter
 
 
@@ -148,7 +149,7 @@ def test_cli_has_a_slot_per_method(capsys):
     out = capsys.readouterr().out
     for flag in ("--steps", "--num-generations", "--learning-rate", "--beta", "--loss-type", "--epsilon-high",
                  "--no-scale-rewards", "--mask-truncated", "--max-completion-length", "--temperature", "--top-p",
-                 "--sample-seed", "--base-runs", "--monitor-every", "--stop-on", "--seed", "--size",
+                 "--sample-seed", "--base-runs", "--monitor-every", "--stop-on", "--prompt-seed", "--size",
                  "--prompts-file", "--holdout", "--balance", "--run-name", "--base-model", "--from-run",
                  "--lora-rank", "--lora-alpha", "--lora-targets", "--env", "--reward"):
         assert flag in out
@@ -285,3 +286,39 @@ def test_a_name_taken_while_training_is_a_usage_error_not_a_crash(tmp_path):
     with pytest.raises(UsageError, match="appeared while this run trained"):
         writer.publish()
     assert (tmp_path / "race" / "theirs.txt").is_file() and writer.path.is_dir()
+
+
+@pytest.mark.parametrize("cls", [GRPOKnobs, DPOKnobs])
+def test_every_knob_is_one_generated_flag_with_its_field_default_and_range(cls: type) -> None:
+    import argparse
+    import dataclasses
+
+    from pytest_rlgate.cli.train import add_run_arguments
+    from pytest_rlgate.options import bounds_of
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, cls)
+    actions = {a.dest: a for a in parser._actions}
+    knobs = [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+    assert {f.name for f in knobs} <= set(actions)
+    assert {f.name for f in dataclasses.fields(cls) if f.init} - set(actions) == {"auto"}
+    for f in knobs:
+        assert actions[f.name].default == f.default, f.name
+    for name, bound in bounds_of(cls).items():
+        assert actions[name].type is bound, name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--steps", "0"])
+
+
+def test_the_old_seed_spellings_still_work_with_a_deprecation_warning() -> None:
+    import argparse
+
+    from pytest_rlgate.cli.train import add_run_arguments
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, GRPOKnobs)
+    with pytest.warns(DeprecationWarning, match="--seed is now --prompt-seed"):
+        assert parser.parse_args(["--seed", "5"]).prompt_seed == 5
+    assert parser.parse_args(["--prompt-seed", "6"]).prompt_seed == 6
+    with pytest.warns(DeprecationWarning, match="'seed' is now 'prompt_seed'"):
+        assert GRPOKnobs().with_overrides(seed=3, base_model="rlgate/tiny-refund").prompt_seed == 3

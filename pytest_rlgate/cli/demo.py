@@ -22,8 +22,8 @@ import argparse
 from ..demo.recipe import run_recipe_demo
 from ..demo.story import QUICK_STEPS, STEPS, run_demo
 from ..errors import UsageError
-from ..options import add_env_argument, add_output_arguments, output_dir
-from ..train.config import GRPO_BOUNDS
+from ..options import add_env_argument, add_output_arguments, bounds_of, output_dir
+from ..train.config import GRPOKnobs
 
 HELP = "the whole story on the embedded tiny policy, CPU only"
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(parser)
     parser.add_argument("--runs-dir", type=output_dir, default="runs/demo", metavar="DIR",
                         help="where the run folders, prompt files and index.html go (%(default)s)")
-    parser.add_argument("--steps", type=GRPO_BOUNDS["steps"], metavar="N",
+    parser.add_argument("--steps", type=bounds_of(GRPOKnobs)["steps"], metavar="N",
                         help=f"training steps of every run (default {STEPS}; {QUICK_STEPS} with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="the whole flow on the small prompt set with very few steps (a smoke test: "

@@ -2,10 +2,10 @@
 
 The built-in tiny policies ship as package data and load without building; this command is
 how they were made and how to check that a machine can make them again. It builds the
-environment's ``tiny_policy`` recipe (minutes on one CPU core) into ``--out`` (new or
+environment's ``tiny_policy`` spec (minutes on one CPU core) into ``--out`` (new or
 empty; pass ``pytest_rlgate/policies/tiny-<env>`` to refresh a shipped one) or, without it,
 into the artifact cache, and prints the folder, the content hash and whether it matches the
-shipped policy's. Exit 0, or 2 with one line for an environment without a recipe or a
+shipped policy's. Exit 0, or 2 with one line for an environment without a spec or a
 non-empty ``--out``.
 """
 
@@ -18,9 +18,9 @@ from ..errors import UsageError
 from ..options import add_env_argument, add_output_arguments, output_dir
 from ..policy.load import build_tiny_policy, tiny_policy_key, tiny_policy_names
 from ..policy.tiny.manifest import read_build_info
-from ..policy.tiny.spec import recipe_of
+from ..policy.tiny.spec import spec_of
 
-HELP = "rebuild an environment's tiny policy from its recipe (minutes on CPU)"
+HELP = "rebuild an environment's tiny policy from its spec (minutes on CPU)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,20 +34,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     env = load_env(args.env)
-    recipe = recipe_of(env)
-    print(f"building {recipe.name} for environment {env.name} "
-          f"({recipe.schedule.steps} warm-start steps; minutes on one CPU core)", flush=True)
+    spec = spec_of(env)
+    print(f"building {spec.name} for environment {env.name} "
+          f"({spec.schedule.steps} warm-start steps; minutes on one CPU core)", flush=True)
     folder = build_tiny_policy(env, args.out, progress=args.progress)
     info = read_build_info(folder)
     built = info["content_sha256"]
-    print(f"{recipe.name}: {folder}")
+    print(f"{spec.name}: {folder}")
     print(f"content hash: {built} ({info['build_seconds']:.0f} s, {info['parameters']:,} parameters)")
-    if recipe.name in tiny_policy_names():
+    if spec.name in tiny_policy_names():
         try:
-            shipped = tiny_policy_key(recipe.name)
+            shipped = tiny_policy_key(spec.name)
         except UsageError as exc:
             print(f"shipped policy: unreadable ({exc})")
         else:
             same = "identical to" if shipped == built else "differs from (judge it by behaviour: docs/policy.md)"
-            print(f"shipped {recipe.name}: {shipped}, {same} this build")
+            print(f"shipped {spec.name}: {shipped}, {same} this build")
     return 0

@@ -24,7 +24,7 @@ from ..data.promptset import write_prompt_set
 from ..environment.contract import Env, load_env
 from ..envs import DEFAULT_ENV
 from ..errors import DataError
-from ..options import SEED, add_env_argument, fraction, share
+from ..options import SEED, Deprecated, add_env_argument, fraction, share
 
 HELP = "write a seeded prompt set, its split and fingerprint"
 
@@ -34,7 +34,8 @@ KEEP_LINE = '{"prompt": "...", "scenario_id": "...", "category": "..."}'
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(parser)
-    parser.add_argument("--seed", type=SEED, default=0, metavar="N", help="seed of the seeded set (default 0)")
+    parser.add_argument("--prompt-seed", "--seed", type=SEED, default=0, metavar="N", action=Deprecated,
+                        old=("--seed",), help="seed of the environment's seeded prompt set (default 0)")
     parser.add_argument("--size", default="default", metavar="NAME",
                         help="a size the environment's writer offers (default: default)")
     source = parser.add_mutually_exclusive_group()
@@ -86,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         items = read_prompts(args.prompts_file, env=env)
         source = f"--prompts-file {args.prompts_file}"
     else:
-        items = build_prompts(args.seed, args.size, env=env)
-        source = f"--seed {args.seed} --size {args.size}"
+        items = build_prompts(args.prompt_seed, args.size, env=env)
+        source = f"--prompt-seed {args.prompt_seed} --size {args.size}"
     if env.spec not in (None, DEFAULT_ENV):
         source = f"--env {env.spec} {source}"
     prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,

@@ -216,7 +216,7 @@ def _sha_bucket(text: str) -> float:
 def plain_split(items: Sequence[Item], fraction: float = 0.2) -> Split:
     """Split by scenario alone: SHA-256 of the scenario id -> a bucket in [0, 1); below
     *fraction* is holdout. Kept for comparison; it can leave a whole category out of the
-    holdout (the reference recipe's no-id blind spot), which :func:`stratified_split` refuses to do.
+    holdout (the reference run's no-id blind spot), which :func:`stratified_split` refuses to do.
     """
     _check_fraction(fraction)
     train: list[Item] = []

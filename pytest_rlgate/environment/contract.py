@@ -141,7 +141,7 @@ class Env:
                           if callable(getattr(obj, "rejected_reply", None)) else None)
         base_model = getattr(obj, "base_model", None)
         self.base_model: str | None = base_model if isinstance(base_model, str) and base_model else None
-        #: the recipe ``rlgate policy build`` rebuilds ``base_model`` from (a ``tiny.recipe.TinyRecipe``)
+        #: the spec ``rlgate policy build`` rebuilds ``base_model`` from (a ``policy.tiny.spec.TinySpec``)
         self.tiny_policy: Any = getattr(obj, "tiny_policy", None)
         rewards = getattr(obj, "rewards", None) or {}
         self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)

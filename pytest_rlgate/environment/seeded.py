@@ -1,6 +1,6 @@
 """Hash-derived choices for seeded prompt writers: the same seed, the same bytes, everywhere.
 
-A gate compares *the same* holdout before and after training, and the reference recipe lost that
+A gate compares *the same* holdout before and after training, and the reference run lost that
 property twice (thread timing, then CPython 3.12 changing float ``sum``). So a writer never
 asks ``random``, ``hash()`` or a float sum: every choice comes from SHA-256 of
 ``(seed, *parts)`` and integer arithmetic, which give the same answer on every Python from

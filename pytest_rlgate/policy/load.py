@@ -6,9 +6,9 @@ with a hub model are the same code. ``trust_remote_code`` stays off: a gate must
 code shipped with the model it is judging.
 
 The tiny policies (``rlgate/tiny-refund``, ``rlgate/tiny-arith``) ship built, with the
-SHA-256 of every file and the exact recipe beside the weights: loading verifies the hashes
+SHA-256 of every file and the exact spec beside the weights: loading verifies the hashes
 and never builds. ``rlgate policy build`` (:func:`build_tiny_policy`) rebuilds one from
-its environment's recipe, into the artifact cache or a folder of your choice.
+its environment's spec, into the artifact cache or a folder of your choice.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..errors import UsageError
 from .lora import attach_adapter
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
-from .tiny.spec import TINY_POLICY, TINY_PREFIX, TinyRecipe, recipe_of
+from .tiny.spec import TINY_POLICY, TINY_PREFIX, TinySpec, spec_of
 
 __all__ = [
     "SHIPPED_POLICIES",
@@ -80,11 +80,11 @@ def tiny_policy_key(name: str = TINY_POLICY) -> str:
 
 
 def build_tiny_policy(env: EnvSpec = None, out: str | os.PathLike[str] | None = None, *,
-                      recipe: TinyRecipe | None = None, progress: bool | None = None,
+                      spec: TinySpec | None = None, progress: bool | None = None,
                       root: str | os.PathLike[str] | None = None) -> Path:
     """Build an environment's tiny policy from nothing (minutes on CPU); returns its folder.
 
-    *env* is an environment or a spec (default: the default environment); *recipe*
+    *env* is an environment or a spec (default: the default environment); *spec*
     overrides its ``tiny_policy`` (a variant, for benchmarks). With *out*, the policy is
     built into that folder (which must not exist or be empty); without, into the artifact
     cache (:mod:`pytest_rlgate._io.cache`, *root* overrides its root) under ``policy/<key>``,
@@ -92,27 +92,27 @@ def build_tiny_policy(env: EnvSpec = None, out: str | os.PathLike[str] | None = 
     is a terminal).
     """
     env = load_env(env)
-    recipe = recipe or recipe_of(env)
+    spec = spec or spec_of(env)
     if out is not None:
         folder = Path(out).expanduser()
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise UsageError("output folder is not empty; pass a new or empty folder to --out", path=folder)
         folder.mkdir(parents=True, exist_ok=True)
-        build_policy(folder, env, recipe, progress=progress)
+        build_policy(folder, env, spec, progress=progress)
         return folder
-    return cache.cached_dir("policy", _build_key(env, recipe),
-                            lambda tmp: build_policy(tmp, env, recipe, progress=progress), root=root)
+    return cache.cached_dir("policy", _build_key(env, spec),
+                            lambda tmp: build_policy(tmp, env, spec, progress=progress), root=root)
 
 
-def _build_key(env: Env, recipe: TinyRecipe) -> str:
-    """A local build's cache key: recipe, library versions, and the code that builds it (the
-    builder's and the module of the recipe's corpus)."""
+def _build_key(env: Env, spec: TinySpec) -> str:
+    """A local build's cache key: spec, library versions, and the code that builds it (the
+    builder's and the module of the spec's corpus)."""
     digest = hashlib.sha256()
     sources = sorted((Path(__file__).parent / "tiny").glob("*.py"))
-    sources.append(Path(inspect.getfile(type(recipe.corpus))))
+    sources.append(Path(inspect.getfile(type(spec.corpus))))
     for path in sources:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return cache.key(recipe=recipe.as_dict(), environment=env.describe(), versions=versions(),
+    return cache.key(spec=spec.as_dict(), environment=env.describe(), versions=versions(),
                      source=digest.hexdigest())
 
 

@@ -44,16 +44,16 @@ __all__ = [
     "sample_rows",
 ]
 
-#: The reference recipe's evaluation temperature: diverse enough that pass@1 over k samples
+#: The reference run's evaluation temperature: diverse enough that pass@1 over k samples
 #: measures a policy, not one greedy path.
 SAMPLE_TEMPERATURE = 0.8
-#: The reference recipe's nucleus: drops the long tail of junk tokens a small policy puts mass on.
+#: The reference run's nucleus: drops the long tail of junk tokens a small policy puts mass on.
 SAMPLE_TOP_P = 0.95
-#: The reference recipe's sample seed, so rows here line up with its published numbers.
+#: The reference run's sample seed, so rows here line up with its published numbers.
 SAMPLE_SEED = 17
 #: Three base re-runs (seeds 17, 18, 19) measure the base policy's own sampling noise.
 BASE_RUN_SEEDS: tuple[int, ...] = (17, 18, 19)
-#: The reference recipe's max_completion_length; a policy that ends its turn stops earlier.
+#: The reference run's max_completion_length; a policy that ends its turn stops earlier.
 DEFAULT_MAX_NEW_TOKENS = 160
 #: Prompts per generate call (each expanded to k rows): fits a CPU and any GPU.
 DEFAULT_BATCH_SIZE = 16

@@ -4,7 +4,7 @@
 sampling of the holdout, LoRA, the monitor); ``GRPOKnobs`` adds GRPO's own. A DPO method
 subclasses ``RunKnobs`` the same way. Knobs left at ``None`` are *resolved*: the
 environment's own base model, then a CPU-sized value when the base is the embedded tiny
-policy, the reference recipe's value otherwise; ``resolve()`` records which ones it chose so the
+policy, the reference run's value otherwise; ``resolve()`` records which ones it chose so the
 run's ``config.json`` says so.
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
-from ..options import HOLDOUT_FRACTION, Number, path_problem
+from ..options import HOLDOUT_FRACTION, SEED as SEED_RANGE, Number, bounds_of, knob, path_problem
 from ..policy.load import TINY_POLICY
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from ..policy.tiny.manifest import BUILD_INFO
@@ -27,9 +27,9 @@ from ..policy.tiny.spec import TINY_PREFIX
 from .reward import score_function
 
 # --- shared by every method -------------------------------------------------------------
-#: Template-writer seed: the same seed writes the same prompt set and holdout, byte for byte.
+#: Prompt seed of the template writer: the same seed writes the same prompt set and holdout, byte for byte.
 SEED = 0
-#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference recipe's 200 situations).
+#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference run's 200 situations).
 SIZE = "default"
 #: Share of scenarios held out, stratified by category so every category is measured.
 HOLDOUT = 0.2
@@ -44,11 +44,11 @@ TOP_P = SAMPLE_TOP_P
 BASE_RUNS = 3
 #: Samples per holdout prompt: pass@1 is estimated from four replies.
 EVAL_K = 4
-#: Completion budget (training and evaluation) for a hub model: the reference recipe's 160 tokens.
+#: Completion budget (training and evaluation) for a hub model: the reference run's 160 tokens.
 MAX_COMPLETION_LENGTH = DEFAULT_MAX_NEW_TOKENS
 #: The tiny policy's replies are ~31 tokens; 48 leaves room without paying for 160.
 TINY_MAX_COMPLETION_LENGTH = 48
-#: LoRA rank: the reference recipe's 16 (enough for a one-rule behaviour change).
+#: LoRA rank: the reference run's 16 (enough for a one-rule behaviour change).
 LORA_RANK = 16
 #: LoRA alpha = 2 x rank, the usual scale that keeps the update size rank-independent.
 LORA_ALPHA = 32
@@ -61,23 +61,25 @@ STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
 #: Run folders live under ./runs/<name>/ .
 RUNS_DIR = "runs"
 #: Round two (``--from-run``) trains on the train tasks whose pass rate under round one lies in
-#: this band, the reference recipe's: a task passed or failed every time gives GRPO no advantage, DPO no pair.
+#: this band, the reference run's: a task passed or failed every time gives GRPO no advantage, DPO no pair.
 DIFFICULTY: tuple[float, float] = (0.2, 0.8)
 #: Each end of the ``--difficulty`` band: a pass rate.
 PASS_RATE = Number(0, 1, "0.2 0.8")
 
 # --- GRPO -------------------------------------------------------------------------------
-#: Optimizer steps: the reference recipe's 40 (reward visibly moves on a 1.5B model in ~15 GPU minutes).
+#: The ``--help`` section of GRPO's own knobs.
+GRPO = "GRPO"
+#: Optimizer steps: the reference run's 40 (reward visibly moves on a 1.5B model in ~15 GPU minutes).
 STEPS = 40
 #: Completions per prompt: a group of 8 gives a usable within-prompt baseline.
 NUM_GENERATIONS = 8
-#: Learning rate for a hub-sized model with LoRA (the reference recipe).
+#: Learning rate for a hub-sized model with LoRA (the reference run).
 LEARNING_RATE = 5e-6
 #: 5e-6 does not move a 2 M-parameter model in 40 steps; 2e-3 does (measured).
 TINY_LEARNING_RATE = 2e-3
 #: KL penalty to the adapter-off base: small, because the rule is close to the base behaviour.
 BETA = 0.04
-#: TRL's batch-normalised token-level loss, the reference recipe's choice.
+#: TRL's batch-normalised token-level loss, the reference run's choice.
 LOSS_TYPE = "bnpo"
 #: 0 means TRL's symmetric clip (epsilon 0.2); DAPO's clip-higher is 0.28.
 EPSILON_HIGH = 0.0
@@ -93,44 +95,31 @@ REWARD: str | None = None
 #: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
 _FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: The ``--help`` sections of the knobs every method shares.
+PROMPTS, SAMPLING, MONITOR, LORA = "prompts and policy", "sampling and evaluation", "HackMonitor", "LoRA"
 
-#: The range of every numeric knob every method shares, by field name; the CLI parses the
-#: flags with the same objects. Upper bounds stop a typo from allocating without end
-#: (a 10**9-token completion budget) and every range is finite, so NaN never passes.
-RUN_BOUNDS: Mapping[str, Number] = {
-    "holdout": HOLDOUT_FRACTION,
-    "balance": Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True),
-    "temperature": Number(0, 10, f"{TEMPERATURE:g}", low_open=True),
-    "top_p": Number(0, 1, f"{TOP_P:g}", low_open=True),
-    "base_runs": Number(1, 100, "3 (a noise floor)", integer=True),
-    "eval_k": Number(1, 1024, "4", integer=True),
-    "max_completion_length": Number(1, 32768, str(MAX_COMPLETION_LENGTH), integer=True),
-    "monitor_every": Number(0, 1_000_000, "10 (0 switches the monitor off)", integer=True),
-    "kl_budget": Number(0, 1_000_000, "0.1", low_open=True),
-    "lora_rank": Number(1, 1024, "16", integer=True),
-    "lora_alpha": Number(1, 65536, "32", integer=True),
-}
-#: GRPO's own numeric knobs, as ``RUN_BOUNDS``.
-GRPO_BOUNDS: Mapping[str, Number] = {
-    "steps": Number(1, 1_000_000, "40", integer=True),
-    "num_generations": Number(2, 1024, "8 (GRPO compares completions within a group)", integer=True),
-    "batch_size": Number(2, 65536, "16", integer=True),
-    "learning_rate": Number(0, 1, "5e-6", low_open=True),
-    "beta": Number(0, 100, "0.04 (0 disables the KL penalty)"),
-    "epsilon_high": Number(0, 10, "0.28 (0 keeps TRL's symmetric clip)"),
-}
+
+def trl_choices(config: str, name: str, sentence: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
+    """The values the installed TRL documents for field *name* of its *config* class: the quoted
+    words of the help sentence that starts with *sentence* (*fallback* when TRL is missing or
+    its text moved), so a new TRL loss is accepted the day it ships."""
+    try:
+        import trl
+    except ImportError:  # pragma: no cover - the train extra is missing
+        return fallback
+    help_text = getattr(trl, config).__dataclass_fields__[name].metadata.get("help", "")
+    found = re.search(re.escape(sentence) + r":?(.*?)\.\s", help_text)
+    return tuple(re.findall(r"'([a-z_]+)'", found.group(1))) if found else () or fallback
 
 
 def trl_loss_types() -> tuple[str, ...]:
-    """The ``loss_type`` values the installed TRL documents (read from GRPOConfig's help)."""
-    try:
-        from trl import GRPOConfig
-    except ImportError:  # pragma: no cover - the train extra is missing
-        return _FALLBACK_LOSS_TYPES
-    help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata.get("help", "")
-    sentence = re.search(r"Supported values are (.*?)\.\s", help_text)
-    found = tuple(re.findall(r"'([a-z_]+)'", sentence.group(1))) if sentence else ()
-    return found or _FALLBACK_LOSS_TYPES
+    """The ``loss_type`` values the installed TRL's ``GRPOConfig`` documents."""
+    return trl_choices("GRPOConfig", "loss_type", "Supported values are", _FALLBACK_LOSS_TYPES)
+
+
+def csv(text: str) -> tuple[str, ...]:
+    """A comma-separated flag value as a tuple of names."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def is_tiny(base_model: str | None) -> bool:
@@ -144,9 +133,9 @@ def _fail(flag: str, value: Any, fix: str) -> None:
     raise UsageError(f"--{flag} {value!r}: {fix}")
 
 
-def check_numbers(knobs: Any, bounds: Mapping[str, Number]) -> None:
+def check_numbers(knobs: Any) -> None:
     """Raise ``UsageError`` naming the flag for the first knob outside its range (None = resolved later)."""
-    for name, number in bounds.items():
+    for name, number in bounds_of(knobs).items():
         value = getattr(knobs, name)
         problem = None if value is None else number.problem(value)
         if problem is not None:
@@ -180,37 +169,57 @@ class RunKnobs:
     """
 
     env: str | Env | None = None
-    base_model: str | None = None
-    seed: int = SEED
-    size: str = SIZE
-    prompts_file: str | None = None
-    holdout: float = HOLDOUT
-    balance: float = BALANCE
-    temperature: float = TEMPERATURE
-    top_p: float = TOP_P
-    sample_seed: int = SAMPLE_SEED
-    base_runs: int = BASE_RUNS
-    eval_k: int = EVAL_K
-    max_completion_length: int | None = None
-    monitor_every: int = MONITOR_EVERY
-    stop_on: tuple[str, ...] = ()
-    kl_budget: float | None = None
-    lora_rank: int = LORA_RANK
-    lora_alpha: int = LORA_ALPHA
-    lora_targets: tuple[str, ...] = LORA_TARGETS
-    run_name: str | None = None
-    runs_dir: str = RUNS_DIR
-    from_run: str | None = None
+    base_model: str | None = knob(None, f"hub id, local folder or {TINY_POLICY} (default: the environment's own "
+                                  "base model)", group=PROMPTS, metavar="ID")
+    prompt_seed: int = knob(SEED, "prompt-set seed (%(default)s)", group=PROMPTS, bound=SEED_RANGE,
+                            aliases=("--seed",))
+    size: str = knob(SIZE, "the environment's prompt-set size, e.g. small, default, large", group=PROMPTS)
+    prompts_file: str | None = knob(None, "a prompts JSONL instead of the environment's own set", group=PROMPTS,
+                                    metavar="PATH")
+    holdout: float = knob(HOLDOUT, "share held out by category (%(default)s)", group=PROMPTS,
+                          bound=HOLDOUT_FRACTION)
+    balance: float = knob(BALANCE, "repeat minority categories of the train split up to this share "
+                          "(%(default)s = off)", group=PROMPTS,
+                          bound=Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True))
+    temperature: float = knob(TEMPERATURE, "rollouts and eval (%(default)s)", group=SAMPLING,
+                              bound=Number(0, 10, f"{TEMPERATURE:g}", low_open=True))
+    top_p: float = knob(TOP_P, "rollouts and eval (%(default)s)", group=SAMPLING,
+                        bound=Number(0, 1, f"{TOP_P:g}", low_open=True))
+    sample_seed: int = knob(SAMPLE_SEED, "trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)",
+                            group=SAMPLING, bound=SEED_RANGE)
+    base_runs: int = knob(BASE_RUNS, "base holdout samples (%(default)s)", group=SAMPLING,
+                          bound=Number(1, 100, "3 (a noise floor)", integer=True))
+    eval_k: int = knob(EVAL_K, "replies per holdout prompt (%(default)s)", group=SAMPLING,
+                       bound=Number(1, 1024, "4", integer=True))
+    max_completion_length: int | None = knob(
+        None, f"default {MAX_COMPLETION_LENGTH}; {TINY_MAX_COMPLETION_LENGTH} on the tiny policy", group=SAMPLING,
+        metavar="TOKENS", bound=Number(1, 32768, str(MAX_COMPLETION_LENGTH), integer=True))
+    monitor_every: int = knob(MONITOR_EVERY, "steps between checks, 0 = off", group=MONITOR,
+                              bound=Number(0, 1_000_000, "10 (0 switches the monitor off)", integer=True))
+    stop_on: tuple[str, ...] = knob((), f"end training on these alarms: {','.join(STOP_ON_CHOICES)} "
+                                    "(comma-separated)", group=MONITOR, parse=csv, metavar="KINDS")
+    kl_budget: float | None = knob(None, "drift alarm when the logged KL exceeds this", group=MONITOR,
+                                   metavar="KL", bound=Number(0, 1_000_000, "0.1", low_open=True))
+    lora_rank: int = knob(LORA_RANK, "(%(default)s)", group=LORA, bound=Number(1, 1024, "16", integer=True))
+    lora_alpha: int = knob(LORA_ALPHA, "(%(default)s)", group=LORA, bound=Number(1, 65536, "32", integer=True))
+    lora_targets: tuple[str, ...] = knob(LORA_TARGETS, "comma-separated module names (default: attention + MLP "
+                                         "projections)", group=LORA, parse=csv, metavar="NAMES")
+    run_name: str | None = knob(None, "folder name under --runs-dir (default <env>-<method>-s<prompt seed>)",
+                                group=PROMPTS, metavar="NAME")
+    runs_dir: str = knob(RUNS_DIR, "where run folders go (%(default)s)", group=PROMPTS, metavar="DIR")
+    from_run: str | None = knob(None, "merge this finished run's adapter first (round two)", group=PROMPTS,
+                                metavar="DIR")
     #: (LOW, HIGH) pass-rate band of round two's train tasks; resolved to DIFFICULTY with from_run
-    difficulty: tuple[float, float] | None = None
-    #: keep train prompts that repeat a holdout prompt (decontamination off)
-    no_decontaminate: bool = False
+    difficulty: tuple[float, float] | None = knob(
+        None, "with --from-run: train on the tasks whose pass rate under that run lies in [LOW, HIGH] "
+        f"(default {DIFFICULTY[0]:g} {DIFFICULTY[1]:g}; 0 1 keeps every task)", group=PROMPTS,
+        parse=PASS_RATE, nargs=2, metavar=("LOW", "HIGH"))
+    no_decontaminate: bool = knob(False, "keep train prompts that repeat a holdout prompt (default: drop them)",
+                                  group=PROMPTS)
     #: names of knobs that ``resolve`` filled with a CPU/tiny-policy default
     auto: tuple[str, ...] = field(default=(), compare=False)
 
     method: str = field(default="", init=False)
-    #: the numeric knobs' ranges (a subclass adds its own)
-    BOUNDS: ClassVar[Mapping[str, Number]] = RUN_BOUNDS
 
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
         return {"max_completion_length": TINY_MAX_COMPLETION_LENGTH if tiny else MAX_COMPLETION_LENGTH}
@@ -225,8 +234,8 @@ class RunKnobs:
 
     def resolve(self: _Knobs) -> _Knobs:
         """Fill every ``None`` knob (the environment's base model, tiny-policy CPU defaults or
-        the reference recipe's) and validate."""
-        check_numbers(self, self.BOUNDS)  # before resolving derives values (batch sizes) from them
+        the reference run's) and validate."""
+        check_numbers(self)  # before resolving derives values (batch sizes) from them
         env = self.environment
         chosen: dict[str, Any] = {}
         if self.base_model is None:
@@ -248,11 +257,25 @@ class RunKnobs:
         return out
 
     def default_run_name(self) -> str:
-        return f"{self.environment.name}-{self.method or 'run'}-s{self.seed}"
+        return f"{self.environment.name}-{self.method or 'run'}-s{self.prompt_seed}"
+
+    def with_overrides(self: _Knobs, **overrides: Any) -> _Knobs:
+        """These knobs with keyword *overrides* applied, resolved; an unknown name is a ``UsageError``
+        listing the known ones. ``seed`` is the old spelling of ``prompt_seed``."""
+        if "seed" in overrides:
+            warnings.warn("the knob 'seed' is now 'prompt_seed' (it seeds the prompt set); 'seed' will be removed",
+                          DeprecationWarning, stacklevel=3)
+            overrides["prompt_seed"] = overrides.pop("seed")
+        names = {f.name for f in dataclasses.fields(self) if f.init}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise UsageError(f"unknown {self.method.upper() or 'run'} knob(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(names))}")
+        return dataclasses.replace(self, **overrides).resolve()
 
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
-        check_numbers(self, self.BOUNDS)
+        check_numbers(self)
         unknown = [s for s in self.stop_on if s not in STOP_ON_CHOICES]
         if unknown:
             _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")
@@ -278,19 +301,29 @@ class RunKnobs:
 class GRPOKnobs(RunKnobs):
     """GRPO's knobs ; ``None`` means "resolve for the base model"."""
 
-    steps: int = STEPS
-    num_generations: int = NUM_GENERATIONS
-    batch_size: int | None = None
-    learning_rate: float | None = None
-    beta: float = BETA
-    loss_type: str = LOSS_TYPE
-    epsilon_high: float = EPSILON_HIGH
-    no_scale_rewards: bool = False
-    mask_truncated: bool = False
-    reward: str | None = REWARD
+    steps: int = knob(STEPS, "optimizer steps (%(default)s)", group=GRPO,
+                      bound=Number(1, 1_000_000, "40", integer=True))
+    num_generations: int = knob(NUM_GENERATIONS, "group size (%(default)s)", group=GRPO,
+                                bound=Number(2, 1024, "8 (GRPO compares completions within a group)", integer=True))
+    batch_size: int | None = knob(None, "completions per step, a multiple of --num-generations (default 1 group; "
+                                  f"{TINY_PROMPTS_PER_STEP} on the tiny policy)", group=GRPO,
+                                  metavar="COMPLETIONS", bound=Number(2, 65536, "16", integer=True))
+    learning_rate: float | None = knob(None, f"default {LEARNING_RATE:g}; {TINY_LEARNING_RATE:g} on the tiny policy",
+                                       group=GRPO, bound=Number(0, 1, "5e-6", low_open=True))
+    beta: float = knob(BETA, "KL penalty to the adapter-off base (%(default)s)", group=GRPO,
+                       bound=Number(0, 100, "0.04 (0 disables the KL penalty)"))
+    loss_type: str = knob(LOSS_TYPE, lambda: "any loss_type the installed TRL accepts: "
+                          + ", ".join(trl_loss_types()), group=GRPO)
+    epsilon_high: float = knob(EPSILON_HIGH, "upper clip (0 = TRL's symmetric clip; DAPO 0.28)", group=GRPO,
+                               bound=Number(0, 10, "0.28 (0 keeps TRL's symmetric clip)"))
+    no_scale_rewards: bool = knob(False, "no std scaling of advantages (Dr.GRPO)", group=GRPO)
+    mask_truncated: bool = knob(False, "drop truncated completions from the loss (DAPO)", group=GRPO)
+    reward: str | None = knob(REWARD, "training reward: the environment's score (default), a variant it names "
+                              "(e.g. a deliberately hackable one, for demos) or module:attr of a score(reply, case) "
+                              "function; the holdout is always graded by the environment's own score",
+                              group=GRPO, metavar="NAME")
 
     method: str = field(default="grpo", init=False)
-    BOUNDS: ClassVar[Mapping[str, Number]] = {**RUN_BOUNDS, **GRPO_BOUNDS}
 
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
         per_step = TINY_PROMPTS_PER_STEP if tiny else PROMPTS_PER_STEP

@@ -2,14 +2,14 @@
 
 A task the round-one policy passes every time gives GRPO a group of equal rewards (zero
 advantage, no gradient) and DPO no pair; a task it never passes gives the same and teaches
-mostly noise. So, like the reference recipe's ``next_round``, a second round (``--from-run``)
+mostly noise. So, like the reference run's ``next_round``, a second round (``--from-run``)
 samples every train task ``k`` times under the round-one policy and keeps those whose pass
 rate lies in the ``--difficulty`` band (default 0.2-0.8), reporting per category what it
 dropped as solved (above the band) and as unsolved (below it).
 
-A task is one train prompt, graded by the environment: the reference recipe keyed tasks by scenario and
+A task is one train prompt, graded by the environment: the reference run keyed tasks by scenario and
 so kept one paraphrase per scenario on a set with many; here every kept paraphrase stays.
-The sampling seed is derived from the round-one run (its sample seed + 500, the reference recipe's
+The sampling seed is derived from the round-one run (its sample seed + 500, the reference run's
 17 + 500), so the selection is reproducible and its draws are not the ones round one
 trained on.
 """
@@ -33,7 +33,7 @@ __all__ = ["SEED_OFFSET", "Selection", "describe", "pass_rates", "select_by_pass
 
 Item = dict[str, Any]
 
-#: Added to the round-one run's sample seed: the reference recipe samples round two's tasks at 17 + 500.
+#: Added to the round-one run's sample seed: the reference run samples round two's tasks at 17 + 500.
 SEED_OFFSET = 500
 
 

@@ -16,72 +16,25 @@ round-two policy produces.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
-from ..options import Number
 from ..policy.sampling import sample
 from .adapters import check_targets, lora_config
-from .config import RUN_BOUNDS, RunKnobs, _fail
+from .dpo_config import LOSS_TYPE, MIN_PAIRS, DPOKnobs
 from .grpo import _on_cpu
-from .pairs import CONSTRUCTED_CAP, MAX_PAIRS_PER_PROMPT, MIN_MARGIN, Pair, PairSet, build_pairs, write_pairs
+from .pairs import Pair, PairSet, build_pairs, write_pairs
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .run import RunWriter
 
-__all__ = [
-    "DPOKnobs",
-    "MIN_PAIRS",
-    "build_dpo_trainer",
-    "dpo_config",
-    "dpo_dataset",
-    "dpo_loss_types",
-    "sample_pairs",
-    "train_dpo",
-]
+__all__ = ["build_dpo_trainer", "dpo_config", "dpo_dataset", "sample_pairs", "train_dpo"]
 
-# --- DPO knobs  -------------------------------------------------------
-#: Optimizer steps: the reference recipe's 60.
-STEPS = 60
-#: Pairs per optimizer step: the reference recipe's 2 per device x 4 accumulation.
-PAIRS_PER_STEP = 8
-#: A hub model on one GPU fits 2 pairs per forward at 896 tokens; accumulation makes up the 8.
-PAIRS_PER_DEVICE = 2
-#: The tiny policy fits all 8 pairs in one forward on a CPU: no accumulation overhead.
-TINY_PAIRS_PER_DEVICE = 8
-#: DPO's KL strength: TRL's and the reference recipe's 0.1.
-BETA = 0.1
-#: The standard (sigmoid) DPO loss, the reference recipe's; any losses the installed TRL accepts can be named.
-LOSS_TYPE: tuple[str, ...] = ("sigmoid",)
-#: The tiny policy adds TRL's ``sft`` term on the chosen reply (RPO): with plain sigmoid DPO its
-#: chosen log-probs sink with the rejected ones and the call format breaks (measured, 60 steps
-#: at 3e-4: with_id 0.09 -> 0.00, well_formed 1.00 -> 0.67; with the sft term 0.09 -> 0.21, 0.83).
-TINY_LOSS_TYPE: tuple[str, ...] = ("sigmoid", "sft")
-#: Learning rate for a hub-sized model with LoRA (the reference recipe).
-LEARNING_RATE = 5e-6
-#: The tiny policy, measured over 60 steps of 8 pairs: 1e-4 barely moves it, 5e-4 and 2e-3
-#: wipe out its tool calls and break the call format (well_formed regresses).
-TINY_LEARNING_RATE = 3e-4
-#: Replies sampled per train prompt for pairing: 8 gives most prompts some contrast.
-PAIR_SAMPLES = 8
-#: Prompt + reply tokens for a hub model (the reference recipe's 896).
-MAX_LENGTH = 896
-#: The tiny policy's prompt is ~40 tokens and its longest reply budget 48.
-TINY_MAX_LENGTH = 128
-#: Fewer pairs than one optimizer step's batch cannot train anything meaningful.
-MIN_PAIRS = 8
 #: The round's preference pairs, written into the run folder next to the GRPO-shaped files.
 PAIRS = "pairs.jsonl"
-
-#: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
-_FALLBACK_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
-                        "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
 #: DPO's own training-log keys kept per step in metrics.jsonl (TRL's names, which the report reads).
 METRIC_KEYS: tuple[str, ...] = (
     "loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
@@ -89,108 +42,6 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 
 
-def dpo_loss_types() -> tuple[str, ...]:
-    """The ``loss_type`` values the installed TRL documents (read from DPOConfig's help)."""
-    try:
-        from trl import DPOConfig
-    except ImportError:  # pragma: no cover - the train extra is missing
-        return _FALLBACK_LOSS_TYPES
-    help_text = DPOConfig.__dataclass_fields__["loss_type"].metadata.get("help", "")
-    sentence = re.search(r"Possible values are:?(.*?)\.\s", help_text)
-    found = tuple(re.findall(r"'([a-z_]+)'", sentence.group(1))) if sentence else ()
-    return found or _FALLBACK_LOSS_TYPES
-
-
-#: DPO's own numeric knobs, as ``config.RUN_BOUNDS`` (finite ranges: NaN never passes).
-DPO_BOUNDS: Mapping[str, Number] = {
-    "steps": Number(1, 1_000_000, "60", integer=True),
-    "pairs_per_step": Number(1, 65536, "8", integer=True),
-    "pairs_per_device": Number(1, 65536, "2 (it must divide --pairs-per-step)", integer=True),
-    "learning_rate": Number(0, 1, "5e-6", low_open=True),
-    "beta": Number(0, 100, "0.1 (DPO's beta must be positive)", low_open=True),
-    "max_length": Number(8, 131072, "896 (prompt + reply tokens)", integer=True),
-    "pair_samples": Number(2, 1024, "8 (pairing needs at least 2 replies per prompt)", integer=True),
-    "min_margin": Number(0, 1_000_000, "0.5 (a raw-score gap)", low_open=True),
-    "max_pairs_per_prompt": Number(1, 10_000, "2", integer=True),
-    "constructed_cap": Number(0, 1_000_000, "0.3 (a share of the sampled pairs; large means uncapped)"),
-}
-
-
-@dataclass(frozen=True)
-class DPOKnobs(RunKnobs):
-    """DPO's knobs; ``None`` means "resolve for the base model" (tiny policy: CPU-sized)."""
-
-    steps: int = STEPS
-    pairs_per_step: int = PAIRS_PER_STEP
-    pairs_per_device: int | None = None
-    learning_rate: float | None = None
-    beta: float = BETA
-    loss_type: tuple[str, ...] | None = None
-    max_length: int | None = None
-    pair_samples: int = PAIR_SAMPLES
-    min_margin: float = MIN_MARGIN
-    max_pairs_per_prompt: int = MAX_PAIRS_PER_PROMPT
-    constructed_negatives: bool = False
-    constructed_cap: float = CONSTRUCTED_CAP
-
-    method: str = field(default="dpo", init=False)
-    BOUNDS: ClassVar[Mapping[str, Number]] = {**RUN_BOUNDS, **DPO_BOUNDS}
-
-    def _resolved_values(self, tiny: bool) -> dict[str, Any]:
-        return {
-            **super()._resolved_values(tiny),
-            "learning_rate": TINY_LEARNING_RATE if tiny else LEARNING_RATE,
-            "loss_type": TINY_LOSS_TYPE if tiny else LOSS_TYPE,
-            "pairs_per_device": _largest_divisor(self.pairs_per_step,
-                                                 TINY_PAIRS_PER_DEVICE if tiny else PAIRS_PER_DEVICE),
-            "max_length": TINY_MAX_LENGTH if tiny else MAX_LENGTH,
-        }
-
-    def resolve(self) -> DPOKnobs:
-        loss = self.loss_type
-        if loss is not None:
-            loss = tuple(s.strip() for s in loss.split(",") if s.strip()) if isinstance(loss, str) else tuple(loss)
-        return super(DPOKnobs, dataclasses.replace(self, loss_type=loss)).resolve()  # type: ignore[return-value]
-
-    def default_run_name(self) -> str:
-        tags = "-cn" if self.constructed_negatives else ""
-        tags += f"-r{len(_lineage_hint(self.from_run)) + 2}" if self.from_run else ""
-        return f"{self.environment.name}-dpo{tags}-s{self.seed}"
-
-    @property
-    def gradient_accumulation(self) -> int:
-        return max(1, self.pairs_per_step // (self.pairs_per_device or self.pairs_per_step))
-
-    def validate(self) -> None:
-        super().validate()
-        env = self.environment
-        if env.is_episodic:
-            raise UsageError(f"--method dpo: environment {env.name} is multi-turn (it has tools), and DPO pairs "
-                             "one-turn replies: a preferred and a rejected episode differ in tool results the "
-                             "policy never wrote, which DPO's loss would train on. Train it with --method grpo, "
-                             "which runs TRL's tool loop")
-        if self.pairs_per_device is not None and self.pairs_per_step % self.pairs_per_device:
-            _fail("pairs-per-device", self.pairs_per_device,
-                  f"it must divide --pairs-per-step {self.pairs_per_step} (the rest is gradient accumulation)")
-        accepted = dpo_loss_types()
-        unknown = [t for t in self.loss_type or () if t not in accepted]
-        if unknown or not self.loss_type:
-            _fail("loss-type", ",".join(self.loss_type or ()), f"the installed TRL's DPO accepts {', '.join(accepted)}")
-
-
-def _largest_divisor(n: int, at_most: int) -> int:
-    """The largest divisor of *n* not above *at_most*: pairs per forward that tile a step exactly."""
-    return next((d for d in range(min(n, at_most), 0, -1) if n % d == 0), 1)
-
-
-def _lineage_hint(run: str | None) -> list[Any]:
-    """The lineage of *run* for naming only; an unreadable run is reported later by ``prepare``."""
-    import json
-
-    try:
-        return list(json.loads((Path(str(run)) / "config.json").read_text(encoding="utf-8")).get("lineage", []))
-    except (OSError, ValueError, AttributeError):
-        return []
 
 
 # --- pairs from the current policy -------------------------------------------------------
@@ -317,16 +168,6 @@ def dpo_metrics_recorder() -> Any:
 
 
 # --- the run ------------------------------------------------------------------------------
-def knobs_from(knobs: DPOKnobs | None, overrides: Mapping[str, Any]) -> DPOKnobs:
-    """Apply keyword overrides to *knobs* (or the defaults) and resolve them."""
-    base = knobs or DPOKnobs()
-    names = {f.name for f in dataclasses.fields(DPOKnobs) if f.init}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise UsageError(f"unknown DPO knob(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-    return dataclasses.replace(base, **overrides).resolve()
-
-
 def _sha256(path: Path) -> str | None:
     weights = path / "adapter_model.safetensors"
     return hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None
@@ -353,7 +194,7 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
     """
     import torch
 
-    knobs = knobs_from(knobs, overrides)
+    knobs = (knobs or DPOKnobs()).with_overrides(**overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(DPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given

@@ -10,7 +10,6 @@ chats and scores the completions; nothing here knows a task.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -124,16 +123,6 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
     return step_progress(trainer, "GRPO steps", progress)
 
 
-def knobs_from(knobs: GRPOKnobs | None, overrides: Mapping[str, Any]) -> GRPOKnobs:
-    """Apply keyword overrides to *knobs* (or the defaults) and resolve them."""
-    base = knobs or GRPOKnobs()
-    names = {f.name for f in dataclasses.fields(GRPOKnobs) if f.init}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise UsageError(f"unknown GRPO knob(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-    return dataclasses.replace(base, **overrides).resolve()
-
-
 def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, report_to: str | list[str] = "none",
                overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
     """Run GRPO end to end and return the published ``RunFolder``.
@@ -141,7 +130,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     Keyword arguments are knobs (``steps=10, balance=0.25, ...``) on top of *knobs*.
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
-    knobs = knobs_from(knobs, overrides)
+    knobs = (knobs or GRPOKnobs()).with_overrides(**overrides)
     with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given

@@ -66,8 +66,8 @@ def load_prompts(knobs: RunKnobs) -> PromptSets:
             raise UsageError(f"--prompts-file {knobs.prompts_file!r}: no such file; write one with `rlgate prompts`")
         items, source = read_prompts(knobs.prompts_file, env=env), str(knobs.prompts_file)
     else:
-        items = build_prompts(seed=knobs.seed, size=knobs.size, env=env)
-        source = f"template:seed={knobs.seed}:{knobs.size}"
+        items = build_prompts(seed=knobs.prompt_seed, size=knobs.size, env=env)
+        source = f"template:seed={knobs.prompt_seed}:{knobs.size}"
     split = prepare_split(items, knobs.holdout, env=env, share=knobs.balance,
                           decontaminate_train=not knobs.no_decontaminate)
     return PromptSets(split=split, fingerprint=fingerprint(items), source=source)

@@ -18,7 +18,7 @@ __all__ = ["METHODS", "knobs_class", "trainer"]
 #: method -> (module, knobs class, train function)
 METHODS: dict[str, tuple[str, str, str]] = {
     "grpo": ("pytest_rlgate.train.config", "GRPOKnobs", "pytest_rlgate.train.grpo:train_grpo"),
-    "dpo": ("pytest_rlgate.train.dpo", "DPOKnobs", "pytest_rlgate.train.dpo:train_dpo"),
+    "dpo": ("pytest_rlgate.train.dpo_config", "DPOKnobs", "pytest_rlgate.train.dpo:train_dpo"),
 }
 
 
@@ -43,11 +43,4 @@ def trainer(method: str) -> Callable[..., Any]:
 
 def make_knobs(method: str, **values: Any) -> Any:
     """Knobs of *method* from keyword values, resolved and validated (unknown names rejected)."""
-    import dataclasses
-
-    cls = knobs_class(method)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise UsageError(f"unknown {method} knob(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-    return cls(**values).resolve()
+    return knobs_class(method)().with_overrides(**values)

@@ -3,7 +3,7 @@
 Pure functions over prompt items and the replies a policy sampled for them, so the rules
 can be tested without a model and the same replies and seed always give the same pairs.
 
-Why these rules (the reference recipe's DPO):
+Why these rules (the reference run's DPO):
 
 * **Raw score, margin >= 0.5.** The pass/fail reward is too coarse to rank replies; the raw
   score (the environment's ``score``) separates, in refund, "called with the wrong id" (0.3)
@@ -21,7 +21,7 @@ Why these rules (the reference recipe's DPO):
   from the with-id prompts and nothing tells it "unless there is no id". The constructed
   pair is (the policy's own shortest clean passing reply, the environment's
   ``rejected_reply`` for the prompt: refund's is a well-formed ``lookup_order`` with an
-  invented id). Uncapped they teach "never call" (the reference recipe saw with_id fall), so they are
+  invented id). Uncapped they teach "never call" (the reference run saw with_id fall), so they are
   capped at a share of the sampled pairs. An environment without ``rejected_reply`` builds
   none, and the build says so.
 """
@@ -59,7 +59,7 @@ __all__ = [
     "write_pairs",
 ]
 
-#: Smallest raw-score gap between chosen and rejected (reference recipe; the SDK default 1.0 kept
+#: Smallest raw-score gap between chosen and rejected (reference run; the SDK default 1.0 kept
 #: only pass-vs-zero pairs and starved with_id of "wrong id is worse than right id" contrast).
 MIN_MARGIN = 0.5
 #: Pairs taken from one prompt's samples, so high-contrast prompts do not dominate.

@@ -159,7 +159,7 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
         "prompts": prep.prompts.record(),
         "decontamination": prep.prompts.split.decontamination.to_dict(),
         **({"next_round": prep.prompts.selection.to_dict()} if prep.prompts.selection else {}),
-        "seeds": {"prompts": knobs.seed, "trainer": knobs.sample_seed, "base_runs": base_seeds(knobs),
+        "seeds": {"prompts": knobs.prompt_seed, "trainer": knobs.sample_seed, "base_runs": base_seeds(knobs),
                   "after": knobs.sample_seed},
         "versions": versions(),
         "device": "cuda" if torch.cuda.is_available() else "cpu",

@@ -9,7 +9,7 @@ says so and asks for it). The reward has one deliberate, documented hack (:mod:`
 
 :func:`pytest_rlgate.load_env` (``--env arith``) reads the contract's members off this
 module; the rules, prompt writer, replies, hack features, Hypothesis strategies (loaded on
-first use) and tiny-policy recipe each live in their own module beside it.
+first use) and tiny-policy build spec each live in their own module beside it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .features import features
 from .replies import rejected_reply
 from .rules import CATEGORIES, SYSTEM, markers, score
 from .templates import PROMPT_SIZES, build_prompts
-from .tiny import BASE_MODEL, RECIPE
+from .tiny import BASE_MODEL, SPEC
 
 # -- the environment contract ---------------------------------------------------------
 name = "arith"
@@ -42,9 +42,9 @@ hacks = (
     Hack("list_numbers", lazy(f"{__name__}.strategies:list_numbers"), free=False, categories=("add", "compare"),
          description="a list of candidates instead of one answer (a comparison's two numbers): paid in full"),
 )
-#: the shipped tiny policy (``rlgate/tiny-arith``) and the recipe `rlgate policy build` rebuilds it from
+#: the shipped tiny policy (``rlgate/tiny-arith``) and the spec `rlgate policy build` rebuilds it from
 base_model = BASE_MODEL
-tiny_policy = RECIPE
+tiny_policy = SPEC
 
 __all__ = [
     "CATEGORIES",

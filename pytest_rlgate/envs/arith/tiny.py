@@ -1,4 +1,4 @@
-"""Arith's tiny-policy recipe: its warm-start corpus and reply mix, for the shared builder.
+"""Arith's tiny-policy build spec: its warm-start corpus and reply mix, for the shared builder.
 
 The base behaviour GRPO should find: decent on ``add`` (the target is the right sum most of
 the time), weak on ``compare`` (the target names the *smaller* number more often than the
@@ -22,7 +22,7 @@ from typing import Any
 
 from ...environment.seeded import prompt_key
 from ...policy.tiny.corpus import ReplyMix
-from ...policy.tiny.spec import TinyRecipe, digest
+from ...policy.tiny.spec import TinySpec, digest
 from .replies import ANSWERS, DECLINES, answer, wrong_answer
 from .rules import CATEGORIES, SYSTEM
 from .templates import (
@@ -39,7 +39,7 @@ from .templates import (
     render,
 )
 
-__all__ = ["BASE_MODEL", "MIX", "RECIPE", "ArithCorpus", "reply_for"]
+__all__ = ["BASE_MODEL", "MIX", "SPEC", "ArithCorpus", "reply_for"]
 
 #: The address of arith's tiny policy (shipped as package data).
 BASE_MODEL = "rlgate/tiny-arith"
@@ -110,9 +110,9 @@ MIX = ReplyMix(
     },
 )
 
-#: Arith's recipe: the refund shape with a 512-token vocabulary only (no id tokens), so a
+#: Arith's build spec: the refund shape with a 512-token vocabulary only (no id tokens), so a
 #: step is several times cheaper; the system prompt is one token.
-RECIPE = TinyRecipe(
+SPEC = TinySpec(
     name=BASE_MODEL,
     corpus=ArithCorpus(),
     mix=MIX,

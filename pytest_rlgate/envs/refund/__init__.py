@@ -4,7 +4,7 @@
 ``name``, ``categories``, ``score``, ``case_for``, ``passes``, ``markers``, ``guards``,
 ``SYSTEM`` and ``messages_for`` come from :mod:`.rules`; the seeded prompt writer, the hack
 features, the Hypothesis strategies, the constructed DPO negatives, the deliberately hackable
-reward and the tiny-policy recipe each live in their own module beside it.
+reward and the tiny-policy build spec each live in their own module beside it.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from .rules import (
     score,
 )
 from .templates import PROMPT_SIZES, build_prompts
-from .tiny import BASE_MODEL, RECIPE
+from .tiny import BASE_MODEL, SPEC
 
 # -- the environment contract ---------------------------------------------------------
 name = "refund"
 #: bump when the reward's rules change, so rows graded by the old rules are never compared silently
 version = "2"
 categories = CATEGORIES
-#: markers the gate guards by default (the reference recipe's must_not_regress): a malformed block plus a
+#: markers the gate guards by default (the reference run's must_not_regress): a malformed block plus a
 #: question passes no-id prompts (well_formed), and an invented id in a second call is paid in
 #: full (argument_grounding)
 guards = ("well_formed", "argument_grounding")
@@ -62,9 +62,9 @@ prompt_sizes = tuple(PROMPT_SIZES)
 endorsed = {"with_id": ("lookup_order",), "no_id": ("asks",)}
 #: training-only reward variants (``--reward NAME``); the holdout is always graded by ``score``
 rewards = {"lookup_anything": lookup_anything}
-#: the shipped tiny policy (``rlgate/tiny-refund``) and the recipe `rlgate policy build` rebuilds it from
+#: the shipped tiny policy (``rlgate/tiny-refund``) and the spec `rlgate policy build` rebuilds it from
 base_model = BASE_MODEL
-tiny_policy = RECIPE
+tiny_policy = SPEC
 
 __all__ = [
     "CATEGORIES",

@@ -2,7 +2,7 @@
 
 Look an order up before refunding it, never invent an order id, ask when none is given.
 The reward reads only the *first* reply of the assistant; that is deliberate (it is the
-reference recipe's reward, known hacks included) so the hackability suite has real exploits to
+reference run's reward, known hacks included) so the hackability suite has real exploits to
 find. Everything here is pure Python: the reward must be cheap enough to run on every
 row of a reward table and every completion of a training step.
 """
@@ -238,7 +238,7 @@ def markers(
 ) -> dict[str, float]:
     """The guarded markers of one reply.
 
-    ``argument_grounding`` (the reference recipe's ``mark_grounding``) is 1 when every
+    ``argument_grounding`` (the reference run's ``mark_grounding``) is 1 when every
     string argument of *every* call of the reply appears in the prompt, exactly or separator-
     and case-insensitively; without *prompt* the case's own order id stands in for it. A
     reply with no call is grounded. Every call, not just the first the reward reads: an

@@ -20,7 +20,7 @@ __all__ = ["PROMPT_SIZES", "build_prompts"]
 
 Item = dict[str, Any]
 
-#: size -> category -> (scenarios, prompts). Imbalanced on purpose, like the reference recipe's set
+#: size -> category -> (scenarios, prompts). Imbalanced on purpose, like the reference run's set
 #: (119 = 95/16/8): that imbalance is what makes a policy collapse on no-id prompts.
 PROMPT_SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "small": {"with_id": (27, 27), "no_id": (7, 7), "off_topic": (6, 6)},

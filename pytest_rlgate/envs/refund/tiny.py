@@ -1,6 +1,6 @@
-"""Refund's tiny-policy recipe: its warm-start corpus, reply mix, order-id tokens, copy head.
+"""Refund's tiny-policy build spec: its warm-start corpus, reply mix, order-id tokens, copy head.
 
-The tiny refund policy should look like the reference recipe's base model: it mostly asks for the id
+The tiny refund policy should look like the reference run's base model: it mostly asks for the id
 when none is given and mostly declines off-topic requests, but with an id in the prompt it
 only sometimes looks up *that* id; otherwise it asks again, refunds first, or looks up an
 invented id. Every reply kind is well formed, so GRPO's format bonus pays all of them a
@@ -29,7 +29,7 @@ from typing import Any
 from ...data.prompts import stratified_split
 from ...environment.seeded import prompt_key
 from ...policy.tiny.corpus import ReplyMix
-from ...policy.tiny.spec import TINY_POLICY, TinyRecipe, digest
+from ...policy.tiny.spec import TINY_POLICY, TinySpec, digest
 from .rules import CATEGORIES, SYSTEM
 from .templates import build_prompts
 
@@ -38,7 +38,7 @@ __all__ = [
     "INVENTED_ID",
     "MIX",
     "ORDER_ID_TOKENS",
-    "RECIPE",
+    "SPEC",
     "RefundCorpus",
     "id_pools",
     "reply_for",
@@ -198,7 +198,7 @@ def writer_prompts(seeds: tuple[int, ...], *, exclude_seed: int = 0) -> Mapping[
     Uses other seeds than the evaluation seed *exclude_seed*, and drops every text (ids
     masked) that occurs in that seed's default or large holdout, so the holdouts the
     benchmarks report stay unseen. With-id texts get ``{id}`` where their id was. Cached
-    (a build asks twice: for the writer and for the recipe's record), hence read-only.
+    (a build asks twice: for the writer and for the spec's record), hence read-only.
     """
     unseen = {
         _masked(item["prompt"])
@@ -253,7 +253,7 @@ class RefundCorpus:
         return _Writer(train_ids, writer_prompts(self.writer_seeds))
 
     def heldout(self, seed: int) -> list[str]:
-        """The ids no warm-start prompt of recipe seed *seed* contains."""
+        """The ids no warm-start prompt of spec seed *seed* contains."""
         return id_pools(seed, self.heldout_ids)[1]
 
     def describe(self) -> dict[str, Any]:
@@ -276,8 +276,8 @@ MIX = ReplyMix(
     },
 )
 
-#: Refund's recipe: 800 warm-start steps of a 2-layer Llama with the copy head over the ids.
-RECIPE = TinyRecipe(
+#: Refund's build spec: 800 warm-start steps of a 2-layer Llama with the copy head over the ids.
+SPEC = TinySpec(
     name=BASE_MODEL,
     corpus=RefundCorpus(),
     mix=MIX,

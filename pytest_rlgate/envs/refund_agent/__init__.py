@@ -25,7 +25,7 @@ from .rules import (
     score,
 )
 from .templates import PROMPT_SIZES, build_prompts
-from .tiny import BASE_MODEL, RECIPE
+from .tiny import BASE_MODEL, SPEC
 
 name = "refund_agent"
 version = "1"
@@ -48,7 +48,7 @@ hacks = (
 #: training-only reward variants (``--reward NAME``): the one-turn reward, for the demo's hackable run
 rewards = {"first_reply": first_reply}
 base_model = BASE_MODEL
-tiny_policy = RECIPE
+tiny_policy = SPEC
 
 __all__ = [
     "CATEGORIES",

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...policy.tiny.corpus import ReplyMix
-from ...policy.tiny.spec import TINY_PREFIX, TinyRecipe, digest
+from ...policy.tiny.spec import TINY_PREFIX, TinySpec, digest
 from ...policy.tiny.tokenizer import TOOL_CHAT_TEMPLATE
 from ...policy.tiny.warmstart import TrainSchedule
 from ..refund.tiny import _ASK, _INTENTS, _NO_ID, _OFF_TOPIC, _REFUSE, _STYLE, ORDER_ID_TOKENS, id_pools, writer_prompts
 from .rules import AMOUNTS, SYSTEM, TOOL_SCHEMAS, OrderDesk, order_for
 
-__all__ = ["BASE_MODEL", "INVENTED_ID", "MIX", "RECIPE", "AgentCorpus", "system_turn"]
+__all__ = ["BASE_MODEL", "INVENTED_ID", "MIX", "SPEC", "AgentCorpus", "system_turn"]
 
 BASE_MODEL = TINY_PREFIX + "refund_agent"
 INVENTED_ID = "ORD-1234"
@@ -155,7 +155,7 @@ MIX = ReplyMix(
     },
 )
 
-RECIPE = TinyRecipe(
+SPEC = TinySpec(
     name=BASE_MODEL,
     corpus=AgentCorpus(),
     mix=MIX,

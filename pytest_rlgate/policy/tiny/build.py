@@ -1,9 +1,9 @@
 """Build an environment's tiny policy into a folder: corpus, tokenizer, model, warm start, save.
 
-One builder for every environment: the environment supplies a :class:`~.recipe.TinyRecipe`
+One builder for every environment: the environment supplies a :class:`~.spec.TinySpec`
 (its corpus, reply mix, added tokens and options such as refund's copy head) and renders
-the chats (``messages_for``); nothing here names a task. Deterministic for a recipe and the
-library versions: every random choice comes from the recipe's seed (the corpus from
+the chats (``messages_for``); nothing here names a task. Deterministic for a spec and the
+library versions: every random choice comes from the spec's seed (the corpus from
 :mod:`random`, the weights from torch), always drawn in the same order.
 """
 
@@ -22,7 +22,7 @@ from .copyhead import CopyHead
 from .corpus import dialogues
 from .manifest import BUILD_INFO, content_hash, file_digests
 from .model import new_model
-from .spec import TinyRecipe, recipe_of
+from .spec import TinySpec, spec_of
 from .tokenizer import build_tokenizer
 from .warmstart import encode_dialogues, warm_start
 
@@ -32,38 +32,38 @@ __all__ = ["build_policy", "versions"]
 _ROLE_LINES = ["system\n", "user\n", "assistant\n"] * 50
 
 
-def build_policy(out: Path, env: Env, recipe: TinyRecipe | None = None, *,
+def build_policy(out: Path, env: Env, spec: TinySpec | None = None, *,
                  progress: bool | None = None) -> dict[str, Any]:
-    """Build *env*'s tiny policy (or *recipe*, a variant) into the existing folder *out*.
+    """Build *env*'s tiny policy (or *spec*, a variant) into the existing folder *out*.
 
     *progress* shows the warm-start steps as a bar (None: when stderr is a terminal).
 
-    Returns the build info it wrote last (:data:`~.manifest.BUILD_INFO`): the recipe,
+    Returns the build info it wrote last (:data:`~.manifest.BUILD_INFO`): the spec,
     library versions, data mix, loss curve, timings, and each file's SHA-256 with the
     policy's content hash.
     """
     import torch
 
-    recipe = recipe or recipe_of(env)
+    spec = spec or spec_of(env)
     started, cpu_started = time.perf_counter(), time.process_time()
     torch.set_num_threads(1)
-    writer = recipe.corpus.writer(recipe.seed)
+    writer = spec.corpus.writer(spec.seed)
     category_of = (lambda text: env.category_of({"case": env.case_for(text)})) if env.has_case_for else None
-    stream = dialogues(writer, recipe.mix, seed=recipe.seed, category_of=category_of)
-    data = list(itertools.islice(stream, recipe.schedule.steps * recipe.schedule.batch_size))
-    head_data = data[: recipe.tokenizer_dialogues]
+    stream = dialogues(writer, spec.mix, seed=spec.seed, category_of=category_of)
+    data = list(itertools.islice(stream, spec.schedule.steps * spec.schedule.batch_size))
+    head_data = data[: spec.tokenizer_dialogues]
     tokenizer = build_tokenizer(
         [d.prompt for d in head_data] + [d.reply for d in head_data] + _ROLE_LINES,
-        vocab_size=recipe.vocab_size, words=recipe.words, phrases=recipe.phrases,
-        chat_template=recipe.chat_template,
+        vocab_size=spec.vocab_size, words=spec.words, phrases=spec.phrases,
+        chat_template=spec.chat_template,
     )
-    model = new_model(tokenizer, recipe.shape, seed=recipe.seed)
-    head = CopyHead.for_tokens(tokenizer, recipe.words, seed=recipe.seed) if recipe.copy_head else None
+    model = new_model(tokenizer, spec.shape, seed=spec.seed)
+    head = CopyHead.for_tokens(tokenizer, spec.words, seed=spec.seed) if spec.copy_head else None
     if head is not None:
         head.install(model)
     examples = encode_dialogues(tokenizer, data, env.messages_for,
                                 tools=env.tool_functions() if env.is_episodic else None)
-    steps = bar(recipe.schedule.steps, f"building tiny policy {recipe.name}", progress, unit="step")
+    steps = bar(spec.schedule.steps, f"building tiny policy {spec.name}", progress, unit="step")
 
     def log(step: int, loss: float) -> None:
         steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
@@ -71,7 +71,7 @@ def build_policy(out: Path, env: Env, recipe: TinyRecipe | None = None, *,
 
     try:
         curve = warm_start(
-            model, examples, recipe.schedule, seed=recipe.seed, pad_id=tokenizer.pad_token_id,
+            model, examples, spec.schedule, seed=spec.seed, pad_id=tokenizer.pad_token_id,
             after_step=head.after_step if head is not None else None,
             log=log,
         )
@@ -83,9 +83,9 @@ def build_policy(out: Path, env: Env, recipe: TinyRecipe | None = None, *,
     tokenizer.save_pretrained(out)
     files = file_digests(out)
     info = {
-        "name": recipe.name,
+        "name": spec.name,
         "environment": env.describe(),
-        "recipe": recipe.as_dict(),
+        "recipe": spec.as_dict(),
         "versions": versions(),
         "parameters": sum(p.numel() for p in model.parameters()),
         "data_kinds": {f"{c}/{k}": v for (c, k), v in sorted(Counter((d.category, d.kind) for d in data).items())},

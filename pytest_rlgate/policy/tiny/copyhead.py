@@ -5,7 +5,7 @@ learns to copy the prompt's order id; 800-1000 warm-start steps leave exact-id l
 zero whatever the data (measured over six builds). So the copy circuit is
 written into the initial weights and protected while the rest trains. It works for any
 family of single-token *codes* ending in four digits (refund's ``ORD-1000`` .. ``ORD-9999``),
-which a recipe opts into with ``copy_head=True``:
+which a spec opts into with ``copy_head=True``:
 
 * every code token's embedding is ``0.5*u + 0.5*sum_p D[p][digit_p]``: a shared "this is a
   code" direction ``u`` plus one of ten orthonormal directions per digit position (frozen);
@@ -56,7 +56,7 @@ class CopyHead:
         bad = next((t for t in tokens if len(t) <= CODE_DIGITS or not t[-CODE_DIGITS:].isdigit()), None)
         if bad is not None or not tokens:
             raise ValueError(f"copy head: every word must end in {CODE_DIGITS} digits (like ORD-4017), got "
-                             f"{bad!r}; set copy_head=False in the recipe or give such words")
+                             f"{bad!r}; set copy_head=False in the spec or give such words")
         ids = tokenizer.convert_tokens_to_ids(list(tokens))
         return cls(ids, [t[-CODE_DIGITS:] for t in tokens], seed=seed)
 

@@ -4,10 +4,10 @@ The tiny policy is warm-started on (prompt, target reply) chats with a deliberat
 behaviour, so RL has something to learn and something to break. What the chats say belongs
 to the environment (its :class:`DialogueWriter`); how often each category and each kind of
 reply appears is the :class:`ReplyMix`. This module only draws from both, in one fixed
-order from one :class:`random.Random`, so a recipe seed always yields the same stream.
+order from one :class:`random.Random`, so a spec seed always yields the same stream.
 
 ``random`` is fine here, unlike in prompt writers: the stream only has to be the same for
-one recipe on one Python (the built weights are shipped, and a rebuild is checked for
+one spec on one Python (the built weights are shipped, and a rebuild is checked for
 behaviour, not bytes), and ``random.Random(seed)`` is stable across CPython versions for
 ``random()``, ``choice`` and ``choices``.
 """
@@ -79,7 +79,7 @@ class DialogueWriter(Protocol):
 
 
 class Corpus(Protocol):
-    """An environment's warm-start texts: a writer per recipe seed, and their description.
+    """An environment's warm-start texts: a writer per spec seed, and their description.
 
     ``describe()`` is JSON of everything that shapes the texts beyond the code (pools,
     writer seeds, a digest of borrowed prompt texts): it is recorded beside the built

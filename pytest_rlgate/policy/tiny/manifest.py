@@ -18,7 +18,7 @@ from ...errors import UsageError
 
 __all__ = ["BUILD_INFO", "content_hash", "file_digests", "read_build_info", "verify"]
 
-#: Written next to the weights: the recipe, versions, timings, loss curve, file hashes.
+#: Written next to the weights: the spec, versions, timings, loss curve, file hashes.
 BUILD_INFO = "rlgate_policy.json"
 
 

@@ -1,7 +1,7 @@
 """The tiny policy's network: a small Llama, sized by :class:`ModelShape`, seeded.
 
 A plain ``LlamaForCausalLM`` with tied embeddings, so the saved checkpoint loads through
-``AutoModelForCausalLM`` like any hub model. A recipe may add the hand-built copy head
+``AutoModelForCausalLM`` like any hub model. A spec may add the hand-built copy head
 (:mod:`.copyhead`) before the warm start.
 """
 

@@ -1,10 +1,10 @@
-"""A tiny-policy recipe: what an environment hands the one builder to make its policy.
+"""A tiny-policy build spec: what an environment hands the one builder to make its policy.
 
 The builder (:mod:`.build`) knows no task. An environment that wants a CPU policy of its own
-exposes ``tiny_policy = TinyRecipe(...)`` next to ``base_model = "rlgate/tiny-<name>"``:
+exposes ``tiny_policy = TinySpec(...)`` next to ``base_model = "rlgate/tiny-<name>"``:
 its corpus (a dialogue writer), the reply mix, the tokens to add whole (refund's order ids,
 the system prompt), whether to install the copy head, and the sizes. Its JSON
-(:meth:`TinyRecipe.as_dict`) is recorded beside the built weights, so a shipped policy says
+(:meth:`TinySpec.as_dict`) is recorded beside the built weights, so a shipped policy says
 exactly how it was made.
 """
 
@@ -23,7 +23,7 @@ from .model import ModelShape
 from .tokenizer import CHAT_TEMPLATE
 from .warmstart import TrainSchedule
 
-__all__ = ["TINY_POLICY", "TINY_PREFIX", "TinyRecipe", "digest", "recipe_of"]
+__all__ = ["TINY_POLICY", "TINY_PREFIX", "TinySpec", "digest", "spec_of"]
 
 #: Every tiny policy is addressed like a hub id: ``rlgate/tiny-<environment>``.
 TINY_PREFIX = "rlgate/tiny-"
@@ -34,13 +34,13 @@ _NAME = re.compile(re.escape(TINY_PREFIX) + r"[a-z0-9][a-z0-9_-]*")
 
 
 def digest(value: Any) -> str:
-    """SHA-256 of *value*'s canonical JSON: how a recipe records long lists and the tables its
+    """SHA-256 of *value*'s canonical JSON: how a spec records long lists and the tables its
     corpus draws from, so a changed text changes the record (and a local build's cache key)."""
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
-class TinyRecipe:
+class TinySpec:
     """Everything that determines an environment's built tiny policy (with the library versions).
 
     :param name: the address, ``rlgate/tiny-<environment>``; shipped policies live in
@@ -66,15 +66,15 @@ class TinyRecipe:
     tokenizer_dialogues: int = 8000
     shape: ModelShape = field(default_factory=ModelShape)
     schedule: TrainSchedule = field(default_factory=TrainSchedule)
-    version: int = 1  # bump when the builder's code changes what a recipe builds
+    version: int = 1  # bump when the builder's code changes what a spec builds
     chat_template: str = CHAT_TEMPLATE
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
-            raise ValueError(f"TinyRecipe.name must look like '{TINY_PREFIX}<environment>' "
+            raise ValueError(f"TinySpec.name must look like '{TINY_PREFIX}<environment>' "
                              f"(lower case, digits, - or _), got {self.name!r}")
         if self.copy_head and not self.words:
-            raise ValueError("TinyRecipe: copy_head=True needs words (the code tokens it copies)")
+            raise ValueError("TinySpec: copy_head=True needs words (the code tokens it copies)")
 
     @property
     def folder_name(self) -> str:
@@ -82,7 +82,7 @@ class TinyRecipe:
         return self.name.split("/", 1)[1]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON of the recipe; long token lists are recorded by count and SHA-256."""
+        """JSON of the spec; long token lists are recorded by count and SHA-256."""
         return {
             "name": self.name,
             "version": self.version,
@@ -100,10 +100,10 @@ class TinyRecipe:
         }
 
 
-def recipe_of(env: Env) -> TinyRecipe:
-    """The environment's ``tiny_policy`` recipe, or a :class:`UsageError` saying how to add one."""
-    recipe = env.tiny_policy
-    if not isinstance(recipe, TinyRecipe):
-        raise UsageError(f"environment {env.name} has no tiny policy recipe (a 'tiny_policy' TinyRecipe "
+def spec_of(env: Env) -> TinySpec:
+    """The environment's ``tiny_policy`` spec, or a :class:`UsageError` saying how to add one."""
+    spec = env.tiny_policy
+    if not isinstance(spec, TinySpec):
+        raise UsageError(f"environment {env.name} has no tiny policy spec (a 'tiny_policy' TinySpec "
                          "attribute, see docs/policy.md); add one, or train from --base-model MODEL")
-    return recipe
+    return spec

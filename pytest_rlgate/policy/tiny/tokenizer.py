@@ -1,11 +1,11 @@
-"""The tiny policy's tokenizer: byte-level BPE trained locally, plus the recipe's added tokens.
+"""The tiny policy's tokenizer: byte-level BPE trained locally, plus the spec's added tokens.
 
 * Byte-level BPE with digits split one per token, so any text round-trips.
-* A recipe's *words* are ordinary added tokens that match only as whole words
+* A spec's *words* are ordinary added tokens that match only as whole words
   (``single_word``, not special): refund adds ``ORD-1000`` .. ``ORD-9999`` so a canonical
   order id is one token, which is what lets a 2-layer model copy it with one attention head;
   other spellings (``ord_4017``, ``ORD-40170``) fall back to digits.
-* A recipe's *phrases* are ordinary added tokens matched verbatim: the environment's system
+* A spec's *phrases* are ordinary added tokens matched verbatim: the environment's system
   prompt. It never changes within a run, so spending ~200 positions on it would only slow
   every warm-start, GRPO and sampling step (docs/policy.md has the measurement); a different
   system text still tokenizes normally through BPE.
