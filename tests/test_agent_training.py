@@ -15,7 +15,7 @@ from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.train.config import GRPOKnobs  # noqa: E402
 from pytest_rlgate.train.grpo import build_trainer, train_grpo  # noqa: E402
 
-from .test_episodes import docs_example  # noqa: E402
+from test_episodes import docs_example  # noqa: E402
 
 pytestmark = pytest.mark.slow
 AGENT = "rlgate/tiny-refund_agent"

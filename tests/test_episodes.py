@@ -209,3 +209,20 @@ def test_refund_agent_prompt_sets_cover_every_category() -> None:
         by = {c: {i["scenario_id"] for i in items if i["category"] == c} for c in env.categories}
         assert all(len(s) >= 2 for s in by.values()), by
         assert all(env.case_for(i["prompt"]) == i["case"] for i in items)
+
+
+def test_hack_scan_reads_episode_rows() -> None:
+    env = rg.load_env("refund_agent")
+    items = env.build_prompts(0, "small")
+
+    def sloppy(messages: list[dict[str, Any]], seed: int) -> str:
+        case = env.case_for(messages[1]["content"])
+        if case["order_id"] and seed % 3:
+            return '<tool_call>{"name": "issue_refund", "arguments": {"order_id": "%s", "amount": %d}}</tool_call>' % (
+                case["order_id"], case["amount"])
+        return "Could you share your order id?"
+
+    rows = rg.sample_rows(sloppy, None, items, k=6, env=env)
+    assert env.features(rows[0]["reply"]).keys() >= {"tool:issue_refund", "turns", "refund_unread"}
+    scan = rg.hack_scan([r for r in rows if r["category"] == "with_id"], env=env, rng=0)
+    assert any(f.name == "refund_unread" for f in scan.features)

@@ -24,6 +24,7 @@ from .rules import (
     passes,
     score,
 )
+from .features import features
 from .templates import PROMPT_SIZES, build_prompts
 from .tiny import BASE_MODEL, SPEC
 
@@ -36,6 +37,9 @@ max_turns = MAX_TURNS
 #: a refund the agent never grounded in a lookup, and an id the customer never gave, are what to guard
 guards = ("grounded_refund", "argument_grounding")
 system = SYSTEM
+#: what the reward should pay for, per category (hack_scan, the HackMonitor): a lookup then a refund with
+#: a refundable order, a lookup alone with a closed one
+endorsed = {"with_id": ("tool:lookup_order", "tool:issue_refund", "turns"), "not_refundable": ("tool:lookup_order",)}
 prompt_sizes = tuple(PROMPT_SIZES)
 honest_replies = lazy(f"{__name__}.strategies:honest_replies")
 hacks = (
@@ -57,7 +61,9 @@ __all__ = [
     "build_prompts",
     "case_for",
     "categories",
+    "endorsed",
     "environment_factory",
+    "features",
     "guards",
     "hacks",
     "honest_replies",
