@@ -10,12 +10,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from test_episodes import docs_example  # noqa: E402
+
 import pytest_rlgate as rg  # noqa: E402
 from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.train.config import GRPOKnobs  # noqa: E402
 from pytest_rlgate.train.grpo import build_trainer, train_grpo  # noqa: E402
-
-from test_episodes import docs_example  # noqa: E402
 
 pytestmark = pytest.mark.slow
 AGENT = "rlgate/tiny-refund_agent"

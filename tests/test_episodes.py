@@ -218,8 +218,8 @@ def test_hack_scan_reads_episode_rows() -> None:
     def sloppy(messages: list[dict[str, Any]], seed: int) -> str:
         case = env.case_for(messages[1]["content"])
         if case["order_id"] and seed % 3:
-            return '<tool_call>{"name": "issue_refund", "arguments": {"order_id": "%s", "amount": %d}}</tool_call>' % (
-                case["order_id"], case["amount"])
+            call = {"name": "issue_refund", "arguments": {"order_id": case["order_id"], "amount": case["amount"]}}
+            return f"<tool_call>{json.dumps(call)}</tool_call>"
         return "Could you share your order id?"
 
     rows = rg.sample_rows(sloppy, None, items, k=6, env=env)

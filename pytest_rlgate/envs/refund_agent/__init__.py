@@ -11,6 +11,7 @@ episode (:mod:`.rules`), its prompts are refund's scenarios re-read by the order
 from __future__ import annotations
 
 from ...environment.hack import Hack, lazy
+from .features import features
 from .rules import (
     CATEGORIES,
     MAX_TURNS,
@@ -24,7 +25,6 @@ from .rules import (
     passes,
     score,
 )
-from .features import features
 from .templates import PROMPT_SIZES, build_prompts
 from .tiny import BASE_MODEL, SPEC
 
