@@ -19,6 +19,10 @@ _EXPORTS: dict[str, str] = {
     "DataError": "errors",
     "UsageError": "errors",
     "RlgateWarning": "errors",
+    "RegressionError": "errors",
+    "RewardHackError": "errors",
+    "RewardMismatch": "errors",
+    "RewardValueError": "errors",
     # environments
     "Environment": "environment.contract",
     "Env": "environment.contract",
@@ -58,7 +62,6 @@ _EXPORTS: dict[str, str] = {
     "HackScanResult": "rewards.scan",
     "HackScanDiff": "rewards.scan",
     "ScanFeature": "rewards.scan",
-    "RewardHackError": "rewards.scan",
     "probe_reward": "rewards.probe",
     "ProbeResult": "rewards.probe",
     "HackFinding": "rewards.probe",
@@ -74,18 +77,18 @@ _EXPORTS: dict[str, str] = {
     "read_header": "data.rows",
     "regrade_rows": "data.rows",
     "row_header": "data.provenance",
-    "run_rows": "data.baseline",
-    "save_baseline": "data.baseline",
+    "run_rows": "train.baseline",
+    "save_baseline": "train.baseline",
     "paired_bootstrap": "gate.stats",
     "PairedBootstrapResult": "gate.stats",
     "ConfidenceInterval": "gate.stats",
     "holm": "gate.stats",
     "minimum_detectable_effect": "gate.stats",
-    "compare": "gate.recipe",
-    "GateResult": "gate.adapter",
-    "Comparison": "gate.adapter",
-    "RegressionError": "gate.adapter",
-    "assert_no_regression": "gate.recipe",
+    "compare": "gate",
+    "GateOptions": "gate.options",
+    "GateResult": "gate.result",
+    "Comparison": "gate.result",
+    "assert_no_regression": "gate",
     # recipes across training seeds
     "RecipeGateResult": "gate.recipe",
     "RecipeComparison": "gate.recipe",
@@ -144,7 +147,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
     from ._io.cache import cache_key as cache_key, cached_dir as cached_dir
-    from .data.baseline import run_rows as run_rows, save_baseline as save_baseline
     from .data.episodes import grade_episode as grade_episode, grade_episodes as grade_episodes
     from .data.hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
     from .data.prompts import (
@@ -175,18 +177,18 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .environment.hack import Hack as Hack
     from .errors import (
         DataError as DataError,
+        RegressionError as RegressionError,
+        RewardHackError as RewardHackError,
+        RewardMismatch as RewardMismatch,
+        RewardValueError as RewardValueError,
         RlgateError as RlgateError,
         RlgateWarning as RlgateWarning,
         SpecError as SpecError,
         UsageError as UsageError,
     )
-    from .gate.adapter import Comparison as Comparison, GateResult as GateResult, RegressionError as RegressionError
-    from .gate.recipe import (
-        RecipeComparison as RecipeComparison,
-        RecipeGateResult as RecipeGateResult,
-        assert_no_regression as assert_no_regression,
-        compare as compare,
-    )
+    from .gate import assert_no_regression as assert_no_regression, compare as compare
+    from .gate.options import GateOptions as GateOptions
+    from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
     from .gate.recipe_stats import (
         RecipeInterval as RecipeInterval,
         RecipeResult as RecipeResult,
@@ -194,6 +196,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         compare_recipe as compare_recipe,
         recipe_interval as recipe_interval,
     )
+    from .gate.result import Comparison as Comparison, GateResult as GateResult
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,
         PairedBootstrapResult as PairedBootstrapResult,
@@ -221,13 +224,13 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .rewards.scan import (
         HackScanDiff as HackScanDiff,
         HackScanResult as HackScanResult,
-        RewardHackError as RewardHackError,
         ScanFeature as ScanFeature,
         hack_scan as hack_scan,
         hack_scan_diff as hack_scan_diff,
     )
     from .rewards.strategies import HackedReply as HackedReply
     from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
+    from .train.baseline import run_rows as run_rows, save_baseline as save_baseline
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
     from .train.dpo import train_dpo as train_dpo
     from .train.dpo_config import DPOKnobs as DPOKnobs

@@ -1,14 +1,18 @@
 """The exceptions and warnings every part of pytest-rlgate raises for user mistakes.
 
 One hierarchy so the plugin and the CLI can turn any *user* mistake into a one-line
-message (a collection error, exit code 2) and leave real bugs as tracebacks.
+message (a collection error, exit code 2) and leave real bugs as tracebacks. The failures
+a test reports (a regression, a reward hack, a reward table row that pays the wrong value)
+are ``AssertionError`` subclasses instead, so pytest counts them as failed tests, not errors.
 """
 
 from __future__ import annotations
 
 from os import PathLike
+from typing import Any
 
-__all__ = ["DataError", "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
+__all__ = ["DataError", "RegressionError", "RewardHackError", "RewardMismatch", "RewardValueError", "RlgateError",
+           "RlgateWarning", "SpecError", "UsageError"]
 
 
 class RlgateError(Exception):
@@ -53,5 +57,45 @@ class RlgateWarning(UserWarning):
     """
 
 
-for _cls in (RlgateError, SpecError, DataError, UsageError, RlgateWarning):
+class RegressionError(AssertionError):
+    """The gate failed; the message is the table of what failed and the rule, ``result`` the whole result."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RewardHackError(AssertionError):
+    """A reward pays for something it should not; ``str()`` is the findings table.
+
+    An ``AssertionError`` so pytest reports it as a test failure (not an error) and shows the
+    table as the failure message, like :class:`RegressionError`.
+    """
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RewardMismatch(AssertionError):
+    """A reward table row's reward paid something other than the row's expected value."""
+
+    def __init__(self, actual: float) -> None:
+        super().__init__(f"actual {actual}")
+        self.actual = actual
+
+
+class RewardValueError(TypeError):
+    """A reward returned something that is not a number (a failed row, not a bad table)."""
+
+
+def hide_user_errors(excinfo: Any) -> bool:
+    """pytest's ``__tracebackhide__`` of the modules a user's test calls into: their frames are
+    hidden when the failure is the user's (an :class:`RlgateError`, a :class:`RegressionError`),
+    so it reads as its one line naming file:line; a bug in rlgate keeps its whole traceback."""
+    return excinfo is not None and bool(excinfo.errisinstance((RlgateError, RegressionError)))
+
+
+for _cls in (RlgateError, SpecError, DataError, UsageError, RlgateWarning, RegressionError, RewardHackError,
+             RewardMismatch, RewardValueError):
     _cls.__module__ = "pytest_rlgate"

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pytest_rlgate.data.rows import write_rows
-from pytest_rlgate.gate.adapter import compare
+from pytest_rlgate.gate import compare
 
 #: category -> (scenarios, pass rate before, pass rate after)
 RATES = {"no_id": (8, 0.95, 0.45), "off_topic": (6, 0.97, 0.96), "with_id": (12, 0.10, 0.80)}

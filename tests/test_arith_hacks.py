@@ -16,20 +16,20 @@ import pytest
 
 pytest.importorskip("hypothesis")
 
-from hypothesis import (  # noqa: E402
+from hypothesis import (
     HealthCheck,
     Phase,
     find,
     given,
     settings,
-    strategies as st,  # noqa: E402
+    strategies as st,
 )
-from hypothesis.errors import NoSuchExample  # noqa: E402
+from hypothesis.errors import NoSuchExample
 
-from pytest_rlgate import load_env  # noqa: E402
-from pytest_rlgate.envs.arith import rules  # noqa: E402
-from pytest_rlgate.envs.arith.replies import DECLINES  # noqa: E402
-from pytest_rlgate.envs.arith.strategies import cases, hedge, honest_replies, list_numbers  # noqa: E402
+from pytest_rlgate import load_env
+from pytest_rlgate.envs.arith import rules
+from pytest_rlgate.envs.arith.replies import DECLINES
+from pytest_rlgate.envs.arith.strategies import cases, hedge, honest_replies, list_numbers
 
 ENV = load_env("arith")
 PROPERTY = settings(max_examples=150, derandomize=True, database=None, deadline=None,

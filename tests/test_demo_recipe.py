@@ -17,7 +17,7 @@ from pytest_rlgate.demo.recipe import (
     render_recipe_table,
 )
 from pytest_rlgate.demo.story import configurations
-from pytest_rlgate.gate.recipe import compare
+from pytest_rlgate.gate import compare
 
 
 def test_the_recipes_are_the_demos_honest_grpo_runs_on_a_larger_holdout():

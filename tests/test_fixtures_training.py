@@ -21,7 +21,7 @@ KNOBS = 'size="small", steps=2, max_completion_length=16, monitor_every=0, base_
 
 SUITE = f'''
 import json, os, pytest
-from pytest_rlgate.gate.adapter import compare
+from pytest_rlgate.gate import compare
 
 @pytest.mark.rlgate(method="grpo", base_model=os.environ["TINY_BASE"], {KNOBS})
 def test_gate(rlgate_adapter, rlgate_before_rows, rlgate_after_rows):

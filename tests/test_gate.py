@@ -349,11 +349,15 @@ def test_seed_fixes_the_intervals() -> None:
     ("options", "message"),
     [
         ({"by": "policy"}, "by='policy' is not supported"),
-        ({"margin": 1.5}, "margin must be in"),
-        ({"confidence_level": 0}, "confidence level must be in"),
-        ({"n_resamples": 10}, "resamples must be an integer >= 100"),
-        ({"method": "bca"}, "method must be one of"),
-        ({"max_drop": -0.1}, "max_drop must be in"),
+        ({"margin": 1.5}, r"margin must be a number in \[0, 1\), e.g. 0.10, got 1.5"),
+        ({"confidence_level": 0}, r"confidence level must be a number in \(0, 1\)"),
+        ({"n_resamples": 10}, r"resamples must be an integer in \[100, 1000000\]"),
+        ({"n_resamples": 10**12}, r"resamples must be an integer in \[100, 1000000\]"),
+        ({"method": "bca"}, "method must be one of expanded, percentile, basic, t, got 'bca'"),
+        ({"max_drop": -0.1}, "max_drop must be a number in"),
+        ({"bootstrap_seed": -1}, "bootstrap_seed must be an integer in"),
+        ({"guards": "tool_called"}, "guards must be a list of names"),
+        ({"resamples": 2000}, "unknown gate option.s. resamples; the gate takes by, guards, margin"),
     ],
 )
 def test_bad_options_are_usage_errors(options: dict, message: str) -> None:

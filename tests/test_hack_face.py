@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest_rlgate.rewards.probe  # noqa: F401
+import pytest_rlgate.rewards.probe
 
 # loaded here, before pytester's in-process runs snapshot sys.modules: numpy cannot load twice
-import pytest_rlgate.rewards.scan  # noqa: F401
+import pytest_rlgate.rewards.scan
 import pytest_rlgate.rewards.strategies  # noqa: F401
 
 

@@ -160,3 +160,61 @@ def test_the_cycle_detector_sees_a_cycle(tmp_path: Path) -> None:
     assert _cycles(graph) == []
     (pkg / "sub" / "b.py").write_text("from pkg.sub import d\n")
     assert _cycles(_import_graph(pkg)) == [["pkg.c", "pkg.sub.b", "pkg.sub.d"]]
+
+
+#: The floors of the house, lowest first: a folder imports (at import time) only folders on a
+#: lower floor. ``__init__`` is the public facade (it resolves names lazily), ``cli`` and
+#: ``plugin`` are the two faces at the top.
+FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(f.split()) for f in (
+    "errors options _version",
+    "_io",
+    "environment",
+    "data",
+    "gate rewards policy",
+    "train envs",
+    "report",
+    "demo",
+    "plugin cli",
+))
+#: The one documented climb: the environment contract reads the registry of built-in
+#: environments (``pytest_rlgate.envs`` itself names them as strings and imports no task).
+MAY_CLIMB = {("pytest_rlgate.environment.contract", "pytest_rlgate.envs")}
+
+
+def _floor(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # the package facade
+    return next(i for i, floor in enumerate(FLOORS) if parts[1] in floor)
+
+
+def _climbs(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        low = _floor(module)
+        for target in sorted(targets):
+            high = _floor(target)
+            same_folder = module.split(".")[:2] == target.split(".")[:2]
+            if low is None or high is None or same_folder or (module, target) in MAY_CLIMB:
+                continue
+            if high >= low:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_every_folder_has_a_floor() -> None:
+    folders = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
+               if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file())}
+    assert folders == set().union(*FLOORS), "a new folder needs its floor in FLOORS (and a line in the README)"
+
+
+def test_no_folder_imports_one_on_its_own_floor_or_above() -> None:
+    assert _climbs(_import_graph(PACKAGE)) == [], "move the shared code down a floor, or import it lazily"
+
+
+def test_the_floor_check_sees_a_climb() -> None:
+    graph = {"pytest_rlgate.data.rows": {"pytest_rlgate.gate.stats", "pytest_rlgate.errors"},
+             "pytest_rlgate.gate.stats": {"pytest_rlgate.rewards.scan", "pytest_rlgate.gate.verdicts"},
+             "pytest_rlgate.cli.gate": {"pytest_rlgate.gate.adapter"}}
+    assert _climbs(graph) == ["pytest_rlgate.data.rows -> pytest_rlgate.gate.stats",
+                              "pytest_rlgate.gate.stats -> pytest_rlgate.rewards.scan"]

@@ -147,8 +147,8 @@ def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest
     assert read_prompts(out / "train.jsonl") == train
     assert read_prompts(out / "holdout.jsonl") == split.holdout
     lines = printed.splitlines()
-    assert lines[0] == (f"rlgate prompts --prompt-seed 0 --size default --holdout 0.2 --split stratified --balance 0.25 "
-                        f"-> {out}")
+    assert lines[0] == ("rlgate prompts --prompt-seed 0 --size default --holdout 0.2 --split stratified "
+                        f"--balance 0.25 -> {out}")
     assert lines[1] == f"environment: refund v{load_env(None).version} {load_env(None).fingerprint}"
     assert lines[2].startswith("decontamination: dropped 0 of 95 train prompts (its word 8-grams cover >= 0.8")
     assert lines[3].split() == ["file", "prompts", "no_id", "off_topic", "with_id", "scenarios", "fingerprint"]

@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from importlib.metadata import version  # noqa: E402
+from importlib.metadata import version
 
-from pytest_rlgate import UsageError, grade_replies  # noqa: E402
-from pytest_rlgate.environment.contract import Env, load_env  # noqa: E402
-from pytest_rlgate.envs import reasoning_gym as adapter  # noqa: E402
-from pytest_rlgate.envs.reasoning_gym import ReasoningGymEnv, extract_answer  # noqa: E402
+from pytest_rlgate import UsageError, grade_replies
+from pytest_rlgate.environment.contract import Env, load_env
+from pytest_rlgate.envs import reasoning_gym as adapter
+from pytest_rlgate.envs.reasoning_gym import ReasoningGymEnv, extract_answer
 
 SPEC = "reasoning_gym[basic_arithmetic,leg_counting]"
 

@@ -13,7 +13,7 @@ import pytest
 from scipy import stats as sps
 
 from pytest_rlgate.errors import DataError, UsageError
-from pytest_rlgate.gate import adapter as gate
+from pytest_rlgate.gate import adapter as gate, verdicts
 from pytest_rlgate.gate.recipe_stats import (
     MIN_UNITS,
     RECIPE_VERDICTS,
@@ -164,7 +164,7 @@ def test_deterministic_under_a_seed() -> None:
 def test_verdict_rules_are_the_gates() -> None:
     """One rule for both gates: the single-adapter gate imports it from here."""
     assert gate.MIN_UNITS is MIN_UNITS and gate.interval_verdict is interval_verdict
-    assert set(gate.VERDICTS) | {"unresolved"} == set(RECIPE_VERDICTS)
+    assert set(verdicts.VERDICTS) | {"unresolved"} == set(RECIPE_VERDICTS)
     assert [interval_verdict(*bounds, 0.1) for bounds in ((-0.3, -0.01), (0.01, 0.3), (-0.1, 0.1), (-0.2, 0.05))] \
         == ["regressed", "moved", "flat", "inconclusive"]
 

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib", reason="reports need the report extra: pip install 'pytest-rlgate[report]'")
-from PIL import Image  # noqa: E402 - Pillow comes with matplotlib
-from report_fixtures import ALARMS, ARITH, make_run, write_jsonl  # noqa: E402
+from PIL import Image
+from report_fixtures import ALARMS, ARITH, make_run, write_jsonl
 
-import pytest_rlgate  # noqa: E402
-from pytest_rlgate.cli import main  # noqa: E402
-from pytest_rlgate.errors import DataError  # noqa: E402
-from pytest_rlgate.report import load_report_data, report_text, write_index, write_report  # noqa: E402
-from pytest_rlgate.report.levels import levels as _levels  # noqa: E402
+import pytest_rlgate
+from pytest_rlgate.cli import main
+from pytest_rlgate.errors import DataError
+from pytest_rlgate.report import load_report_data, report_text, write_index, write_report
+from pytest_rlgate.report.levels import levels as _levels
 
 ROW = ('{"prompt": "p", "scenario_id": "s", "category": "no_id", "rollout_index": 0, "reply": "r", "score": 1.0, '
        '"reward": 1, "markers": {"well_formed": 1}}')

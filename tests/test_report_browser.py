@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib", reason="reports need the report extra: pip install 'pytest-rlgate[report]'")
-from PIL import Image  # noqa: E402 - Pillow comes with matplotlib
-from report_fixtures import make_run  # noqa: E402
+from PIL import Image
+from report_fixtures import make_run
 
-from pytest_rlgate.report import write_index, write_report  # noqa: E402
+from pytest_rlgate.report import write_index, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

@@ -29,7 +29,7 @@ def table(tmp_path: Path, text: str, name: str = "t.yaml") -> Path:
 
 
 @pytest.fixture
-def importable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def importable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Write a module into tmp_path and make it importable for this test only."""
 
     def write(name: str, source: str) -> None:

@@ -20,7 +20,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .._io.cache import cache_root
 from .._io.progress import third_party_quiet
@@ -64,7 +64,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _load(module: str):  # noqa: ANN202 - a module object
+def _load(module: str) -> Any:  # a command module: add_arguments(parser) and run(args)
     return importlib.import_module(module)
 
 
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and its "
               "permissions", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - any other exception is a bug in rlgate: say so, keep exit 1 for the gate
+    except Exception as exc:
         return _internal(name, args.command, exc)
 
 

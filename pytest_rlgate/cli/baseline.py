@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..data.baseline import save_baseline
+from ..train.baseline import save_baseline
 
 HELP = "keep a run's graded rows as a stored baseline"
 

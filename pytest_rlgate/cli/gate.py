@@ -19,17 +19,22 @@ and "regressed in k of S seeds"; exit 1 when the recipe regressed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 from .._io.atomic import atomic_write
 from ..errors import RlgateWarning, UsageError
-from ..gate.recipe import compare
-from ..gate.stats import DEFAULT_METHOD, METHODS
-from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, output_file
+from ..gate import compare
+from ..gate.options import GateOptions, shown_default
+from ..options import Number, output_file
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
+
+_METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
+             "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,52 +42,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("after", metavar="AFTER.jsonl", nargs="+",
                         help="graded rows of the fine-tuned policy; several, one per training seed of the same "
                              "recipe, gate the recipe across seeds")
-    parser.add_argument("--by", default="category", choices=["category"], help="group rows by this field")
-    parser.add_argument("--env", metavar="SPEC", default=None,
-                        help="environment that graded the rows (a registered name, 'module:attr' or 'module'): "
-                             "its guards and categories are the defaults of --guard and --category")
-    parser.add_argument("--guard", action="append", metavar="NAME", default=None,
-                        help="marker that must not regress (repeatable; default: the --env's guards, else none; "
-                             "--guard '' for none)")
-    parser.add_argument("--category", action="append", metavar="NAME", default=None, dest="categories",
-                        help="declared category that must appear on both sides (repeatable; default: the "
-                             "--env's categories, else none)")
-    parser.add_argument("--seed", type=SEED, default=0, help="resampling seed (default 0)")
-    parser.add_argument("--resamples", type=RESAMPLES, default=10_000, metavar="B", help="bootstrap resamples")
-    parser.add_argument("--confidence", type=CONFIDENCE, default=0.95, metavar="LEVEL", help="confidence level")
-    parser.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD, help="interval method")
-    parser.add_argument("--margin", type=SHARE, default=0.10, metavar="M", help="flat means inside ±M")
-    parser.add_argument("--max-drop", type=SHARE, default=None, metavar="X",
-                        help="also fail when a lower bound is below -X (non-inferiority)")
-    parser.add_argument("--holm", action=argparse.BooleanOptionalAction, default=None,
-                        help="Holm-adjust the regression test across categories (default: on from 4 categories)")
-    parser.add_argument("--require-moved", action="store_true", help="also fail unless overall pass@1 moved up")
-    parser.add_argument("--fail-on-inconclusive", action="store_true",
-                        help="also fail on any inconclusive or insufficient verdict")
-    parser.add_argument("--allow-env-change", action="store_true",
-                        help="compare sides whose headers name different environment fingerprints or prompt sets "
-                             "(the result says so); the fix is `rlgate regrade` of the older side")
-    parser.add_argument("--shared-units-only", action="store_true",
-                        help="the holdout changed: gate the units both sides share and report how many were "
-                             "dropped from each side (default: unpaired units are an error)")
+    for spec in dataclasses.fields(GateOptions):
+        _add_option(parser, spec)
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
 
 
+def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[Any]) -> None:
+    """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
+    meta = spec.metadata
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}
+    if spec.name in ("guards", "categories"):
+        kwargs.update(action="append", default=None)
+    elif spec.name == "holm":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif spec.default is False:
+        kwargs["action"] = "store_true"
+    else:
+        bound = meta["bound"]
+        if isinstance(bound, Number):
+            kwargs["type"] = bound
+        elif bound is not None:
+            kwargs["choices"] = bound.choices
+        if spec.default is not None:
+            kwargs["help"] = f"{meta['help']} (default {shown_default(spec)})"
+    if spec.name in _METAVARS:
+        kwargs["metavar"] = _METAVARS[spec.name]
+    parser.add_argument(meta["flag"], **kwargs)
+
+
+def options_from(args: argparse.Namespace) -> GateOptions:
+    """The :class:`GateOptions` the command line asks for (``--guard ''`` guards nothing)."""
+    values = {name: getattr(args, name) for name in GateOptions.names()}
+    if values["guards"] is not None:
+        values["guards"] = tuple(g for g in values["guards"] if g)
+    return GateOptions(**values)
+
+
 def run(args: argparse.Namespace) -> int:
-    guards = None if args.guard is None else tuple(g for g in args.guard if g)
+    options = options_from(args)
     for name, path in (("before", Path(args.before)), *(("after", Path(p)) for p in args.after)):
         if not path.is_file():
             raise UsageError(f"{name} row file {str(path)!r} does not exist or is not a file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RlgateWarning)
-        result = compare(
-            args.before, args.after[0] if len(args.after) == 1 else args.after, by=args.by, guards=guards,
-            margin=args.margin,
-            confidence_level=args.confidence, n_resamples=args.resamples, method=args.method, seed=args.seed,
-            max_drop=args.max_drop, require_moved=args.require_moved,
-            fail_on_inconclusive=args.fail_on_inconclusive, holm=args.holm, categories=args.categories,
-            env=args.env, allow_env_change=args.allow_env_change, shared_units_only=args.shared_units_only,
-        )
+        result = compare(args.before, args.after[0] if len(args.after) == 1 else args.after, options)
     print(result.report(verbose=True))
     for warning in caught:
         if not issubclass(warning.category, RlgateWarning):
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def _write_json(target: Path, payload: dict) -> None:
+def _write_json(target: Path, payload: dict[str, Any]) -> None:
     try:
         atomic_write(target, json.dumps(payload, indent=2) + "\n")
     except OSError as exc:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import DataError, UsageError
-from ..gate.adapter import GateResult
+from ..gate.result import GateResult
 from ..options import SEED, Deprecated, add_env_argument, add_output_arguments
 from ..train.config import PROMPTS, SAMPLING, GRPOKnobs
 from ..train.difficulty import describe

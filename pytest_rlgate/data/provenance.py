@@ -21,10 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..environment.contract import Env, env_names, load_env
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 
 __all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_graded_by", "check_header", "header_env", "is_header",
            "row_header"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: The key that marks a header line, and its value: the header format's version.
 HEADER_KEY = "rlgate_rows"

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from .._io.atomic import atomic_open
-from ..errors import DataError
+from ..errors import DataError, hide_user_errors
 
 try:  # an optional speed-up: pip install pytest-rlgate[fast]
     import orjson as _orjson
@@ -34,6 +34,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 __all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "gzip_error", "is_gzip_name", "line_parser", "open_rows", "parse_line",
            "write_lines"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: what a damaged or truncated gzip stream raises while it is read
@@ -56,9 +59,9 @@ def open_rows(path: str | os.PathLike[str]) -> IO[bytes]:
         with open(path, "rb") as probe:
             packed = probe.read(2) == GZIP_MAGIC
         if not packed:
-            return open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+            return open(path, "rb")
         # lines come out of BufferedReader's C code, not GzipFile's Python readline
-        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)  # type: ignore[arg-type]
+        return io.BufferedReader(gzip.GzipFile(path, "rb"), buffer_size=1 << 16)
     except FileNotFoundError:
         raise DataError("no such row file (write one with pytest_rlgate.write_rows or rlgate eval)",
                         path=label) from None

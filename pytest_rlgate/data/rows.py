@@ -21,20 +21,26 @@ and the fix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 from ..environment.contract import Env, EnvSpec, load_env
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 from .provenance import HEADER_KEY, check_header, is_header, row_header
 from .rowfile import GZIP_ERRORS, gzip_error, line_parser, open_rows, parse_line, write_lines
 
-__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "Rows", "grade_replies", "header_of", "iter_checked",
-           "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row", "write_rows"]
+__all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
+           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
+           "write_rows"]
+
+#: a bad row file read from a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: fields every row must carry (``reply`` may be spelled ``final_text``)
 REQUIRED_FIELDS: tuple[str, ...] = ("prompt", "category", "rollout_index", "reply", "score", "reward", "markers")
@@ -60,9 +66,8 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         return DataError(message, path=path or "<rows>", line=line)
 
     if type(obj) is dict and _fast_row(obj):
-        if type(obj["reward"]) is not int:
-            obj = {**obj, "reward": int(obj["reward"])}
-        return obj
+        row: dict[str, Any] = obj if type(obj["reward"]) is int else {**obj, "reward": int(obj["reward"])}
+        return row
     if not isinstance(obj, Mapping):
         raise fail(f"expected a JSON object per line, got {_type_name(obj)}")
     if HEADER_KEY in obj:
@@ -172,7 +177,7 @@ def _duplicate(key: tuple[Any, str, Any], index: int, path: str, line: int) -> D
                      path=path, line=line)
 
 
-class Rows(list):  # type: ignore[type-arg]  # list[dict[str, Any]], plus where they came from
+class Rows(list[dict[str, Any]]):  # plus where they came from
     """Rows in memory with the provenance header of the file they came from.
 
     A plain list everywhere a list of rows is expected; ``header`` is None for foreign rows
@@ -205,19 +210,91 @@ def iter_checked(source: Any, *, name: str | None = None) -> Iterator[tuple[dict
 
     ``SAME`` as the previous row's, ``CHANGED`` to one seen before, or ``NEW``: a consumer
     counts prompts on ``NEW`` and needs to look at a row's other keys only when it is not
-    ``SAME`` (rows of one prompt usually come together).
+    ``SAME`` (rows of one prompt usually come together). The file is opened on the first
+    ``next()``; a caller that needs the header first opens a :class:`RowReader` itself.
     """
-    if isinstance(source, (str, os.PathLike)):
-        return _checked(source, os.fspath(source), file=True)
     if isinstance(source, Mapping):
         raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
-    return _checked(source, name or "<rows>", file=False)
+    return _stream(source, name)
 
 
-def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str, Any], int, int]]:
+def _stream(source: Any, name: str | None) -> Iterator[tuple[dict[str, Any], int, int]]:
+    with RowReader(source, name=name) as reader:
+        yield from reader
+
+
+class RowReader:
+    """One row source, opened once: its provenance header on opening, then its rows from the same handle.
+
+    A file's first non-blank line is read (and checked, once) when the reader is made:
+    ``header`` is that header, or None for a file without one; the rows stream when the
+    reader is iterated, which it may be once. In-memory rows have the header of a
+    :class:`Rows` (else None). A context manager: leaving it closes the file, read or not.
+    """
+
+    def __init__(self, source: Any, *, name: str | None = None) -> None:
+        if isinstance(source, Mapping):
+            raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
+        self.is_file = isinstance(source, (str, os.PathLike))
+        self.label = os.fspath(source) if self.is_file else name or "<rows>"
+        self._source = source
+        self._handle: IO[bytes] | None = None
+        self._first: list[tuple[int, bytes]] = []  #: the first row's line when the file has no header
+        self._next_line = 1
+        self._used = False
+        self.header: dict[str, Any] | None
+        if self.is_file:
+            self._handle = open_rows(source)
+            try:
+                self.header = self._read_header(self._handle)
+            except BaseException:
+                self.close()
+                raise
+        else:
+            self.header = getattr(source, "header", None)
+
+    def _read_header(self, handle: IO[bytes]) -> dict[str, Any] | None:
+        try:
+            for line, raw in enumerate(handle, 1):
+                if raw.strip():
+                    self._next_line = line + 1
+                    obj = parse_line(raw, path=self.label, line=line)
+                    if is_header(obj):
+                        return check_header(obj, path=self.label, line=line)
+                    self._first = [(line, raw)]
+                    return None
+        except GZIP_ERRORS as exc:
+            raise gzip_error(exc, self.label) from None
+        return None
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
+        """``(row, line, state)`` for every row (``state`` as :func:`iter_checked` says), then the file is closed."""
+        if self._used:
+            raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
+        self._used = True
+        if self._handle is None:
+            return _checked(enumerate(self._source, 1), self.label, file=False, handle=None)
+        lines = itertools.chain(self._first, enumerate(self._handle, self._next_line))
+        return _checked(lines, self.label, file=True, handle=self._handle)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+    def __enter__(self) -> RowReader:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def _checked(lines: Iterable[tuple[int, Any]], label: str, *, file: bool,
+             handle: IO[bytes] | None) -> Iterator[tuple[dict[str, Any], int, int]]:
     """The one loop every row passes through: parse, validate, refuse duplicates, stream.
 
-    A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
+    *lines* are (line number, raw bytes) of a file after its header, or (position, row) of
+    in-memory rows. A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
     share a scenario (paraphrases of one situation), and re-runs of the same policy
     (``eval_run``) legitimately repeat a rollout index. Each key keeps one int bitmask of the
     indices it had, filed under the key's hash: ints, so the table neither holds a million
@@ -227,15 +304,13 @@ def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str,
     million rows every call and generator hop shows.
     """
     parse = line_parser() if file else None
-    handle = open_rows(source) if file else None
     seen: dict[int, int] = {}
     large: set[tuple[int, int]] = set()
     key: tuple[Any, str, Any] | None = None
     mask = count = slot = 0
-    first = file  # a file's first value may be its header
     fast = _fast_row
     try:
-        for line, item in enumerate(source if handle is None else handle, 1):
+        for line, item in lines:
             if parse is None:
                 obj = validate_row(item, path=label, line=line)  # copies what it normalises: the caller's rows stay
             else:
@@ -245,11 +320,6 @@ def _checked(source: Any, label: str, *, file: bool) -> Iterator[tuple[dict[str,
                     if not item.strip():
                         continue
                     obj = parse_line(item, path=label, line=line)
-                if first:
-                    first = False
-                    if is_header(obj):
-                        check_header(parse_line(item, path=label, line=line), path=label, line=line)
-                        continue
                 if type(obj) is dict and fast(obj):
                     if type(obj["reward"]) is not int:
                         obj["reward"] = int(obj["reward"])
@@ -295,16 +365,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     Reads the first non-blank line only, so it is cheap on any file size.
     """
-    label = os.fspath(path)
-    with open_rows(path) as handle:
-        try:
-            for line, raw in enumerate(handle, 1):
-                if raw.strip():
-                    obj = parse_line(raw, path=label, line=line)
-                    return check_header(obj, path=label, line=line) if is_header(obj) else None
-        except GZIP_ERRORS as exc:
-            raise gzip_error(exc, label) from None
-    return None
+    with RowReader(path) as reader:
+        return reader.header
 
 
 def read_rows(source: Any) -> Iterator[dict[str, Any]]:

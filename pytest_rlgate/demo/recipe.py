@@ -118,8 +118,8 @@ def render_recipe_table(summaries: Sequence[RecipeSummary]) -> str:
         return group if c is None else f"{group}\n({c['n_units']} scenarios × {c['k']:g}, {c['n_seeds']} seeds)"
 
     rows = [[s.config.title, *(_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"] for s in summaries]
-    table = tabulate(rows, headers=["recipe", *map(head, groups), "recipe gate"], tablefmt="grid",
-                     disable_numparse=True)
+    table = str(tabulate(rows, headers=["recipe", *map(head, groups), "recipe gate"], tablefmt="grid",
+                         disable_numparse=True))
     return table + ("\ncells: pass@1 before → after (mean over seeds); recipe Δ [95% CI over scenarios and seeds]; "
                     "verdict, minimum detectable effect; each seed's Δ as a dot ([──] the interval, | zero); "
                     "how many seeds regressed on their own")

@@ -36,7 +36,7 @@ from ..data.prompts import count_by_category, write_prompts
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
-from ..gate.adapter import compare
+from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
@@ -198,7 +198,7 @@ def _tool_call_comparisons(before: Sequence[Mapping[str, Any]], after: Sequence[
     """
     if not all(TOOL_MARKER in (row.get("markers") or {}) for row in (*before, *after)):
         return {}
-    result = compare(list(before), list(after), by="category", guards=(TOOL_MARKER,))
+    result = compare_adapter(list(before), list(after), by="category", guards=(TOOL_MARKER,))
     return {c.group: c.to_dict() for c in result.comparisons if c.metric == f"marker:{TOOL_MARKER}"}
 
 
@@ -280,7 +280,7 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
              *(_base_cell(base.get(g, [])) for g in groups), "noise floor"]]
     for s in summaries:
         rows.append([s.config.label, *(_run_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"])
-    table = tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True)
+    table = str(tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True))
     tools = "; tool-call rate before → after" if any(s.tool_calls for s in summaries) else ""
     notes = [f"cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict{tools}"]
     if hackable and any(s.config.hackable for s in summaries):

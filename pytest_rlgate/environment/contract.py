@@ -31,10 +31,13 @@ from types import ModuleType
 from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
-from ..errors import DataError, UsageError
+from ..errors import DataError, UsageError, hide_user_errors
 from .episode import Episode, ToolCall, parse_hermes_calls, replay, split_turns
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
+
+#: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
+__tracebackhide__ = hide_user_errors
 
 #: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
 ENTRY_POINT_GROUP = "rlgate.envs"
@@ -179,7 +182,7 @@ class Env:
                                  f"environment instance, got {factory!r:.60}")
             try:
                 probe = factory()
-            except Exception as exc:  # noqa: BLE001 - the user's factory broke; say so in one line
+            except Exception as exc:
                 raise UsageError(f"{where}: environment_factory() raised {type(exc).__name__}: {str(exc)[:160]}") \
                     from None
             if not callable(getattr(probe, "reset", None)):
@@ -313,7 +316,7 @@ class Env:
 
     def check_category(self, category: Any, *, path: Any = None, line: int | None = None) -> str:
         """*category* if the environment declares it, else a :class:`DataError` naming the place."""
-        if category not in self.categories:
+        if not isinstance(category, str) or category not in self.categories:
             raise DataError(f"category {category!r} is not one of environment {self.name}'s categories "
                             f"({', '.join(self.categories)}); fix the line or choose the environment "
                             "that declares it (--env)", path=path or "<items>", line=line)

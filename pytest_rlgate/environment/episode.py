@@ -253,7 +253,7 @@ class EpisodeRun:
             return json.dumps({"error": f"Tool {call.name} not found."}), True
         try:
             return _result_text(tool(**call.arguments)), False
-        except Exception as exc:  # noqa: BLE001 - a tool's failure is the agent's observation, as in TRL
+        except Exception as exc:
             return json.dumps({"error": str(exc)}), True
 
     def finish(self, stop: str = "budget") -> Episode:

@@ -101,7 +101,8 @@ def _rg() -> ModuleType:
         if exc.name and exc.name.split(".")[0] == "reasoning_gym":
             raise UsageError(f"the reasoning_gym environment needs the reasoning-gym package: {_INSTALL}") from None
         raise
-    return reasoning_gym
+    module: ModuleType = reasoning_gym
+    return module
 
 
 def _rg_version() -> str:

@@ -1,3 +1,78 @@
 """The gate: paired, scenario-clustered bootstrap intervals per category and guarded marker,
-the verdict each interval earns, and the text that explains it; for one adapter
-(:mod:`.adapter`) or a recipe across training seeds (:mod:`.recipe`)."""
+the verdict each interval earns, and the text that explains it.
+
+:func:`compare` is the one public gate: one after side gates that adapter
+(:func:`.adapter.compare_adapter`), one after side per training seed gates the recipe
+(:func:`.recipe.compare_seeds`); both take one :class:`~.options.GateOptions`.
+:func:`assert_no_regression` raises :class:`~pytest_rlgate.errors.RegressionError`, and
+:func:`require_passed` is the one place that raises it.
+
+The statistics (numpy) load on the first gate, not with this package: the pytest plugin
+imports :mod:`.options` when pytest starts, and every pytest run pays for what loads then.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ..errors import RegressionError, hide_user_errors
+from .options import GateOptions
+
+if TYPE_CHECKING:
+    from .recipe import RecipeGateResult
+    from .result import GateResult
+
+__all__ = ["GateOptions", "assert_no_regression", "compare", "require_passed"]
+
+#: a regression or a bad row file in a user's test reads as its message, not these frames
+__tracebackhide__ = hide_user_errors
+
+
+class _Judged(Protocol):
+    @property
+    def passed(self) -> bool: ...
+
+    def message(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Judged)
+
+
+def compare(before_rows: Any, after_rows: Any, options: GateOptions | None = None,
+            **overrides: Any) -> GateResult | RecipeGateResult:
+    """Gate AFTER against BEFORE graded rows by category: one adapter, or a recipe over seeds.
+
+    One after side (a row file, or an iterable of row dicts) gates that adapter:
+    :func:`~pytest_rlgate.gate.adapter.compare_adapter`, which documents every option. Several
+    after sides, one per training seed of the same recipe (a list of row files or row lists,
+    or a mapping seed -> rows, each sampled on the before side's holdout units), gate the
+    recipe: :func:`~pytest_rlgate.gate.recipe.compare_seeds`. *options* is a
+    :class:`GateOptions`; keyword *overrides* (``margin=0.05``) apply on top of it.
+    """
+    from .afters import is_seed_sources
+
+    opts = GateOptions.build(options, **overrides)
+    if is_seed_sources(after_rows):
+        from .recipe import compare_seeds
+
+        return compare_seeds(before_rows, after_rows, opts)
+    from .adapter import compare_adapter
+
+    return compare_adapter(before_rows, after_rows, opts)
+
+
+def require_passed(result: R) -> R:
+    """*result* when its gate passed, else :class:`RegressionError` (an AssertionError) with its message."""
+    if not result.passed:
+        raise RegressionError(result.message(), result)
+    return result
+
+
+def assert_no_regression(before: Any, after: Any, options: GateOptions | None = None,
+                         **overrides: Any) -> GateResult | RecipeGateResult:
+    """Run :func:`compare` and raise :class:`~pytest_rlgate.RegressionError` (an AssertionError) on failure.
+
+    *after* may be one row source or several (a list, or a mapping seed -> rows);
+    *options* and *overrides* are :func:`compare`'s. Returns the result when the gate passes.
+    """
+    return require_passed(compare(before, after, options, **overrides))

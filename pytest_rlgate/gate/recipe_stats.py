@@ -54,7 +54,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import DataError, UsageError
-from .stats import DEFAULT_METHOD, METHODS, ConfidenceInterval, Method, paired_bootstrap, t_ppf
+from .options import CONFIDENCE_LEVEL, DEFAULT_METHOD, MARGIN, METHODS, N_RESAMPLES, Method
+from .stats import ConfidenceInterval, paired_bootstrap, t_ppf
 from .verdicts import MIN_UNITS, RECIPE_VERDICTS, interval_verdict
 
 __all__ = [
@@ -254,9 +255,9 @@ def compare_recipe(
     after: ArrayLike | Sequence[ArrayLike],
     *,
     seeds: Sequence[int | str] | None = None,
-    margin: float = 0.10,
-    confidence_level: float = 0.95,
-    n_resamples: int = 10_000,
+    margin: float = MARGIN,
+    confidence_level: float = CONFIDENCE_LEVEL,
+    n_resamples: int = N_RESAMPLES,
     method: Method = DEFAULT_METHOD,
     rng: np.random.Generator | int | None = None,
 ) -> RecipeResult:

@@ -20,9 +20,9 @@ from typing import Any
 from tabulate import tabulate
 
 from .numtext import interval
-from .recipe_stats import RECIPE_VERDICTS
-from .stats import METHOD_NAMES
+from .options import METHOD_NAMES
 from .text import REMEDY, is_borderline, units_label
+from .verdicts import RECIPE_VERDICTS
 
 __all__ = ["DOTS_LEGEND", "render_failure", "render_report", "render_seeds", "render_table", "seed_dots",
            "seeds_cell", "settings_line", "summary_line", "worth_a_look"]
@@ -125,8 +125,8 @@ def render_seeds(result: Mapping[str, Any], *, verbose: bool = True) -> str:
             for c in result["comparisons"] if verbose or worth_a_look(c) for s in c["seeds"]]
     if not rows:
         return "(no seed to show)"
-    return tabulate(rows, headers=[h.format(level=_level(result)) for h in SEED_HEADERS], tablefmt="simple",
-                    disable_numparse=True, colalign=("left", "left", "right", "right", "left", "right", "left"))
+    return str(tabulate(rows, headers=[h.format(level=_level(result)) for h in SEED_HEADERS], tablefmt="simple",
+                    disable_numparse=True, colalign=("left", "left", "right", "right", "left", "right", "left")))
 
 
 def summary_line(result: Mapping[str, Any]) -> str:

@@ -27,10 +27,12 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from .options import CONFIDENCE_LEVEL, DEFAULT_METHOD, METHOD_NAMES, METHODS, N_RESAMPLES, Method
 
 __all__ = [
     "DEFAULT_METHOD",
@@ -46,20 +48,6 @@ __all__ = [
     "t_ppf",
 ]
 
-Method = Literal["expanded", "percentile", "basic", "t"]
-#: every interval :func:`paired_bootstrap` knows
-METHODS: tuple[str, ...] = ("expanded", "percentile", "basic", "t")
-#: Hesterberg's expanded percentile: 95.4 % coverage at 15 units and a 2.3 % false-regression
-#: rate (nominal 2.5 %) in benchmarks/bench_stats_calibration.py, where the plain percentile
-#: gives 93.2 % and 3.2 %; benchmarks/bench_stats_calibration.py agrees. See :func:`paired_bootstrap`.
-DEFAULT_METHOD: Method = "expanded"
-#: how each method is named in every printed interval
-METHOD_NAMES: dict[str, str] = {
-    "expanded": "expanded-percentile bootstrap",
-    "percentile": "percentile bootstrap",
-    "basic": "basic bootstrap",
-    "t": "paired t",
-}
 
 #: largest number of distinct per-unit values resampled through the multinomial shortcut
 _MAX_LATTICE = 512
@@ -210,7 +198,7 @@ def _validate(
         raise ValueError("`confidence_level` must be in (0, 1).")
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {', '.join(METHODS)} (got {method!r}).")
-    return a - b
+    return np.asarray(a - b, dtype=float)
 
 
 def _lattice(values: np.ndarray) -> tuple[float, np.ndarray] | None:
@@ -267,7 +255,7 @@ def _sum_distribution_means(
     cdf = np.cumsum(cyclic)
     cdf /= cdf[-1]
     j = first + np.minimum(np.searchsorted(cdf, rng.random(n_resamples), side="right"), cdf.size - 1)
-    return values[0] + step * j / n
+    return np.asarray(values[0] + step * j / n, dtype=float)
 
 
 def _resample_means(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -301,8 +289,8 @@ def paired_bootstrap(
     before: ArrayLike,
     after: ArrayLike,
     *,
-    n_resamples: int = 10_000,
-    confidence_level: float = 0.95,
+    n_resamples: int = N_RESAMPLES,
+    confidence_level: float = CONFIDENCE_LEVEL,
     method: Method = DEFAULT_METHOD,
     rng: np.random.Generator | int | None = None,
 ) -> PairedBootstrapResult:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from .numtext import interval
-from .stats import METHOD_NAMES
+from .options import METHOD_NAMES
 from .verdicts import VERDICTS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .adapter import Comparison, GateResult
+    from .result import Comparison, GateResult
 
 __all__ = ["comparison_row", "is_borderline", "render_failure", "render_report", "render_table", "settings_line",
            "summary_line", "units_label"]
@@ -75,8 +75,8 @@ def comparison_row(c: Comparison) -> list[Any]:
 def _table(result: GateResult, comparisons: list[Comparison]) -> str:
     headers = [h.format(level=f"{result.confidence_level:.0%}") for h in HEADERS]
     rows = [comparison_row(c) for c in comparisons]
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
-                    colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left"))
+    return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                    colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left")))
 
 
 def render_table(result: GateResult, *, verbose: bool = True) -> str:

@@ -2,28 +2,57 @@
 
 Each feature's hooks and fixtures live in its own module of this package;
 this module only names them, so ``-p no:rlgate`` switches every part off at once, and
-offers the one helper they share: a ``--rlgate-<name>`` option with an ``rlgate_<name>``
-ini twin where the command line wins.
+offers the helpers they share: a ``--rlgate-<name>`` option with an ``rlgate_<name>``
+ini twin where the command line wins, and whether a session uses rlgate at all.
+
+Every pytest run in an environment where the plugin is installed loads it, rlgate's
+users or not. So the feature modules import only pure-Python parts of the package when
+pytest starts; environments, prompts, training and the statistics load inside the hooks
+and fixtures that need them, and a session that sets no rlgate option and collects no
+test that uses rlgate prints nothing and loads none of it.
+
+This module registers the feature modules itself when pytest registers it, rather than
+naming them in ``pytest_plugins``: pytest looks each name in ``pytest_plugins`` up among the
+``pytest11`` entry points of every installed distribution (a scan per name, in every run),
+and warns ``PytestAssertRewriteWarning`` for a feature module that another one imported
+before pytest reached it. They are marked for assertion rewriting before any of them is
+imported, as pytest asks of a plugin made of several modules, so the order in which they
+import one another does not matter.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
 import pytest
 
-pytest_plugins = [
+FEATURES = (
     "pytest_rlgate.plugin.env",
     "pytest_rlgate.plugin.specs",
     "pytest_rlgate.plugin.prompts",
     "pytest_rlgate.plugin.gate",
     "pytest_rlgate.plugin.training",
     "pytest_rlgate.plugin.baseline",
-]
+)
+pytest.register_assert_rewrite(*FEATURES)
 
-_UNSET = object()
+#: ``@pytest.mark.rlgate(...)``: a test's environment and training knobs
+MARKER = "rlgate"
+
+
+
+def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
+    """When pytest registers this plugin, register each feature module beside it (unless blocked,
+    ``-p no:pytest_rlgate.plugin.gate``); ``-p no:rlgate`` blocks this module and so all of them."""
+    if plugin is not sys.modules[__name__]:
+        return
+    for name in FEATURES:
+        if not manager.is_blocked(name) and manager.get_plugin(name) is None:
+            manager.register(importlib.import_module(name), name)
 
 
 def add_setting(
@@ -31,17 +60,19 @@ def add_setting(
     name: str,
     *,
     help: str,
-    default: Any = None,
     type: Callable[[str], Any] = str,
     metavar: str | None = None,
     ini_type: Literal["string", "paths", "pathlist", "args", "linelist", "bool", "int", "float"] = "string",
 ) -> None:
-    """Register ``--rlgate-<name>`` and the ini setting ``rlgate_<name>``."""
+    """Register ``--rlgate-<name>`` and the ini setting ``rlgate_<name>``.
+
+    Both default to unset (None): the feature applies its own default, which *help* states,
+    so :func:`configured` can tell a setting given from one left alone.
+    """
     dest = "rlgate_" + name.replace("-", "_")
     group = parser.getgroup("rlgate", "pytest-rlgate: gate RL fine-tunes")
     group.addoption(f"--rlgate-{name}", dest=dest, type=type, default=None, metavar=metavar, help=help)
-    parser.addini(dest, help=f"{help} (ini twin of --rlgate-{name})", type=ini_type,
-                  default=None if default is None else str(default))
+    parser.addini(dest, help=f"{help} (ini twin of --rlgate-{name})", type=ini_type, default=None)
 
 
 def setting(config: pytest.Config, name: str, type: Callable[[str], Any] = str) -> Any:
@@ -57,3 +88,38 @@ def setting(config: pytest.Config, name: str, type: Callable[[str], Any] = str) 
         return type(raw)
     except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:  # the option parsers' own refusals too
         raise pytest.UsageError(f"ini setting {dest} = {raw!r}: {exc}") from None
+
+
+def configured(config: pytest.Config) -> bool:
+    """Whether the session sets any rlgate option, on the command line or in the ini file.
+
+    A session that sets none and collects no test that uses rlgate (:func:`used_by`) is
+    some other project's: the plugin then prints nothing and loads nothing.
+    """
+    for dest, value in vars(config.option).items():
+        if not dest.startswith("rlgate_"):
+            continue
+        if value not in (None, False):
+            return True
+        try:
+            raw = config.getini(dest)
+        except (ValueError, pytest.UsageError) as exc:  # no ini twin, or a value pytest cannot read: set
+            if str(exc).startswith("unknown configuration value"):
+                continue
+            return True
+        if raw not in (None, "", [], False):
+            return True
+    return False
+
+
+def used_by(items: list[pytest.Item]) -> bool:
+    """Whether any collected test is rlgate's (a reward table row), asks for an ``rlgate*`` fixture
+    or carries ``@pytest.mark.rlgate``."""
+    for item in items:
+        if type(item).__module__.startswith("pytest_rlgate."):
+            return True
+        if item.get_closest_marker(MARKER) is not None:
+            return True
+        if any(name.startswith("rlgate") for name in getattr(item, "fixturenames", ())):
+            return True
+    return False

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate.data.rows import Rows, load_rows, write_rows
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.gate import PROPERTY as GATE_PROPERTY
 
+if TYPE_CHECKING:
+    from pytest_rlgate.data.rows import Rows
+
 PROPERTY = "rlgate_baseline"
 CANDIDATE = "rlgate_after_rows"
-_ROWS = pytest.StashKey[Rows]()
+_ROWS = pytest.StashKey["Rows"]()
 _WRITER = pytest.StashKey[str]()
 
 
@@ -86,6 +88,8 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | None:
     ``rlgate_before_rows`` returns them when set. While updating, a baseline that does not
     exist yet is None too: the base is sampled and the passing candidate is written.
     """
+    from pytest_rlgate.data.rows import load_rows
+
     path = baseline_path(pytestconfig)
     if path is None or (_updating(pytestconfig) and not path.exists()):
         return None
@@ -135,6 +139,8 @@ def _update(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any]:
         return {"updated": False, "path": shown,
                 "why": "a recipe test has one set of after rows per training seed, and a baseline is one "
                        "policy's rows (select a single-seed test with -k)"}
+    from pytest_rlgate.data.rows import write_rows
+
     try:
         write_rows(path, rows)
     except RlgateError as exc:

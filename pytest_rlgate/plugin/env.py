@@ -6,13 +6,15 @@ ini twin ``rlgate_env``) switches prompts, rows, training and the gate to anothe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate.environment.contract import Env, load_env
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, configured, setting
+
+if TYPE_CHECKING:
+    from pytest_rlgate.environment.contract import Env
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -21,11 +23,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "'module:attr' or 'module' (default: refund)")
 
 
-_ENV = pytest.StashKey[Env]()
+_ENV = pytest.StashKey["Env"]()
 
 
 def session_env(config: pytest.Config) -> Env:
     """The session's environment, resolved once; a bad spec is a usage error naming it."""
+    from pytest_rlgate.environment.contract import load_env
+
     env = config.stash.get(_ENV, None)
     if env is None:
         try:
@@ -38,11 +42,14 @@ def session_env(config: pytest.Config) -> Env:
 
 def marker_env(config: pytest.Config, spec: Any) -> Env:
     """The environment a ``@pytest.mark.rlgate(env=...)`` names, else the session's."""
+    from pytest_rlgate.environment.contract import load_env
+
     return session_env(config) if spec is None else load_env(spec)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    session_env(config)
+    if configured(config):  # a bad --rlgate-env stops the session now; unset, the default loads on first use
+        session_env(config)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,8 @@ gate's result travels in ``item.user_properties`` as ``("rlgate_gate", <json>)``
 serialises user properties with the report, so under pytest-xdist the controller receives
 every worker's results in ``pytest_runtest_logreport``, and ``--junitxml`` records them
 for free. The controller collects them, prints a terminal section, and writes
-``--rlgate-report`` JSON at the end of the session. numpy loads only when a gate runs.
+``--rlgate-report`` JSON at the end of the session. numpy loads only when a gate runs, and
+the tables' text module only when the summary has a gate to show.
 """
 
 from __future__ import annotations
@@ -14,51 +15,64 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_rlgate._io.atomic import atomic_write
-from pytest_rlgate.environment.contract import Env
-from pytest_rlgate.errors import RlgateError, RlgateWarning
-from pytest_rlgate.gate.adapter import RegressionError
+from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
+from pytest_rlgate.gate import compare, require_passed
 from pytest_rlgate.gate.numtext import interval
-from pytest_rlgate.gate.recipe import compare, is_seed_sources
-from pytest_rlgate.gate.recipe_stats import RECIPE_VERDICTS
-from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
-from pytest_rlgate.gate.text import is_borderline, units_label
-from pytest_rlgate.options import CONFIDENCE, RESAMPLES, SEED, SHARE, path_problem
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
+from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
+from pytest_rlgate.options import Number, path_problem
+from pytest_rlgate.plugin import MARKER, add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
-from pytest_rlgate.plugin.training import MARKER
+
+if TYPE_CHECKING:
+    from pytest_rlgate.environment.contract import Env
+    from pytest_rlgate.gate.recipe import RecipeGateResult
+    from pytest_rlgate.gate.result import GateResult
 
 PROPERTY = "rlgate_gate"
-_METHODS = ("expanded", "percentile", "basic", "t")
 _STATE = pytest.StashKey["_GateLog"]()
 
 
+def _kind(bound: Number | Choice) -> type:
+    """How a setting's text is read before its bound checks it: a name, an integer or a number."""
+    return str if isinstance(bound, Choice) else int if bound.integer else float
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_setting(parser, "resamples", type=int, metavar="B", help="gate: bootstrap resamples (default 10000)")
-    add_setting(parser, "confidence", type=float, metavar="LEVEL", help="gate: confidence level (default 0.95)")
-    add_setting(parser, "margin", type=float, metavar="M", help="gate: flat means inside ±M (default 0.10)")
-    add_setting(parser, "bootstrap-seed", type=int, metavar="INT",
-                help="gate: seed of the bootstrap resampling (default 0)")
-    add_setting(parser, "method", metavar="NAME",
-                help=f"gate: interval method, one of {', '.join(_METHODS)} (default expanded)")
+    for name, spec in GateOptions.settings().items():
+        bound, kind = spec.metadata["bound"], _kind(spec.metadata["bound"])
+        choices = f", one of {', '.join(bound.choices)}" if isinstance(bound, Choice) else ""
+        add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
+                    help=f"gate: {spec.metadata['help']}{choices} (default {shown_default(spec)})")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
 
 
 def _defaults(config: pytest.Config) -> dict[str, Any]:
-    """compare() keyword defaults from the command line / ini; only what was set."""
+    """The :class:`GateOptions` fields the command line / ini set; only what was set, each checked.
+
+    :raises pytest.UsageError: a value out of its bound, naming the flag and its ini twin.
+    """
     out: dict[str, Any] = {}
-    for name, key, kind in (("resamples", "n_resamples", int), ("confidence", "confidence_level", float),
-                            ("margin", "margin", float), ("method", "method", str)):
-        value = setting(config, name, kind)
-        if value is not None:
-            out[key] = value
-    seed, _ = _bootstrap_seed(config)
-    if seed is not None:
-        out["seed"] = seed
+    for name, spec in GateOptions.settings().items():
+        bound, flag = spec.metadata["bound"], name
+        if spec.name == "bootstrap_seed":
+            value, deprecated = _bootstrap_seed(config)
+            flag = "seed" if deprecated else name
+        else:
+            value = setting(config, name, _kind(bound))
+        if value is None:
+            continue
+        problem = bound.problem(value)
+        if problem is not None and isinstance(bound, Choice):
+            raise pytest.UsageError(f"--rlgate-{flag} {value!r}: choose {bound.describe()}")
+        if problem is not None:
+            raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {value!r}: {problem}")
+        out[spec.name] = value
     return out
 
 
@@ -67,7 +81,7 @@ def _bootstrap_seed(config: pytest.Config) -> tuple[int | None, bool]:
 
     ``--rlgate-bootstrap-seed`` wins; without it a prompt seed given on the command line or
     in the ini file still seeds the bootstrap, as it used to, and is deprecated for that.
-    Neither given: None, and compare() seeds 0 as before.
+    Neither given: None, and the gate seeds :data:`~pytest_rlgate.gate.options.BOOTSTRAP_SEED`.
     """
     seed = setting(config, "bootstrap-seed", int)
     if seed is not None:
@@ -84,19 +98,9 @@ DEPRECATED_SEED = ("--rlgate-seed / rlgate_seed as the gate's bootstrap seed is 
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    defaults = _defaults(config)
-    method = defaults.get("method")
-    if method is not None and method not in _METHODS:
-        raise pytest.UsageError(f"--rlgate-method {method!r}: choose one of {', '.join(_METHODS)}")
-    deprecated_seed = _bootstrap_seed(config)[1]
-    if deprecated_seed:
+    _defaults(config)  # a bad value stops the session now, not in the first gate
+    if _bootstrap_seed(config)[1]:
         config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
-    seed_flag = "seed" if deprecated_seed else "bootstrap-seed"
-    for flag, key, bounds in (("confidence", "confidence_level", CONFIDENCE), ("resamples", "n_resamples", RESAMPLES),
-                              ("margin", "margin", SHARE), (seed_flag, "seed", SEED)):
-        problem = None if key not in defaults else bounds.problem(defaults[key])
-        if problem is not None:
-            raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {defaults[key]!r}: {problem}")
     report = setting(config, "report", str)
     problem = None if not report else path_problem(report, directory=False)
     if problem is not None:  # checked now, not after every test has run
@@ -120,7 +124,8 @@ class RlgateGate:
         self._node = node
         self._root = config.rootpath
         self.env = env
-        self.defaults = _defaults(config)
+        #: the session's options (``--rlgate-*`` and ini), with this test's environment
+        self.options = GateOptions(env=env, **_defaults(config))
 
     def _rooted(self, source: Any) -> Any:
         if isinstance(source, (str, os.PathLike)) and not Path(source).is_absolute():
@@ -129,19 +134,21 @@ class RlgateGate:
 
     def _rooted_after(self, after: Any) -> Any:
         """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
+        from pytest_rlgate.gate.afters import is_seed_sources
+
         if isinstance(after, Mapping):
             return {seed: self._rooted(rows) for seed, rows in after.items()}
         return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
 
-    def compare(self, before: Any, after: Any, **options: Any):  # noqa: ANN201 - GateResult, lazily imported
+    def compare(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
-        record its result on the test (without raising)."""
-        result = compare(self._rooted(before), self._rooted_after(after),
-                         **{"env": self.env, **self.defaults, **options})
+        record its result on the test (without raising). *options* override the session's."""
+        __tracebackhide__ = hide_user_errors
+        result = compare(self._rooted(before), self._rooted_after(after), self.options, **options)
         self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
         return result
 
-    def assert_no_regression(self, before: Any, after: Any, **options: Any):  # noqa: ANN201
+    def assert_no_regression(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
         """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
 
         *after* may hold one row source per training seed (``rlgate_after_rows`` of a
@@ -151,12 +158,8 @@ class RlgateGate:
         ``--rlgate-bootstrap-seed/-resamples/-confidence/-margin/-method`` or their ini twins, and
         ``guards``/``categories`` from the environment (``env=`` picks another one).
         """
-        __tracebackhide__ = True
-
-        result = self.compare(before, after, **options)
-        if not result.passed:
-            raise RegressionError(result.message(), result)
-        return result
+        __tracebackhide__ = hide_user_errors
+        return require_passed(self.compare(before, after, **options))
 
 
 @pytest.fixture
@@ -209,18 +212,20 @@ class _GateLog:
             terminalreporter.write_line(f"rlgate: could not print the gate summary: {exc!r}", yellow=True)
 
 
-def _borderline(c: dict[str, Any]) -> bool:
-    return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
-
-
 def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
-    from tabulate import tabulate
-
 
     verbosity = config.get_verbosity()
     report_path = log.report_path
     if not log.gates:
         return
+    from tabulate import tabulate
+
+    from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
+    from pytest_rlgate.gate.text import is_borderline, units_label
+
+    def _borderline(c: dict[str, Any]) -> bool:
+        return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
+
     failed = sum(not g["passed"] for g in log.gates)
     counts: dict[str, int] = {}
     for g in log.gates:

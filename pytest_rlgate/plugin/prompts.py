@@ -7,8 +7,9 @@ decontamination dropped for repeating a holdout prompt (``--rlgate-no-decontamin
 them). The set comes from the session's
 environment (``--rlgate-env``): its own seeded writer, or ``--rlgate-prompts-file``, which
 an environment without a writer requires. It is built once per session and shared by the
-header and the fixtures; building a seeded set takes tens of milliseconds, so the header
-costs every run almost nothing.
+header and the fixtures. The lines are printed at the top when the session sets an rlgate
+option, else after collection when a collected test uses rlgate; another project's run
+prints nothing and builds nothing.
 """
 
 from __future__ import annotations
@@ -16,25 +17,18 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate.data.prompts import (
-    Split,
-    TrainSplit,
-    build_prompts,
-    count_by_category,
-    fingerprint,
-    prepare_split,
-    read_prompts,
-)
-from pytest_rlgate.environment.contract import Env
-from pytest_rlgate.envs import DEFAULT_ENV
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.options import fraction, share
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, configured, setting, used_by
 from pytest_rlgate.plugin.env import session_env
+
+if TYPE_CHECKING:
+    from pytest_rlgate.data.prompts import Split, TrainSplit
+    from pytest_rlgate.environment.contract import Env
 
 #: ``--rlgate-no-decontaminate`` and its ini twin ``rlgate_no_decontaminate`` (a bool).
 NO_DECONTAMINATE = "rlgate_no_decontaminate"
@@ -43,14 +37,14 @@ NO_DECONTAMINATE = "rlgate_no_decontaminate"
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "seed", type=int, metavar="INT",  # unset reads 0 (PromptSettings), so the gate sees it unset
                 help="Seed of the environment's prompt set and its split (default: 0)")
-    add_setting(parser, "size", default="default", metavar="NAME",
+    add_setting(parser, "size", metavar="NAME",
                 help="Size of the environment's seeded prompt set (default: default)")
     add_setting(parser, "prompts-file", metavar="PATH",
                 help="Use this prompts JSONL instead of the environment's seeded set (freezes the set "
                      "across versions; required for an environment that writes no prompts)")
-    add_setting(parser, "holdout", type=fraction, default=0.2, metavar="FRACTION",
+    add_setting(parser, "holdout", type=fraction, metavar="FRACTION",
                 help="Share of each category's scenarios held out (default: 0.2)")
-    add_setting(parser, "balance", type=share, default=0.0, metavar="SHARE",
+    add_setting(parser, "balance", type=share, metavar="SHARE",
                 help="Repeat minority categories of the train split up to this share (default: 0, off)")
     help_ = "Keep train prompts that repeat a holdout prompt (default: rlgate_split drops them)"
     parser.getgroup("rlgate").addoption("--rlgate-no-decontaminate", dest=NO_DECONTAMINATE, action="store_true",
@@ -73,6 +67,8 @@ class PromptSettings:
 
     def flags(self) -> str:
         """The command-line flags that reproduce this set and split."""
+        from pytest_rlgate.envs import DEFAULT_ENV
+
         env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
         source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file
                   else f"--rlgate-seed={self.seed} --rlgate-size={self.size}")
@@ -112,15 +108,25 @@ def _settings(config: pytest.Config) -> PromptSettings:
 
 
 class _PromptState:
-    """Per-session cache: settings now, the prompt set and its split on first use (header or fixture)."""
+    """Per-session cache: the settings, the prompt set and its split, each on first use (header or fixture)."""
 
-    def __init__(self, settings: PromptSettings) -> None:
-        self.settings = settings
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
+        self._settings: PromptSettings | None = None
         self._items: list[dict[str, Any]] | None = None
         self._fingerprint = ""
         self._split: TrainSplit | None = None
+        self.header_shown = False
+
+    @property
+    def settings(self) -> PromptSettings:
+        if self._settings is None:
+            self._settings = _settings(self._config)
+        return self._settings
 
     def items(self) -> list[dict[str, Any]]:
+        from pytest_rlgate.data.prompts import build_prompts, fingerprint, read_prompts
+
         if self._items is None:
             s = self.settings
             self._items = (read_prompts(s.prompts_file, env=s.env) if s.prompts_file
@@ -133,6 +139,8 @@ class _PromptState:
         return self._fingerprint
 
     def split(self) -> TrainSplit:
+        from pytest_rlgate.data.prompts import prepare_split
+
         if self._split is None:
             s = self.settings
             self._split = prepare_split(self.items(), s.holdout, env=s.env, share=s.balance,
@@ -144,13 +152,32 @@ _STATE = pytest.StashKey[_PromptState]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_STATE] = _PromptState(_settings(config))
+    state = config.stash[_STATE] = _PromptState(config)
+    if configured(config):
+        state.settings  # noqa: B018 - a bad setting stops the session now, as a usage error
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The prompt lines at the top of the run, when the session sets an rlgate option."""
+    if not configured(config):
+        return []
+    return _header(config.stash[_STATE])
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """The prompt lines after collection, when no option printed them and a collected test uses rlgate."""
+    state = config.stash[_STATE]
+    if state.header_shown or not used_by(items):
+        return []
+    return _header(state)
+
+
+def _header(state: _PromptState) -> list[str]:
     """A copy-pasteable line (the environment, the flags that rebuild the set, its fingerprint),
     then what decontamination dropped from the split's train side."""
-    state = config.stash[_STATE]
+    from pytest_rlgate.data.prompts import count_by_category
+
+    state.header_shown = True
     env = state.settings.env
     head = f"rlgate: env={env.name} ({env.fingerprint[:15]}) {state.settings.flags()}"
     try:

@@ -24,13 +24,12 @@ from typing import Any
 
 import pytest
 
-from pytest_rlgate.errors import SpecError
+from pytest_rlgate.errors import RewardMismatch, RewardValueError, SpecError
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.env import session_env
-from pytest_rlgate.rewards.tables import RewardValueError, load_reward_table
+from pytest_rlgate.rewards import SPEC_SUFFIXES
 
 _SPEC_DIR = "reward_specs"
-_SUFFIXES = (".yaml", ".yml", ".jsonl")  # == specs.SPEC_SUFFIXES; not imported so yaml loads lazily
 _MAX_SHOWN = 500
 
 
@@ -43,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _is_spec_file(file_path: Path, config: pytest.Config) -> bool:
-    if file_path.suffix not in _SUFFIXES:
+    if file_path.suffix not in SPEC_SUFFIXES:
         return False
     try:
         parts = file_path.relative_to(config.rootpath).parts[:-1]
@@ -72,6 +71,8 @@ class RewardSpecFile(pytest.File):
     """One reward table; its rows are the items."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        from pytest_rlgate.rewards.tables import load_reward_table  # yaml: only for a project with tables
+
         try:
             rows = load_reward_table(self.path, default_reward=setting(self.config, "reward-function"),
                                      default_env=session_env(self.config),
@@ -79,7 +80,7 @@ class RewardSpecFile(pytest.File):
         except SpecError as exc:
             yield SpecErrorItem.from_parent(self, name="spec-error", error=str(exc), line=exc.line)
             return
-        except Exception as exc:  # noqa: BLE001 - a reader bug must still cost one table, not the session
+        except Exception as exc:
             error = SpecError(f"reading the table raised {type(exc).__name__}: {exc} (a bug in pytest-rlgate or "
                               "in code the table names)", path=_shown_path(self.path, self.config))
             yield SpecErrorItem.from_parent(self, name="spec-error", error=str(error), line=None)
@@ -104,14 +105,6 @@ class SpecErrorItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None if self.line is None else self.line - 1, f"bad reward table {self.path.name}"
-
-
-class RewardMismatch(AssertionError):
-    """The reward paid something other than the row's expected value."""
-
-    def __init__(self, actual: float) -> None:
-        super().__init__(f"actual {actual}")
-        self.actual = actual
 
 
 def _show(value: Any) -> str:

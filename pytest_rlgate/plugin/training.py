@@ -17,22 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate.data.baseline import run_rows
-from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import MARKER, add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
-from pytest_rlgate.train.adapters import attach_adapter, check_adapter, load_base
-from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
-from pytest_rlgate.train.methods import make_knobs
-from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
-from pytest_rlgate.train.seeds import check_seeds
 
-MARKER = "rlgate"
+if TYPE_CHECKING:
+    from pytest_rlgate.environment.contract import Env
+
 #: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
 SAMPLING_KNOBS = ("env", "seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed",
                   "base_runs", "eval_k", "max_completion_length")
@@ -54,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     adapter = setting(config, "adapter")
     if adapter:
+        from pytest_rlgate.train.adapters import check_adapter
+
         try:
             check_adapter(Path(adapter).expanduser(), flag="--rlgate-adapter")
         except RlgateError as exc:
@@ -96,6 +93,10 @@ class AdapterFactory:
             pytest.fail(f"rlgate: {exc}", pytrace=False)
 
     def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
+        from pytest_rlgate.train.adapters import check_adapter
+        from pytest_rlgate.train.cached import cached_run
+        from pytest_rlgate.train.methods import make_knobs
+
         values = {**values, "env": env}
         if self.base_model and "base_model" not in values:
             values = {**values, "base_model": self.base_model}
@@ -122,6 +123,8 @@ class AdapterFactory:
         A handed-in adapter (``--rlgate-adapter``) is one adapter whatever the seeds: the
         mapping holds it alone, keyed by its path, and the recipe gate calls that unresolved.
         """
+        from pytest_rlgate.train.seeds import check_seeds
+
         where = f"@pytest.mark.{MARKER}(seeds=...)"
         try:
             seeds = check_seeds(seeds, flag=where)
@@ -146,12 +149,18 @@ class AdapterFactory:
 
 
 def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+    from pytest_rlgate.train.baseline import run_rows
+
     if trained.run is not None:
         return run_rows(trained.run, side)  # with the run's provenance header
     return _sample_handed_in(trained, side)
 
 
 def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+    from pytest_rlgate.train.adapters import attach_adapter, load_base
+    from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, env_identity
+    from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
+
     knobs = trained.knobs
     holdout = load_prompts(knobs).holdout
     sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS and k != "env"}

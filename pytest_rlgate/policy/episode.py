@@ -104,7 +104,7 @@ class _Backend:
         if self.kind != "transformers" or not self.limit:
             return True
         width = len(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
-        return width + self.options["max_new_tokens"] <= self.limit
+        return bool(width + self.options["max_new_tokens"] <= self.limit)
 
     def generate(self, chats: Sequence[list[dict[str, Any]]], rendered: Sequence[str],
                  seeds: Sequence[int]) -> list[Any]:

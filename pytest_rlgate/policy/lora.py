@@ -89,7 +89,7 @@ def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter
             keys = list(fh.keys())
             problem = _lora_problem(keys, config)
             inert = problem is None and not any(bool(fh.get_tensor(k).any()) for k in keys if ".lora_B." in k)
-    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for truncated files
+    except Exception as exc:
         raise _fail(flag, weights, f"corrupt adapter weights ({exc}); {_RESAVE}") from None
     if problem is not None:
         raise _fail(flag, folder, f"not a usable LoRA adapter: {problem}; {_RESAVE}")

@@ -62,8 +62,9 @@ DEFAULT_BATCH_SIZE = 16
 def _prompt_text(item: Any) -> str:
     if isinstance(item, str):
         return item
-    if isinstance(item, Mapping) and isinstance(item.get("prompt"), str):
-        return item["prompt"]
+    text = item.get("prompt") if isinstance(item, Mapping) else None
+    if isinstance(text, str):
+        return text
     raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
 
 
@@ -142,7 +143,7 @@ def _generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: 
                                            dtype=torch.float64) for s in seeds]).to(device)
         processors.append(_InverseCdfSampler(uniforms, temperature, top_p, width))
     out = model.generate(**enc, generation_config=config, logits_processor=processors)
-    return tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+    return list(tokenizer.batch_decode(out[:, width:], skip_special_tokens=True))
 
 
 def sample(

@@ -23,16 +23,24 @@ from typing import Any, TypeGuard
 
 from ..data.rows import iter_rows
 from ..errors import DataError
-from ..train.run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunFolder, read_json, read_json_object, read_metrics
+from ..train.run import (
+    AFTER,
+    CONFIG,
+    GATE,
+    INDEX_NAME,
+    METRICS,
+    MONITOR,
+    RECIPE_FILE,
+    REPORT_NAME,
+    RunFolder,
+    read_json,
+    read_json_object,
+    read_metrics,
+)
 
 __all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "is_number", "is_recipe_folder",
            "load_report_data", "lookup", "read_recipe", "run_dirs"]
 
-REPORT_NAME = "report.html"
-INDEX_NAME = "index.html"
-#: A recipe folder (``rlgate train --seeds``) holds this instead of config.json: the recipe
-#: gate over every seed's run, and where those runs are.
-RECIPE_FILE = "recipe.json"
 
 
 def is_number(value: Any) -> TypeGuard[float]:
@@ -118,8 +126,9 @@ def _required(path: Path) -> Path:
 def _alarm_message(alarm: Mapping[str, Any]) -> str:
     """Why an alarm fired, in words, from HackMonitor's detail fields."""
     for key in ("message", "detail", "reason"):
-        if isinstance(alarm.get(key), str) and alarm[key]:
-            return alarm[key]
+        text = alarm.get(key)
+        if isinstance(text, str) and text:
+            return text
     kind = alarm.get("kind")
     if kind == "length" and is_number(alarm.get("length")) and is_number(alarm.get("was")):
         growth = f" (+{alarm['length'] / alarm['was'] - 1:.0%})" if alarm["was"] else ""

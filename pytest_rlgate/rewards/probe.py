@@ -27,8 +27,7 @@ from typing import Any
 from ..data.prompts import prompt_item
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.hack import Hack
-from ..errors import DataError, UsageError
-from .scan import RewardHackError
+from ..errors import DataError, RewardHackError, UsageError
 
 __all__ = ["HackFinding", "ProbeResult", "probe_reward"]
 
@@ -93,8 +92,8 @@ class ProbeResult:
              "" if f.example is None else _describe(f.example, width)]
             for f in (self.paying if paying_only else self.findings)
         ]
-        return tabulate(rows, headers=["hack", "category", "paid", "mean gain", "max gain", "minimal",
-                                       "minimal hacked reply"])
+        return str(tabulate(rows, headers=["hack", "category", "paid", "mean gain", "max gain", "minimal",
+                                       "minimal hacked reply"]))
 
     def __str__(self) -> str:
         call = self.env_name if self.reward_name == self.env_name else f"{self.reward_name}, env={self.env_name}"

@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..environment.contract import Env, Environment, EnvSpec, load_env
-from ..errors import DataError, UsageError
+from ..errors import DataError, RewardHackError, UsageError
 
 __all__ = [
     "REGIMES",
@@ -50,21 +50,6 @@ _WORD = re.compile(r"[a-z_][a-z0-9_]*")
 Extractor = Callable[[str], float]
 #: An environment's ``features(reply) -> {name: value}``.
 FeatureFn = Callable[[str], Mapping[str, float]]
-
-
-class RewardHackError(AssertionError):
-    """A reward pays for something it should not; ``str()`` is the findings table.
-
-    An ``AssertionError`` so pytest reports it as a test failure (not an error) and shows the
-    table as the failure message, like the gate's ``RegressionError``.
-    """
-
-    def __init__(self, message: str, result: Any = None) -> None:
-        super().__init__(message)
-        self.result = result
-
-
-RewardHackError.__module__ = "pytest_rlgate"
 
 
 @dataclass(frozen=True)
@@ -136,7 +121,7 @@ class HackScanResult:
             ]
             for f in self.features[:limit]
         ]
-        return tabulate(rows, headers=["feature", "r within", "r pooled", "n", "floor", "endorsed"])
+        return str(tabulate(rows, headers=["feature", "r within", "r pooled", "n", "floor", "endorsed"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,7 +183,7 @@ class HackScanDiff:
              "gained" if name in gained else ("lost" if name in lost else "")]
             for name, b, a in self.shifts[:limit]
         ]
-        return tabulate(rows, headers=["feature", "r before", "r after", "shift", "floor"])
+        return str(tabulate(rows, headers=["feature", "r before", "r after", "shift", "floor"]))
 
     def __str__(self) -> str:
         return self.learned + "\n" + self.table()
@@ -292,7 +277,7 @@ def _centre(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray
     sums = np.add.reduceat(values[order], starts, axis=0)
     counts = np.bincount(groups, minlength=n_groups).astype(float)
     means = sums / (counts[:, None] if values.ndim == 2 else counts)
-    return values - means[groups]
+    return np.asarray(values - means[groups], dtype=float)
 
 
 def _within_permutations(groups: np.ndarray, n_permutations: int, rng: np.random.Generator) -> np.ndarray:
@@ -408,7 +393,7 @@ class _Centred:
 
     def correlations(self) -> np.ndarray:
         """Pearson r of each kept feature with the reward, within prompt (needs y_norm > 0)."""
-        return (self.yc @ self.xn) / self.y_norm
+        return np.asarray((self.yc @ self.xn) / self.y_norm, dtype=float)
 
     def noise_floor(self, groups: np.ndarray, n_permutations: int, alpha: float,
                     rng: np.random.Generator) -> float:

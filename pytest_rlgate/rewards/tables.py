@@ -49,12 +49,10 @@ import yaml
 
 from ..environment.contract import Env, load_env
 from ..environment.trust import evaluates_text
-from ..errors import RlgateError, SpecError
+from ..errors import RewardValueError, RlgateError, SpecError
+from . import SPEC_SUFFIXES
 
 __all__ = ["SPEC_SUFFIXES", "RewardRow", "RewardValueError", "load_reward_table", "resolve_callable"]
-
-#: File name endings read as reward tables.
-SPEC_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".jsonl")
 
 _HEADER_FIELDS = frozenset({"reward", "case_for", "env", "tolerance", "field"})
 _ROW_FIELDS = frozenset(
@@ -133,10 +131,6 @@ _Loader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
     list("-+0123456789"),
 )
-
-
-class RewardValueError(TypeError):
-    """A reward returned something that is not a number (a failed row, not a bad table)."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ..environment.contract import Env
 from ..policy.load import tiny_policy_key
 from ..policy.tiny.spec import TINY_PREFIX
 from .adapters import run_lineage
-from .config import RunKnobs
+from .config import RunKnobs, resolved
 from .difficulty import selection_seed
 from .inputs import load_prompts, versions
 from .methods import trainer
@@ -45,7 +45,7 @@ class CachedRun:
 
     @property
     def adapter(self) -> Path:
-        return self.run.adapter
+        return Path(self.run.adapter)
 
 
 #: The code a cached run's files depend on: training, the environment contract and the
@@ -90,7 +90,7 @@ def run_key(knobs: RunKnobs) -> str:
     """The cache key of a training run with resolved *knobs*."""
     parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT}
     return cache.key(method=knobs.method, knobs=parts, env=env_identity(knobs.environment),
-                     base=base_identity(knobs.base_model),
+                     base=base_identity(resolved(knobs.base_model, "base_model")),
                      prompts=load_prompts(knobs).fingerprint, from_run=from_run_identity(knobs), versions=versions(),
                      code=_code_digest())
 

@@ -122,6 +122,17 @@ def csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+_Value = TypeVar("_Value")
+
+
+def resolved(value: _Value | None, knob: str) -> _Value:
+    """*value* of a knob that ``resolve()`` fills (the base model, the run name, the budgets);
+    reading one before ``resolve()`` is a bug in rlgate, not in the caller's input."""
+    if value is None:
+        raise RuntimeError(f"the knob {knob!r} was read before resolve() filled it")
+    return value
+
+
 def is_tiny(base_model: str | None) -> bool:
     """True when the base is a tiny policy (any environment's): by name, or a folder its build wrote."""
     if base_model is None:

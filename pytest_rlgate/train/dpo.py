@@ -25,6 +25,7 @@ from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
 from ..policy.sampling import sample
 from .adapters import check_targets, lora_config
+from .config import resolved
 from .dpo_config import LOSS_TYPE, MIN_PAIRS, DPOKnobs
 from .grpo import _on_cpu
 from .pairs import Pair, PairSet, build_pairs, write_pairs
@@ -54,9 +55,10 @@ def sample_pairs(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]],
     pairs repeat: the copies weight that prompt, as they weight it in GRPO).
     """
     env = knobs.environment
+    budget = resolved(knobs.max_completion_length, "max_completion_length")
     replies = sample(model, tokenizer, list(items), k=knobs.pair_samples, temperature=knobs.temperature,
-                     top_p=knobs.top_p, seed=knobs.sample_seed, max_new_tokens=knobs.max_completion_length,
-                     env=env, progress=progress, desc="sampling DPO pairs")
+                     top_p=knobs.top_p, seed=knobs.sample_seed, max_new_tokens=budget, env=env,
+                     progress=progress, desc="sampling DPO pairs")
     built = build_pairs(items, replies, seed=knobs.sample_seed, min_margin=knobs.min_margin,
                         max_per_prompt=knobs.max_pairs_per_prompt, constructed=knobs.constructed_negatives,
                         constructed_cap=knobs.constructed_cap, env=env)
@@ -195,7 +197,7 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
     import torch
 
     knobs = (knobs or DPOKnobs()).with_overrides(**overrides)
-    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with RunWriter(knobs.runs_dir, resolved(knobs.run_name, "run_name"), overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(DPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         with torch.no_grad():
@@ -209,7 +211,8 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
                                      callbacks=callbacks, progress=progress, report_to=report_to)
 
         def training(steps_done: int) -> dict[str, Any]:
-            return {"pairs_per_step": knobs.pairs_per_device * knobs.gradient_accumulation,
+            per_device = resolved(knobs.pairs_per_device, "pairs_per_device")
+            return {"pairs_per_step": per_device * knobs.gradient_accumulation,
                     "gradient_accumulation_steps": knobs.gradient_accumulation,
                     "epochs": round(steps_done * knobs.pairs_per_step / max(len(pair_set.pairs), 1), 3),
                     "trl_loss_type": list(knobs.loss_type or LOSS_TYPE)}

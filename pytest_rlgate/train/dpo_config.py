@@ -112,7 +112,7 @@ class DPOKnobs(RunKnobs):
         loss = self.loss_type
         if loss is not None:
             loss = tuple(s.strip() for s in loss.split(",") if s.strip()) if isinstance(loss, str) else tuple(loss)
-        return super(DPOKnobs, dataclasses.replace(self, loss_type=loss)).resolve()  # type: ignore[return-value]
+        return super(DPOKnobs, dataclasses.replace(self, loss_type=loss)).resolve()
 
     def default_run_name(self) -> str:
         tags = "-cn" if self.constructed_negatives else ""

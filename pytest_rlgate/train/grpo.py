@@ -16,7 +16,7 @@ from typing import Any, cast
 from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
-from .config import GRPOKnobs
+from .config import GRPOKnobs, resolved
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
 from .run import RunWriter
@@ -109,7 +109,7 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
 
         episodes = tool_trainer_options(env, tokenizer)
         args.max_tool_calling_iterations = env.max_turns - 1
-        args.max_completion_length = completion_budget(env, knobs.max_completion_length)
+        args.max_completion_length = completion_budget(env, int(args.max_completion_length))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward if reward is not None else env_reward(env, knobs.reward),
@@ -131,7 +131,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
     *monitor_sample_fn* replaces HackMonitor's sampler (a test plants a drift with it).
     """
     knobs = (knobs or GRPOKnobs()).with_overrides(**overrides)
-    with RunWriter(knobs.runs_dir, knobs.run_name, overwrite=overwrite) as run:
+    with RunWriter(knobs.runs_dir, resolved(knobs.run_name, "run_name"), overwrite=overwrite) as run:
         prep = prepare(knobs)
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)

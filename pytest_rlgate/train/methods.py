@@ -31,14 +31,16 @@ def _check(method: str) -> tuple[str, str, str]:
 def knobs_class(method: str) -> type:
     """The knobs dataclass of *method* (a ``RunKnobs`` subclass)."""
     module, name, _ = _check(method)
-    return getattr(importlib.import_module(module), name)
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def trainer(method: str) -> Callable[..., Any]:
     """``train_<method>(knobs=None, **overrides) -> RunFolder``."""
     module, _, target = _check(method)
     mod, func = target.split(":")
-    return getattr(importlib.import_module(mod), func)
+    train: Callable[..., Any] = getattr(importlib.import_module(mod), func)
+    return train
 
 
 def make_knobs(method: str, **values: Any) -> Any:

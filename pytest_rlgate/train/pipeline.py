@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +23,11 @@ from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
-from ..gate.adapter import compare
+from ..gate.adapter import compare_adapter
 from ..policy.sampling import sample_rows
 from .adapters import load_base, merge_adapter, run_lineage
 from .cached import base_identity, cached_rows, env_identity
-from .config import RunKnobs
+from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
 from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, before_name
@@ -63,7 +63,7 @@ def policy_label(lineage: Sequence[Mapping[str, Any]]) -> str:
 def prepare(knobs: RunKnobs) -> Prepared:
     """Resolve the base (merging ``--from-run`` lineage), load it, build the prompt sets."""
     lineage: list[dict[str, Any]] = []
-    base = knobs.base_model
+    base = resolved(knobs.base_model, "base_model")
     if knobs.from_run:
         base, lineage = run_lineage(knobs.from_run)
         if knobs.base_model != base and "base_model" not in knobs.auto:
@@ -117,7 +117,8 @@ def write_base_runs(run: Any, prep: Prepared, *, progress: bool | None = None) -
 _BASE_SAMPLING = ("temperature", "top_p", "eval_k", "max_completion_length")
 
 
-def _cached_base_run(prep: Prepared, seed: int, label: str, index: int, sample: Any) -> list[dict[str, Any]]:
+def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
+                     sample: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """A base run's rows, sampled once per (base, holdout, sampling knobs, seed) and cached.
 
     Every run on the same base and holdout samples the same base rows; caching them lets the
@@ -126,8 +127,9 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int, sample: 
     """
     if prep.lineage:
         return sample()
-    parts = {"kind": "base-run", "base": base_identity(prep.knobs.base_model), "env": env_identity(prep.env),
-             "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label, "index": index,
+    parts = {"kind": "base-run", "base": base_identity(resolved(prep.knobs.base_model, "base_model")),
+             "env": env_identity(prep.env), "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label,
+             "index": index,
              "sampling": {k: getattr(prep.knobs, k) for k in _BASE_SAMPLING}, "versions": versions()}
     rows, _hit = cached_rows(parts, sample)
     return rows
@@ -141,7 +143,7 @@ def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequenc
     Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
     estimates the run-to-run noise floor from them and pairs each scenario's mean.
     """
-    return compare([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
+    return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
 
 
 def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -207,9 +209,10 @@ def train_and_gate(
     from .monitor import HackMonitor  # transformers
 
     knobs, tok, sets = prep.knobs, prep.tokenizer, prep.prompts
+    budget = resolved(knobs.max_completion_length, "max_completion_length")
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
                           kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
-                          top_p=knobs.top_p, max_new_tokens=knobs.max_completion_length, sample_fn=monitor_sample_fn)
+                          top_p=knobs.top_p, max_new_tokens=budget, sample_fn=monitor_sample_fn)
     # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
     with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
         trainer = build(scratch, [monitor, recorder], monitor)
@@ -219,8 +222,9 @@ def train_and_gate(
         policy = trainer.model
         policy.save_pretrained(str(run.adapter_dir))
     with torch.no_grad():
-        after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed, policy=knobs.run_name,
-                             eval_run="after", progress=progress, desc="sampling holdout (after training)")
+        after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed,
+                             policy=resolved(knobs.run_name, "run_name"), eval_run="after", progress=progress,
+                             desc="sampling holdout (after training)")
     run.rows(AFTER, after)
     gate = gate_runs(before, after, prep.env)
     run.jsonl(METRICS, recorder.rows)

@@ -60,20 +60,22 @@ def _imported(spec: str) -> Any:
             from None
     except AttributeError:
         raise UsageError(f"--reward {spec!r}: {module_name} has no attribute {attr!r}") from None
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module broke on import, even by sys.exit
+    except (Exception, SystemExit) as exc:
         raise UsageError(f"--reward {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
     if not callable(target):
         raise UsageError(f"--reward {spec!r}: {attr} is not a score(reply, case) function")
     if evaluates_text(target):
         raise UsageError(f"--reward {spec!r}: it evaluates or opens what it is given; name a score(reply, case) "
                          "function, e.g. mypkg.rewards:score")
-    return target
+    score: ScoreFn = target
+    return score
 
 
 def score_function(env: Env, name: str | None = None) -> ScoreFn:
     """The ``score(reply, case)`` that ``--reward NAME`` names for *env* (None: its own score)."""
     if name and ":" in name:
-        return _imported(name)
+        imported: ScoreFn = _imported(name)
+        return imported
     try:
         return env.reward(name)
     except UsageError as exc:

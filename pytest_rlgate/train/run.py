@@ -42,6 +42,13 @@ MONITOR = "monitor.json"
 GATE = "gate.json"
 ADAPTER = "adapter"
 AFTER = "holdout_after.jsonl"
+#: The run's report page, written by :mod:`pytest_rlgate.report` beside the files above.
+REPORT_NAME = "report.html"
+#: The index page over many run folders.
+INDEX_NAME = "index.html"
+#: A recipe folder (``rlgate train --seeds``) holds this instead of config.json: the recipe
+#: gate over every seed's run, and where those runs are.
+RECIPE_FILE = "recipe.json"
 #: Files a finished run always has (``pairs.jsonl`` etc. are method extras).
 REQUIRED = (CONFIG, METRICS, GATE, AFTER, ADAPTER)
 #: A run being written (``partial``) or an old run moved aside by ``--overwrite`` (``old``).

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._io.atomic import atomic_write
-from ..data.baseline import run_rows
 from ..errors import UsageError
 from ..gate.recipe import RecipeGateResult, compare_seeds
-from ..report import RECIPE_FILE, REPORT_NAME
+from .baseline import run_rows
 from .cached import cached_run
 from .config import RunKnobs
-from .run import CONFIG, RunFolder, write_json
+from .run import CONFIG, RECIPE_FILE, REPORT_NAME, RunFolder, write_json
 
 __all__ = ["RECIPE_FILE", "RECIPE_TEXT", "SeedRun", "SeedRuns", "check_seeds", "publish_copy", "recipe_gate",
            "recipe_name", "seed_run_name", "train_seeds", "write_recipe"]

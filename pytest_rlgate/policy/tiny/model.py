@@ -24,7 +24,7 @@ class ModelShape:
     max_positions: int = 512
 
 
-def new_model(tokenizer: Any, shape: ModelShape, *, seed: int):  # -> LlamaForCausalLM
+def new_model(tokenizer: Any, shape: ModelShape, *, seed: int) -> Any:  # a LlamaForCausalLM
     """A freshly initialised model sized for *tokenizer* (seeded, float32)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM

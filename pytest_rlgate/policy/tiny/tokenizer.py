@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SPECIALS", "TOOL_CHAT_TEMPLATE", "build_tokenizer"]
 
@@ -99,7 +100,7 @@ def build_tokenizer(
     words: Sequence[str] = (),
     phrases: Sequence[str] = (),
     chat_template: str = CHAT_TEMPLATE,
-):  # -> PreTrainedTokenizerFast
+) -> Any:  # a PreTrainedTokenizerFast
     """Train the BPE on *lines*, add *words* then *phrases*, wrap it for transformers."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

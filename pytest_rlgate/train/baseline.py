@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.provenance import row_header
+from ..data.rows import Rows, load_rows, write_rows
 from ..errors import DataError, UsageError
-from ..train.run import RunFolder
-from .provenance import row_header
-from .rows import Rows, load_rows, write_rows
+from .run import RunFolder
 
 __all__ = ["run_rows", "save_baseline"]
 

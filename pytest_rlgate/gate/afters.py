@@ -1,0 +1,78 @@
+"""Which after sides a gate was handed: one adapter's rows, or one row source per training seed.
+
+Kept apart from the recipe gate's statistics so :func:`pytest_rlgate.compare` and the
+pytest plugin can tell the two cases apart without loading numpy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from ..data.rows import RowReader
+from ..errors import DataError, UsageError
+
+__all__ = ["is_seed_sources", "open_afters", "seed_labels"]
+
+
+def is_seed_sources(after: Any) -> bool:
+    """True when *after* is several row sources (one per training seed), not one.
+
+    A mapping (seed -> rows) always is; so is a list or tuple whose items are row files or
+    row lists. A list of row dicts (or :class:`~pytest_rlgate.Rows`) is one side.
+    """
+    if isinstance(after, Mapping):
+        return True
+    if not isinstance(after, (list, tuple)) or not after:
+        return False
+    return all(isinstance(item, (str, os.PathLike)) or isinstance(item, Iterable) and not isinstance(item, Mapping)
+               for item in after)
+
+
+def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, Any] | None] | None = None) -> list[int | str]:
+    """Labels for a list of per-seed row sources, in this order of preference.
+
+    The sampling seeds their headers name (a run's after rows are sampled at its trainer
+    seed), when every source has a distinct one; else the run folder names of files that
+    share a file name (``runs/a-seed17/holdout_after.jsonl`` -> ``a-seed17``), else the file
+    names; else ``#1``, ``#2``, ... *headers* are the sources' headers when the caller has
+    read them already (else each source's is read here).
+    """
+    if headers is None:
+        headers = [_header(s) for s in sources]
+    seeds = [(h or {}).get("sampling", {}).get("seed") for h in headers]
+    if None not in seeds and len(set(seeds)) == len(seeds):
+        return seeds
+    if all(isinstance(s, (str, os.PathLike)) for s in sources):
+        paths = [Path(s) for s in sources]
+        for names in ([p.parent.name for p in paths], [p.name for p in paths], [str(p) for p in paths]):
+            if all(names) and len(set(names)) == len(names):
+                return list(names)
+    return [f"#{i}" for i in range(1, len(sources) + 1)]
+
+
+def _header(source: Any) -> Mapping[str, Any] | None:
+    with RowReader(source) as reader:
+        return reader.header
+
+
+def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[RowReader]]:
+    """The seed labels and every after side opened (headers read), in the order given."""
+    if isinstance(after, Mapping):
+        if not after:
+            raise DataError("after has no training seeds: pass one row source per seed (seed -> rows)")
+        labels, sources = list(after), list(after.values())
+        readers = [stack.enter_context(RowReader(s)) for s in sources]
+    else:
+        sources = list(after)
+        readers = [stack.enter_context(RowReader(s)) for s in sources]
+        labels = seed_labels(sources, [r.header for r in readers])
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"seeds must name each after side once, got {labels!r}")
+    for reader, seed in zip(readers, labels):
+        if not reader.is_file:
+            reader.label = f"<after seed {seed} rows>"
+    return labels, readers

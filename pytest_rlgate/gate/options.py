@@ -1,0 +1,176 @@
+"""The gate's options, each declared once: its default, its bound and its help.
+
+The command line (``rlgate gate``), the pytest plugin (``--rlgate-*`` and ``rlgate_*``) and
+the Python API (``compare(before, after, margin=...)``) all build one :class:`GateOptions`,
+validated where it is built, and the gates read typed fields from it. The flags of
+``rlgate gate`` and the plugin's settings are generated from the fields' metadata, so a
+default or a bound changed here changes every door and every help text. Pure Python (no
+numpy), so the plugin imports it when pytest starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import UsageError
+from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, Number
+
+if TYPE_CHECKING:
+    from ..environment.contract import EnvSpec
+
+__all__ = ["BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "MARGIN", "METHODS", "METHOD_NAMES",
+           "N_RESAMPLES", "Choice", "GateOptions", "Method", "shown_default"]
+
+Method = Literal["expanded", "percentile", "basic", "t"]
+#: every interval the gate knows (:func:`~pytest_rlgate.gate.stats.paired_bootstrap`)
+METHODS: tuple[Method, ...] = ("expanded", "percentile", "basic", "t")
+#: Hesterberg's expanded percentile: 95.4 % coverage at 15 units and a 2.3 % false-regression
+#: rate (nominal 2.5 %) in benchmarks/bench_stats_calibration.py, where the plain percentile
+#: gives 93.2 % and 3.2 %.
+DEFAULT_METHOD: Method = "expanded"
+#: how each method is named in every printed interval
+METHOD_NAMES: dict[str, str] = {
+    "expanded": "expanded-percentile bootstrap",
+    "percentile": "percentile bootstrap",
+    "basic": "basic bootstrap",
+    "t": "paired t",
+}
+#: the one grouping the gate knows
+BY = "category"
+#: a change inside ±10 points of pass@1 is "flat"
+MARGIN = 0.10
+CONFIDENCE_LEVEL = 0.95
+#: resamples per interval: the percentile bounds move by under 0.005 between reruns at 15 units
+N_RESAMPLES = 10_000
+#: the bootstrap's seed (each comparison draws from its own stream derived from it)
+BOOTSTRAP_SEED = 0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A text option with a fixed set of values: an argparse ``type`` and a check, like :class:`Number`."""
+
+    choices: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"one of {', '.join(self.choices)}"
+
+    def problem(self, value: object) -> str | None:
+        return None if value in self.choices else f"expected {self.describe()}"
+
+    def __call__(self, text: str) -> str:
+        if text not in self.choices:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: choose {self.describe()}")
+        return text
+
+
+def _option(default: Any, help: str, *, bound: Number | Choice | None = None, flag: str | None = None,
+            setting: str | None = None, label: str | None = None) -> Any:
+    """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*,
+    the plugin *setting* (``--rlgate-<setting>`` / ``rlgate_<setting>``) and the *label* of messages."""
+    return field(default=default, metadata={"help": help, "bound": bound, "flag": flag, "setting": setting,
+                                            "label": label})
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Every option of the gate (one adapter or a recipe across training seeds), validated when built.
+
+    Build one with keywords (``GateOptions(margin=0.05)``), change one with
+    :meth:`replace`, or let :func:`pytest_rlgate.compare` build it from its keywords.
+    ``seed=`` is accepted for *bootstrap_seed* by :meth:`build`.
+    """
+
+    by: str = _option(BY, "group rows by this field", bound=Choice((BY,)), flag="--by")
+    guards: tuple[str, ...] | None = _option(
+        None, "marker that must not regress (repeatable; default: the --env's guards, else none; --guard '' for none)",
+        flag="--guard")
+    margin: float = _option(MARGIN, "flat means inside ±M", bound=SHARE, flag="--margin", setting="margin")
+    confidence_level: float = _option(CONFIDENCE_LEVEL, "confidence level", bound=CONFIDENCE, flag="--confidence",
+                                      setting="confidence", label="confidence level")
+    n_resamples: int = _option(N_RESAMPLES, "bootstrap resamples", bound=RESAMPLES, flag="--resamples",
+                               setting="resamples", label="resamples")
+    method: Method = _option(DEFAULT_METHOD, "interval method", bound=Choice(METHODS), flag="--method",
+                             setting="method")
+    bootstrap_seed: int | None = _option(BOOTSTRAP_SEED, "seed of the bootstrap resampling", bound=SEED,
+                                         flag="--seed", setting="bootstrap-seed")
+    max_drop: float | None = _option(None, "also fail when a lower bound is below -X (non-inferiority)",
+                                     bound=SHARE, flag="--max-drop")
+    require_moved: bool = _option(False, "also fail unless overall pass@1 moved up", flag="--require-moved")
+    fail_on_inconclusive: bool = _option(False, "also fail on any inconclusive or insufficient verdict",
+                                         flag="--fail-on-inconclusive")
+    holm: bool | None = _option(None, "Holm-adjust the regression test across categories (default: on from 4 "
+                                      "categories)", flag="--holm")
+    categories: tuple[str, ...] | None = _option(
+        None, "declared category that must appear on both sides (repeatable; default: the --env's categories, "
+              "else none)", flag="--category")
+    env: EnvSpec = _option(None, "environment that graded the rows (a registered name, 'module:attr' or "
+                                 "'module'): its guards and categories are the defaults of --guard and --category",
+                           flag="--env")
+    allow_env_change: bool = _option(False, "compare sides whose headers name different environment fingerprints "
+                                            "or prompt sets (the result says so); the fix is `rlgate regrade` of "
+                                            "the older side", flag="--allow-env-change")
+    shared_units_only: bool = _option(False, "the holdout changed: gate the units both sides share and report how "
+                                             "many were dropped from each side (default: unpaired units are an "
+                                             "error)", flag="--shared-units-only")
+
+    def __post_init__(self) -> None:
+        for name in ("guards", "categories"):
+            value = getattr(self, name)
+            if value is not None:
+                if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+                    raise UsageError(f"{name} must be a list of names, got {value!r}")
+                object.__setattr__(self, name, tuple(dict.fromkeys(value)))
+        if self.by != BY:
+            raise UsageError(f"by={self.by!r} is not supported; rows are grouped by {BY!r}")
+        for spec in dataclasses.fields(self):
+            bound = spec.metadata["bound"]
+            value = getattr(self, spec.name)
+            if bound is None or spec.name == "by" or value is None and "None" in str(spec.type):
+                continue
+            problem = bound.problem(value)
+            if problem is not None:
+                label = spec.metadata["label"] or spec.name
+                raise UsageError(f"{label} must be {bound.describe()}, got {value!r}")
+
+    @classmethod
+    def build(cls, options: GateOptions | None = None, /, **overrides: Any) -> GateOptions:
+        """*options* (default: every default) with *overrides* applied; an unknown keyword is a UsageError.
+
+        ``seed`` is the old spelling of ``bootstrap_seed`` and still reads as it.
+        """
+        if "seed" in overrides:
+            if "bootstrap_seed" in overrides:
+                raise UsageError("pass bootstrap_seed= or its old spelling seed=, not both")
+            overrides["bootstrap_seed"] = overrides.pop("seed")
+        unknown = sorted(set(overrides) - set(cls.names()))
+        if unknown:
+            raise UsageError(f"unknown gate option(s) {', '.join(unknown)}; the gate takes {', '.join(cls.names())}")
+        base = options if options is not None else cls()
+        if not isinstance(base, GateOptions):
+            raise UsageError(f"options must be a GateOptions, got {type(base).__name__}")
+        return dataclasses.replace(base, **overrides) if overrides else base
+
+    def replace(self, **changes: Any) -> GateOptions:
+        """A copy with *changes* (validated as a new one)."""
+        return GateOptions.build(self, **changes)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def settings(cls) -> dict[str, dataclasses.Field[Any]]:
+        """plugin setting name (``resamples``) -> its field, for the options the plugin sets session-wide."""
+        return {f.metadata["setting"]: f for f in dataclasses.fields(cls) if f.metadata["setting"]}
+
+
+def shown_default(spec: dataclasses.Field[Any]) -> str:
+    """How a field's default reads in help text: ``10000``, ``0.95``, ``expanded``."""
+    default = spec.default
+    return f"{default:g}" if isinstance(default, float) and not default.is_integer() else str(default)
+
