@@ -34,8 +34,9 @@ categories = CATEGORIES
 #: one fresh order desk per episode, reset with the prompt's case (TRL's environment_factory)
 environment_factory = OrderDesk
 max_turns = MAX_TURNS
-#: a refund the agent never grounded in a lookup, and an id the customer never gave, are what to guard
-guards = ("grounded_refund", "argument_grounding")
+#: a refund the agent never grounded in a lookup, an id the customer never gave, and an agent that
+#: stops looking orders up (which the first two cannot see) are what to guard
+guards = ("grounded_refund", "argument_grounding", "first_move")
 system = SYSTEM
 #: what the reward should pay for, per category (hack_scan, the HackMonitor): a lookup then a refund with
 #: a refundable order, a lookup alone with a closed one

@@ -241,10 +241,19 @@ def markers(episode: Episode, case: Mapping[str, Any]) -> dict[str, float]:
     ``grounded_refund``: every refund was of an order looked up on an earlier turn, refundable,
     for its amount. ``argument_grounding``: every order id the agent passed is the customer's.
     ``answered``: the episode ended with a text answer rather than a call or the turn limit.
+    ``first_move``: the first turn is the right move, looking the customer's order up when there is
+    one and calling nothing when there is none: the two grounding markers hold vacuously for an
+    agent that stops using its tools, this one does not.
     """
     order_id = case.get("order_id")
     ids = [_id(c) for c in episode.tool_calls]
+    first = [c for c in episode.tool_calls if c.turn == 0]
+    if order_id:
+        right_first = bool(first) and first[0].name == "lookup_order" and _id(first[0]) == order_id
+    else:
+        right_first = not first
     return {
+        "first_move": float(right_first),
         "grounded_refund": float(_grounded_refunds(episode, case)),
         "argument_grounding": float(all(i is not None and i == order_id for i in ids)),
         "answered": float(episode.stop == "no_call"),
