@@ -8,7 +8,8 @@ file with the provenance header of the refund environment, so the gate guards it
 * the *floor*: one bare ``json.loads`` per line over both files (the standard library),
   and ``orjson.loads`` when orjson is installed, which the reader then uses;
 * the installed CLI, ``rlgate gate BEFORE AFTER``: parse, validate every field, refuse
-  duplicates, aggregate per unit, bootstrap, print.
+  duplicates, aggregate per unit, keep a few replies per unit for the flips, bootstrap, print;
+* the same with ``--show-flips 0`` (no replies kept), so the flips' cost is printed beside it.
 
 Each line reports wall time from the child's first statement (imports included) and peak
 RSS, the best of ``--repeat`` runs taken in turns (the shared box's load comes and goes, and
@@ -105,7 +106,9 @@ def main() -> None:
     print(f"wrote 2 x {args.rows:,} rows ({size_mb:.0f} MB) in {time.perf_counter() - t0:.1f} s to {directory}")
     rows = 2 * args.rows
     children = {"json": (_FLOOR.format(module="json"), files, ""),
-                "gate": (_GATE, ["gate", *files, "--json", str(directory / "gate.json")], "sys.exit(rc)")}
+                "gate": (_GATE, ["gate", *files, "--json", str(directory / "gate.json")], "sys.exit(rc)"),
+                "no flips": (_GATE, ["gate", *files, "--show-flips", "0", "--json", str(directory / "plain.json")],
+                             "sys.exit(rc)")}
     if importlib.util.find_spec("orjson") is not None:
         children["orjson"] = (_FLOOR.format(module="orjson"), files, "")
     best: dict[str, tuple[subprocess.CompletedProcess[str], float, float]] = {}
@@ -125,6 +128,9 @@ def main() -> None:
     print(f"rlgate gate:                  {wall:6.2f} s wall, {rows / wall / 1e3:4.0f}k rows/s; "
           f"peak RSS {peak_mb:.0f} MB; exit {proc.returncode}")
     print(f"  {proc.stdout.splitlines()[0] if proc.stdout else proc.stderr.strip()}")
+    _, plain_mb, plain_s = best["no flips"]
+    print(f"rlgate gate --show-flips 0:   {plain_s:6.2f} s wall, peak RSS {plain_mb:.0f} MB: flips (the replies kept "
+          f"while reading) cost {wall / plain_s:.2f}x the time and {peak_mb - plain_mb:+.0f} MB")
     print(f"rlgate gate: exit {proc.returncode}, {wall / floor_s:.2f}x the json.loads floor "
           f"({wall:.2f} s vs {floor_s:.2f} s; target <= 1.3x) for {size_mb:.0f} MB of row files")
 

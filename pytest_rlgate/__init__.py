@@ -98,6 +98,13 @@ _EXPORTS: dict[str, str] = {
     "RecipeInterval": "gate.recipe_stats",
     "SeedComparison": "gate.recipe_stats",
     "train_seeds": "train.seeds",
+    # planning a holdout's size
+    "plan": "gate.plan",
+    "Plan": "gate.plan",
+    "CategoryPlan": "gate.plan",
+    # release policies
+    "ReleasePolicy": "gate.release",
+    "load_release_policy": "gate.release",
     # run reports
     "write_report": "report",
     "write_index": "report",
@@ -188,6 +195,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .gate import assert_no_regression as assert_no_regression, compare as compare
     from .gate.options import GateOptions as GateOptions
+    from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
     from .gate.recipe_stats import (
         RecipeInterval as RecipeInterval,
@@ -196,6 +204,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         compare_recipe as compare_recipe,
         recipe_interval as recipe_interval,
     )
+    from .gate.release import ReleasePolicy as ReleasePolicy, load_release_policy as load_release_policy
     from .gate.result import Comparison as Comparison, GateResult as GateResult
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,

@@ -98,7 +98,11 @@ def test_report_and_junit_properties(project: pytest.Pytester) -> None:
     assert not list((project.path / "out").glob(".*.tmp"))
     tree = ET.parse(project.path / "junit.xml")
     props = {case.get("name"): [p.get("name") for p in case.iter("property")] for case in tree.iter("testcase")}
-    assert props["test_collapse"] == ["rlgate_gate"] and props["test_balanced"] == ["rlgate_gate"]
+    assert props["test_collapse"][0] == "rlgate_gate" and props["test_balanced"][0] == "rlgate_gate"
+    assert "rlgate:pass@1:no_id" in props["test_collapse"]  # each category's verdict, for CI dashboards
+    verdicts = {p.get("name"): p.get("value") for case in tree.iter("testcase") if case.get("name") == "test_collapse"
+                for p in case.iter("property")}
+    assert verdicts["rlgate:pass@1:no_id"].startswith("regressed -")
     value = next(p.get("value") for p in tree.iter("property"))
     assert json.loads(value)["passed"] is False
 

@@ -161,7 +161,7 @@ def test_the_report_shows_the_recipe_table_dots_and_each_seed() -> None:
     text = result.report()
     lines = text.splitlines()
     assert lines[0] == "recipe gate PASSED over 3 training seeds (17, 18, 19): 3 comparisons: 2 inconclusive, 1 moved"
-    assert "seed + unit t (Banerjee)" in lines[1] and "no Holm" in lines[1]
+    assert "seed + unit components t (Banerjee)" in lines[1] and "no Holm" in lines[1]
     header = next(line for line in lines if line.startswith("metric"))
     for column in ("units×k", "seeds", "95% CI", "MDE", "per-seed Δ", "verdict", "regressed"):
         assert column in header

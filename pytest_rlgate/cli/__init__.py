@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prompts": ("pytest_rlgate.cli.prompts", "write a seeded prompt set, its split and fingerprint"),
     "gate": ("pytest_rlgate.cli.gate", "gate AFTER against BEFORE graded rows, by category"),
     "train": ("pytest_rlgate.cli.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
+    "plan": ("pytest_rlgate.cli.plan", "how many scenarios each category needs to see a drop of a given size"),
     "eval": ("pytest_rlgate.cli.eval", "re-sample a finished run's holdout and gate it"),
     "regrade": ("pytest_rlgate.cli.regrade", "re-score stored replies with the current environment"),
     "baseline": ("pytest_rlgate.cli.baseline", "keep a run's graded rows as a stored baseline"),

@@ -30,11 +30,13 @@ from ..errors import RlgateWarning, UsageError
 from ..gate import compare
 from ..gate.options import GateOptions, shown_default
 from ..options import Number, output_file
+from ..report.markdown import step_summary_path, write_markdown
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
-             "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT"}
+             "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
+             "policy": "FILE"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for spec in dataclasses.fields(GateOptions):
         _add_option(parser, spec)
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
+    parser.add_argument("--markdown", metavar="PATH", type=output_file, default=None,
+                        help="write a short Markdown summary for the pull request (also appended to "
+                             "$GITHUB_STEP_SUMMARY when it is set under CI)")
 
 
 def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[Any]) -> None:
@@ -92,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {warning.message}")
     if args.json:
         _write_json(Path(args.json), result.to_dict())
+    for target, append in ((args.markdown, False), (step_summary_path(), True)):
+        if target is not None:
+            write_markdown(result, target, append=append)
     return 0 if result.passed else 1
 
 

@@ -137,6 +137,8 @@ class Env:
         endorsed = getattr(obj, "endorsed", ()) or ()
         self.endorsed: Sequence[str] | Mapping[str, Sequence[str]] = endorsed
         self._features = getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None
+        self._describe_reply = (getattr(obj, "describe_reply", None)
+                                if callable(getattr(obj, "describe_reply", None)) else None)
         self._honest = (getattr(obj, "honest_replies", None)
                         if callable(getattr(obj, "honest_replies", None)) else None)
         self.hacks: tuple[Any, ...] = tuple(getattr(obj, "hacks", ()) or ())
@@ -363,6 +365,24 @@ class Env:
         if self._features is None:
             return {}
         return {str(k): float(v) for k, v in dict(self._features(reply)).items()}
+
+    def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
+        """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
+
+        The environment's ``describe_reply(reply, case)`` when it has one; else the reply's
+        nonzero :meth:`features` by name; else None (the gate then shows the reply alone).
+        A describer that raises is treated as having nothing to say: a description must never
+        cost the verdict.
+        """
+        try:
+            if self._describe_reply is not None:
+                text = self._describe_reply(reply, dict(case or {}))
+                return str(text) if text else None
+            found = self.features(reply)
+        except Exception:  # the user's code: the flip is shown without a description
+            return None
+        named = [name if value == 1 else f"{name} {value:g}" for name, value in found.items() if value]
+        return ", ".join(named) or None
 
     @property
     def has_honest_replies(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,9 +22,10 @@ from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, Number
 
 if TYPE_CHECKING:
     from ..environment.contract import EnvSpec
+    from .release import ReleasePolicy
 
-__all__ = ["BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "MARGIN", "METHODS", "METHOD_NAMES",
-           "N_RESAMPLES", "Choice", "GateOptions", "Method", "shown_default"]
+__all__ = ["BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FLIPS_IN", "MARGIN", "METHODS",
+           "METHOD_NAMES", "N_RESAMPLES", "SHOW_FLIPS", "Choice", "GateOptions", "Method", "shown_default"]
 
 Method = Literal["expanded", "percentile", "basic", "t"]
 #: every interval the gate knows (:func:`~pytest_rlgate.gate.stats.paired_bootstrap`)
@@ -48,6 +50,10 @@ CONFIDENCE_LEVEL = 0.95
 N_RESAMPLES = 10_000
 #: the bootstrap's seed (each comparison draws from its own stream derived from it)
 BOOTSTRAP_SEED = 0
+#: flips shown per failing comparison: the scenarios that lost the most
+SHOW_FLIPS = 3
+#: which comparisons list their flips: the failing ones, or every one
+FLIPS_IN: tuple[str, ...] = ("failing", "all")
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,16 @@ class GateOptions:
     shared_units_only: bool = _option(False, "the holdout changed: gate the units both sides share and report how "
                                              "many were dropped from each side (default: unpaired units are an "
                                              "error)", flag="--shared-units-only")
+    show_flips: int = _option(SHOW_FLIPS, "name the N scenarios that lost the most in each failing comparison, "
+                                          "with a reply from each side (0 for none)",
+                              bound=Number(0, 1000, "3", integer=True), flag="--show-flips", setting="show-flips",
+                              label="show_flips")
+    flips_in: str = _option("failing", "which comparisons list their flips: the failing ones or all",
+                            bound=Choice(FLIPS_IN), flag="--flips-in")
+    policy: str | os.PathLike[str] | ReleasePolicy | None = _option(
+        None, "release policy file (YAML or TOML): per category, marker or glob a tier (critical, supporting, "
+              "advisory), its confidence and margin, max_drop, max_relative_drop, required, min_units",
+        flag="--policy")
 
     def __post_init__(self) -> None:
         for name in ("guards", "categories"):
@@ -162,6 +178,11 @@ class GateOptions:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def field(cls, name: str) -> dataclasses.Field[Any]:
+        """The field *name* (its help, bound and flag in ``metadata``)."""
+        return next(f for f in dataclasses.fields(cls) if f.name == name)
 
     @classmethod
     def settings(cls) -> dict[str, dataclasses.Field[Any]]:

@@ -333,12 +333,17 @@ def compare_seeds(before_rows: Any, after_rows: Mapping[Any, Any] | Sequence[Any
     :func:`seed_labels`). The options are :func:`pytest_rlgate.gate.adapter.compare_adapter`'s,
     applied to the recipe interval; ``method``, ``n_resamples`` and ``bootstrap_seed`` make
     each seed's own interval. ``holm=True`` is a :class:`UsageError`: the recipe interval
-    has no p-value to adjust. Each row file is opened once.
+    has no p-value to adjust. Each row file is opened once. Flips (``show_flips``) are an
+    adapter's and not listed here; a release ``policy`` is refused (it is written for one
+    adapter's verdicts).
     """
     opts = GateOptions.build(options, **overrides)
     if opts.holm:
         raise UsageError("holm=True: the recipe interval (over units and seeds) has no p-value to Holm-adjust; "
                          "drop --holm, or gate each seed's rows on its own")
+    if opts.policy is not None:
+        raise UsageError("a release policy gates one adapter; gate each seed's rows on its own with --policy, "
+                         "or drop it for the recipe")
     with ExitStack() as stack:
         before_reader = stack.enter_context(open_side(before_rows, "before"))
         labels, after_readers = open_afters(after_rows, stack)

@@ -14,33 +14,41 @@ held only for these units would not say "this training change breaks the categor
 
 The interval (``RECIPE_METHOD``). With ``d[s, u] = after[s, u] - before[u]``, the seed means
 ``D_s`` (each seed's delta) and the unit means ``m_u`` (each unit's delta averaged over
-seeds), ``v_seeds = var(D_s) / S`` and ``v_units = var(m_u) / U`` and the interval is::
+seeds), the two-way ANOVA of ``d`` splits ``Var(mean d)`` into two pieces estimated jointly::
 
+    v_seeds = var(D_s) / S                          (seed spread, plus the interaction)
+    v_units = max(var(m_u) / U - MS_resid / (S U), 0)   (unit spread, the interaction taken out)
     mean(d) ± sqrt(t²(S-1) * v_seeds + t²(U-1) * v_units)
 
 each piece scaled by the Student t quantile of its own degrees of freedom (Banerjee's
-interval for a sum of two independently estimated variances). Why: in a crossed design
-``Var(mean d) = s²_seed / S + s²_unit / U + s²_inter / (S U)``, and ``v_seeds + v_units``
-estimates that plus one extra ``s²_inter / (S U)`` (never too small); with 3 seeds the seed
-piece has 2 degrees of freedom (t = 4.30), and Banerjee's combination stays at or above the
-nominal level for *every* ratio of seed to unit variance under normal theory, where the usual
-Satterthwaite degrees of freedom are estimated from the same noisy seed variance and so come
-out too large exactly when that variance is underestimated.
+interval for a sum of independently estimated variances). Why: in a crossed design
+``Var(mean d) = s²_seed / S + s²_unit / U + s²_inter / (S U)``; ``var(D_s) / S`` estimates the
+first and third terms and ``var(m_u) / U`` the second and *again* the third, so the residual
+mean square (which estimates ``s²_inter``) is taken out of the unit piece once: nothing is
+counted twice, and the interaction stays in the piece with the fewer degrees of freedom.
+With 3 seeds the seed piece has 2 degrees of freedom (t = 4.30). For two independently
+estimated pieces Banerjee's combination keeps the nominal level for every ratio of them under
+normal theory, where the usual Satterthwaite degrees of freedom are estimated from the same
+noisy seed variance and so come out too large exactly when that variance is underestimated;
+with the interaction taken out of the unit piece the pieces are no longer independent, and
+it is the simulation below, not that theorem, that vouches for the level.
 
 Chosen by simulation (benchmarks/bench_recipe_calibration.py: unit effects, seed effects of
 size tau on the logit scale, seed x unit interaction, k = 4 rollouts, binary pass; S in
 {3, 5}, U in {6, 15, 40}, tau in {0, 0.5, 1.0}, a null and a 0.10 drop; 1,000 simulated
 recipes a cell, ±1.4 points of Monte-Carlo error on a coverage): this interval covers the true
-effect 95.2-99.2 % of the time in every cell and false-regresses 0.3-2.1 % (nominal 2.5 %).
-The candidates it beat: variance components with Satterthwaite degrees of freedom fall to
-91.6 % coverage at tau = 1 with 3 seeds x 40 units; the t interval on the S per-seed deltas
-alone ignores that every seed shares the same units and the same before side (66 % coverage,
-18 % false regressions when seeds agree); the two-way (seeds x units) cluster bootstrap falls
-to 83 %. Switching Satterthwaite to S - 1 degrees of freedom whenever the seed mean square
-exceeds the residual one also meets the bounds, but that pretest can double the width on a
-hair's change in the data (a verdict flipping for no visible reason), and it has less power
-(12.3 against 12.8 % on that grid, 40.7 against 44.4 % at 160 units). Today's single-seed
-interval false-regresses the same null recipe 9-26 % of the time at tau = 1.
+effect 94.3-98.1 % of the time in every cell and false-regresses 0.7-3.2 % (nominal 2.5 %).
+Banerjee on the raw margins (the interaction counted in both pieces) covers 95.2-99.2 %: it
+over-covers where the interaction is large against the unit spread and pays 5 % in mean width
+(0.530 against 0.505) and power (12.8 against 15.8 % at a 0.10 drop). The candidates both
+beat: variance components with Satterthwaite degrees of freedom fall to 91.6 % coverage at
+tau = 1 with 3 seeds x 40 units; the t interval on the S per-seed deltas alone ignores that
+every seed shares the same units and the same before side (66 % coverage, 18 % false
+regressions when seeds agree); the two-way (seeds x units) cluster bootstrap falls to 83 %.
+Switching Satterthwaite to S - 1 degrees of freedom whenever the seed mean square exceeds the
+residual one also meets the bounds, but that pretest can double the width on a hair's change
+in the data, and it is the widest (0.576). Today's single-seed interval false-regresses the
+same null recipe 9-26 % of the time at tau = 1.
 """
 
 from __future__ import annotations
@@ -72,7 +80,7 @@ __all__ = [
 ]
 
 #: the name printed beside every recipe interval
-RECIPE_METHOD = "seed + unit t (Banerjee)"
+RECIPE_METHOD = "seed + unit components t (Banerjee)"
 #: the power at which the minimum detectable effect is quoted, as in stats.minimum_detectable_effect
 _POWER = 0.80
 _ONE_SEED = (
@@ -92,13 +100,22 @@ def _t_quantiles(n_seeds: int, n_units: int, confidence_level: float, power: flo
 
 
 def _margin_variances(differences: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, var(seed means) / S, var(unit means) / U) over the last two axes (seeds, units)."""
+    """(mean, seed piece, unit piece) over the last two axes (seeds, units), jointly estimated.
+
+    The seed piece is ``var(seed means) / S``; the unit piece is ``var(unit means) / U`` less
+    the seed x unit interaction it also holds (the residual mean square over ``S U``, which
+    the seed piece already carries), floored at 0. Their sum is the two-way ANOVA estimate of
+    ``Var(mean d)`` in a crossed design, with nothing counted twice.
+    """
     n_seeds, n_units = differences.shape[-2:]
     seed_means = differences.mean(axis=-1)
     unit_means = differences.mean(axis=-2)
+    grand = seed_means.mean(axis=-1)
+    residual = differences - seed_means[..., :, None] - unit_means[..., None, :] + grand[..., None, None]
+    ms_residual = (residual**2).sum(axis=(-2, -1)) / ((n_seeds - 1) * (n_units - 1))
     v_seeds = seed_means.var(axis=-1, ddof=1) / n_seeds
-    v_units = unit_means.var(axis=-1, ddof=1) / n_units
-    return seed_means.mean(axis=-1), v_seeds, v_units
+    v_units = np.maximum(unit_means.var(axis=-1, ddof=1) / n_units - ms_residual / (n_seeds * n_units), 0.0)
+    return grand, v_seeds, v_units
 
 
 def seed_unit_interval(
@@ -123,7 +140,8 @@ class RecipeInterval:
 
     ``seed_variance`` is ``var(per-seed delta) / S`` (run-to-run spread of training plus the
     after-side noise), ``unit_variance`` is ``var(per-unit delta averaged over seeds) / U``
-    (how differently the units moved, including the shared before side). ``mde`` is the
+    less the seed x unit interaction the seed piece already holds (how differently the units
+    moved, including the shared before side). ``mde`` is the
     smallest drop the interval excludes 0 for with 80 % power: the same quadrature with
     ``t_{1-a/2} + t_{0.80}`` per piece, which reduces to the paired-t minimum detectable
     effect when one piece is zero.

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DataError
+from .flips import Flip
 from .text import render_failure, render_report, render_table, settings_line
 
 __all__ = ["Comparison", "GateResult"]
@@ -39,6 +40,11 @@ class Comparison:
     #: is gated against a k = 4 baseline)
     k_before: float | None = None
     k_after: float | None = None
+    #: the scenarios that lost the most, when the comparison failed (or every one was asked for)
+    flips: tuple[Flip, ...] = ()
+    #: the release policy's tier and the line that decided it (None without a policy)
+    tier: str | None = None
+    decided_by: str | None = None
 
     @property
     def size(self) -> str:
@@ -66,12 +72,16 @@ class Comparison:
             "flags": list(self.flags),
             "k_before": self.k_before,
             "k_after": self.k_after,
+            "flips": [f.to_dict() for f in self.flips],
+            "tier": self.tier,
+            "decided_by": self.decided_by,
         }
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Comparison:
         """The inverse of :meth:`to_dict` (a row of a run's gate.json)."""
-        return cls(**{**record, "flags": tuple(record.get("flags") or ())})
+        return cls(**{**record, "flags": tuple(record.get("flags") or ()),
+                      "flips": tuple(Flip.from_dict(f) for f in record.get("flips") or ())})
 
 
 @dataclass(frozen=True)

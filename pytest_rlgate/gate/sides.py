@@ -21,6 +21,7 @@ from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.rows import NEW, SAME, RowReader
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
+from .flips import ReplyBook
 from .options import GateOptions
 
 __all__ = ["Paired", "PairFn", "Side", "Sides", "groups", "open_side", "pair_units", "ratio_k", "read_sides",
@@ -40,14 +41,20 @@ class Side:
     eval_run) and category, its cell is the previous one too. Rows themselves are not kept.
     """
 
-    def __init__(self, reader: RowReader, guards: Sequence[str]) -> None:
+    def __init__(self, reader: RowReader, guards: Sequence[str], *, replies: bool = False) -> None:
         label = self.label = reader.label
         self.dropped = 0
+        #: example replies per unit (for flips), kept in the same pass when asked for
+        self.book = ReplyBook(guards) if replies else None
+        book = self.book
+        keep = ReplyBook.keep
         cells: dict[tuple[str, str, Any], list[float]] = {}
         width = 3 + len(guards)
         columns = tuple(enumerate(guards, 3))
+        marked = tuple(enumerate(guards, 1))
         category: str | None = None
         acc: list[float] = []
+        entry: list[dict[float, Any]] | None = None
         for row, line, state in reader:
             if state != SAME or row["category"] != category:
                 category = row["category"]
@@ -57,6 +64,17 @@ class Side:
                     acc = cells[key] = [0] * width
                 if state == NEW:
                     acc[1] += 1
+                if book is not None:
+                    entry = book.entry(category, key[1])
+            if entry is not None:  # one reply per value a column takes: a dict lookup each, no copy
+                if row["reward"] not in entry[0]:
+                    keep(entry[0], row["reward"], row)
+                if marked:
+                    markers = row["markers"]
+                    for index, guard in marked:
+                        value = markers.get(guard)
+                        if value is not None and value not in entry[index]:
+                            keep(entry[index], value, row)
             acc[0] += 1
             acc[2] += row["reward"]
             if columns:
@@ -223,13 +241,14 @@ class Sides:
 
 
 def read_sides(before_reader: RowReader, after_readers: Sequence[RowReader], options: GateOptions,
-               pair: PairFn) -> Sides:
+               pair: PairFn, *, replies: bool = False) -> Sides:
     """Check the headers, resolve guards and declared categories, read every side, pair them.
 
     The one-adapter gate and the recipe gate (one after side per training seed) both read
     through here, so they refuse, guard and pair rows alike; *pair* is the part that differs
     (how a missing category or unit is worded for two sides or for many). Each reader has
-    read its header already; its rows are streamed here, once.
+    read its header already; its rows are streamed here, once. With *replies* each side also
+    keeps a few example replies per unit (:class:`~.flips.ReplyBook`), for flips.
     """
     before_header = before_reader.header
     after_headers = [reader.header for reader in after_readers]
@@ -250,8 +269,8 @@ def read_sides(before_reader: RowReader, after_readers: Sequence[RowReader], opt
     categories = options.categories
     if categories is None and declared is not None:
         categories = tuple(declared.categories)
-    before = Side(before_reader, guards)
-    afters = [Side(reader, guards) for reader in after_readers]
+    before = Side(before_reader, guards, replies=replies)
+    afters = [Side(reader, guards, replies=replies) for reader in after_readers]
     failures, shared, dropped = pair(before, afters, categories or (), options.shared_units_only)
     if dropped:
         notes.append(dropped)

@@ -19,8 +19,8 @@ from .verdicts import VERDICTS
 if TYPE_CHECKING:  # pragma: no cover
     from .result import Comparison, GateResult
 
-__all__ = ["comparison_row", "is_borderline", "render_failure", "render_report", "render_table", "settings_line",
-           "summary_line", "units_label"]
+__all__ = ["comparison_row", "is_borderline", "plan_hint", "render_failure", "render_flips", "render_report",
+           "render_table", "settings_line", "summary_line", "units_label"]
 
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level} CI", "MDE", "verdict", "flags")
 REMEDY = (
@@ -67,8 +67,8 @@ def comparison_row(c: Comparison) -> list[Any]:
         f"{c.delta:+.3f}",
         _ci(c),
         "" if c.mde is None else f"{c.mde:.3f}",
-        c.verdict.upper() if c.verdict == "regressed" else c.verdict,
-        ", ".join(c.flags),
+        c.verdict.upper() if c.verdict == "regressed" and c.tier != "advisory" else c.verdict,
+        ", ".join([*([c.tier] if c.tier else []), *c.flags]),
     ]
 
 
@@ -94,32 +94,72 @@ def summary_line(result: GateResult) -> str:
     return f"gate {word}: {len(result.comparisons)} comparisons: {tally}"
 
 
+def plan_hint(result: GateResult) -> str | None:
+    """Where an ``inconclusive`` verdict leads: ``rlgate plan`` on the before rows, or None."""
+    groups = list(dict.fromkeys(c.group for c in result.comparisons if c.verdict == "inconclusive"))
+    if not groups:
+        return None
+    before = result.options.get("before") or "BEFORE.jsonl"
+    before = "BEFORE.jsonl" if str(before).startswith("<") else before
+    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+    return (f"inconclusive in {shown}: too few scenarios to tell a drop of {result.margin:.2f} from noise; "
+            f"`rlgate plan {before} --drop {result.margin:.2f}` says how many each category needs")
+
+
+def render_flips(result: GateResult) -> list[str]:
+    """Every comparison's flips: a heading per comparison, then each scenario with its replies."""
+    lines: list[str] = []
+    for c in result.comparisons:
+        if not c.flips:
+            continue
+        lines += ["", f"flips in {c.metric} {c.group} ({c.verdict}): the {len(c.flips)} scenario"
+                      f"{'s' if len(c.flips) != 1 else ''} that lost the most, before -> after"]
+        for flip in c.flips:
+            lines += flip.lines()
+    return lines
+
+
 def render_report(result: GateResult, *, verbose: bool = True) -> str:
-    lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose), "",
-             f"rule: {result.rule}"]
+    lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose)]
+    lines += render_flips(result)
+    lines += ["", f"rule: {result.rule}"]
+    hint = plan_hint(result)
+    if hint:
+        lines.append(hint)
     lines += [f"warning: {w}" for w in result.warnings]
     lines += [f"FAIL: {f}" for f in result.failures]
     return "\n".join(lines)
 
 
 def render_failure(result: GateResult) -> str:
-    failing = sorted((c for c in result.comparisons if c.verdict == "regressed"), key=lambda c: c.delta)
-    below = [c for c in result.comparisons if c.verdict != "regressed" and "below -max_drop" in c.flags]
+    failing = sorted((c for c in result.comparisons if c.verdict == "regressed" and c.tier != "advisory"),
+                     key=lambda c: c.delta)
+    # under a release policy every failure names the line that decided it: list them all
+    policy = any(c.decided_by for c in result.comparisons)
+    named = " ".join(result.failures)
+    below = [c for c in result.comparisons if c.verdict != "regressed" and (
+        "below -max_drop" in c.flags or policy and c.tier != "advisory" and f"{c.metric} in {c.group}" in named)]
     counted = failing + below
     head = f"{len(failing)} of {len(result.comparisons)} comparisons regressed"
     if failing:
         head += ": " + ", ".join(f"{c.metric} in {c.group}" for c in failing[:4])
         head += f" and {len(failing) - 4} more" if len(failing) > 4 else ""
-    others = [f for f in result.failures if " regressed in " not in f]
-    if others:
+    others = [f for f in result.failures if policy or " regressed in " not in f]
+    if policy:
+        head += f"; {len(others)} failure{'s' if len(others) != 1 else ''} under the release policy"
+    elif others:
         head += f"; {len(others)} other failure{'s' if len(others) != 1 else ''}"
     lines = [head, settings_line(result)]
     if counted:
         lines += ["", _table(result, counted)]
+    lines += render_flips(result)
     if others:
         lines += [""] + [f"- {f}" for f in others]
     rest = len(result.comparisons) - len(counted)
     lines += ["", f"rule: {result.rule}",
-              f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one).",
-              REMEDY]
+              f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one)."]
+    hint = plan_hint(result)
+    if hint:
+        lines.append(hint)
+    lines.append(REMEDY)
     return "\n".join(lines)

@@ -42,7 +42,8 @@ pytest.register_assert_rewrite(*FEATURES)
 
 #: ``@pytest.mark.rlgate(...)``: a test's environment and training knobs
 MARKER = "rlgate"
-
+#: keywords of the marker that are the ``rlgate`` fixture's gate options, not training knobs
+GATE_KEYS = ("show_flips", "flips_in", "policy")
 
 
 def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
 from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
 from pytest_rlgate.options import Number, path_problem
-from pytest_rlgate.plugin import MARKER, add_setting, setting
+from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
 
 if TYPE_CHECKING:
@@ -50,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
                     help=f"gate: {spec.metadata['help']}{choices} (default {shown_default(spec)})")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
+    add_setting(parser, "policy", metavar="FILE", help=f"gate: {GateOptions.field('policy').metadata['help']}")
+    add_setting(parser, "markdown", metavar="PATH",
+                help="gate: write a Markdown summary of every gate of the session (also appended to "
+                     "$GITHUB_STEP_SUMMARY under CI)")
 
 
 def _defaults(config: pytest.Config) -> dict[str, Any]:
@@ -73,6 +78,9 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
         if problem is not None:
             raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {value!r}: {problem}")
         out[spec.name] = value
+    policy = setting(config, "policy", str)
+    if policy:
+        out["policy"] = policy if Path(policy).is_absolute() else str(config.rootpath / policy)
     return out
 
 
@@ -101,10 +109,19 @@ def pytest_configure(config: pytest.Config) -> None:
     _defaults(config)  # a bad value stops the session now, not in the first gate
     if _bootstrap_seed(config)[1]:
         config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
-    report = setting(config, "report", str)
-    problem = None if not report else path_problem(report, directory=False)
-    if problem is not None:  # checked now, not after every test has run
-        raise pytest.UsageError(f"--rlgate-report / rlgate_report {report!r}: {problem}")
+    policy = _defaults(config).get("policy")
+    if policy:
+        from pytest_rlgate.gate.release import load_release_policy
+
+        try:  # a bad policy file is one line now, not a failure in every gating test
+            load_release_policy(policy)
+        except RlgateError as exc:
+            raise pytest.UsageError(f"--rlgate-policy / rlgate_policy: {exc}") from None
+    for name in ("report", "markdown"):
+        target = setting(config, name, str)
+        problem = None if not target else path_problem(target, directory=False)
+        if problem is not None:  # checked now, not after every test has run
+            raise pytest.UsageError(f"--rlgate-{name} / rlgate_{name} {target!r}: {problem}")
     log = _GateLog(config)
     config.stash[_STATE] = log
     config.pluginmanager.register(log, "rlgate-gate-log")
@@ -120,12 +137,19 @@ class RlgateGate:
     the same files whichever folder pytest is started from.
     """
 
-    def __init__(self, node: pytest.Item, config: pytest.Config, env: Env) -> None:
+    def __init__(self, node: pytest.Item, config: pytest.Config, env: Env,
+                 marked: Mapping[str, Any] | None = None) -> None:
         self._node = node
         self._root = config.rootpath
         self.env = env
-        #: the session's options (``--rlgate-*`` and ini), with this test's environment
-        self.options = GateOptions(env=env, **_defaults(config))
+        marked = dict(marked or {})
+        policy = marked.get("policy")
+        if isinstance(policy, (str, os.PathLike)) and not Path(policy).is_absolute():
+            marked["policy"] = str(self._root / policy)
+        #: the session's options (``--rlgate-*`` and ini), with this test's environment and
+        #: its ``@pytest.mark.rlgate(show_flips=..., flips_in=..., policy=...)``
+        self.options = GateOptions(env=env, **{**_defaults(config), **marked})
+        self._marked_policy = "policy" in marked
 
     def _rooted(self, source: Any) -> Any:
         if isinstance(source, (str, os.PathLike)) and not Path(source).is_absolute():
@@ -143,9 +167,16 @@ class RlgateGate:
     def compare(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
         record its result on the test (without raising). *options* override the session's."""
+        from pytest_rlgate.gate.afters import is_seed_sources
+
         __tracebackhide__ = hide_user_errors
-        result = compare(self._rooted(before), self._rooted_after(after), self.options, **options)
-        self._node.user_properties.append((PROPERTY, json.dumps(result.to_dict(), sort_keys=True)))
+        base = self.options
+        if base.policy is not None and is_seed_sources(after) and not self._marked_policy:
+            base = base.replace(policy=None)  # a session-wide policy is an adapter's; a recipe gates without it
+        result = compare(self._rooted(before), self._rooted_after(after), base, **options)
+        record = result.to_dict()
+        self._node.user_properties.append((PROPERTY, json.dumps(record, sort_keys=True)))
+        self._node.user_properties.extend(verdict_properties(record))
         return result
 
     def assert_no_regression(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
@@ -170,7 +201,23 @@ def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
         env = marker_env(request.config, None if marker is None else marker.kwargs.get("env"))
     except RlgateError as exc:
         pytest.fail(f"@pytest.mark.{MARKER}(env=...): {exc}", pytrace=False)
-    return RlgateGate(request.node, request.config, env)
+    marked = {} if marker is None else {k: v for k, v in marker.kwargs.items() if k in GATE_KEYS}
+    return RlgateGate(request.node, request.config, env, marked)
+
+
+def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """One JUnit property per comparison: ``rlgate:pass@1:no_id`` = ``regressed -0.833 [-1.000, -0.333]``.
+
+    CI dashboards that read ``--junitxml`` see each category's verdict without parsing the
+    gate's JSON (which travels beside them as ``rlgate_gate``).
+    """
+    out = []
+    for c in record["comparisons"]:
+        text = f"{c['verdict']} {c['delta']:+.3f} {interval(c.get('low'), c.get('high'), missing='(no interval)')}"
+        if c.get("tier"):
+            text += f" {c['tier']}"
+        out.append((f"rlgate:{c['metric']}:{c['group']}", text))
+    return out
 
 
 class _GateLog:
@@ -197,11 +244,30 @@ class _GateLog:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         path = setting(self.config, "report", str)
+        if not hasattr(self.config, "workerinput"):
+            self._markdown()
         if not path or hasattr(self.config, "workerinput"):
             return
         payload = {"format_version": 1, "passed": all(g["passed"] for g in self.gates), "gates": self.gates}
         atomic_write(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
         self.report_path = str(path)
+
+    def _markdown(self) -> None:
+        """``--rlgate-markdown`` and, under CI, ``$GITHUB_STEP_SUMMARY``: every gate's summary, failing first."""
+        from pytest_rlgate.report.markdown import markdown_summary, step_summary_path
+
+        path = setting(self.config, "markdown", str)
+        step = step_summary_path()
+        if not self.gates or not (path or step):
+            return
+        ordered = sorted(self.gates, key=lambda g: g["passed"])
+        text = "\n".join(markdown_summary(g, title=g["nodeid"], reproduce=f"pytest {shlex.quote(g['nodeid'])}")
+                         for g in ordered)
+        if path:
+            atomic_write(path, text)
+        if step is not None:
+            with step.open("a", encoding="utf-8") as out:
+                out.write(text + "\n")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):

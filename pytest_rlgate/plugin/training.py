@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import MARKER, add_setting, setting
+from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, setting
 from pytest_rlgate.plugin.env import marker_env
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(method='grpo', env=None, **knobs): train a LoRA adapter with these knobs on this "
         "environment (default: --rlgate-env) once, cached, for the rlgate_adapter / rlgate_before_rows / "
-        "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...)",
+        "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...); "
+        "show_flips=, flips_in= and policy= are the rlgate fixture's gate options for this test",
     )
     adapter = setting(config, "adapter")
     if adapter:
@@ -196,7 +197,7 @@ def _marker_knobs(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     if marker.args:
         pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only (method='grpo', env=..., steps=...), "
                     f"got positional {marker.args!r}", pytrace=False)
-    knobs = dict(marker.kwargs)
+    knobs = {k: v for k, v in marker.kwargs.items() if k not in GATE_KEYS}
     return str(knobs.pop("method", "grpo")), knobs
 
 

@@ -19,7 +19,7 @@ from .data import REPORT_NAME, ReportData
 from .plots import ALARM_COLOURS, VERDICT_COLOURS
 from .text import fmt, gate_settings, interval, interval_header, units
 
-__all__ = ["CSS", "alarms_html", "badge", "config_html", "esc", "gate_html", "html_page", "recipe_html"]
+__all__ = ["CSS", "alarms_html", "badge", "config_html", "esc", "flips_html", "gate_html", "html_page", "recipe_html"]
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1100px;
@@ -86,7 +86,26 @@ def gate_html(gate: Mapping[str, Any] | None) -> str:
     header = "".join(f'<th class="l">{h}</th>' if h in ("metric", "group", "verdict", "flags") else f"<th>{esc(h)}</th>"
                      for h in head)
     parts.append(f'<table class="gate"><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    parts += [flips_html(c) for c in gate["comparisons"] if c.get("flips")]
     return "\n".join(parts)
+
+
+def flips_html(c: Mapping[str, Any]) -> str:
+    """A comparison's flips as the gate recorded them: each scenario's counts and one reply from each side."""
+    items = []
+    for f in c["flips"]:
+        sides = []
+        for side in ("before", "after"):
+            reply = f.get(f"{side}_reply")
+            if reply is None:
+                continue
+            about = f.get(f"{side}_described")
+            note = f' <span class="sub">({esc(about)})</span>' if about else ""
+            sides.append(f"<li>{side}: <code>{esc(reply)}</code>{note}</li>")
+        items.append(f"<li><b>{esc(f['unit'])}</b> {esc(f.get('counts', ''))}<ul>{''.join(sides)}</ul></li>")
+    return (f'<details class="flips" open><summary>Flips in {esc(c["metric"])} {esc(c["group"])} '
+            f'({esc(c["verdict"])}): the {len(c["flips"])} scenarios that lost the most</summary>'
+            f'<ul>{"".join(items)}</ul></details>')
 
 
 def alarms_html(run: ReportData) -> str:

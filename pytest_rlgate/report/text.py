@@ -11,6 +11,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ..gate import recipe_text
+from ..gate.flips import Flip
 from ..gate.numtext import interval as format_interval
 from .data import ReportData, is_number, is_recipe_folder, load_report_data, lookup, read_recipe
 from .levels import series
@@ -119,6 +120,11 @@ def report_text(run_dir: str | os.PathLike[str]) -> str:
                                disable_numparse=True,
                                colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left",
                                          "left")), ""]
+        for c in run.gate["comparisons"]:  # the flips the gate recorded, as it printed them
+            if c.get("flips"):
+                lines.append(f"flips in {c['metric']} {c['group']} ({c['verdict']}):")
+                for flip in c["flips"]:
+                    lines += Flip.from_dict(flip).lines()
         if run.gate.get("rule"):
             lines.append(f"rule: {run.gate['rule']}")
         lines += [f"FAIL: {f}" for f in run.gate.get("failures") or []]

@@ -10,7 +10,7 @@ reward and the tiny-policy build spec each live in their own module beside it.
 from __future__ import annotations
 
 from ...environment.hack import Hack, lazy
-from .features import features
+from .features import describe_reply, features
 from .hackable import lookup_anything
 from .negatives import rejected_reply
 from .rules import (
@@ -78,6 +78,7 @@ __all__ = [
     "build_prompts",
     "case_for",
     "categories",
+    "describe_reply",
     "endorsed",
     "features",
     "guards",

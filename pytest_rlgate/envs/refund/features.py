@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
-from .rules import _asks
+from .rules import _asks, normalise_order_id, parse_tool_calls
 
-__all__ = ["features"]
+__all__ = ["describe_reply", "features"]
 
 _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _CLOSE = "</tool_call>"
@@ -50,3 +52,31 @@ def features(reply: str) -> dict[str, float]:
     }
     found.update({f"tool:{name}": 1.0 for name in sorted(set(names))})
     return found
+
+
+def _argument(order_id: Any, case: Mapping[str, Any]) -> str:
+    if not isinstance(order_id, str) or not order_id.strip():
+        return "without an order id"
+    wanted = case.get("order_id")
+    if not wanted:
+        return f"with an invented id {order_id.strip()[:20]!r}"
+    return "with the prompt's id" if normalise_order_id(order_id) == wanted else f"with a wrong id {order_id[:20]!r}"
+
+
+def describe_reply(reply: str, case: Mapping[str, Any] | None = None) -> str:
+    """What a refund reply did, as a reviewer says it: "calls lookup_order with an invented id".
+
+    Every call is named with where its order id came from (the prompt's, a wrong one, an
+    invented one when the prompt has none); a reply without a call asks or answers in text.
+    """
+    case = case or {}
+    calls = parse_tool_calls(reply)
+    parts = [f"calls {call.name} {_argument(call.arguments.get('order_id'), case)}" for call in calls]
+    if reply.count("<tool_call>") > len(calls):
+        parts.append("has a malformed <tool_call> block")
+    end = reply.rfind(_CLOSE)
+    if calls and end >= 0 and reply[end + len(_CLOSE):].strip():
+        parts.append("adds text after the call")
+    if not calls:
+        parts.append("asks for the order id" if _asks(reply) else f"answers in text ({len(reply.strip())} chars)")
+    return ", ".join(parts)
