@@ -32,7 +32,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
-from .episode import Episode, ToolCall, parse_hermes_calls, replay, split_turns
+from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
 
@@ -369,7 +369,8 @@ class Env:
     def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
         """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
 
-        The environment's ``describe_reply(reply, case)`` when it has one; else the reply's
+        The environment's ``describe_reply(reply, case)`` when it has one; else, for an episode
+        environment, the replayed transcript turn by turn; else the reply's
         nonzero :meth:`features` by name; else None (the gate then shows the reply alone).
         A describer that raises is treated as having nothing to say: a description must never
         cost the verdict.
@@ -378,6 +379,8 @@ class Env:
             if self._describe_reply is not None:
                 text = self._describe_reply(reply, dict(case or {}))
                 return str(text) if text else None
+            if self.is_episodic and case is not None:  # the transcript, turn by turn
+                return describe_episode(self.episode(reply, case)[0])
             found = self.features(reply)
         except Exception:  # the user's code: the flip is shown without a description
             return None

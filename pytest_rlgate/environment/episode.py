@@ -36,6 +36,7 @@ __all__ = [
     "EpisodeRun",
     "ToolCall",
     "ToolCallRecord",
+    "describe_episode",
     "episode_from_messages",
     "messages_text",
     "parse_hermes_calls",
@@ -120,6 +121,26 @@ class Episode:
         """What a row keeps: the transcript, the turns and the executed calls."""
         return {"transcript": [dict(m) for m in self.messages], "turns": self.n_turns,
                 "tool_calls": len(self.tool_calls), "stop": self.stop}
+
+
+def describe_episode(episode: Episode, width: int = 60) -> str:
+    """The transcript in one line, turn by turn: each call with its arguments and result, then the
+    answer (``1: lookup_order(order_id=ORD-4017) -> {...} | 2: "Sorry, ..."``). Flipped scenarios
+    show it beside the reply, so a reviewer sees what the agent did after its first call."""
+    def cut(text: str) -> str:
+        flat = " ".join(str(text).split())
+        return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+    parts = []
+    for turn, raw in enumerate(episode.turns):
+        calls = [c for c in episode.tool_calls if c.turn == turn]
+        said = _CALL.sub("", raw).strip()
+        shown = [f"{c.name}({', '.join(f'{k}={v}' for k, v in c.arguments.items())}) -> {cut(c.result)}"
+                 for c in calls]
+        if said or not calls:
+            shown.append(repr(cut(said)))
+        parts.append(f"{turn + 1}: " + "; ".join(shown))
+    return " | ".join(parts) + (f" [{episode.stop}]" if episode.stop != "no_call" else "")
 
 
 def parse_hermes_calls(text: str) -> list[ToolCall]:
