@@ -15,14 +15,16 @@ import argparse
 import dataclasses
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOLDOUT_FRACTION", "Deprecated", "Number", "add_env_argument", "add_output_arguments", "bounds_of",
-           "fraction", "knob", "output_dir", "output_file", "path_problem", "share"]
+__all__ = ["FILE_NUMBER", "HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number",
+           "add_env_argument", "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file",
+           "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -47,6 +49,11 @@ def share(text: str) -> float:
     return value
 
 
+def _cut(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
 def _shown(bound: float) -> str:
     return str(bound) if isinstance(bound, int) else f"{bound:g}"
 
@@ -63,6 +70,8 @@ class Number:
     #: the bound itself is outside the range (``(0, 1]`` has ``low_open``)
     low_open: bool = False
     high_open: bool = False
+    #: a subnormal (0 < |x| < 2.2e-308) is accepted: a value in a file, not a flag someone typed
+    subnormal: bool = False
 
     def describe(self) -> str:
         """``an integer in [1, 1000000], e.g. 40``: the range and an example, for messages."""
@@ -75,8 +84,15 @@ class Number:
         wanted = (int,) if self.integer else (int, float)
         if isinstance(value, bool) or not isinstance(value, wanted):
             return f"expected {self.describe()}"
-        if not math.isfinite(value):
-            return f"{value} is not a finite number; expected {self.describe()}"
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer beyond a double's range
+            finite = False
+        if not finite:
+            return f"{_cut(value)} is not a finite number; expected {self.describe()}"
+        if not self.integer and not self.subnormal and value != 0 and abs(value) < sys.float_info.min:
+            return f"{value!r} is too close to 0 to tell from it (write 0, or at least 1e-300); " \
+                   f"expected {self.describe()}"
         too_low = value <= self.low if self.low_open else value < self.low
         too_high = value >= self.high if self.high_open else value > self.high
         return f"out of range; expected {self.describe()}" if too_low or too_high else None
@@ -105,10 +121,23 @@ SEED = Number(0, 2**32 - 1, "17", integer=True)
 #: Bootstrap resamples: fewer than 100 give a meaningless interval, a million is already exact
 #: to three decimals (and 10**12 would ask for terabytes).
 RESAMPLES = Number(100, 1_000_000, "10000", integer=True)
-#: A confidence level.
-CONFIDENCE = Number(0, 1, "0.95", low_open=True, high_open=True)
+#: A confidence level: below one half an interval says less than a coin; above 0.999 its tails
+#: are a handful of resamples, and the printed level would round to 100 %.
+CONFIDENCE = Number(0.5, 0.999, "0.95")
+#: A score or marker in a row file: finite, and within the range where a double still counts
+#: in ones (2**53), so means and sums over a million rows stay finite and exact enough.
+FILE_NUMBER = Number(-2**53, 2**53, "0.5", subnormal=True)
 #: The gate's flat margin and non-inferiority drop: shares of pass@1.
 SHARE = Number(0, 1, "0.10", high_open=True)
+
+
+#: The deepest nesting any value read from a file may have (a JSON line, a JSON file, a YAML
+#: table): a row needs three levels, and a few hundred would overflow the stack of any code
+#: that walks the value later.
+MAX_DEPTH = 64
+#: The most digits an integer read from a file may have: a double's range (about 1.8e308),
+#: so every number read converts to float; Python itself refuses to convert 4300 digits.
+MAX_NUMBER_DIGITS = 309
 
 
 def path_problem(path: str | os.PathLike[str], *, directory: bool) -> str | None:

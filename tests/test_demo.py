@@ -80,7 +80,7 @@ def test_refund_offers_it_by_name_and_grpo_rejects_unknown_names():
     from pytest_rlgate.train.config import GRPOKnobs
 
     assert REFUND.rewards == {"lookup_anything": lookup_anything}
-    assert REFUND.reward("lookup_anything") is lookup_anything
+    assert REFUND.reward("lookup_anything").__wrapped__ is lookup_anything  # called through the user-code door
     assert GRPOKnobs().reward is None and REFUND.reward(GRPOKnobs().reward) == REFUND.score
     with pytest.raises(UsageError, match=r"--reward 'nope'.*lookup_anything"):
         GRPOKnobs(reward="nope").resolve()

@@ -14,6 +14,7 @@ import json
 import math
 import tempfile
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from pytest_rlgate.data.jsonl import loads_bounded
 from pytest_rlgate.data.prompts import read_prompts
-from pytest_rlgate.data.rows import REQUIRED_FIELDS, read_rows
+from pytest_rlgate.data.rows import REQUIRED_FIELDS, read_rows, validate_row
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.rewards.tables import load_reward_table
 
@@ -120,3 +122,116 @@ def test_the_strategies_reach_past_the_parsers() -> None:
         path.write_text(text)
         [row] = load_reward_table(path)
     assert row.expected == 1.0 and not math.isnan(row.tolerance)
+
+
+# ---------------------------------------------------------------------------------------
+# Edge numbers and separators: every JSONL format, one reader, the same bounds
+
+#: Number literals at and past every edge a reader meets: a double's range, 2**53 and 2**63,
+#: subnormals, Python's 4300-digit conversion limit, and what JSON does not allow at all.
+EDGE_NUMBERS = ["0", "-0", "-0.0", "0.30000000000000004", "1e-320", "5e-324", "1e-400", "1.7976931348623157e308",
+                "1.8e308", "1e400", "-1e400", str(2**53), str(2**53 + 1), str(2**63), str(2**64), str(-(2**63) - 1),
+                "9" * 308, "9" * 309, "9" * 400, "-" + "9" * 400, "9" * 5000, "1." + "1" * 400, "NaN", "Infinity",
+                "-Infinity", "1E5", "12e-7"]
+edge_numbers = st.sampled_from(EDGE_NUMBERS) | st.integers(0, 450).map(lambda n: "1" + "0" * n) \
+    | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+#: Characters ``str.splitlines`` would cut a line at, and other whitespace, put inside strings.
+SEPARATORS = ["\u2028", "\u2029", "\x85", "\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\r", "\t", "\u00a0", "\ufeff"]
+texts_with_separators = st.lists(st.sampled_from(SEPARATORS) | st.text(alphabet="ab ", max_size=3), min_size=1,
+                                 max_size=6).map("".join).filter(lambda t: t.strip())
+
+
+def _row_line(prompt: str, index: int, score: str, marker: str) -> str:
+    return ('{"prompt": ' + json.dumps(prompt, ensure_ascii=False) + ', "category": "c", "rollout_index": '
+            + str(index) + ', "reply": "r", "score": ' + score + ', "reward": 1, "markers": {"m": ' + marker + "}}")
+
+
+def _in_bounds(literal: str) -> bool:
+    """Whether a number literal is one a double holds (the exact reader's rule, written independently)."""
+    if literal in ("NaN", "Infinity", "-Infinity"):
+        return False
+    digits = literal.lstrip("-")
+    if digits.isdigit():  # the largest double is 2**1024 - 2**971; from 2**1024 - 2**970 up, it rounds to inf
+        return len(digits) <= 309 and int(digits) < 2**1024 - 2**970
+    return math.isfinite(float(literal))
+
+
+def _within_2_53(literal: str) -> bool:
+    return _in_bounds(literal) and abs(Decimal(literal)) <= 2**53
+
+
+@FUZZ
+@given(st.lists(st.tuples(texts_with_separators, edge_numbers, edge_numbers), min_size=1, max_size=4),
+       st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_row_files_bound_every_number_and_never_split_a_line(lines: list[tuple[str, str, str]], end: str,
+                                                             blank: bool) -> None:
+    data = (end if blank else "").join(
+        _row_line(f"p{i} {text}", 0, score, marker) + end for i, (text, score, marker) in enumerate(lines))
+    exact = True  # the exact parser's verdict, line by line, against which the fast path is held
+    try:
+        for line in data.split("\n"):
+            if line.strip():
+                validate_row(loads_bounded(line, "<line>", 1))
+    except RlgateError:
+        exact = False
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rows.jsonl"
+        path.write_bytes(data.encode("utf-8"))
+        try:
+            rows = list(read_rows(path))
+        except RlgateError as exc:
+            assert not exact, f"the fast path refused what the exact parser accepts: {exc}"
+            text = str(exc)
+            assert "\n" not in text and len(text) < 500 and f"{path}:" in text, text
+            assert not all(_within_2_53(s) and _within_2_53(m) for _, s, m in lines), f"refused a valid file: {text}"
+            return
+    assert exact, "the fast path accepted what the exact parser refuses"
+    assert [row["prompt"] for row in rows] == [f"p{i} {text}" for i, (text, _, _) in enumerate(lines)]
+    for row in rows:
+        assert math.isfinite(float(row["score"])) and abs(row["score"]) <= 2**53
+        assert math.isfinite(float(row["markers"]["m"])) and abs(row["markers"]["m"]) <= 2**53
+
+
+@FUZZ
+@given(st.lists(st.tuples(texts_with_separators, edge_numbers), min_size=1, max_size=4))
+def test_prompt_files_and_reward_tables_read_the_same_lines_with_the_same_bounds(lines: list[tuple[str, str]]) -> None:
+    prompt_lines = ['{"prompt": ' + json.dumps(f"p{i} {text}", ensure_ascii=False) + ', "case": {"x": ' + number
+                    + '}, "category": "no_id"}' for i, (text, number) in enumerate(lines)]
+    table_lines = ['{"reward": "' + REWARD + '"}'] + [
+        '{"prompt": ' + json.dumps(f"p{i} {text}", ensure_ascii=False) + ', "reply": "r", "expected": ' + number + "}"
+        for i, (text, number) in enumerate(lines)]
+    valid = all(_in_bounds(number) for _, number in lines)
+    with tempfile.TemporaryDirectory() as folder:
+        prompts, table = Path(folder) / "p.jsonl", Path(folder) / "t.jsonl"
+        prompts.write_bytes(("\n".join(prompt_lines) + "\n").encode())
+        table.write_bytes(("\n".join(table_lines) + "\n").encode())
+        try:
+            items = read_prompts(prompts)
+        except RlgateError as exc:
+            assert not valid and "\n" not in str(exc), str(exc)
+        else:
+            assert valid and [item["prompt"] for item in items] == [f"p{i} {t}" for i, (t, _) in enumerate(lines)]
+        try:
+            rows = load_reward_table(table)
+        except RlgateError as exc:  # a valid number may still be refused by the table (expected outside [0, 1]...)
+            assert "\n" not in str(exc) and f"{table}:" in str(exc), str(exc)
+            assert valid or "field 'expected'" in str(exc) or "'expected'" in str(exc), str(exc)
+        else:
+            assert valid and len(rows) == len(lines)
+
+
+@FUZZ
+@given(edge_numbers | st.text(max_size=12))
+def test_every_numeric_flag_accepts_its_range_or_refuses_in_one_line(text: str) -> None:
+    import argparse
+
+    from pytest_rlgate.options import CONFIDENCE, HOLDOUT_FRACTION, RESAMPLES, SEED, SHARE
+
+    for number in (CONFIDENCE, HOLDOUT_FRACTION, RESAMPLES, SEED, SHARE):
+        try:
+            value = number(text)
+        except argparse.ArgumentTypeError as exc:
+            assert "\n" not in str(exc) and len(str(exc)) < 300
+        else:
+            assert number.problem(value) is None and math.isfinite(value)
+            assert value == 0 or abs(value) >= 2.2250738585072014e-308  # no subnormal gets through

@@ -120,8 +120,8 @@ def test_every_bad_file_is_exit_2_with_one_line(tmp_path: Path, capsys, lines: l
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--confidence", "1.5"], "argument --confidence: out of range; expected a number in (0, 1)"),
-        (["--confidence", "0"], "expected a number in (0, 1), e.g. 0.95"),
+        (["--confidence", "1.5"], "argument --confidence: out of range; expected a number in [0.5, 0.999]"),
+        (["--confidence", "0"], "expected a number in [0.5, 0.999], e.g. 0.95"),
         (["--resamples", "10"], "expected an integer in [100, 1000000]"),
         (["--resamples", "1000000000000"], "expected an integer in [100, 1000000]"),
         (["--resamples", "many"], "expected an integer"),
@@ -159,7 +159,7 @@ def test_the_installed_command_never_prints_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip() == f"rlgate gate: error: {bad}:1: truncated line (the file ends mid-row): " \
-                                  "Expecting ',' delimiter: line 1 column 15 (char 14)"
+                                  "Expecting ',' delimiter (column 15); each line is one JSON value"
 
 
 @pytest.mark.parametrize(

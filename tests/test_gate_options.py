@@ -79,8 +79,9 @@ def test_each_row_file_is_opened_once_and_its_header_checked_once(tmp_path: Path
     paths += [str(write_rows(tmp_path / f"after{i}.jsonl", after, header=header)) for i in range(3)]
     opened: list[str] = []
     checked: list[str | None] = []
-    real_open, real_check = rows_module.open_rows, rows_module.check_header
-    monkeypatch.setattr(rows_module, "open_rows", lambda path: opened.append(str(path)) or real_open(path))
+    real_open, real_check = rows_module.iter_checked_lines, rows_module.check_header
+    monkeypatch.setattr(rows_module, "iter_checked_lines",
+                        lambda path, **kw: opened.append(str(path)) or real_open(path, **kw))
     monkeypatch.setattr(rows_module, "check_header",
                         lambda obj, **where: checked.append(where.get("path")) or real_check(obj, **where))
     with warnings.catch_warnings():

@@ -284,12 +284,12 @@ def test_rlgate_prompts_keep_filters_a_written_refund_file(tmp_path: Path, capsy
 
 @pytest.mark.parametrize(("lines", "needle"), [
     (["{\"prompt\": \"fine prompt text here\", \"scenario_id\": \"a\", \"category\": \"no_id\"}", "", "nope"],
-     ":3: not JSON (Expecting value at column 1)"),
+     ":3: not valid JSON: Expecting value (column 1)"),
     (["", "{\"prompt\": \"fine prompt text here\", \"scenario_id\": \"a\", \"category\": \"refunds\"}"],
      ":2: category 'refunds' is not one of environment refund's categories"),
     (["{\"prompt\": \"fine prompt text here\", \"category\": \"no_id\"}"],
      ":1: needs a non-empty string 'scenario_id'"),
-    (["[" * 100_000], ":1: JSON nested too deeply"),
+    (["[" * 100_000], ":1: nested deeper than 64 levels"),
     (["{\"prompt\": \"short\", \"scenario_id\": \"a\", \"category\": \"no_id\"}"],
      "the keep filter kept none of the prompts (keep filter: kept 0 of 1; dropped 1 too_short)"),
 ])

@@ -218,7 +218,7 @@ def test_read_keeps_the_files_case_and_category_fills_missing_ones_and_keeps_ext
         '{"prompt": "please check ORD-4017", "category": "off_topic", "case": {"order_id": null}, "source": "mine"}\n'
         "\n"
         '{"prompt": "  How  tall is Kilimanjaro? ", "scenario_id": "k"}\n'
-        '{"prompt": "please check ORD-4017", "category": "no_id"}\n',
+        '{"prompt": "please check ORD-4017 now", "category": "no_id"}\n',
         encoding="utf-8",
     )
     labelled, plain, relabelled = read_prompts(path)
@@ -228,7 +228,16 @@ def test_read_keeps_the_files_case_and_category_fills_missing_ones_and_keeps_ext
     assert labelled["scenario_id"] == "please check ord-4017"
     assert plain["scenario_id"] == "k" and plain["category"] == "off_topic"
     assert plain["case"] == case_for("  How  tall is Kilimanjaro? ")  # filled by the env's case_for
-    assert relabelled["category"] == "no_id" and relabelled["case"] == case_for("please check ORD-4017")
+    assert relabelled["category"] == "no_id" and relabelled["case"] == case_for("please check ORD-4017 now")
+
+
+def test_read_refuses_a_prompt_an_earlier_line_holds(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    line = '{"prompt": "please refund ORD-4017", "scenario_id": "s1", "category": "with_id"}\n'
+    path.write_text(line + '{"prompt": "please refund ORD-4017", "scenario_id": "s2", "category": "with_id"}\n'
+                    + line, encoding="utf-8")
+    with pytest.raises(DataError, match=r":3: 1 bad line\(s\): line 3: repeats the prompt of line 1 \(scenario 's1'\)"):
+        read_prompts(path)
 
 
 def test_read_reports_every_bad_line_by_number(tmp_path: Path) -> None:
@@ -239,7 +248,7 @@ def test_read_reports_every_bad_line_by_number(tmp_path: Path) -> None:
         read_prompts(path)
     message = str(exc.value)
     assert message.startswith(f"{path}:2: 4 bad line(s)")
-    for needle in ("line 2: needs a non-empty string", "line 3: not JSON", "line 4: expected a JSON object",
+    for needle in ("line 2: needs a non-empty string", "line 3: not valid JSON", "line 4: expected a JSON object",
                    "line 5: \"scenario_id\" must be"):
         assert needle in message
 

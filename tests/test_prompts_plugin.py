@@ -97,7 +97,7 @@ def test_a_bad_prompts_file_fails_the_tests_that_use_it_not_the_session(pytester
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["rlgate: env=refund * --rlgate-prompts-file=*bad.jsonl (no prompt set: *bad.jsonl:2: "
                                  "1 bad line(s)*",
-                                 "*rlgate: *bad.jsonl:2: 1 bad line(s): line 2: not JSON*"])
+                                 "*rlgate: *bad.jsonl:2: 1 bad line(s): line 2: not valid JSON*"])
     assert "INTERNALERROR" not in result.stdout.str()
 
 
@@ -144,7 +144,7 @@ def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest
     split = stratified_split(items)
     train = balance(split.train, 0.25)
     assert read_prompts(out / "prompts.jsonl") == items
-    assert read_prompts(out / "train.jsonl") == train
+    assert read_prompts(out / "train.jsonl", repeats=True) == train
     assert read_prompts(out / "holdout.jsonl") == split.holdout
     lines = printed.splitlines()
     assert lines[0] == ("rlgate prompts --prompt-seed 0 --size default --holdout 0.2 --split stratified "

@@ -136,7 +136,7 @@ def test_killing_rlgate_prompts_at_random_points_never_leaves_a_mixed_set(tmp_pa
         # one complete set (the old or the new one) or nothing; never a holdout of another prompts file
         assert state is None or state in sets.values(), f"kill {i}: a mixed set {sorted(state)}"
         if state is None:
-            with pytest.raises(DataError, match="not found"):
+            with pytest.raises(DataError, match="no such prompts file"):
                 read_prompts(out / "holdout.jsonl")
     assert outcomes.count(-signal.SIGKILL) >= 6  # most runs were really interrupted
     assert main(["prompts", "--size", "large", "--prompt-seed", "1", "--balance", "0.25", "--out-dir", str(out)]) == 0

@@ -23,7 +23,7 @@ from pytest_rlgate import (
     validate_row,
     write_rows,
 )
-from pytest_rlgate.data import rowfile
+from pytest_rlgate.data import jsonl
 from pytest_rlgate.data.rows import iter_rows
 from pytest_rlgate.envs import refund
 
@@ -50,8 +50,8 @@ BAD_FILES: list[tuple[list[str], str]] = [
     (["not json at all", json.dumps(row())], r":1: not valid JSON"),
     (["[1, 2, 3]"], r":1: expected a JSON object per line, got array"),
     ([json.dumps(row(score="high"))], r":1: 'score' must be a number, got string 'high'"),
-    ([json.dumps(row()).replace('"score": 1.0', '"score": NaN')], r":1: not valid JSON: NaN is not valid JSON"),
-    ([json.dumps(row()).replace('"score": 1.0', '"score": Infinity')], r":1: not valid JSON: Infinity"),
+    ([json.dumps(row()).replace('"score": 1.0', '"score": NaN')], r":1: field 'score': NaN is not a number"),
+    ([json.dumps(row()).replace('"score": 1.0', '"score": Infinity')], r":1: field 'score': Infinity is not a"),
     ([json.dumps(row(reward=0.5))], r":1: 'reward' must be 0 or 1 \(1 = the reply passes\), got number 0.5"),
     ([json.dumps(row(reward=True))], r":1: 'reward' must be 0 or 1 .*got boolean True"),
     ([json.dumps(row(reward=_DROP, markers=_DROP))], r":1: missing fields 'reward', 'markers'"),
@@ -117,9 +117,10 @@ def test_reader_streams(tmp_path: Path) -> None:
 
 
 def test_in_memory_rows_are_validated_too() -> None:
-    with pytest.raises(DataError, match=r"<rows>:2: 'score' must be finite, got inf"):
+    with pytest.raises(DataError, match=r"<rows>:2: 'score' must be finite and at most 2\*\*53 in size: inf is not"):
         list(read_rows([row(), row(rollout_index=1, score=float("inf"))]))
-    with pytest.raises(DataError, match=r"<rows>:1: marker 'm' must be a finite number, got number nan"):
+    with pytest.raises(DataError, match=r"<rows>:1: marker 'm' must be a finite number at most 2\*\*53 in size, "
+                                        "got number nan"):
         list(read_rows([row(markers={"m": float("nan")})]))
 
 
@@ -231,7 +232,7 @@ def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     if request.param == "orjson":
         pytest.importorskip("orjson")
     else:
-        monkeypatch.setattr(rowfile, "_orjson", None)
+        monkeypatch.setattr(jsonl, "_FAST", jsonl._stdlib_fast)
     return request.param
 
 
@@ -245,7 +246,7 @@ def test_both_parsers_name_the_same_bad_line(tmp_path: Path, parser: str, lines:
 @pytest.mark.parametrize(("line", "message"), [
     (json.dumps(row()) + " trailing", r":1: not valid JSON: Extra data"),
     (json.dumps(row()) + "}", r":1: not valid JSON: Extra data"),
-    ("\ufeff" + json.dumps(row()), r":1: not valid JSON"),
+    ("\ufeff" + json.dumps(row()), None),  # a byte-order mark is an editor's habit
     (json.dumps(row(rollout_index=10**30)), None),  # beyond 64 bits: orjson refuses, the stdlib reads it
     ("  " + json.dumps(row()) + "  ", None),  # surrounding whitespace is JSON
 ])
@@ -253,7 +254,7 @@ def test_fast_parsers_accept_exactly_what_json_loads_accepts(tmp_path: Path, par
                                                              message: str | None) -> None:
     path = lines_file(tmp_path, line)
     if message is None:
-        assert list(read_rows(path)) == [json.loads(line)]
+        assert list(read_rows(path)) == [json.loads(line.lstrip("\ufeff"))]
     else:
         with pytest.raises(DataError, match=message):
             list(read_rows(path))

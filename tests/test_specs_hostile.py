@@ -48,9 +48,9 @@ HOSTILE: dict[str, tuple[str, int | None, str]] = {
     "huge-number.yaml": (HEAD + "rows:\n  - {prompt: p, reply: r, expected: " + "9" * 400 + "}\n", 3,
                          "'expected' must be a finite number"),
     "huge-number.jsonl": (JSON_HEAD + '{"prompt": "p", "reply": "r", "expected": ' + "9" * 400 + "}\n", 2,
-                          "'expected' must be a finite number"),
+                          "field 'expected': a 400-digit integer is beyond a double's range"),
     "too-many-digits.jsonl": (JSON_HEAD + '{"prompt": "p", "reply": "r", "expected": ' + "9" * 5000 + "}\n", 2,
-                              "not usable JSON"),
+                              "field 'expected': a 5000-digit integer"),
     "deep.jsonl": (JSON_HEAD + '{"prompt": "p", "reply": "r", "expected": 1, "case": ' + "[" * 100_000
                    + "]" * 100_000 + "}\n", 2, f"nested deeper than {MAX_DEPTH}"),
     "deep-but-parsable.jsonl": (JSON_HEAD + '{"prompt": "p", "reply": "r", "expected": 1, "case": ' + "[" * 500
@@ -61,7 +61,8 @@ HOSTILE: dict[str, tuple[str, int | None, str]] = {
     "tolerance-nan.yaml": (HEAD + "tolerance: .nan\nrows:\n" + ROW, 1, "'tolerance' must be a number"),
     "tolerance-negative.yaml": (HEAD + "tolerance: -0.5\nrows:\n" + ROW, 1, "'tolerance' must be at least 0"),
     "tolerance-inf.jsonl": ('{"reward": "pytest_rlgate.envs.refund:score", "tolerance": Infinity}\n'
-                            + '{"prompt": "p", "reply": "r", "expected": 1}\n', 1, "must be a finite number"),
+                            + '{"prompt": "p", "reply": "r", "expected": 1}\n', 1,
+                            "field 'tolerance': Infinity is not a number"),
     "expected-inf.yaml": (HEAD + "rows:\n  - {prompt: p, reply: r, expected: -.inf}\n", 3,
                           "'expected' must be a finite number"),
     "eval-case-for.yaml": (HEAD + "case_for: builtins:eval\nrows:\n" + ROW, 1,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..options import output_file
 from ..train.baseline import save_baseline
 
 HELP = "keep a run's graded rows as a stored baseline"
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     save = actions.add_parser("save", help="write a finished run's rows as a baseline",
                               description="write a finished run's after-rows (or one base run) as a baseline")
     save.add_argument("run_dir", metavar="RUN_DIR", help="a finished runs/<name>/ folder")
-    save.add_argument("--out", required=True, metavar="PATH",
+    save.add_argument("--out", required=True, metavar="PATH", type=output_file,
                       help="baseline file to write, e.g. baselines/release.jsonl.gz (.gz: compressed)")
     save.add_argument("--base-run", type=int, default=None, metavar="N",
                       help="save base run N (0 = the first) instead of the trained policy's after-rows")

@@ -15,7 +15,10 @@ import argparse
 import json
 import os
 
+from .._io import ranks
 from ..data.rows import read_rows, write_rows
+from ..environment.contract import Env, load_env
+from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, output_file
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
@@ -25,7 +28,9 @@ HELP = "re-sample a finished run's holdout and gate it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, metavar="DIR", help="a finished runs/<name>/ folder")
+    # --run-dir: torchrun reads an abbreviation of its own --run-path into "--run", before the module's arguments
+    parser.add_argument("--run", "--run-dir", dest="run", required=True, metavar="DIR",
+                        help="a finished runs/<name>/ folder (--run-dir under torchrun)")
     add_env_argument(parser, default="the run's environment")
     parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
@@ -35,9 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
+    override: Env | None = None
+    if args.env is not None:  # the flag's own mistake, told before the run is opened
+        try:
+            override = load_env(args.env)
+        except UsageError as exc:
+            raise UsageError(f"--env {args.env!r:.80}: {exc}") from None
     folder = RunFolder.open(args.run)
-    env = folder.environment(args.env)
+    env = folder.environment(override)
     rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
+    if not ranks.is_main_process():  # the job exits with the main process's verdict
+        return 0
     if args.out:
         write_rows(args.out, rows)
     result = gate_runs([list(read_rows(p)) for p in folder.before_files], rows, env=env)

@@ -13,13 +13,13 @@ option or file.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from tabulate import tabulate
 
 from ..data.hygiene import KeepResult, keep_prompts
-from ..data.prompts import SPLITS, build_prompts, count_by_category, jsonl_lines, prepare_split, read_prompts
+from ..data.jsonl import iter_json_lines
+from ..data.prompts import SPLITS, build_prompts, count_by_category, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
 from ..environment.contract import Env, load_env
 from ..envs import DEFAULT_ENV
@@ -59,16 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def keep_written(path: Path, env: Env) -> KeepResult:
     """The keep filter over a model-written file; a line that is not JSON names file:line."""
-    numbered = jsonl_lines(path, what="--keep file", fix=f"pass a JSONL of model-written prompts, {KEEP_LINE} a line")
-    rows = []
-    for number, line in numbered:
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not JSON ({exc.msg} at column {exc.colno}); each line is {KEEP_LINE}",
-                            path=path, line=number) from None
-        except RecursionError:
-            raise DataError(f"JSON nested too deeply; each line is {KEEP_LINE}", path=path, line=number) from None
+    numbered = list(iter_json_lines(path, what="--keep file",
+                                    fix=f"pass a JSONL of model-written prompts, {KEEP_LINE} a line"))
+    rows = [row for _, row in numbered]
     if not rows:
         raise DataError(f"no prompts in the file; each line is {KEEP_LINE}", path=path)
     result = keep_prompts(rows, env, path=str(path), lines=[number for number, _ in numbered])
@@ -91,8 +84,14 @@ def run(args: argparse.Namespace) -> int:
         source = f"--prompt-seed {args.prompt_seed} --size {args.size}"
     if env.spec not in (None, DEFAULT_ENV):
         source = f"--env {env.spec} {source}"
-    prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,
-                             decontaminate_train=not args.no_decontaminate)
+    try:
+        prepared = prepare_split(items, args.holdout, env=env, how=args.split, share=args.balance,
+                                 decontaminate_train=not args.no_decontaminate)
+    except DataError as exc:
+        if kept is None:
+            raise
+        # what was dropped is likely why the rest cannot be split: say both
+        raise DataError(f"{exc.reason} (after the keep filter: {kept.summary()})", path=args.keep) from None
     outputs = {"prompts.jsonl": items, "train.jsonl": prepared.train, "holdout.jsonl": prepared.holdout}
     digests = write_prompt_set(args.out_dir, outputs)
 

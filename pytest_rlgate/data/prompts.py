@@ -30,6 +30,11 @@ from ..environment.seeded import prompt_key
 from ..errors import DataError, UsageError
 from ..options import HOLDOUT_FRACTION
 from .hygiene import Decontamination, decontaminate, skip_decontamination
+from .jsonl import iter_json_lines
+
+#: how prompt files are named in messages, and how to get one
+PROMPTS_FILE = "prompts file"
+PROMPTS_FIX = "write one with `rlgate prompts --out-dir DIR`"
 
 __all__ = [
     "SPLITS",
@@ -40,7 +45,6 @@ __all__ = [
     "canonical_bytes",
     "count_by_category",
     "fingerprint",
-    "jsonl_lines",
     "plain_split",
     "prepare_split",
     "prompt_item",
@@ -92,7 +96,7 @@ def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[Item]:
+def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None, repeats: bool = False) -> list[Item]:
     """Load a prompts file (JSONL, one object a line with at least ``prompt``).
 
     A line's own ``case`` and ``category`` are kept as written; *env*'s ``case_for`` fills the
@@ -101,19 +105,35 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     Blank lines are skipped.
 
     :raises DataError: naming every bad line (up to ten) by number: not a JSON object, no
-        prompt, no case where the environment reads none, or a category *env* does not
-        declare. An empty file is an error too.
+        prompt, no case where the environment reads none, a category *env* does not declare,
+        or a prompt an earlier line already holds (same scenario and text) unless *repeats*
+        (a balanced ``train.jsonl`` repeats minority prompts). An empty file is an error too.
     """
     path = Path(path)
     env = load_env(env)
     items: list[Item] = []
     problems: list[tuple[int, str]] = []
-    for number, line in jsonl_lines(path, what="prompts file", fix="write one with `rlgate prompts --out-dir DIR`"):
+
+    def bad(exc: DataError) -> None:
+        problems.append((exc.line or 0, exc.reason))
+
+    first_seen: dict[tuple[str, str], int] = {}
+    for number, row in iter_json_lines(path, what=PROMPTS_FILE, fix=PROMPTS_FIX, on_error=bad):
         try:
-            items.append(_item(line, env))
+            item = prompt_item(row, env)
         except DataError as exc:
             problems.append((number, exc.reason))
+            continue
+        key = (item["scenario_id"], item["prompt"])
+        if key in first_seen and not repeats:  # its rows would clash with the first one's in every gate
+            problems.append((number, f"repeats the prompt of line {first_seen[key]} (scenario "
+                                     f"{key[0][:40]!r}); each prompt appears once (only a balanced train.jsonl "
+                                     "repeats prompts: read it with repeats=True)"))
+            continue
+        first_seen[key] = number
+        items.append(item)
     if problems:
+        problems.sort()
         shown = "; ".join(f"line {n}: {why}" for n, why in problems[:10])
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
         raise DataError(f"{len(problems)} bad line(s): {shown}{more}. Each line must be a JSON object like "
@@ -122,37 +142,6 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None) -> list[I
     if not items:
         raise DataError("no prompts in the file; each line needs a JSON object with a \"prompt\"", path=path)
     return items
-
-
-def jsonl_lines(path: Path, *, what: str, fix: str) -> list[tuple[int, str]]:
-    """``(line number, text)`` of each non-blank line of the UTF-8 file *path*.
-
-    Lines end at ``\n`` only: ``str.splitlines`` would also cut a prompt at U+2028, U+2029,
-    ``\x85`` or ``\x0c``, which :func:`write_prompts` writes raw inside a JSON string.
-
-    :raises DataError: naming *path* (called *what*) when it is missing (saying *fix*), a
-        folder or not UTF-8.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{what} not found; {fix}", path=path) from None
-    except IsADirectoryError:
-        raise DataError(f"{what} is a folder; pass a JSONL file, e.g. DIR/prompts.jsonl", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save it as UTF-8", path=path) from None
-    return [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
-
-
-def _item(line: str, env: Env) -> Item:
-    """One prompt item from one line of a prompts file."""
-    try:
-        row = json.loads(line)
-    except ValueError as exc:
-        raise DataError(f"not JSON ({getattr(exc, 'msg', exc)} at column {getattr(exc, 'colno', '?')})") from None
-    except RecursionError:
-        raise DataError("JSON nested too deeply (a prompt line is a flat object with a case object)") from None
-    return prompt_item(row, env)
 
 
 def prompt_item(row: Any, env: Env) -> Item:

@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
+from ..options import FILE_NUMBER
+from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
-from .rowfile import GZIP_ERRORS, gzip_error, line_parser, open_rows, parse_line, write_lines
+from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
            "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
@@ -96,9 +97,10 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         raise fail(f"'rollout_index' must be a non-negative integer, got {_type_name(index)} {index!r}")
     score = row["score"]
     if not _is_number(score):
-        raise fail(f"'score' must be a number, got {_type_name(score)} {score!r}")
-    if not math.isfinite(score):
-        raise fail(f"'score' must be finite, got {score!r}")
+        raise fail(f"'score' must be a number, got {_type_name(score)} {_cut(score)}")
+    problem = FILE_NUMBER.problem(score)
+    if problem is not None:
+        raise fail(f"'score' must be finite and at most 2**53 in size: {problem}, got {_cut(score)}")
     reward = row["reward"]
     if not _is_number(reward) or reward not in (0, 1):
         raise fail(f"'reward' must be 0 or 1 (1 = the reply passes), got {_type_name(reward)} {reward!r}")
@@ -107,8 +109,9 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
     if not isinstance(markers, Mapping):
         raise fail(f"'markers' must be an object {{name: number}}, got {_type_name(markers)}")
     for name, value in markers.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise fail(f"marker {name!r} must be a finite number, got {_type_name(value)} {value!r}")
+        if not _is_number(value) or FILE_NUMBER.problem(value) is not None:
+            raise fail(f"marker {name!r} must be a finite number at most 2**53 in size, got {_type_name(value)} "
+                       f"{_cut(value)}")
     if row.get("case") is not None and not isinstance(row["case"], Mapping):
         raise fail(f"'case' must be an object (what the reply was scored against), got {_type_name(row['case'])}")
     if row.get("policy") is not None and not isinstance(row["policy"], str):
@@ -123,10 +126,15 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
 
 
 _NUMBERS = (int, float)
-_isfinite = math.isfinite
+_LOW, _HIGH = FILE_NUMBER.low, FILE_NUMBER.high
 
 
-def _fast_row(row: dict[str, Any]) -> bool:
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def _fast_row(row: Any) -> bool:
     """True for a plain, valid row (exact built-in types): the common case, checked cheaply.
 
     Every check :func:`validate_row` makes, in the fewest bytecodes: it runs once per row
@@ -134,6 +142,8 @@ def _fast_row(row: dict[str, Any]) -> bool:
     empty optional string, a misplaced header) returns False and takes the slow path,
     which accepts what is valid and names what is not.
     """
+    if type(row) is not dict:
+        return False
     try:
         prompt, category, index, reply = row["prompt"], row["category"], row["rollout_index"], row["reply"]
         score, reward, markers = row["score"], row["reward"], row["markers"]
@@ -141,12 +151,12 @@ def _fast_row(row: dict[str, Any]) -> bool:
         return False
     if not (type(prompt) is str and prompt and type(category) is str and category
             and type(reply) is str and type(index) is int and index >= 0
-            and type(score) in _NUMBERS and _isfinite(score)
+            and type(score) in _NUMBERS and _LOW <= score <= _HIGH  # NaN compares False
             and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
             and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
         return False
     for value in markers.values():
-        if type(value) not in _NUMBERS or not _isfinite(value):
+        if type(value) not in _NUMBERS or not _LOW <= value <= _HIGH:
             return False
     get = row.get
     value = get("scenario_id")
@@ -238,33 +248,27 @@ class RowReader:
         self.is_file = isinstance(source, (str, os.PathLike))
         self.label = os.fspath(source) if self.is_file else name or "<rows>"
         self._source = source
-        self._handle: IO[bytes] | None = None
-        self._first: list[tuple[int, bytes]] = []  #: the first row's line when the file has no header
-        self._next_line = 1
+        #: the file's lines as (line, value, checked) from the one JSONL reader, None for rows in memory
+        self._lines: Iterator[tuple[int, Any, bool]] | None = None
+        self._first: list[tuple[int, Any, bool]] = []  #: the first row's line when the file has no header
         self._used = False
         self.header: dict[str, Any] | None
         if self.is_file:
-            self._handle = open_rows(source)
+            self._lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
             try:
-                self.header = self._read_header(self._handle)
+                self.header = self._read_header(self._lines)
             except BaseException:
                 self.close()
                 raise
         else:
             self.header = getattr(source, "header", None)
 
-    def _read_header(self, handle: IO[bytes]) -> dict[str, Any] | None:
-        try:
-            for line, raw in enumerate(handle, 1):
-                if raw.strip():
-                    self._next_line = line + 1
-                    obj = parse_line(raw, path=self.label, line=line)
-                    if is_header(obj):
-                        return check_header(obj, path=self.label, line=line)
-                    self._first = [(line, raw)]
-                    return None
-        except GZIP_ERRORS as exc:
-            raise gzip_error(exc, self.label) from None
+    def _read_header(self, lines: Iterator[tuple[int, Any, bool]]) -> dict[str, Any] | None:
+        for line, obj, checked in lines:
+            if not checked and is_header(obj):
+                return check_header(obj, path=self.label, line=line)
+            self._first = [(line, obj, checked)]
+            return None
         return None
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
@@ -272,14 +276,14 @@ class RowReader:
         if self._used:
             raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
         self._used = True
-        if self._handle is None:
-            return _checked(enumerate(self._source, 1), self.label, file=False, handle=None)
-        lines = itertools.chain(self._first, enumerate(self._handle, self._next_line))
-        return _checked(lines, self.label, file=True, handle=self._handle)
+        if self._lines is None:
+            return _checked(((line, row, False) for line, row in enumerate(self._source, 1)), self.label,
+                            file=False, handle=None)
+        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
+        if self._lines is not None:
+            self._lines.close()  # type: ignore[attr-defined]  # a generator: closing it closes the file
 
     def __enter__(self) -> RowReader:
         return self
@@ -289,11 +293,13 @@ class RowReader:
         self.close()
 
 
-def _checked(lines: Iterable[tuple[int, Any]], label: str, *, file: bool,
-             handle: IO[bytes] | None) -> Iterator[tuple[dict[str, Any], int, int]]:
-    """The one loop every row passes through: parse, validate, refuse duplicates, stream.
+def _checked(lines: Iterable[tuple[int, Any, bool]], label: str, *, file: bool,
+             handle: Any) -> Iterator[tuple[dict[str, Any], int, int]]:
+    """The one loop every row passes through: validate, refuse duplicates, stream.
 
-    *lines* are (line number, raw bytes) of a file after its header, or (position, row) of
+    *lines* are (line number, value, checked) of a file after its header, as the JSONL
+    reader (:func:`~pytest_rlgate.data.jsonl.iter_checked_lines`) gives them, ``checked``
+    when the row passed the fast check as it was parsed; or (position, row, False) of
     in-memory rows. A row is unique per (scenario, prompt, eval_run) and rollout index: several prompts may
     share a scenario (paraphrases of one situation), and re-runs of the same policy
     (``eval_run``) legitimately repeat a rollout index. Each key keeps one int bitmask of the
@@ -303,28 +309,17 @@ def _checked(lines: Iterable[tuple[int, Any]], label: str, *, file: bool,
     touched only when the prompt changes. One loop, with no helper generators, because at a
     million rows every call and generator hop shows.
     """
-    parse = line_parser() if file else None
     seen: dict[int, int] = {}
     large: set[tuple[int, int]] = set()
     key: tuple[Any, str, Any] | None = None
     mask = count = slot = 0
-    fast = _fast_row
     try:
-        for line, item in lines:
-            if parse is None:
-                obj = validate_row(item, path=label, line=line)  # copies what it normalises: the caller's rows stay
-            else:
-                try:
-                    obj = parse(item)
-                except (ValueError, StopIteration, RecursionError):  # not final: ask the exact parser
-                    if not item.strip():
-                        continue
-                    obj = parse_line(item, path=label, line=line)
-                if type(obj) is dict and fast(obj):
-                    if type(obj["reward"]) is not int:
-                        obj["reward"] = int(obj["reward"])
-                else:  # judged on the standard library's reading (orjson reads a 20-digit int as a float)
-                    obj = validate_row(parse_line(item, path=label, line=line), path=label, line=line)
+        for line, obj, checked in lines:
+            if checked:  # a plain valid row, as the fast parser read it
+                if type(obj["reward"]) is not int:
+                    obj["reward"] = int(obj["reward"])
+            else:  # copies what it normalises: the caller's rows stay
+                obj = validate_row(obj, path=label, line=line)
             get = obj.get
             here = (get("scenario_id"), obj["prompt"], get("eval_run"))
             state = SAME
@@ -348,10 +343,6 @@ def _checked(lines: Iterable[tuple[int, Any]], label: str, *, file: bool,
                 large.add((slot, index))
             count += 1
             yield obj, line, state
-    except GZIP_ERRORS as exc:
-        if handle is None:
-            raise
-        raise gzip_error(exc, label) from None
     finally:
         if handle is not None:
             handle.close()

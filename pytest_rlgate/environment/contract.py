@@ -32,6 +32,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
+from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
@@ -151,6 +152,10 @@ class Env:
         rewards = getattr(obj, "rewards", None) or {}
         self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)
         self.fingerprint: str = self._fingerprint()
+
+    @property
+    def _who(self) -> str:
+        return f"environment {self.name}"
 
     # -- identity ---------------------------------------------------------------------
 
@@ -275,37 +280,47 @@ class Env:
         """The case read from the prompt text, or None when the environment reads none."""
         if self._case_for is None:
             return None
-        case = self._case_for(prompt)
+        case = call(self._who, "case_for()", self._case_for, prompt)
         return dict(case) if isinstance(case, Mapping) else None
 
     def score(self, reply: str | Episode, case: Mapping[str, Any]) -> float:
         """The score in [0, 1]; an episode environment scores the episode (a text is replayed)."""
         if self.is_episodic:
             episode, instance = self.episode(reply, case)
-            value = self._score(episode, case) if self._score is not None else instance.get_reward()
+            raw = (call(self._who, "score()", self._score, episode, case) if self._score is not None
+                   else call(self._who, "get_reward()", instance.get_reward))
         else:
-            value = self._score(reply, case)
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"environment {self.name}: score() returned {value!r:.60}, not a number") from None
-        if not 0.0 <= value <= 1.0:  # also refuses NaN
+            raw = call(self._who, "score()", self._score, reply, case)
+        value = number(self._who, "score()", raw, what="a number in [0, 1]")
+        if not 0.0 <= value <= 1.0:
             raise UsageError(f"environment {self.name}: score() returned {value!r}, outside [0, 1]")
         return value
 
     def passes(self, value: float) -> bool:
         """Whether a score counts as a pass (default: the full score, ``>= 1.0``)."""
-        return bool(self._passes(value)) if self._passes is not None else value >= 1.0
+        if self._passes is None:
+            return value >= 1.0
+        return bool(call(self._who, "passes()", self._passes, value))
 
     def markers(self, reply: str | Episode, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
         """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
         if self._markers is None:
+            if self.guards:
+                raise UsageError(f"environment {self.name} guards {', '.join(self.guards)} but has no markers() "
+                                 "to measure them; add markers(reply, case) or drop the guards")
             return {}
         if self.is_episodic:
             reply = self.episode(reply, case)[0]
-        found = (self._markers(reply, case, prompt=prompt) if self._markers_take_prompt
-                 else self._markers(reply, case))
-        return {str(k): float(v) for k, v in dict(found).items()}
+        found = (call(self._who, "markers()", self._markers, reply, case, prompt=prompt)
+                 if self._markers_take_prompt else call(self._who, "markers()", self._markers, reply, case))
+        values = numbers_of(self._who, "markers()", found)
+        missing = next((guard for guard in self.guards if guard not in values), None)
+        if missing is not None:  # a gate would refuse the row later; say whose promise broke, now
+            shown = reply.text if isinstance(reply, Episode) else reply
+            raise UsageError(f"environment {self.name}: markers() returned no {missing!r} for the reply "
+                             f"{shown[:40]!r}, but the environment guards it; return every guarded marker "
+                             f"({', '.join(self.guards)}) for every reply")
+        return values
 
     # -- prompts and chat ----------------------------------------------------------------
 
@@ -337,12 +352,19 @@ class Env:
         if self.prompt_sizes and size not in self.prompt_sizes:
             raise UsageError(f"environment {self.name} has no prompt set size {size!r:.40}; "
                              f"use one of {', '.join(self.prompt_sizes)}")
-        return [dict(item) for item in self._build_prompts(seed, size)]
+        build = self._build_prompts
+        items = call(self._who, "build_prompts()", lambda: list(build(seed, size)))
+        odd = next((item for item in items if not isinstance(item, Mapping)), None)
+        if odd is not None:
+            raise UsageError(f"environment {self.name}: build_prompts() yielded {type(odd).__name__} {odd!r:.40}; "
+                             "each prompt item must be a mapping with prompt, case, category and scenario_id")
+        return [dict(item) for item in items]
 
     def messages_for(self, prompt: str) -> list[dict[str, str]]:
         """The chat the policy sees: the environment's, else its system prompt and the user turn."""
         if self._messages_for is not None:
-            return list(self._messages_for(prompt))
+            chat = self._messages_for
+            return call(self._who, "messages_for()", lambda: list(chat(prompt)))
         head = [{"role": "system", "content": self.system}] if self.system else []
         return [*head, {"role": "user", "content": prompt}]
 
@@ -364,7 +386,7 @@ class Env:
         """The environment's own reply features for ``hack_scan`` (none by default)."""
         if self._features is None:
             return {}
-        return {str(k): float(v) for k, v in dict(self._features(reply)).items()}
+        return numbers_of(self._who, "features()", call(self._who, "features()", self._features, reply))
 
     def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
         """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
@@ -393,7 +415,7 @@ class Env:
 
     def honest_replies(self, case: Mapping[str, Any]) -> Any:
         """A Hypothesis strategy of honest replies for *case*, or None."""
-        return None if self._honest is None else self._honest(case)
+        return None if self._honest is None else call(self._who, "honest_replies()", self._honest, case)
 
     @property
     def has_rejected_reply(self) -> bool:
@@ -401,14 +423,14 @@ class Env:
 
     def rejected_reply(self, item: Mapping[str, Any], rng: Any) -> str | None:
         """A constructed DPO negative for *item*, or None (no constructed negatives)."""
-        return None if self._rejected is None else self._rejected(item, rng)
+        return None if self._rejected is None else call(self._who, "rejected_reply()", self._rejected, item, rng)
 
     def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, Any]], float]:
         """The training reward: the environment's score, or one of its named variants."""
         if name in (None, "", "env", self.name):
             return self.score
-        if name in self.rewards:
-            return self.rewards[name]
+        if name in self.rewards:  # the user's function, called through the one door for user code
+            return scorer(self._who, f"rewards[{name!r}]", self.rewards[name])
         raise UsageError(f"environment {self.name} has no reward {name!r}; choose one of "
                          f"{', '.join([self.name, *self.rewards])} or give 'module:attr' of a "
                          "score(reply, case) function")
@@ -448,9 +470,8 @@ def _import(target: str, spec: str) -> Any:
                              f"folder on PYTHONPATH?); registered names: {', '.join(env_names())}") from None
         raise UsageError(f"environment {spec!r}: importing {module_name} failed: "
                          f"{type(exc).__name__}: {exc}") from None
-    except (Exception, SystemExit) as exc:  # a user module that raises on import
-        raise UsageError(f"environment {spec!r}: importing {module_name} failed: "
-                         f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    except USER_CODE_ERRORS as exc:  # a user module that raises (or exits) on import
+        raise user_error(f"environment {spec!r}", f"importing {module_name}", exc) from None
     if not attr:
         return module
     obj: Any = module
@@ -459,6 +480,8 @@ def _import(target: str, spec: str) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise UsageError(f"environment {spec!r}: {module_name} has no attribute {attr!r}") from None
+        except USER_CODE_ERRORS as exc:
+            raise user_error(f"environment {spec!r}", f"reading {module_name}:{attr}", exc) from None
     return obj
 
 
@@ -467,10 +490,14 @@ def _instantiate(obj: Any, args: list[str], spec: str) -> Any:
     if args or inspect.isclass(obj):
         if not callable(obj):
             raise UsageError(f"environment {spec!r}: {obj!r:.60} takes no arguments")
+        called = f"{getattr(obj, '__name__', 'its factory')}()"
         try:
-            return obj(*args)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"environment {spec!r}: {exc}") from None
+            inspect.signature(obj).bind(*args)
+        except TypeError as exc:  # the arguments do not fit
+            raise UsageError(f"environment {spec!r}: {called} takes other arguments ({exc})") from None
+        except ValueError:  # no signature to check (a builtin): calling it tells
+            pass
+        return call(f"environment {spec!r}", called, obj, *args)
     return obj
 
 
@@ -500,7 +527,7 @@ def _load(spec: Any = None) -> Env:
     if spec is None:
         spec = DEFAULT_ENV
     if not isinstance(spec, str):
-        return Env(_instantiate(spec, [], _describe(spec)))
+        return _wrap(_instantiate(spec, [], _describe(spec)), None)
     match = _SPEC.match(spec)
     if match is None or not spec.strip():
         raise UsageError(f"environment {spec!r:.80}: expected a registered name ({', '.join(env_names())}), "
@@ -512,13 +539,22 @@ def _load(spec: Any = None) -> Env:
         target = names[target]
     elif ":" not in target and "." not in target:
         try:
-            importlib.import_module(target)
-        except ImportError:
+            _import_module(target)
+        except ModuleNotFoundError as exc:
+            if exc.name != target:
+                raise user_error(f"environment {spec!r}", f"importing {target}", exc) from None
             raise UsageError(f"environment {spec!r}: not a registered name ({', '.join(names)}) and not an "
                              "importable module; give 'module:attr' or register it under the "
                              f"'{ENTRY_POINT_GROUP}' entry-point group") from None
+        except USER_CODE_ERRORS as exc:  # the module is there, and raises (or exits) on import
+            raise user_error(f"environment {spec!r}", f"importing {target}", exc) from None
     obj = _instantiate(_import(target, spec), args, spec)
     if isinstance(obj, Env):
         return obj
-    return Env(obj, spec=spec.strip())
+    return _wrap(obj, spec.strip())
+
+
+def _wrap(obj: Any, spec: str | None) -> Env:
+    """``Env(obj)``; a member that raises while it is read (a property) is the user's error too."""
+    return call(f"environment {spec or _describe(obj)}", "reading its members", Env, obj, spec=spec)
 

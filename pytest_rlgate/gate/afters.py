@@ -68,6 +68,7 @@ def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[Row
         readers = [stack.enter_context(RowReader(s)) for s in sources]
     else:
         sources = list(after)
+        _refuse_repeats(sources)
         readers = [stack.enter_context(RowReader(s)) for s in sources]
         labels = seed_labels(sources, [r.header for r in readers])
     if len(set(labels)) != len(labels):
@@ -76,3 +77,15 @@ def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[Row
         if not reader.is_file:
             reader.label = f"<after seed {seed} rows>"
     return labels, readers
+
+
+def _refuse_repeats(sources: Sequence[Any]) -> None:
+    """One source given twice would count as two training seeds and halve the seed spread."""
+    seen: dict[Any, int] = {}
+    for position, source in enumerate(sources, 1):
+        key = os.path.realpath(source) if isinstance(source, (str, os.PathLike)) else id(source)
+        if key in seen:
+            shown = os.fspath(source) if isinstance(source, (str, os.PathLike)) else f"the row list #{position}"
+            raise UsageError(f"after side {position} ({shown}) is after side {seen[key]} again: each training seed "
+                             "is its own run's rows; pass every seed's file once")
+        seen[key] = position

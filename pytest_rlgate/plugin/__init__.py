@@ -3,7 +3,7 @@
 Each feature's hooks and fixtures live in its own module of this package;
 this module only names them, so ``-p no:rlgate`` switches every part off at once, and
 offers the helpers they share: a ``--rlgate-<name>`` option with an ``rlgate_<name>``
-ini twin where the command line wins, and whether a session uses rlgate at all.
+ini twin where the command line wins, whether a session uses rlgate at all, and :func:`fail`.
 
 Every pytest run in an environment where the plugin is installed loads it, rlgate's
 users or not. So the feature modules import only pure-Python parts of the package when
@@ -26,7 +26,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import pytest
 
@@ -124,3 +124,11 @@ def used_by(items: list[pytest.Item]) -> bool:
         if any(name.startswith("rlgate") for name in getattr(item, "fixturenames", ())):
             return True
     return False
+
+
+def fail(message: str) -> NoReturn:
+    """Fail the current test or fixture with *message* alone: no traceback, and (raised from
+    None) not the error it replaces printed a second time under "During handling of the above
+    exception"."""
+    __tracebackhide__ = True
+    raise pytest.fail.Exception(message, pytrace=False) from None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, fail, setting
 from pytest_rlgate.plugin.gate import PROPERTY as GATE_PROPERTY
 
 if TYPE_CHECKING:
@@ -61,7 +61,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if _updating(config) and baseline_path(config) is None:
         raise pytest.UsageError("--rlgate-update-baseline needs --rlgate-baseline PATH (or the rlgate_baseline ini "
                                 "setting): the file to write the candidate's rows to")
-    if baseline_path(config) is not None:
+    path = baseline_path(config)
+    if path is not None and path.is_dir():  # neither read nor written as a file: say so before any test runs
+        raise pytest.UsageError(f"--rlgate-baseline {_shown(config, path)}: is a directory; name the baseline "
+                                f"file inside it, e.g. {_shown(config, path / 'baseline.jsonl.gz')}")
+    if path is not None:
         config.pluginmanager.register(_BaselineLog(config), "rlgate-baseline-log")
 
 
@@ -69,7 +73,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     path = baseline_path(config)
     if path is None:
         return None
-    state = "found" if path.is_file() else "missing"
+    state = "found" if path.is_file() else "a directory" if path.is_dir() else "missing"
     update = " --rlgate-update-baseline (a passing candidate replaces it)" if _updating(config) else ""
     return f"rlgate: baseline={_shown(config, path)} ({state}){update}"
 
@@ -102,7 +106,7 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | None:
         try:
             rows = pytestconfig.stash[_ROWS] = load_rows(path)
         except RlgateError as exc:
-            pytest.fail(f"rlgate: --rlgate-baseline: {exc}", pytrace=False)
+            fail(f"rlgate: --rlgate-baseline: {exc}")
     return rows
 
 

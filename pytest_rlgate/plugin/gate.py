@@ -27,7 +27,7 @@ from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
 from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
 from pytest_rlgate.options import Number, path_problem
-from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, setting
+from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
     try:
         env = marker_env(request.config, None if marker is None else marker.kwargs.get("env"))
     except RlgateError as exc:
-        pytest.fail(f"@pytest.mark.{MARKER}(env=...): {exc}", pytrace=False)
+        fail(f"@pytest.mark.{MARKER}(env=...): {exc}")
     marked = {} if marker is None else {k: v for k, v in marker.kwargs.items() if k in GATE_KEYS}
     return RlgateGate(request.node, request.config, env, marked)
 

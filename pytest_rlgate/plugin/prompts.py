@@ -23,7 +23,7 @@ import pytest
 
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.options import fraction, share
-from pytest_rlgate.plugin import add_setting, configured, setting, used_by
+from pytest_rlgate.plugin import add_setting, configured, fail, setting, used_by
 from pytest_rlgate.plugin.env import session_env
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
     try:
         return pytestconfig.stash[_STATE].items()
     except RlgateError as exc:
-        pytest.fail(f"rlgate: {exc}", pytrace=False)
+        fail(f"rlgate: {exc}")
 
 
 @pytest.fixture(scope="session")
@@ -218,4 +218,4 @@ def rlgate_split(pytestconfig: pytest.Config) -> Split:
     try:
         return pytestconfig.stash[_STATE].split().split
     except RlgateError as exc:
-        pytest.fail(f"rlgate: {exc}", pytrace=False)
+        fail(f"rlgate: {exc}")

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rlgate._io import ranks
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, setting
+from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class AdapterFactory:
         try:
             return self._make(method, marker_env(self.config, env), knobs)
         except RlgateError as exc:
-            pytest.fail(f"rlgate: {exc}", pytrace=False)
+            fail(f"rlgate: {exc}")
 
     def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
         from pytest_rlgate.train.adapters import check_adapter
@@ -130,7 +131,7 @@ class AdapterFactory:
         try:
             seeds = check_seeds(seeds, flag=where)
         except RlgateError as exc:
-            pytest.fail(f"rlgate: {exc}", pytrace=False)
+            fail(f"rlgate: {exc}")
         if "sample_seed" in knobs:
             pytest.fail(f"rlgate: {where} sets each run's sample_seed; drop sample_seed={knobs['sample_seed']!r}",
                         pytrace=False)
@@ -145,7 +146,7 @@ class AdapterFactory:
             try:
                 trained._rows[side] = _rows(trained, side)
             except RlgateError as exc:
-                pytest.fail(f"rlgate: {exc}", pytrace=False)
+                fail(f"rlgate: {exc}")
         return trained._rows[side]
 
 
@@ -186,7 +187,12 @@ def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]
 
 @pytest.fixture(scope="session")
 def rlgate_adapter_factory(pytestconfig: pytest.Config) -> AdapterFactory:
-    """Train (or serve from the cache) an adapter per configuration: ``factory(method, **knobs)``."""
+    """Train (or serve from the cache) an adapter per configuration: ``factory(method, **knobs)``.
+
+    Under ``torchrun -m pytest`` every process joins the job: training is data-parallel,
+    sampling sharded, and only the main process writes the cache.
+    """
+    ranks.init_from_launcher()
     return AdapterFactory(pytestconfig)
 
 

@@ -91,6 +91,7 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
     folder = RunFolder(path)  # not RunFolder.open: no COMPLETE marker is required here
     notes: list[str] = []
     config = read_json_object(_required(path / CONFIG))
+    _check_config(config, path / CONFIG)
     metrics = list(read_metrics(_required(path / METRICS)))
 
     monitor_path = path / MONITOR
@@ -114,6 +115,28 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
         missing = [n for n, ok in (("holdout_before*.jsonl", bool(before)), (AFTER, after is not None)) if not ok]
         notes.append(f"No {' or '.join(missing)}: pass@1 levels come from gate.json, without level bands.")
     return ReportData(path, config, metrics, monitor, alarms, gate, before, after, notes)
+
+
+def _check_config(config: Mapping[str, Any], path: Path) -> None:
+    """The knobs a run recorded, each of its type and range: a report never shows a hand-edited
+    ``"steps": "many"`` as if training had run with it."""
+    from ..train.config import RunKnobs, recorded_knobs_problem
+    from ..train.methods import METHODS, knobs_class
+
+    knobs = config.get("knobs", {})
+    if not isinstance(knobs, Mapping):
+        raise DataError(f"'knobs' must be an object of the run's knobs, found {type(knobs).__name__}; "
+                        "re-run rlgate train", path=path)
+    method = knobs.get("method", config.get("method"))
+    cls = knobs_class(method) if isinstance(method, str) and method in METHODS else RunKnobs
+    problem = recorded_knobs_problem(cls, knobs)
+    if problem is not None:
+        raise DataError(f"{problem}; config.json is written by rlgate train (re-run it, or undo the edit)",
+                        path=path)
+    for key in ("run_name", "name", "method", "base_model"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            raise DataError(f"{key!r} must be a string, found {type(value).__name__} {repr(value)[:40]}", path=path)
 
 
 def _required(path: Path) -> Path:

@@ -83,7 +83,8 @@ class ProbeResult:
         raise KeyError(f"no finding for hack {hack!r} on {category!r}")
 
     def table(self, *, paying_only: bool = True, width: int = 72) -> str:
-        """Hack, category, share paid, mean and max gain, and the minimal hacked reply."""
+        """Hack, category, share paid, mean and max gain, and the minimal hacked reply; then a
+        "not tried" row for each hack the probe could not try, so silence never reads as safety."""
         from tabulate import tabulate
 
         rows = [
@@ -92,8 +93,10 @@ class ProbeResult:
              "" if f.example is None else _describe(f.example, width)]
             for f in (self.paying if paying_only else self.findings)
         ]
+        rows += [[hack, "every", "not tried", "", "", "",
+                  f"environment {self.env_name} has no honest_replies to start from"] for hack in self.skipped]
         return str(tabulate(rows, headers=["hack", "category", "paid", "mean gain", "max gain", "minimal",
-                                       "minimal hacked reply"]))
+                                           "minimal hacked reply"]))
 
     def __str__(self) -> str:
         call = self.env_name if self.reward_name == self.env_name else f"{self.reward_name}, env={self.env_name}"

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -47,9 +46,11 @@ from typing import Any
 
 import yaml
 
+from ..data.jsonl import iter_json_lines
 from ..environment.contract import Env, load_env
 from ..environment.trust import evaluates_text
-from ..errors import RewardValueError, RlgateError, SpecError
+from ..errors import DataError, RewardValueError, RlgateError, SpecError
+from ..options import MAX_DEPTH
 from . import SPEC_SUFFIXES
 
 __all__ = ["SPEC_SUFFIXES", "RewardRow", "RewardValueError", "load_reward_table", "resolve_callable"]
@@ -62,8 +63,6 @@ _ROW_FIELDS = frozenset(
 _ID = re.compile(r"[\w.:\-\[\]/]+")
 _DEFAULT_TOLERANCE = 1e-6
 _FORMAT_HINT = "see docs/specs.md for the table format"
-#: Deepest nesting a table may use (YAML or a JSON line); tables need about six levels.
-MAX_DEPTH = 64
 #: Most values YAML aliases may expand to in one table: a shared case a hundred times is
 #: a few thousand; an alias bomb is billions.
 MAX_ALIAS_EXPANSION = 100_000
@@ -73,7 +72,6 @@ _MAX_ID = 200
 #: are that table's error, ``SystemExit`` included; only ``KeyboardInterrupt`` stops the run.
 _USER_CODE_ERRORS = (Exception, SystemExit)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels; a row needs a handful"
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -314,42 +312,19 @@ def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
     return header, header_line, raws
 
 
-def _read_jsonl(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
+def _read_jsonl(path: str, file: Path) -> tuple[dict[str, Any], int, list[_Raw]]:
     header: dict[str, Any] = {}
     header_line = 1
     raws: list[_Raw] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object",
-                            path=path, line=number) from None
-        except ValueError as exc:  # a number with more digits than Python converts
-            raise SpecError(f"not usable JSON ({exc}); each line must be one JSON object", path=path,
-                            line=number) from None
-        except RecursionError:
-            raise SpecError(_TOO_DEEP, path=path, line=number) from None
-        if _too_deep(obj):
-            raise SpecError(_TOO_DEEP, path=path, line=number)
-        if isinstance(obj, dict) and not raws and not header and not {"reply", "expected"} & set(obj):
-            header, header_line = obj, number
-            continue
-        raws.append((number, obj, {key: number for key in obj} if isinstance(obj, dict) else {}))
+    try:
+        for number, obj in iter_json_lines(file, what="reward table"):
+            if isinstance(obj, dict) and not raws and not header and not {"reply", "expected"} & set(obj):
+                header, header_line = obj, number
+                continue
+            raws.append((number, obj, {key: number for key in obj} if isinstance(obj, dict) else {}))
+    except DataError as exc:
+        raise SpecError(exc.reason, path=path, line=exc.line) from None
     return header, header_line, raws
-
-
-def _too_deep(value: Any) -> bool:
-    """True when *value* nests lists or mappings deeper than ``MAX_DEPTH`` (checked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            if depth > MAX_DEPTH:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 # ---------------------------------------------------------------------------------------
@@ -428,16 +403,16 @@ def load_reward_table(
     """
     file = Path(path)
     shown = display_path or str(path)
-    try:
-        text = file.read_text(encoding="utf-8-sig")  # a byte-order mark is an editor's habit, not an error
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save the table as UTF-8",
-                        path=shown) from None
-    except OSError as exc:
-        raise SpecError(f"cannot be read ({exc.strerror or exc}); a reward table is a file", path=shown) from None
     if file.suffix == ".jsonl":
-        header, header_line, raws = _read_jsonl(shown, text)
+        header, header_line, raws = _read_jsonl(shown, file)
     elif file.suffix in (".yaml", ".yml"):
+        try:
+            text = file.read_text(encoding="utf-8-sig")  # a byte-order mark is an editor's habit, not an error
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"not UTF-8 ({exc.reason} at byte {exc.start}); save the table as UTF-8",
+                            path=shown) from None
+        except OSError as exc:
+            raise SpecError(f"cannot be read ({exc.strerror or exc}); a reward table is a file", path=shown) from None
         header, header_line, raws = _read_yaml(shown, text)
     else:
         raise SpecError(f"unknown table format {file.suffix!r}; use one of {', '.join(SPEC_SUFFIXES)}", path=shown)

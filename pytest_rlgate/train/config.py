@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
+import typing
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -151,6 +154,49 @@ def check_numbers(knobs: Any) -> None:
         problem = None if value is None else number.problem(value)
         if problem is not None:
             _fail(name.replace("_", "-"), value, problem)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value read back from a run's config.json has the type of a knob's annotation."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str or hint is Env:  # an environment is recorded as its spec
+        return isinstance(value, str)
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(item, args[0]) for item in value)
+        return len(value) == len(args) and all(_fits(item, arg) for item, arg in zip(value, args))
+    return True
+
+
+def recorded_knobs_problem(cls: type, knobs: Mapping[str, Any]) -> str | None:
+    """None when *knobs*, read back from a run's ``config.json``, fit the knobs class *cls*: each
+    known knob of its annotated type and, when numeric, in its range; else what is wrong."""
+    hints = typing.get_type_hints(cls)
+    bounds = bounds_of(cls)
+    for declared in dataclasses.fields(cls):
+        if declared.name not in knobs:
+            continue
+        value = knobs[declared.name]
+        if not _fits(value, hints.get(declared.name, Any)):
+            wanted = hints[declared.name]
+            return (f"knob {declared.name!r} is {type(value).__name__} {repr(value)[:40]}, expected "
+                    f"{getattr(wanted, '__name__', None) or str(wanted).replace('typing.', '')}")
+        problem = None if value is None or declared.name not in bounds else bounds[declared.name].problem(value)
+        if problem is not None:
+            return f"knob {declared.name!r}: {problem}"
+    return None
 
 
 def _check_band(band: Any, from_run: str | None) -> None:

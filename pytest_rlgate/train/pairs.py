@@ -28,7 +28,6 @@ Why these rules (the reference run's DPO):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -40,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data.jsonl import iter_json_lines
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
 from .run import write_jsonl
@@ -336,20 +336,12 @@ _FIELDS = {f for f in Pair.__dataclass_fields__}
 def read_pairs(path: str | os.PathLike[str]) -> list[Pair]:
     """Read a ``pairs.jsonl``; a bad line is a :class:`DataError` naming the file and line."""
     out: list[Pair] = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"not JSON ({getattr(exc, 'msg', exc)}); each line must be one pair object",
-                                path=path, line=line_no) from None
-            missing = sorted(_FIELDS - set(obj) if isinstance(obj, dict) else _FIELDS)
-            if missing:
-                raise DataError(f"pair is missing {', '.join(missing)}", path=path, line=line_no)
-            if obj["origin"] not in ("sampled", "constructed"):
-                raise DataError(f"origin must be 'sampled' or 'constructed', got {obj['origin']!r}",
-                                path=path, line=line_no)
-            out.append(Pair(**{k: obj[k] for k in _FIELDS}))
+    for line_no, obj in iter_json_lines(path, what="pairs file", fix="write it with write_pairs (rlgate train)"):
+        missing = sorted(_FIELDS - set(obj) if isinstance(obj, dict) else _FIELDS)
+        if missing:
+            raise DataError(f"pair is missing {', '.join(missing)}", path=path, line=line_no)
+        if obj["origin"] not in ("sampled", "constructed"):
+            raise DataError(f"origin must be 'sampled' or 'constructed', got {obj['origin']!r}",
+                            path=path, line=line_no)
+        out.append(Pair(**{k: obj[k] for k in _FIELDS}))
     return out

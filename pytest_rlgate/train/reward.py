@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..environment.calls import scorer
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import messages_text
 from ..environment.trust import evaluates_text
@@ -67,8 +68,7 @@ def _imported(spec: str) -> Any:
     if evaluates_text(target):
         raise UsageError(f"--reward {spec!r}: it evaluates or opens what it is given; name a score(reply, case) "
                          "function, e.g. mypkg.rewards:score")
-    score: ScoreFn = target
-    return score
+    return scorer(f"--reward {spec!r}", attr, target)
 
 
 def score_function(env: Env, name: str | None = None) -> ScoreFn:

@@ -13,6 +13,7 @@ deleted, an old run whose name is still free is put back. The layout is the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from .._io.atomic import atomic_write, public_mode
+from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
+from ..data.jsonl import iter_json_lines, loads_bounded
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
@@ -85,15 +88,23 @@ class RunWriter:
                 f"--run-name {name!r}: {self.final} already exists; pick another --run-name or delete the folder"
             )
         self.final.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f".{name}.partial-{token()}-", dir=self.final.parent))
+        #: only the main process of a launch publishes; another rank's files are its scratch
+        self.main = is_main_process()
+        scratch = "" if self.main else f".rank{rank()}"
+        self.path = Path(tempfile.mkdtemp(prefix=f".{name}{scratch}.partial-{token()}-", dir=self.final.parent))
         self.overwrite = overwrite
+        self._signals = contextlib.ExitStack()
 
     def __enter__(self) -> RunWriter:
+        self._signals.enter_context(stopped_cleanly())  # a launcher's SIGTERM cleans up like an error
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.discard()
+        try:
+            if exc_type is not None:
+                self.discard()
+        finally:
+            self._signals.close()
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -116,10 +127,29 @@ class RunWriter:
         return self.path / ADAPTER
 
     def publish(self) -> RunFolder:
-        """Check the required files, write ``COMPLETE`` last, rename into place."""
-        missing = [n for n in REQUIRED if not (self.path / n).exists()]
-        if missing:
-            raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
+        """Check the required files, write ``COMPLETE`` last, rename into place.
+
+        Under a launcher every rank calls it: the run is published by rank 0 alone, and only
+        when every rank's part succeeded; another rank's scratch is removed, and it waits
+        for rank 0's folder.
+        """
+        missing = [n for n in REQUIRED if not (self.path / n).exists()] if self.main else []
+        if not agree(not missing):
+            self.discard()
+            if missing:
+                raise RuntimeError(f"run {self.final.name} is missing {', '.join(missing)}; not publishing it")
+            raise DataError(f"another process of this {world_size()}-process launch failed before its part of run "
+                            f"{self.final.name} was done; nothing was published (re-run it)", path=self.final)
+        if not self.main:
+            self.discard()
+            wait_for_main()
+            return RunFolder(self.final)
+        try:
+            return self._publish()
+        finally:
+            wait_for_main()
+
+    def _publish(self) -> RunFolder:
         (self.path / COMPLETE).write_text("complete\n", encoding="utf-8")
         for entry in [self.path, *self.path.rglob("*")]:  # mkdtemp/mkstemp made them private
             os.chmod(entry, public_mode(directory=entry.is_dir()))
@@ -190,18 +220,22 @@ class RunFolder:
         ``config.json`` names; its fingerprint must match the recorded one, so rows graded
         by another reward are never compared with this run's."""
         recorded = self.config.get("env") or {}
-        spec = env if env is not None else self.config.get("knobs", {}).get("env")
-        try:
-            found = load_env(spec)
-        except UsageError as exc:
-            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
-                             f"does not load here ({exc}); pass it with --env") from None
+        # the caller's choice fails as its own error, not the run's
+        found = (load_env(env) if env is not None
+                 else self._recorded_environment(self.config.get("knobs", {}).get("env"), recorded))
         if recorded.get("fingerprint") not in (None, found.fingerprint):
             raise DataError(f"trained with environment {recorded.get('name')} {recorded.get('fingerprint')}, but "
                             f"{found.name} here is {found.fingerprint}: its score or markers changed, so new rows "
                             "would not compare with the run's; retrain, or pass the environment it was trained "
                             "with (--env)", path=self.path / CONFIG)
         return found
+
+    def _recorded_environment(self, spec: Any, recorded: dict[str, Any]) -> Env:
+        try:
+            return load_env(spec)
+        except UsageError as exc:
+            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
+                             f"does not load here ({exc}); pass it with --env") from None
 
     @property
     def gate(self) -> dict[str, Any]:
@@ -248,14 +282,13 @@ def read_json(path: Path, *, remedy: str = "re-run the step that wrote it") -> A
     """One of a run's JSON files (config, gate, monitor, recipe), parsed; a ``DataError``
     naming the file, the line and *remedy* when it is not JSON."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON ({exc.msg}, column {exc.colno}); {remedy}",
-                        path=path, line=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text ({exc.reason})", path=path) from None
+        data = path.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    try:
+        return loads_bounded(data, str(path), what="run file")
+    except DataError as exc:
+        raise DataError(f"{exc.reason}; {remedy}", path=path, line=exc.line) from None
 
 
 def read_json_object(path: Path, *, remedy: str = "re-run the step that wrote it") -> dict[str, Any]:
@@ -269,25 +302,14 @@ def read_json_object(path: Path, *, remedy: str = "re-run the step that wrote it
 def read_metrics(path: Path, *, remedy: str = "re-run the training") -> Iterator[dict[str, Any]]:
     """metrics.jsonl: one object per logged step, each with a finite numeric ``step``; a bad
     line is a ``DataError`` naming the file and line (a truncated last line, as such)."""
-    with path.open(encoding="utf-8") as handle:
-        number = 0
-        try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    killed = not line.endswith("\n")
-                    what = "truncated last line (the writer was killed)" if killed else "not valid JSON"
-                    raise DataError(f"{what} ({exc.msg}, column {exc.colno}); {remedy}", path=path,
-                                    line=number) from None
-                if not isinstance(record, dict):
-                    raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
-                                    path=path, line=number)
-                if not _is_number(record.get("step")) or not math.isfinite(record["step"]):
-                    raise DataError(f"field 'step' must be a number, found {record.get('step')!r}; every line "
-                                    "carries the optimizer step it was logged at", path=path, line=number)
-                yield record
-        except UnicodeDecodeError:
-            raise DataError("not UTF-8 text", path=path, line=number + 1) from None
+    try:
+        for number, record in iter_json_lines(path, what="metrics log", fix=remedy):
+            if not isinstance(record, dict):
+                raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
+                                path=path, line=number)
+            if not _is_number(record.get("step")) or not math.isfinite(record["step"]):
+                raise DataError(f"field 'step' must be a number, found {record.get('step')!r}; every line "
+                                "carries the optimizer step it was logged at", path=path, line=number)
+            yield record
+    except DataError as exc:
+        raise DataError(f"{exc.reason}; {remedy}", path=exc.path, line=exc.line) from None
