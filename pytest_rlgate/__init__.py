@@ -136,6 +136,13 @@ _EXPORTS: dict[str, str] = {
     "grade_file": "data.replies",
     "GateCallback": "train.callback",
     "SequentialGate": "gate.looks",
+    # multi-turn episodes with tools
+    "Episode": "environment.episode",
+    "ToolCall": "environment.episode",
+    "ToolCallRecord": "environment.episode",
+    "sample_episodes": "policy.episode",
+    "grade_episode": "data.episodes",
+    "grade_episodes": "data.episodes",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -156,6 +163,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ resolves
     from ._io.cache import cache_key as cache_key, cached_dir as cached_dir
+    from .data.episodes import grade_episode as grade_episode, grade_episodes as grade_episodes
     from .data.hygiene import decontaminate as decontaminate, keep_prompts as keep_prompts
     from .data.prompts import (
         Split as Split,
@@ -188,6 +196,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .demo.story import run_demo as run_demo
     from .environment.contract import Env as Env, Environment as Environment, EnvSpec as EnvSpec, load_env as load_env
+    from .environment.episode import Episode as Episode, ToolCall as ToolCall, ToolCallRecord as ToolCallRecord
     from .environment.hack import Hack as Hack
     from .errors import (
         DataError as DataError,
@@ -221,6 +230,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         minimum_detectable_effect as minimum_detectable_effect,
         paired_bootstrap as paired_bootstrap,
     )
+    from .policy.episode import sample_episodes as sample_episodes
     from .policy.load import (
         TINY_POLICY as TINY_POLICY,
         load_policy as load_policy,

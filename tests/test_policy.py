@@ -380,15 +380,16 @@ def test_corrupt_adapter_names_the_path(mini_dir: Path, tmp_path: Path) -> None:
 # -- the shipped policies (package data: verified, never built) ----------------------------------
 
 
-SHIPPED = [(REFUND, "rlgate/tiny-refund"), (ARITH, "rlgate/tiny-arith")]
+SHIPPED = [(REFUND, "rlgate/tiny-refund"), (ARITH, "rlgate/tiny-arith"),
+           (load_env("refund_agent"), "rlgate/tiny-refund_agent")]
 
 
 def test_every_builtin_recipe_is_shipped() -> None:
-    assert policy.tiny_policy_names() == ["rlgate/tiny-arith", "rlgate/tiny-refund"]
+    assert policy.tiny_policy_names() == ["rlgate/tiny-arith", "rlgate/tiny-refund", "rlgate/tiny-refund_agent"]
     assert REFUND.base_model == policy.TINY_POLICY and ARITH.base_model == "rlgate/tiny-arith"
 
 
-@pytest.mark.parametrize(("env", "name"), SHIPPED, ids=["refund", "arith"])
+@pytest.mark.parametrize(("env", "name"), SHIPPED, ids=["refund", "arith", "refund_agent"])
 def test_a_shipped_policy_records_the_recipe_that_made_it(env, name: str) -> None:
     """The recorded recipe is the code's: a changed corpus, mix or writer needs a rebuild
     (`rlgate policy build --env ENV --out pytest_rlgate/policy/shipped/tiny-ENV`)."""
@@ -404,7 +405,7 @@ def test_a_shipped_policy_records_the_recipe_that_made_it(env, name: str) -> Non
 
 def test_an_unknown_tiny_policy_lists_the_shipped_ones_and_never_builds() -> None:
     with pytest.raises(UsageError, match=r"no shipped tiny policy 'rlgate/tiny-nope'; shipped: rlgate/tiny-arith, "
-                                         r"rlgate/tiny-refund.*rlgate policy build"):
+                                         r"rlgate/tiny-refund, rlgate/tiny-refund_agent.*rlgate policy build"):
         policy.load_policy("rlgate/tiny-nope")
 
 
@@ -465,7 +466,7 @@ def check_behaviour(folder: Path, env) -> None:
         assert heldout_copies(folder) >= 36
 
 
-@pytest.mark.parametrize(("env", "name"), SHIPPED, ids=["refund", "arith"])
+@pytest.mark.parametrize(("env", "name"), SHIPPED[:2], ids=["refund", "arith"])  # the agent's: test_agent_training
 def test_the_shipped_policy_has_its_mixed_base_behaviour(env, name: str) -> None:
     check_behaviour(policy.tiny_policy_dir(name), env)
 

@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 #: Categories in the order a reader meets the story: the one RL improves, the one it breaks.
-ORDER: tuple[str, ...] = ("with_id", "no_id", "off_topic")
+ORDER: tuple[str, ...] = ("with_id", "not_refundable", "no_id", "off_topic")
 #: Training steps of a full demo run: honest GRPO moves with_id on the tiny policy in 20 (measured).
 STEPS = 20
 #: Steps of the --quick path: the whole flow, no story (used by the slow test).
@@ -78,7 +78,7 @@ SIZE = "default"
 #: otherwise the first variant the environment's ``rewards`` name.
 HACKABLE_REWARD = "lookup_anything"
 #: The categories whose collapse the story watches, by environment (others: every category).
-WATCHED: dict[str, tuple[str, ...]] = {"refund": ("no_id",)}
+WATCHED: dict[str, tuple[str, ...]] = {"refund": ("no_id",), "refund_agent": ("not_refundable", "with_id")}
 #: The marker whose rate the table shows under each cell, when the rows carry it (refund's).
 TOOL_MARKER = "tool_call"
 BASE_LABEL = "base"
@@ -114,16 +114,18 @@ def _shared(quick: bool, env: EnvSpec) -> dict[str, Any]:
 
 
 def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None) -> list[DemoConfig]:
-    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec)."""
+    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec;
+    an episode environment trains no DPO round, which pairs one-turn replies)."""
     shared = _shared(quick, env)
     dpo_extra: dict[str, Any] = {"pair_samples": 4} if quick else {}
-    return [
+    runs = [
         DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", {**shared, "steps": steps}),
         DemoConfig("grpo-balance-0.25", f"GRPO --balance 0.25, {steps} steps", "grpo",
                    {**shared, "steps": steps, "balance": 0.25}),
         DemoConfig("dpo-constructed", f"DPO + constructed negatives, {steps} steps", "dpo",
                    {**shared, "steps": steps, "constructed_negatives": True, **dpo_extra}),
     ]
+    return runs[:2] if load_env(env).is_episodic else runs
 
 
 def hackable_reward(env: Env) -> str | None:

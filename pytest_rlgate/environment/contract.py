@@ -9,6 +9,13 @@ A user writes the smallest thing that works, a plain class or module with ``name
 ``categories`` and ``score(reply, case)``, and :func:`load_env` wraps it in :class:`Env`,
 which supplies every optional member's documented default. Generic code only ever talks to
 an :class:`Env`, so a missing optional member can never fall back to another task's rules.
+
+An environment may also be an *episode* environment: it declares ``tools`` (typed Python
+functions with docstrings, the form transformers' chat templates and TRL take) or an
+``environment_factory`` in TRL's shape (``reset(**case)``, tool methods, an optional
+``get_reward()``), and ``max_turns``. Its ``score`` and ``markers`` then read a whole
+:class:`~pytest_rlgate.environment.episode.Episode`; :class:`Env` turns a row's text back into
+one by replaying it, so every reader of rows keeps reading text.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
+from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
 
@@ -36,6 +44,10 @@ __tracebackhide__ = hide_user_errors
 ENTRY_POINT_GROUP = "rlgate.envs"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+#: An episode environment's turn limit when it declares none.
+DEFAULT_MAX_TURNS = 4
+#: Members of an environment instance that are not tools (TRL reads the rest as tools).
+_NOT_TOOLS = ("reset", "get_reward")
 #: ``module:attr[arg, arg]`` or ``name[arg]``: arguments go to a factory (reasoning-gym tasks).
 _SPEC = re.compile(r"^\s*(?P<target>[^\[\]\s]+)\s*(?:\[(?P<args>[^\[\]]*)\])?\s*$")
 
@@ -99,9 +111,13 @@ class Env:
         if not cats or not all(isinstance(c, str) and c for c in cats) or len(set(cats)) != len(cats):
             raise UsageError(f"{where}: 'categories' must be distinct non-empty strings, got {list(cats)!r}")
         self.categories: tuple[str, ...] = tuple(sorted(cats))
-        if not callable(getattr(obj, "score", None)):
-            raise UsageError(f"{where}: needs a score(reply, case) method returning a float in [0, 1]")
-        self._score = obj.score
+        self._init_episodes(obj, where)
+        if not callable(getattr(obj, "score", None)) and not self._has_get_reward:
+            what = ("score(episode, case) method, or an environment_factory whose instances define get_reward()"
+                    if self.is_episodic else "score(reply, case) method")
+            raise UsageError(f"{where}: needs a {what} returning a float in [0, 1]")
+        #: the user's score (None only for an episode environment whose instances score themselves)
+        self._score: Any = getattr(obj, "score", None) if callable(getattr(obj, "score", None)) else None
         version = getattr(obj, "version", "0")
         self.version: str = str(version)
         self._case_for = getattr(obj, "case_for", None) if callable(getattr(obj, "case_for", None)) else None
@@ -145,10 +161,107 @@ class Env:
 
     def _fingerprint(self) -> str:
         digest = hashlib.sha256()
-        for part in (self.name, self.version, _source(self._score),
-                     _source(self._markers) if self._markers else ""):
+        episode_parts = [str(self.max_turns), *(_source(t) for t in self.tools)]
+        if self._factory is not None:
+            episode_parts.append(_source(type(self._probe)))
+        for part in (self.name, self.version, _source(self._score) if self._score else "",
+                     _source(self._markers) if self._markers else "", *(episode_parts if self.is_episodic else ())):
             digest.update(part.encode("utf-8") + b"\0")
         return "sha256:" + digest.hexdigest()
+
+    # -- episodes ------------------------------------------------------------------------
+
+    def _init_episodes(self, obj: Any, where: str) -> None:
+        tools = getattr(obj, "tools", None)
+        tools = () if tools is None else tools
+        if isinstance(tools, (str, Mapping)) or not isinstance(tools, Iterable) or \
+                not all(callable(t) and getattr(t, "__name__", None) and (t.__doc__ or "").strip() for t in tools):
+            raise UsageError(f"{where}: 'tools' must be a list of typed functions with docstrings (the form "
+                             f"transformers' chat templates and TRL take), got {tools!r:.80}")
+        self.tools: tuple[Callable[..., Any], ...] = tuple(tools)
+        factory = getattr(obj, "environment_factory", None)
+        self._factory: Callable[[], Any] | None = None
+        self._probe: Any = None
+        self._has_get_reward = False
+        if factory is not None:
+            if not callable(factory):
+                raise UsageError(f"{where}: 'environment_factory' must be a class or a function returning an "
+                                 f"environment instance, got {factory!r:.60}")
+            try:
+                probe = factory()
+            except Exception as exc:
+                raise UsageError(f"{where}: environment_factory() raised {type(exc).__name__}: {str(exc)[:160]}") \
+                    from None
+            if not callable(getattr(probe, "reset", None)):
+                raise UsageError(f"{where}: an environment_factory instance needs a reset(**case) method "
+                                 f"(TRL's environment_factory shape); {type(probe).__name__} has none")
+            self._factory, self._probe = factory, probe
+            self._has_get_reward = callable(getattr(probe, "get_reward", None))
+            if not self.tool_functions(probe):
+                raise UsageError(f"{where}: {type(probe).__name__} has no public tool methods; give it methods "
+                                 "with type hints and a docstring, e.g. lookup(self, key: str) -> str")
+        max_turns = getattr(obj, "max_turns", None)
+        if max_turns is None:
+            max_turns = DEFAULT_MAX_TURNS if self.is_episodic else 1
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise UsageError(f"{where}: 'max_turns' must be a positive integer, got {max_turns!r}")
+        self.max_turns: int = max_turns
+        parse = getattr(obj, "parse_tool_calls", None)
+        self._parse_calls = parse if callable(parse) else None
+
+    @property
+    def is_episodic(self) -> bool:
+        """True for an environment with tools or an environment factory: its rows are episodes."""
+        return bool(self.tools) or self._factory is not None
+
+    @property
+    def factory(self) -> Callable[[], Any] | None:
+        """The environment's ``environment_factory`` (None for plain tools)."""
+        return self._factory
+
+    def tool_functions(self, instance: Any = None) -> list[Callable[..., Any]]:
+        """The tools a chat template renders: the plain ``tools``, then *instance*'s (or a probe
+        instance's) public methods, as TRL lists them (by name, defined on the class)."""
+        found = list(self.tools)
+        instance = self._probe if instance is None else instance
+        if instance is not None:
+            for member, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction):
+                if member not in _NOT_TOOLS and not member.startswith("_"):
+                    found.append(getattr(instance, member))
+        return found
+
+    def new_episode(self, case: Mapping[str, Any]) -> tuple[Any, dict[str, Callable[..., Any]], str]:
+        """A fresh instance reset with *case*: (instance or None, tools by name, text to append
+        to the user turn)."""
+        instance = None
+        intro = ""
+        if self._factory is not None:
+            instance = self._factory()
+            got = instance.reset(**dict(case))
+            intro = got if isinstance(got, str) else ""
+        return instance, {fn.__name__: fn for fn in self.tool_functions(instance) if instance or self.tools}, intro
+
+    def parse_tool_calls(self, text: str) -> list[ToolCall]:
+        """The calls of one assistant turn: the environment's parser, else the Hermes blocks."""
+        if self._parse_calls is None:
+            return parse_hermes_calls(text)
+        calls = []
+        for found in self._parse_calls(text) or ():
+            if isinstance(found, ToolCall):
+                calls.append(found)
+            elif isinstance(found, Mapping):
+                calls.append(ToolCall(str(found.get("name")), dict(found.get("arguments") or {})))
+            else:
+                calls.append(ToolCall(str(found.name), dict(found.arguments)))
+        return calls
+
+    def episode(self, reply: str | Episode, case: Mapping[str, Any]) -> tuple[Episode, Any]:
+        """*reply* as an episode (a text is replayed in a fresh instance) and the instance after it."""
+        if isinstance(reply, Episode):
+            if not self._has_get_reward:
+                return reply, None
+            return replay(self, case, list(reply.turns))
+        return replay(self, case, split_turns(reply))
 
     def describe(self) -> dict[str, str]:
         """The record a run's ``config.json`` and a cache key keep of this environment."""
@@ -170,9 +283,15 @@ class Env:
         case = call(self._who, "case_for()", self._case_for, prompt)
         return dict(case) if isinstance(case, Mapping) else None
 
-    def score(self, reply: str, case: Mapping[str, Any]) -> float:
-        value = number(self._who, "score()", call(self._who, "score()", self._score, reply, case),
-                       what="a number in [0, 1]")
+    def score(self, reply: str | Episode, case: Mapping[str, Any]) -> float:
+        """The score in [0, 1]; an episode environment scores the episode (a text is replayed)."""
+        if self.is_episodic:
+            episode, instance = self.episode(reply, case)
+            raw = (call(self._who, "score()", self._score, episode, case) if self._score is not None
+                   else call(self._who, "get_reward()", instance.get_reward))
+        else:
+            raw = call(self._who, "score()", self._score, reply, case)
+        value = number(self._who, "score()", raw, what="a number in [0, 1]")
         if not 0.0 <= value <= 1.0:
             raise UsageError(f"environment {self.name}: score() returned {value!r}, outside [0, 1]")
         return value
@@ -183,20 +302,23 @@ class Env:
             return value >= 1.0
         return bool(call(self._who, "passes()", self._passes, value))
 
-    def markers(self, reply: str, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
+    def markers(self, reply: str | Episode, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
         """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
         if self._markers is None:
             if self.guards:
                 raise UsageError(f"environment {self.name} guards {', '.join(self.guards)} but has no markers() "
                                  "to measure them; add markers(reply, case) or drop the guards")
             return {}
+        if self.is_episodic:
+            reply = self.episode(reply, case)[0]
         found = (call(self._who, "markers()", self._markers, reply, case, prompt=prompt)
                  if self._markers_take_prompt else call(self._who, "markers()", self._markers, reply, case))
         values = numbers_of(self._who, "markers()", found)
         missing = next((guard for guard in self.guards if guard not in values), None)
         if missing is not None:  # a gate would refuse the row later; say whose promise broke, now
+            shown = reply.text if isinstance(reply, Episode) else reply
             raise UsageError(f"environment {self.name}: markers() returned no {missing!r} for the reply "
-                             f"{reply[:40]!r}, but the environment guards it; return every guarded marker "
+                             f"{shown[:40]!r}, but the environment guards it; return every guarded marker "
                              f"({', '.join(self.guards)}) for every reply")
         return values
 
@@ -269,7 +391,8 @@ class Env:
     def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
         """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
 
-        The environment's ``describe_reply(reply, case)`` when it has one; else the reply's
+        The environment's ``describe_reply(reply, case)`` when it has one; else, for an episode
+        environment, the replayed transcript turn by turn; else the reply's
         nonzero :meth:`features` by name; else None (the gate then shows the reply alone).
         A describer that raises is treated as having nothing to say: a description must never
         cost the verdict.
@@ -278,6 +401,8 @@ class Env:
             if self._describe_reply is not None:
                 text = self._describe_reply(reply, dict(case or {}))
                 return str(text) if text else None
+            if self.is_episodic and case is not None:  # the transcript, turn by turn
+                return describe_episode(self.episode(reply, case)[0])
             found = self.features(reply)
         except Exception:  # the user's code: the flip is shown without a description
             return None

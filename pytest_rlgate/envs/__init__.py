@@ -13,6 +13,7 @@ __all__ = ["BUILTIN", "DEFAULT_ENV"]
 #: name -> "module[:attr]" of the built-in environments
 BUILTIN: dict[str, str] = {
     "refund": "pytest_rlgate.envs.refund",
+    "refund_agent": "pytest_rlgate.envs.refund_agent",
     "arith": "pytest_rlgate.envs.arith",
     "reasoning_gym": "pytest_rlgate.envs.reasoning_gym:ReasoningGymEnv",
 }

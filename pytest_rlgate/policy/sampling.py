@@ -192,6 +192,12 @@ def sample(
     """
     _check(k, temperature, top_p, max_new_tokens, batch_size)
     env = load_env(env)
+    from .episode import is_policy_function, sample_texts
+
+    if env.is_episodic or is_policy_function(model):  # the tool loop (episodes), or a callable policy
+        return sample_texts(model, tokenizer, prompts, env=env, k=k, temperature=temperature, top_p=top_p,
+                            seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, adapter=adapter,
+                            progress=progress, desc=desc, backend=backend)
     if backend == "vllm" or isinstance(model, VllmSampler):
         sampler = model if isinstance(model, VllmSampler) else VllmSampler(model)
         return sampler.sample(prompts, k=k, temperature=temperature, top_p=top_p, seed=seed,
@@ -261,6 +267,16 @@ def sample_rows(
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
     """
     env = load_env(env)
+    meta: dict[str, Any] = {"sample_seed": seed}
+    if policy is not None:
+        meta["policy"] = policy
+    if eval_run is not None:
+        meta["eval_run"] = eval_run
+    if env.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
+        from .episode import sample_episode_rows
+
+        return sample_episode_rows(model, tokenizer, items, env=env, k=k, seed=seed, meta=meta,
+                                   prompts_fingerprint=_fingerprint(items), **options)
 
     progress = options.pop("progress", None)
 
@@ -269,11 +285,6 @@ def sample_rows(
                       **options)
 
     replies = _sharded(draw, items) if shard else list(draw(items))
-    meta: dict[str, Any] = {"sample_seed": seed}
-    if policy is not None:
-        meta["policy"] = policy
-    if eval_run is not None:
-        meta["eval_run"] = eval_run
     header = row_header(env, prompts_fingerprint=_fingerprint(items), policy=policy, seed=seed, k=k,
                         temperature=options.get("temperature", SAMPLE_TEMPERATURE),
                         top_p=options.get("top_p", SAMPLE_TOP_P))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from ..options import Number, knob
 from .config import RunKnobs, _fail, csv, trl_choices
 from .pairs import CONSTRUCTED_CAP, MAX_PAIRS_PER_PROMPT, MIN_MARGIN
@@ -124,6 +125,12 @@ class DPOKnobs(RunKnobs):
 
     def validate(self) -> None:
         super().validate()
+        env = self.environment
+        if env.is_episodic:
+            raise UsageError(f"--method dpo: environment {env.name} is multi-turn (it has tools), and DPO pairs "
+                             "one-turn replies: a preferred and a rejected episode differ in tool results the "
+                             "policy never wrote, which DPO's loss would train on. Train it with --method grpo, "
+                             "which runs TRL's tool loop")
         if self.pairs_per_device is not None and self.pairs_per_step % self.pairs_per_device:
             _fail("pairs-per-device", self.pairs_per_device,
                   f"it must divide --pairs-per-step {self.pairs_per_step} (the rest is gradient accumulation)")

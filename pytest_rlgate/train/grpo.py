@@ -113,14 +113,23 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
     if len(train_items) < 1:
         raise UsageError("--holdout/--size: the train split is empty; use a larger prompt set or a smaller holdout")
     env = knobs.environment
+    args = grpo_config(knobs, output_dir, report_to=report_to)
+    episodes: dict[str, Any] = {}
+    if env.is_episodic:  # TRL runs the tool loop: train/tools.py holds its experimental API
+        from .tools import completion_budget, tool_trainer_options
+
+        episodes = tool_trainer_options(env, tokenizer)
+        args.max_tool_calling_iterations = env.max_turns - 1
+        args.max_completion_length = completion_budget(env, int(args.max_completion_length))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward if reward is not None else env_reward(env, knobs.reward),
-        args=grpo_config(knobs, output_dir, report_to=report_to),
+        args=args,
         train_dataset=grpo_dataset(train_items, env),
         processing_class=tokenizer,
         peft_config=lora_config(knobs.lora_rank, knobs.lora_alpha, knobs.lora_targets),
         callbacks=list(callbacks),
+        **episodes,
     )
     return step_progress(trainer, "GRPO steps", progress)
 

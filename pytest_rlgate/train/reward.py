@@ -19,6 +19,7 @@ from typing import Any
 
 from ..environment.calls import scorer
 from ..environment.contract import Env, EnvSpec, load_env
+from ..environment.episode import messages_text
 from ..environment.trust import evaluates_text
 from ..errors import DataError, UsageError
 
@@ -30,10 +31,13 @@ RewardFn = Callable[..., list[float]]
 
 
 def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a plain string or ``[{"role": ..., "content": ...}]``."""
+    """The text of a TRL completion: a plain string or ``[{"role": ..., "content": ...}]``; a
+    tool-loop completion (calls, tool messages, more turns) is the episode's text form."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Sequence) and completion and isinstance(completion[0], Mapping):
+        if len(completion) > 1 or completion[0].get("tool_calls"):
+            return messages_text(completion)
         return str(completion[0].get("content") or "")
     return ""
 
@@ -86,6 +90,13 @@ def env_reward(env: EnvSpec = None, name: str | None = None) -> RewardFn:
     """
     env = load_env(env)
     score = score_function(env, name)
+    if env.is_episodic:  # TRL's tool loop hands over whole episodes
+        from .tools import episode_reward
+
+        episodic = episode_reward(env, score)
+        episodic.__name__ = episodic.__qualname__ = (f"{env.name}_reward" if score == env.score
+                                                     else str(name).rpartition(":")[2])
+        return episodic
 
     def reward(prompts: Sequence[Any], completions: Sequence[Any],
                case: Sequence[Mapping[str, Any] | None] | None = None, **_: Any) -> list[float]:

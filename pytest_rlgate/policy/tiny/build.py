@@ -55,12 +55,14 @@ def build_policy(out: Path, env: Env, spec: TinySpec | None = None, *,
     tokenizer = build_tokenizer(
         [d.prompt for d in head_data] + [d.reply for d in head_data] + _ROLE_LINES,
         vocab_size=spec.vocab_size, words=spec.words, phrases=spec.phrases,
+        chat_template=spec.chat_template,
     )
     model = new_model(tokenizer, spec.shape, seed=spec.seed)
     head = CopyHead.for_tokens(tokenizer, spec.words, seed=spec.seed) if spec.copy_head else None
     if head is not None:
         head.install(model)
-    examples = encode_dialogues(tokenizer, data, env.messages_for)
+    examples = encode_dialogues(tokenizer, data, env.messages_for,
+                                tools=env.tool_functions() if env.is_episodic else None)
     steps = bar(spec.schedule.steps, f"building tiny policy {spec.name}", progress, unit="step")
 
     def log(step: int, loss: float) -> None:

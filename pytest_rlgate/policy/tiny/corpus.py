@@ -24,12 +24,17 @@ __all__ = ["Corpus", "Dialogue", "DialogueWriter", "ReplyMix", "dialogues", "pic
 
 @dataclass(frozen=True)
 class Dialogue:
-    """One warm-start example: the user's message, the target reply, and what drew them."""
+    """One warm-start example: the user's message, the target reply, and what drew them.
+
+    *history* is what came between the user's message and the target in a multi-turn
+    episode (the assistant's earlier tool calls and the tool results), as chat messages.
+    """
 
     prompt: str
     reply: str
     category: str
     kind: str
+    history: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,9 @@ class DialogueWriter(Protocol):
     """Writes one environment's warm-start chats; the stream decides category and kind.
 
     ``prompt`` returns the user's message and a *context* (whatever ``reply`` needs: refund
-    passes the order id, arith the case). Both draw only from the *rng* they are given.
+    passes the order id, arith the case). Both draw only from the *rng* they are given. A
+    multi-turn writer also has ``turns(rng, kind, context)``: the episode's (history, target)
+    pairs, one warm-start example per assistant turn; it is used instead of ``reply``.
     """
 
     def prompt(self, rng: random.Random, category: str) -> tuple[str, Any]: ...
@@ -111,4 +118,9 @@ def dialogues(
         kind = pick(rng, mix.kinds[category])
         if category_of is not None and category_of(text) != category:
             continue
-        yield Dialogue(text, writer.reply(rng, kind, context), category, kind)
+        turns = getattr(writer, "turns", None)
+        if turns is None:
+            yield Dialogue(text, writer.reply(rng, kind, context), category, kind)
+            continue
+        for history, reply in turns(rng, kind, context):
+            yield Dialogue(text, reply, category, kind, tuple(history))

@@ -20,6 +20,7 @@ from ...environment.contract import Env
 from ...errors import UsageError
 from .corpus import Corpus, ReplyMix
 from .model import ModelShape
+from .tokenizer import CHAT_TEMPLATE
 from .warmstart import TrainSchedule
 
 __all__ = ["TINY_POLICY", "TINY_PREFIX", "TinySpec", "digest", "spec_of"]
@@ -51,6 +52,7 @@ class TinySpec:
     :param copy_head: install the hand-built copy head over *words* (:mod:`.copyhead`); each
         word must then end in four digits.
     :param tokenizer_dialogues: how many corpus dialogues (prompts and replies) train the BPE.
+    :param chat_template: the tokenizer's chat template (ChatML; an agent's renders tools).
     """
 
     name: str
@@ -65,6 +67,7 @@ class TinySpec:
     shape: ModelShape = field(default_factory=ModelShape)
     schedule: TrainSchedule = field(default_factory=TrainSchedule)
     version: int = 1  # bump when the builder's code changes what a spec builds
+    chat_template: str = CHAT_TEMPLATE
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name):
@@ -93,6 +96,7 @@ class TinySpec:
             "schedule": asdict(self.schedule),
             "mix": self.mix.as_dict(),
             "corpus": {"kind": type(self.corpus).__qualname__, **self.corpus.describe()},
+            **({} if self.chat_template == CHAT_TEMPLATE else {"chat_template": digest(self.chat_template)}),
         }
 
 

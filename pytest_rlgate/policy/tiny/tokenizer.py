@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SPECIALS", "build_tokenizer"]
+__all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SPECIALS", "TOOL_CHAT_TEMPLATE", "build_tokenizer"]
 
 PAD, EOS = "<|pad|>", "<|im_end|>"
 SPECIALS = ("<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -28,6 +28,70 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
+#: Qwen2.5's chat template, byte for byte: it renders tools, ``tool_calls`` and tool results, and
+#: TRL recognises it, so GRPO's tool loop parses a tiny agent's calls as it parses Qwen's.
+TOOL_CHAT_TEMPLATE = (
+    '{%- if tools %}\n'
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0]['role'] == 'system' %}\n"
+    "        {{- messages[0]['content'] }}\n"
+    '    {%- else %}\n'
+    "        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n"
+    '    {%- endif %}\n'
+    '    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\'
+    'n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
+    '    {%- for tool in tools %}\n'
+    '        {{- "\\n" }}\n'
+    '        {{- tool | tojson }}\n'
+    '    {%- endfor %}\n'
+    '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and'
+    ' arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-nam'
+    'e>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
+    '{%- else %}\n'
+    "    {%- if messages[0]['role'] == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+    '    {%- else %}\n'
+    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful"
+    " assistant.<|im_end|>\\n' }}\n"
+    '    {%- endif %}\n'
+    '{%- endif %}\n'
+    '{%- for message in messages %}\n'
+    '    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (m'
+    'essage.role == "assistant" and not message.tool_calls) %}\n'
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+    '    {%- elif message.role == "assistant" %}\n'
+    "        {{- '<|im_start|>' + message.role }}\n"
+    '        {%- if message.content %}\n'
+    "            {{- '\\n' + message.content }}\n"
+    '        {%- endif %}\n'
+    '        {%- for tool_call in message.tool_calls %}\n'
+    '            {%- if tool_call.function is defined %}\n'
+    '                {%- set tool_call = tool_call.function %}\n'
+    '            {%- endif %}\n'
+    '            {{- \'\\n<tool_call>\\n{"name": "\' }}\n'
+    '            {{- tool_call.name }}\n'
+    '            {{- \'", "arguments": \' }}\n'
+    '            {{- tool_call.arguments | tojson }}\n'
+    "            {{- '}\\n</tool_call>' }}\n"
+    '        {%- endfor %}\n'
+    "        {{- '<|im_end|>\\n' }}\n"
+    '    {%- elif message.role == "tool" %}\n'
+    '        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}\n'
+    "            {{- '<|im_start|>user' }}\n"
+    '        {%- endif %}\n'
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    '        {{- message.content }}\n'
+    "        {{- '\\n</tool_response>' }}\n"
+    '        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}\n'
+    "            {{- '<|im_end|>\\n' }}\n"
+    '        {%- endif %}\n'
+    '    {%- endif %}\n'
+    '{%- endfor %}\n'
+    '{%- if add_generation_prompt %}\n'
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    '{%- endif %}\n'
+)
+
 
 def build_tokenizer(
     lines: Iterable[str],
@@ -35,6 +99,7 @@ def build_tokenizer(
     vocab_size: int = 512,
     words: Sequence[str] = (),
     phrases: Sequence[str] = (),
+    chat_template: str = CHAT_TEMPLATE,
 ) -> Any:  # a PreTrainedTokenizerFast
     """Train the BPE on *lines*, add *words* then *phrases*, wrap it for transformers."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -64,6 +129,6 @@ def build_tokenizer(
         unk_token=None,
         additional_special_tokens=["<|im_start|>", "<|endoftext|>"],
         padding_side="left",
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         model_max_length=512,
     )

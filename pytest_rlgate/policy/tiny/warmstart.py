@@ -33,15 +33,20 @@ def encode_dialogues(
     tokenizer: Any,
     dialogues: Sequence[Dialogue],
     messages_for: Callable[[str], list[dict[str, str]]],
+    tools: Sequence[Any] | None = None,
 ) -> list[tuple[list[int], int]]:
     """(token ids, index of the first reply token) per dialogue, through the chat template.
 
     The prompt is rendered exactly as the sampler and GRPO render it, with the
     environment's *messages_for* (``apply_chat_template(messages_for(prompt),
     add_generation_prompt=True)``); the target is the reply followed by the end-of-turn token.
+    A multi-turn dialogue's history follows the user turn, rendered with the environment's
+    *tools*, exactly as the episode sampler and TRL's tool loop render it.
     """
+    extra = {"tools": list(tools)} if tools else {}
     prompts = tokenizer.apply_chat_template(
-        [messages_for(d.prompt) for d in dialogues], add_generation_prompt=True, tokenize=False
+        [[*messages_for(d.prompt), *d.history] for d in dialogues], add_generation_prompt=True, tokenize=False,
+        **extra,
     )
     prompt_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
     reply_ids = tokenizer([d.reply + tokenizer.eos_token for d in dialogues], add_special_tokens=False)["input_ids"]

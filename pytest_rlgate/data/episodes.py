@@ -1,0 +1,95 @@
+"""Episode rows: a graded row that also keeps what the agent did, turn by turn.
+
+An episode row is an ordinary row (every gate, report and scan reads it as one) whose
+``reply`` is the episode's text form (:attr:`~pytest_rlgate.environment.episode.Episode.text`)
+and which also carries::
+
+    {"transcript": [chat messages], "turns": int, "tool_calls": int, "stop": str,
+     "turn_markers": [{name: number}, ...]}
+
+``turn_markers[t]`` are the environment's markers of the episode as it stood after turn
+``t``: where in an episode a guarded marker first fails. :func:`grade_episode` grades a
+given transcript (an API model's, a log's) by replaying its assistant turns in a fresh
+environment instance, so the tool results graded are the environment's, never the log's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..environment.contract import Env, EnvSpec, load_env
+from ..environment.episode import Episode, episode_from_messages
+from ..errors import DataError, UsageError
+from .rows import REQUIRED_FIELDS
+
+__all__ = ["EPISODE_FIELDS", "episode_fields", "grade_episode", "grade_episodes"]
+
+#: the fields an episode row adds to a graded row
+EPISODE_FIELDS: tuple[str, ...] = ("transcript", "turns", "tool_calls", "stop", "turn_markers")
+
+
+def episode_fields(env: Env, episode: Episode, case: Mapping[str, Any]) -> dict[str, Any]:
+    """``reply``, ``score``, ``reward``, ``markers`` and the episode fields of one episode."""
+    value = env.score(episode, case)
+    return {
+        "reply": episode.text,
+        "score": value,
+        "reward": int(env.passes(value)),
+        "markers": env.markers(episode, case),
+        **episode.as_dict(),
+        "turn_markers": [env.markers(episode.upto(t), case) for t in range(episode.n_turns)],
+    }
+
+
+def grade_episode(env: EnvSpec, case: Mapping[str, Any], transcript: Sequence[Mapping[str, Any]] | str,
+                  ) -> dict[str, Any]:
+    """Grade one given episode: *transcript* is a chat (the transformers / TRL message list) or
+    an episode's text form; its assistant turns are replayed in a fresh instance of *env*.
+
+    Returns the graded fields of a row (``reply``, ``score``, ``reward``, ``markers``,
+    ``transcript``, ``turns``, ``tool_calls``, ``stop``, ``turn_markers``).
+    """
+    __tracebackhide__ = True
+    env = load_env(env)
+    if not env.is_episodic:
+        raise UsageError(f"environment {env.name} has no tools: grade its replies with grade_replies, "
+                         "or name an episode environment (one with tools or an environment_factory)")
+    if not isinstance(case, Mapping):
+        raise DataError(f"the case must be an object, got {type(case).__name__}", path="<transcript>")
+    if isinstance(transcript, str):
+        episode, _ = env.episode(transcript, case)
+    else:
+        episode, _ = episode_from_messages(env, case, transcript)
+    return episode_fields(env, episode, case)
+
+
+def grade_episodes(items: Sequence[Mapping[str, Any]], episodes: Sequence[Sequence[Episode]], *,
+                   env: EnvSpec = None, **meta: Any) -> list[dict[str, Any]]:
+    """Grade ``episodes[i]`` (the k episodes sampled for ``items[i]``) into episode rows."""
+    env = load_env(env)
+    if len(items) != len(episodes):
+        raise UsageError(f"got {len(items)} items but {len(episodes)} episode lists")
+    clash = sorted(set(meta) & {*REQUIRED_FIELDS, *EPISODE_FIELDS, "scenario_id", "case"})
+    if clash:
+        raise UsageError(f"meta keys {clash} would overwrite graded fields")
+    rows: list[dict[str, Any]] = []
+    for position, (item, sampled) in enumerate(zip(items, episodes)):
+        where = f"<items>[{position}]"
+        prompt = item.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise DataError("no 'prompt' string", path=where)
+        case = item.get("case") if item.get("case") is not None else env.case_for(prompt)
+        if case is None:
+            raise DataError(f"no 'case', and environment {env.name} reads none from the prompt; give the item "
+                            "its case", path=where)
+        category = env.category_of({**item, "case": case})
+        if category is None:
+            raise DataError(f"no 'category' (and its case names none); use one of {', '.join(env.categories)}",
+                            path=where)
+        env.check_category(category, path=where)
+        for index, episode in enumerate(sampled):
+            graded = episode_fields(env, episode, case)
+            rows.append({"prompt": prompt, "scenario_id": item.get("scenario_id"), "category": category,
+                         "rollout_index": index, **graded, "case": dict(case), **meta})
+    return rows

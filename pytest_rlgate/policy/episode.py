@@ -1,0 +1,232 @@
+"""The tool loop: sample whole episodes from a policy, seeded per request, batched per turn.
+
+Each turn: render every unfinished episode's chat with the environment's tools through the
+tokenizer's chat template, generate the next assistant turn for all of them in batches, parse
+each turn's calls (the environment's parser, else the Hermes ``<tool_call>`` blocks the
+common templates use), execute them in the episode's own fresh environment instance, append
+the tool messages, and go on until a turn makes no call, the environment's ``max_turns`` or
+the token budget. The turn of episode ``j`` of a prompt is drawn with the seed of
+``(seed, j, the chat rendered so far)`` (:func:`~pytest_rlgate.policy.sampling.reply_seed`),
+so an episode is the same whatever else is in its batch, like a one-turn reply.
+
+The chat is re-rendered from the messages each turn (the assistant's calls as ``tool_calls``),
+as agent frameworks do; TRL's trainer concatenates the generated tokens instead. For a policy
+that writes its calls in its template's own format, the two are the same text.
+
+A policy is a transformers model (with its tokenizer), a
+:class:`~pytest_rlgate.policy.sampling.VllmSampler`, or any callable from the chat so far to
+the next assistant turn (a string, or a message with ``tool_calls``): a scripted policy in a
+test, an API model. A callable that takes a ``seed`` keyword gets the turn's seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._io.progress import bar, progress_enabled
+from ..data.episodes import grade_episodes
+from ..data.provenance import row_header
+from ..data.rows import Rows
+from ..environment.contract import Env
+from ..environment.episode import Episode, EpisodeRun
+from ..errors import UsageError
+from .sampling import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_NEW_TOKENS,
+    SAMPLE_SEED,
+    SAMPLE_TEMPERATURE,
+    SAMPLE_TOP_P,
+    VllmSampler,
+    _check,
+    _generate_batch,
+    reply_seed,
+)
+
+__all__ = ["is_policy_function", "sample_episode_rows", "sample_episodes", "sample_texts"]
+
+
+def is_policy_function(model: Any) -> bool:
+    """A plain callable policy (messages -> reply), not a model or a vLLM sampler."""
+    return callable(model) and not hasattr(model, "generate") and not isinstance(model, VllmSampler)
+
+
+def _item_case(env: Env, item: Any) -> tuple[str, dict[str, Any]]:
+    prompt = item if isinstance(item, str) else item.get("prompt") if isinstance(item, Mapping) else None
+    if not isinstance(prompt, str):
+        raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
+    case = item.get("case") if isinstance(item, Mapping) else None
+    if case is None:
+        case = env.case_for(prompt)
+    if case is None:
+        raise UsageError(f"environment {env.name} reads no case from a prompt text (it has no case_for): "
+                         f"give each prompt item its case ({prompt[:60]!r})")
+    return prompt, dict(case)
+
+
+def _takes_seed(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "seed" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+class _Backend:
+    """Renders chats and generates one turn for many of them: transformers, vLLM or a callable."""
+
+    def __init__(self, model: Any, tokenizer: Any, env: Env, *, temperature: float, top_p: float,
+                 max_new_tokens: int, adapter: bool) -> None:
+        self.model, self.env = model, env
+        self.options: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.adapter = adapter
+        self.kind = "function" if is_policy_function(model) else "vllm" if isinstance(model, VllmSampler) \
+            else "transformers"
+        self.tokenizer = model.llm.get_tokenizer() if self.kind == "vllm" else tokenizer
+        self.takes_seed = self.kind == "function" and _takes_seed(model)
+        self.tools = env.tool_functions() if env.is_episodic else None
+        if self.kind != "function":
+            if self.tokenizer is None or getattr(self.tokenizer, "chat_template", None) is None:
+                raise UsageError("the tokenizer has no chat_template; load an instruct/chat model "
+                                 "(or set tokenizer.chat_template) so episodes render as conversations")
+            self.limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+
+    def render(self, messages: list[dict[str, Any]]) -> str:
+        if self.kind == "function":
+            return repr(messages)  # only seeds read it
+        extra = {"tools": self.tools} if self.tools else {}
+        return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra))
+
+    def fits(self, rendered: str) -> bool:
+        """Whether another turn fits the model's context after *rendered*."""
+        if self.kind != "transformers" or not self.limit:
+            return True
+        width = len(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+        return bool(width + self.options["max_new_tokens"] <= self.limit)
+
+    def generate(self, chats: Sequence[list[dict[str, Any]]], rendered: Sequence[str],
+                 seeds: Sequence[int]) -> list[Any]:
+        if self.kind == "function":
+            call = self.model
+            return [call([dict(m) for m in chat], seed=s) if self.takes_seed else call([dict(m) for m in chat])
+                    for chat, s in zip(chats, seeds)]
+        if self.kind == "vllm":
+            return _vllm_generate(self.model, rendered, seeds, adapter=self.adapter, **self.options)
+        return _generate_batch(self.model, self.tokenizer, rendered, seeds, **self.options)
+
+    def tokens(self, text: Any) -> int:
+        if self.kind == "function" or not isinstance(text, str):
+            return 0
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _vllm_generate(sampler: Any, rendered: Sequence[str], seeds: Sequence[int], *, temperature: float, top_p: float,
+                   max_new_tokens: int, adapter: bool) -> list[str]:
+    """One turn on vLLM: one request per chat, each with its own seed (the sampler's engine and LoRA)."""
+    params = [sampler._vllm.SamplingParams(n=1, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
+                                           seed=s) for s in seeds]
+    lora = None
+    if adapter and sampler.adapter is not None:
+        from vllm.lora.request import LoRARequest
+
+        lora = LoRARequest("rlgate-adapter", 1, sampler.adapter)
+    outputs = sampler.llm.generate(list(rendered), params, use_tqdm=progress_enabled(False), lora_request=lora)
+    return [out.outputs[0].text for out in outputs]
+
+
+def sample_episodes(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    *,
+    env: Env,
+    k: int = 4,
+    temperature: float = SAMPLE_TEMPERATURE,
+    top_p: float = SAMPLE_TOP_P,
+    seed: int = SAMPLE_SEED,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    adapter: bool = True,
+    progress: bool | None = None,
+    desc: str = "sampling episodes",
+    token_budget: int | None = None,
+    backend: str = "transformers",
+) -> list[list[Episode]]:
+    """``episodes[i]`` = the *k* episodes of ``prompts[i]`` (prompt items with their case, or texts
+    the environment's ``case_for`` reads). *max_new_tokens* bounds one turn; *token_budget* (default:
+    *max_new_tokens* times the environment's ``max_turns``) bounds an episode's generated tokens."""
+    _check(k, temperature, top_p, max_new_tokens, batch_size)
+    if backend not in ("transformers", "vllm"):
+        raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
+    if backend == "vllm" and not isinstance(model, VllmSampler) and not is_policy_function(model):
+        model = VllmSampler(model)
+    engine = _Backend(model, tokenizer, env, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                       adapter=adapter)
+    budget = token_budget if token_budget is not None else max_new_tokens * env.max_turns
+    cases = [_item_case(env, item) for item in prompts]
+    runs = [[EpisodeRun(env, case, prompt) for _ in range(k)] for prompt, case in cases]
+    used = {(i, j): 0 for i in range(len(runs)) for j in range(k)}
+    switch: Any = contextlib.nullcontext()
+    training = None
+    if engine.kind == "transformers":
+        import torch
+
+        if not adapter and hasattr(model, "disable_adapter"):
+            switch = model.disable_adapter()
+        training = model.training
+        model.eval()
+        switch = _both(switch, torch.inference_mode())
+    shown = bar(len(runs) * k * env.max_turns, desc, progress, unit="turn", leave=False)
+    try:
+        with switch:
+            for _turn in range(env.max_turns):
+                active = [(i, j) for i in range(len(runs)) for j in range(k) if not runs[i][j].done]
+                if not active:
+                    break
+                rendered = {key: engine.render(runs[key[0]][key[1]].messages) for key in active}
+                for key in [key for key in active if not engine.fits(rendered[key])]:
+                    runs[key[0]][key[1]].stop = "budget"
+                active = [key for key in active if not runs[key[0]][key[1]].done]
+                # longest first, as in one-turn sampling: a turn does not depend on its batch
+                active.sort(key=lambda key: (-len(rendered[key]), key))
+                step = max(1, batch_size) * k
+                for lo in range(0, len(active), step):
+                    chunk = active[lo: lo + step]
+                    replies = engine.generate([runs[i][j].messages for i, j in chunk],
+                                               [rendered[key] for key in chunk],
+                                               [reply_seed(seed, j, rendered[(i, j)]) for i, j in chunk])
+                    for (i, j), reply in zip(chunk, replies):
+                        used[(i, j)] += engine.tokens(reply)
+                        runs[i][j].step(reply, budget_left=used[(i, j)] < budget)
+                    shown.update(len(chunk))
+    finally:
+        shown.close()
+        if training is not None:
+            model.train(training)
+    return [[run.finish("max_turns") for run in row] for row in runs]
+
+
+@contextlib.contextmanager
+def _both(first: Any, second: Any) -> Any:
+    with first, second:
+        yield
+
+
+def sample_texts(model: Any, tokenizer: Any, prompts: Sequence[Any], *, env: Env, **options: Any) -> list[list[str]]:
+    """What :func:`~pytest_rlgate.policy.sampling.sample` returns for an episode environment or a
+    callable policy: each episode's text form (a one-turn environment's: the reply itself)."""
+    episodes = sample_episodes(model, tokenizer, prompts, env=env, **options)
+    return [[ep.text if env.is_episodic else (ep.turns[0] if ep.turns else "") for ep in row] for row in episodes]
+
+
+def sample_episode_rows(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], *, env: Env, k: int,
+                        seed: int, meta: Mapping[str, Any], prompts_fingerprint: str | None,
+                        **options: Any) -> Rows:
+    """Sampled episodes graded into rows (:func:`~pytest_rlgate.data.episodes.grade_episodes`)."""
+    episodes = sample_episodes(model, tokenizer, items, env=env, k=k, seed=seed, **options)
+    header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"), seed=seed, k=k,
+                        temperature=options.get("temperature", SAMPLE_TEMPERATURE),
+                        top_p=options.get("top_p", SAMPLE_TOP_P))
+    return Rows(grade_episodes(items, episodes, env=env, **meta), header=header)

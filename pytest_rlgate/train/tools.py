@@ -1,0 +1,101 @@
+"""GRPO through TRL's tool path: the one module that knows TRL's experimental tool API.
+
+TRL's ``GRPOTrainer`` runs the tool loop itself when given ``tools=`` (plain functions) or
+``environment_factory=`` (one instance per rollout, ``reset(**row)`` with the dataset row,
+tool methods, an optional ``get_reward()``); both are marked experimental, so everything that
+depends on their shape lives here and a TRL change touches this file only.
+
+What we hand TRL:
+
+* the environment's factory, adapted so that ``reset`` receives the row's ``case`` (our
+  contract, ``reset(**case)``) rather than the whole row, and with ``get_reward`` hidden: the
+  reward is always :func:`episode_reward`, which replays the episode and scores it with the
+  environment (its ``score``, or its instances' ``get_reward``), so training, the monitor and
+  the holdout grade an episode the same way;
+* ``max_tool_calling_iterations`` from the environment's ``max_turns``, and a completion
+  budget that holds the turns and the tool results between them;
+* a tokenizer TRL can parse tool calls with: TRL sets the response template for the chat
+  templates it knows (Qwen2.5's, which the tiny agent uses, among them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..environment.contract import Env
+from ..environment.episode import episode_from_messages
+from ..errors import UsageError
+
+__all__ = ["completion_budget", "episode_reward", "tool_trainer_options", "trl_environment_factory"]
+
+RewardFn = Callable[..., list[float]]
+
+
+def trl_environment_factory(env: Env) -> Callable[[], Any]:
+    """The environment's factory in TRL's shape: ``reset(**row)`` resets with ``row["case"]``."""
+    factory = env.factory
+    if factory is None:
+        raise UsageError(f"environment {env.name} has no environment_factory")
+    base = type(factory())
+
+    def reset(self: Any, **row: Any) -> Any:
+        case = row.get("case")
+        return base.reset(self, **dict(case if isinstance(case, Mapping) else {}))
+
+    adapted = type(base.__name__, (base,), {"reset": reset, "get_reward": None, "__module__": base.__module__,
+                                            "__doc__": base.__doc__, "__qualname__": base.__qualname__})
+
+    def make() -> Any:
+        instance = factory()
+        instance.__class__ = adapted
+        return instance
+
+    return make
+
+
+def _chat(prompt: Any, completion: Any) -> list[dict[str, Any]]:
+    head = [dict(m) for m in prompt] if isinstance(prompt, Sequence) and not isinstance(prompt, str) else \
+        [{"role": "user", "content": str(prompt)}]
+    if isinstance(completion, str):
+        return [*head, {"role": "assistant", "content": completion}]
+    return [*head, *(dict(m) for m in completion)]
+
+
+def episode_reward(env: Env, score: Callable[..., float]) -> RewardFn:
+    """TRL's reward over whole episodes: each completion (the assistant and tool messages TRL's
+    loop produced) is replayed in a fresh instance and scored by *score* (an Episode, a case)."""
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any],
+               case: Sequence[Mapping[str, Any] | None] | None = None, **_: Any) -> list[float]:
+        cases = list(case) if case is not None else [None] * len(completions)
+        out = []
+        for prompt, completion, each in zip(prompts, completions, cases):
+            if each is None:
+                raise UsageError(f"environment {env.name}: a training row has no case; an episode needs one")
+            episode, _instance = episode_from_messages(env, each, _chat(prompt, completion))
+            out.append(float(score(episode, dict(each))))
+        return out
+
+    return reward
+
+
+def completion_budget(env: Env, per_turn: int) -> int:
+    """TRL's ``max_completion_length`` for an episode: every turn and a tool result after each."""
+    return per_turn * env.max_turns * 2
+
+
+def tool_trainer_options(env: Env, tokenizer: Any) -> dict[str, Any]:
+    """The ``GRPOTrainer`` keyword arguments that switch on TRL's tool loop for *env*."""
+    import os
+
+    from trl.chat_template_utils import supports_tool_calling
+
+    if not supports_tool_calling(tokenizer):
+        raise UsageError(f"environment {env.name} has tools, but the model's chat template cannot render tool "
+                         "calls and results; use a tool-calling chat model (Qwen2.5, Llama 3.1, ...) or the "
+                         "environment's tiny policy")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # we pin the API here, on purpose
+    if env.factory is not None:
+        return {"environment_factory": trl_environment_factory(env), "tools": list(env.tools) or None}
+    return {"tools": list(env.tools)}
