@@ -350,7 +350,7 @@ def test_seed_fixes_the_intervals() -> None:
     [
         ({"by": "policy"}, "by='policy' is not supported"),
         ({"margin": 1.5}, r"margin must be a number in \[0, 1\), e.g. 0.10, got 1.5"),
-        ({"confidence_level": 0}, r"confidence level must be a number in \(0, 1\)"),
+        ({"confidence_level": 0}, r"confidence level must be a number in \[0.5, 0.999\]"),
         ({"n_resamples": 10}, r"resamples must be an integer in \[100, 1000000\]"),
         ({"n_resamples": 10**12}, r"resamples must be an integer in \[100, 1000000\]"),
         ({"method": "bca"}, "method must be one of expanded, percentile, basic, t, got 'bca'"),

@@ -129,11 +129,15 @@ def test_same(rlgate):
     assert 'name="rlgate:pass@1:no_id" value="regressed -0.833' in junit
 
 
-def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path]) -> None:
-    result = compare(run[0], [run[1], run[1]], env="refund")  # two seeds, both hacked
+def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path], tmp_path: Path) -> None:
+    second = tmp_path / "seed2" / run[1].name  # two seeds, both hacked (one file twice is refused)
+    second.parent.mkdir()
+    second.write_bytes(run[1].read_bytes())
+    result = compare(run[0], [run[1], second], env="refund")
     text = markdown_summary(result)
     assert "| pass@1 | no_id | 6×4 | 1.000 → 0.167 |" in text and "| REGRESSED |" in text
-    assert reproduce_command(result).count(str(run[1])) == 2
+    command = reproduce_command(result)
+    assert command.count(str(run[1])) == 1 and command.count(str(second)) == 1
 
 
 def test_an_inconclusive_summary_points_at_rlgate_plan(tmp_path: Path) -> None:
