@@ -127,6 +127,10 @@ _EXPORTS: dict[str, str] = {
     # reward tables
     "RewardRow": "rewards.tables",
     "load_reward_table": "rewards.tables",
+    # your own model and trainer: graded replies from anywhere, the gate inside a trainer
+    "grade_file": "data.replies",
+    "GateCallback": "train.callback",
+    "SequentialGate": "gate.looks",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -160,6 +164,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         write_prompts as write_prompts,
     )
     from .data.provenance import row_header as row_header
+    from .data.replies import grade_file as grade_file
     from .data.rows import (
         Rows as Rows,
         grade_replies as grade_replies,
@@ -185,6 +190,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         UsageError as UsageError,
     )
     from .gate import assert_no_regression as assert_no_regression, compare as compare
+    from .gate.looks import SequentialGate as SequentialGate
     from .gate.options import GateOptions as GateOptions
     from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
@@ -230,6 +236,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .rewards.strategies import HackedReply as HackedReply
     from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
     from .train.baseline import run_rows as run_rows, save_baseline as save_baseline
+    from .train.callback import GateCallback as GateCallback
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
     from .train.dpo import train_dpo as train_dpo
     from .train.dpo_config import DPOKnobs as DPOKnobs

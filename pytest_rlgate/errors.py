@@ -11,8 +11,8 @@ from __future__ import annotations
 from os import PathLike
 from typing import Any
 
-__all__ = ["DataError", "RegressionError", "RewardHackError", "RewardMismatch", "RewardValueError", "RlgateError",
-           "RlgateWarning", "SpecError", "UsageError"]
+__all__ = ["DataError", "RankError", "RegressionError", "RewardHackError", "RewardMismatch", "RewardValueError",
+           "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
 
 
 class RlgateError(Exception):
@@ -47,6 +47,18 @@ class DataError(RlgateError):
 
 class UsageError(RlgateError):
     """An option or argument that makes no sense (unknown loss type, bad balance, ...)."""
+
+
+class RankError(RlgateError):
+    """Another process of a torchrun / accelerate job failed: every rank raises the same one.
+
+    *internal* is True when the failing rank hit a bug rather than a user mistake (the CLI
+    then exits 3 on every rank, else 2); *rank* is the first rank that failed.
+    """
+
+    def __init__(self, message: str, *, rank: int, internal: bool = False) -> None:
+        self.rank, self.internal = rank, internal
+        super().__init__(message)
 
 
 class RlgateWarning(UserWarning):

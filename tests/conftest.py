@@ -17,3 +17,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # the suite's own gates must not land on the CI job's summary page (tests that want it set it)
 os.environ.pop("GITHUB_STEP_SUMMARY", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def hub_model_dir(tmp_path_factory: pytest.TempPathFactory):
+    """A folder holding a hub-shaped Qwen2 chat model (``tests/_hub_model.py``), built once a session."""
+    from _hub_model import build_hub_model
+
+    return build_hub_model(tmp_path_factory.mktemp("hub-model") / "qwen2-tiny")

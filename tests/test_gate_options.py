@@ -13,7 +13,7 @@ from test_gate import table_rows
 
 from pytest_rlgate import GateOptions, RlgateWarning, UsageError, compare, load_env, row_header, write_rows
 from pytest_rlgate.cli import main
-from pytest_rlgate.data import jsonl as jsonl_module, rows as rows_module
+from pytest_rlgate.data import rows as rows_module
 from pytest_rlgate.gate import options as gate_options
 from pytest_rlgate.gate.options import N_RESAMPLES, shown_default
 
@@ -79,8 +79,8 @@ def test_each_row_file_is_opened_once_and_its_header_checked_once(tmp_path: Path
     paths += [str(write_rows(tmp_path / f"after{i}.jsonl", after, header=header)) for i in range(3)]
     opened: list[str] = []
     checked: list[str | None] = []
-    real_open, real_check = jsonl_module.open_lines, rows_module.check_header
-    monkeypatch.setattr(jsonl_module, "open_lines",
+    real_open, real_check = rows_module.iter_checked_lines, rows_module.check_header
+    monkeypatch.setattr(rows_module, "iter_checked_lines",
                         lambda path, **kw: opened.append(str(path)) or real_open(path, **kw))
     monkeypatch.setattr(rows_module, "check_header",
                         lambda obj, **where: checked.append(where.get("path")) or real_check(obj, **where))

@@ -59,7 +59,7 @@ def test_config_records_every_knob_versions_prompts_and_seeds(run, base_dir):
     assert config["method"] == "grpo" and knobs["base_model"] == base_dir
     for name in ("steps", "num_generations", "learning_rate", "beta", "loss_type", "epsilon_high",
                  "no_scale_rewards", "mask_truncated", "max_completion_length", "temperature", "top_p",
-                 "sample_seed", "base_runs", "monitor_every", "stop_on", "seed", "size", "prompts_file",
+                 "sample_seed", "base_runs", "monitor_every", "stop_on", "prompt_seed", "size", "prompts_file",
                  "holdout", "balance", "run_name", "from_run", "lora_rank", "lora_alpha", "lora_targets"):
         assert name in knobs
     assert knobs["steps"] == 3 and knobs["loss_type"] == "bnpo"

@@ -1,12 +1,22 @@
-"""Which process of a multi-process launch (``torchrun --nproc_per_node N``) may publish, and when.
+"""Which process of a torchrun / accelerate job this is, and the few collectives rlgate needs.
 
-Under a launcher every rank runs the same command, so every rank would write the same run
-folder. Only the main process (rank 0) publishes; it does so only once every rank has said
-that its part succeeded (a collective over ``torch.distributed`` when it is initialised), and
-a rank that the launcher stops (it sends SIGTERM to the survivors when one rank fails) leaves
-through the same clean-up as an exception, so its temporary files go with it. A SIGKILLed
-rank cannot clean up; its leftovers carry its owner token and the next writer sweeps them
-(:mod:`pytest_rlgate._io.stale`). Without a launcher all of this is one process, and free.
+Under ``torchrun --nproc_per_node N`` (or ``accelerate launch``) every process runs the
+same command. Without care each one samples the whole holdout, trains, and races the
+others to publish the same run folder. So: sampling is sharded across the ranks and
+gathered (:func:`gather`), only the main process (rank 0) publishes and writes files, and
+only once every rank has said its part succeeded (:func:`agree`); the others wait for it
+(:func:`wait_for_main`) and leave with its exit code (:func:`broadcast`). A rank that the
+launcher stops (it sends SIGTERM to the survivors when one rank fails) leaves through the
+same clean-up as an exception (:func:`stopped_cleanly`), so its temporary files go with it.
+A SIGKILLed rank cannot clean up; its leftovers carry its owner token and the next writer
+sweeps them (:mod:`pytest_rlgate._io.stale`).
+
+:func:`rank` and :func:`world_size` describe the launch (the group's, else the launcher's
+``RANK`` / ``WORLD_SIZE``); the collectives ask ``torch.distributed`` only once a process
+group is initialised (:func:`group_size` > 1) and are no-ops otherwise, so a one-process
+run never imports torch for them. :func:`init_from_launcher` starts the group a launcher
+asked for: gloo on CPU, NCCL on GPUs. Objects travel through a gloo group of their own, so
+gathering Python objects works whatever the training backend is.
 """
 
 from __future__ import annotations
@@ -16,10 +26,18 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any, TypeVar, cast
 
-__all__ = ["agree", "is_main_process", "rank", "stopped_cleanly", "wait_for_main", "world_size"]
+from ..errors import RankError, RlgateError
+
+__all__ = ["agree", "barrier", "broadcast", "finish", "gather", "group_size", "init_from_launcher", "is_main_process",
+           "rank", "run_everywhere", "stopped_cleanly", "together", "wait_for_main", "world_size"]
+
+T = TypeVar("T")
+_objects_group: list[Any] = []  # the gloo group for object collectives, made on first use
+_started_here: list[bool] = []
 
 
 def _env_int(name: str, default: int) -> int:
@@ -29,7 +47,7 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-def _dist() -> object | None:
+def _dist() -> Any:
     """``torch.distributed`` when this process is one of an initialised group, else None."""
     torch = sys.modules.get("torch")  # never imported here: a group exists only if torch is loaded
     if torch is None:
@@ -43,13 +61,19 @@ def _dist() -> object | None:
 def rank() -> int:
     """This process's rank: the initialised group's, else the launcher's ``RANK``, else 0."""
     dist = _dist()
-    return int(dist.get_rank()) if dist is not None else _env_int("RANK", 0)  # type: ignore[attr-defined]
+    return int(dist.get_rank()) if dist is not None else _env_int("RANK", 0)
 
 
 def world_size() -> int:
     """How many processes the launch has: the group's size, else ``WORLD_SIZE``, else 1."""
     dist = _dist()
-    return int(dist.get_world_size()) if dist is not None else _env_int("WORLD_SIZE", 1)  # type: ignore[attr-defined]
+    return int(dist.get_world_size()) if dist is not None else max(1, _env_int("WORLD_SIZE", 1))
+
+
+def group_size() -> int:
+    """How many processes share work through collectives: the initialised group's size, else 1."""
+    dist = _dist()
+    return int(dist.get_world_size()) if dist is not None else 1
 
 
 def is_main_process() -> bool:
@@ -57,31 +81,89 @@ def is_main_process() -> bool:
     return rank() == 0
 
 
+def init_from_launcher() -> None:
+    """Join the process group a launcher set up (``WORLD_SIZE`` > 1); a no-op otherwise or when up.
+
+    Commands that sample or train call it at the door, before anything is loaded.
+    """
+    if _env_int("WORLD_SIZE", 1) <= 1 or _dist() is not None:
+        return
+    import torch
+    import torch.distributed as dist
+
+    if torch.cuda.is_available():
+        local = _env_int("LOCAL_RANK", 0)
+        torch.cuda.set_device(local)
+        dist.init_process_group(backend="nccl", device_id=torch.device("cuda", local))
+    else:
+        dist.init_process_group(backend="gloo")
+    _started_here.append(True)
+
+
+def finish() -> None:
+    """Leave the process group this module started (the launcher's job ends cleanly)."""
+    dist = _dist()
+    if dist is not None and _started_here:
+        _objects_group.clear()
+        dist.destroy_process_group()
+        _started_here.clear()
+
+
+def _group() -> Any:
+    dist = _dist()
+    if dist.get_backend() == "gloo":
+        return None  # the default group already moves objects on the CPU
+    if not _objects_group:
+        _objects_group.append(dist.new_group(backend="gloo"))
+    return _objects_group[0]
+
+
+def barrier() -> None:
+    """Wait until every rank gets here (a no-op without a group)."""
+    dist = _dist()
+    if dist is not None:
+        dist.barrier(group=_group())
+
+
+def gather(obj: T) -> list[T]:
+    """Every rank's *obj*, in rank order, on every rank (``[obj]`` without a group)."""
+    dist = _dist()
+    if dist is None:
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj, group=_group())
+    return out
+
+
+def broadcast(obj: T) -> T:
+    """The main process's *obj*, on every rank (*obj* itself without a group)."""
+    dist = _dist()
+    if dist is None:
+        return obj
+    box: list[Any] = [obj]
+    dist.broadcast_object_list(box, src=0, group=_group())
+    return cast(T, box[0])
+
+
 def agree(ok: bool) -> bool:
-    """True when *ok* holds on every rank: a MIN over the group, or *ok* itself alone.
+    """True when *ok* holds on every rank (*ok* itself without a group).
 
     Every rank must call it (a rank that died instead makes the collective fail, which the
     caller treats as disagreement; the launcher then stops the rest).
     """
-    dist = _dist()
-    if dist is None or world_size() == 1:
+    if group_size() == 1:
         return ok
-    import torch
-
-    flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
     try:
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN)  # type: ignore[attr-defined]
+        return all(gather(bool(ok)))
     except (RuntimeError, ValueError):  # a peer is gone
         return False
-    return bool(flag.item())
 
 
 def wait_for_main() -> None:
     """Block until rank 0 is done publishing (a barrier), where there is a group to wait with."""
-    dist = _dist()
-    if dist is not None and world_size() > 1:
+    if group_size() > 1:
         with contextlib.suppress(RuntimeError, ValueError):
-            dist.barrier()  # type: ignore[attr-defined]
+            barrier()
 
 
 @contextlib.contextmanager
@@ -105,3 +187,47 @@ def stopped_cleanly() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _outcome(work: Callable[[], T]) -> tuple[str, Any]:
+    try:
+        return "ok", work()
+    except Exception as exc:
+        if group_size() == 1:
+            raise  # one process: the original exception, untouched
+        if isinstance(exc, RlgateError):
+            return "error", str(exc)
+        return "bug", f"{type(exc).__name__}: {exc}"
+
+
+def _raise_first(statuses: list[tuple[str, str]]) -> None:
+    for index, (status, message) in enumerate(statuses):
+        if status != "ok":
+            raise RankError(f"rank {index} of {len(statuses)} failed: {message}", rank=index,
+                            internal=status == "bug")
+
+
+def together(work: Callable[[], T]) -> T:
+    """Run *work* on every rank and return this rank's result, once every rank has finished it;
+    when any rank failed, every rank raises the same :class:`~pytest_rlgate.errors.RankError`
+    naming the first that failed.
+
+    What the main process alone does (publish a run, write a cache entry) goes through here,
+    so the others neither run ahead nor wait forever when it fails.
+    """
+    status, value = _outcome(work)
+    if group_size() > 1:
+        _raise_first(gather((status, "" if status == "ok" else value)))
+    return cast(T, value)
+
+
+def run_everywhere(work: Callable[[], T]) -> list[T]:
+    """Run *work* on every rank and gather the results (every rank gets all of them); when any
+    rank fails, every rank raises the same :class:`~pytest_rlgate.errors.RankError`.
+
+    A rank that raised would otherwise leave the others waiting in the next collective.
+    """
+    status, value = _outcome(work)
+    results = gather((status, value))
+    _raise_first([(s, "" if s == "ok" else v) for s, v in results])
+    return [cast(T, v) for _s, v in results]

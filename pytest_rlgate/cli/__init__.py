@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .._io import ranks
 from .._io.cache import cache_root
 from .._io.progress import third_party_quiet
 from .._version import __version__
-from ..errors import RlgateError
+from ..errors import RankError, RlgateError
 
 #: Exit codes; 1 is reserved for "the gate failed" so CI never mistakes a crash for a verdict.
 EXIT_GATE_FAILED = 1
@@ -40,12 +41,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("pytest_rlgate.cli.train", "train a LoRA adapter with GRPO or DPO into runs/<name>/"),
     "plan": ("pytest_rlgate.cli.plan", "how many scenarios each category needs to see a drop of a given size"),
     "eval": ("pytest_rlgate.cli.eval", "re-sample a finished run's holdout and gate it"),
+    "sample": ("pytest_rlgate.cli.sample", "sample a model (hub id or folder, optional adapter) into graded rows"),
+    "grade": ("pytest_rlgate.cli.grade", "grade replies sampled anywhere into rows with an environment"),
     "regrade": ("pytest_rlgate.cli.regrade", "re-score stored replies with the current environment"),
     "baseline": ("pytest_rlgate.cli.baseline", "keep a run's graded rows as a stored baseline"),
     "report": ("pytest_rlgate.cli.report", "write report.html with plots for a run folder"),
     "demo": ("pytest_rlgate.cli.demo", "the whole story on the embedded tiny policy, CPU only"),
     "policy": ("pytest_rlgate.cli.policy", "rebuild a tiny policy from its environment's recipe"),
 }
+
+#: Commands that sample or train: under torchrun / accelerate they join the job's process group.
+RANK_AWARE = frozenset({"train", "sample", "eval", "demo"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,33 +106,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     name = f"rlgate {args.command}"
+    if args.command in RANK_AWARE:
+        ranks.init_from_launcher()  # before anything runs, so even an error at the door is reported once
+    code, message = _run(args, name)
+    if ranks.group_size() > 1:
+        return _leave_together(code, message)
+    if message:
+        print(message, file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace, name: str) -> tuple[int, str | None]:
+    """The command's exit code and the one line to print for it (None when there is none)."""
     try:
         # commands that load no third-party library have no --verbose: nothing to let through
         with third_party_quiet(verbose=getattr(args, "verbose", False)):
-            return int(_load(COMMANDS[args.command][0]).run(args))
+            return int(_load(COMMANDS[args.command][0]).run(args)), None
+    except RankError as exc:
+        return (EXIT_INTERNAL if exc.internal else EXIT_USAGE), f"{name}: error: {_one_line(exc, 2000)}"
     except RlgateError as exc:
-        print(f"{name}: error: {_one_line(exc, 2000)}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, f"{name}: error: {_one_line(exc, 2000)}"
     except KeyboardInterrupt:
-        print(f"{name}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, f"{name}: interrupted"
     except OSError as exc:
         if exc.filename is None:  # not about a file the user named: a bug, reported below
             return _internal(name, args.command, exc)
-        print(f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and its "
-              "permissions", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, (f"{name}: error: {exc.filename}: {exc.strerror or _one_line(exc)}; check the path and "
+                            "its permissions")
     except Exception as exc:
         return _internal(name, args.command, exc)
 
 
-def _internal(name: str, command: str, exc: BaseException) -> int:
+def _leave_together(code: int, message: str | None) -> int:
+    """One exit for the whole torchrun / accelerate job: the main process prints each distinct
+    error once (another rank's with its number) and every rank exits with the same code - the
+    main process's verdict, or the first failure."""
+    outcomes = ranks.gather((code, message))
+    if ranks.is_main_process():
+        seen: set[str] = set()
+        for index, (_code, text) in enumerate(outcomes):
+            if text and text not in seen:
+                seen.add(text)
+                print(text if index == 0 else f"[rank {index}] {text}", file=sys.stderr)
+    failed = [c for c, _text in outcomes if c not in (0, EXIT_GATE_FAILED)]
+    ranks.finish()
+    return failed[0] if failed else outcomes[0][0]
+
+
+def _internal(name: str, command: str, exc: BaseException) -> tuple[int, str]:
     """Report a bug: one line naming the log that holds the traceback; exit 3, never the gate's 1."""
     log = _crash_log(command)
     where = f"the traceback is in {log}" if log else "no log file could be written"
-    print(f"{name}: internal error ({type(exc).__name__}: {_one_line(exc)}); {where}; please report it",
-          file=sys.stderr)
-    return EXIT_INTERNAL
+    return EXIT_INTERNAL, (f"{name}: internal error ({type(exc).__name__}: {_one_line(exc)}); {where}; "
+                           "please report it")
 
 
 if __name__ == "__main__":

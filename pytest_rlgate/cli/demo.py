@@ -18,7 +18,13 @@ for a usage error (one line).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
+from .._io import ranks
 from ..demo.recipe import run_recipe_demo
 from ..demo.story import QUICK_STEPS, STEPS, run_demo
 from ..errors import UsageError
@@ -44,18 +50,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    if args.seeds is None:
-        run_demo(args.runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)
-        return 0
-    if args.seeds < 2:
+    if args.seeds is not None and args.seeds < 2:
         raise UsageError(f"--seeds {args.seeds}: a recipe needs 2 or more trainer seeds (3 for a usable "
                          "interval), e.g. --seeds 3")
-    if args.quick:
+    if args.quick and args.seeds is not None:
         raise UsageError("--quick with --seeds: the quick smoke test trains one seed per run; drop one of them")
-    run_recipe_demo(args.runs_dir, seeds=args.seeds, steps=args.steps, progress=args.progress, env=args.env)
+    with _one_voice(args) as runs_dir:
+        if args.seeds is None:
+            run_demo(runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)
+        else:
+            run_recipe_demo(runs_dir, seeds=args.seeds, steps=args.steps, progress=args.progress, env=args.env)
     return 0
+
+
+@contextlib.contextmanager
+def _one_voice(args: argparse.Namespace) -> Iterator[Path]:
+    """Where this process tells the story: the main process into ``--runs-dir`` on the terminal;
+    under torchrun / accelerate the others follow every step (training and sampling are
+    collective) into a scratch folder, silently, and it is thrown away."""
+    if ranks.is_main_process():
+        yield Path(args.runs_dir)
+        return
+    args.progress = False
+    with tempfile.TemporaryDirectory(prefix=f"rlgate-demo-rank{ranks.rank()}-") as scratch, \
+            open(os.devnull, "w", encoding="utf-8") as quiet, contextlib.redirect_stdout(quiet):
+        yield Path(scratch)

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 
+from .._io import ranks
 from ..data.rows import read_rows, write_rows
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
@@ -27,7 +28,9 @@ HELP = "re-sample a finished run's holdout and gate it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", required=True, metavar="DIR", help="a finished runs/<name>/ folder")
+    # --run-dir: torchrun reads an abbreviation of its own --run-path into "--run", before the module's arguments
+    parser.add_argument("--run", "--run-dir", dest="run", required=True, metavar="DIR",
+                        help="a finished runs/<name>/ folder (--run-dir under torchrun)")
     add_env_argument(parser, default="the run's environment")
     parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
@@ -46,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     folder = RunFolder.open(args.run)
     env = folder.environment(override)
     rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
+    if not ranks.is_main_process():  # the job exits with the main process's verdict
+        return 0
     if args.out:
         write_rows(args.out, rows)
     result = gate_runs([list(read_rows(p)) for p in folder.before_files], rows, env=env)

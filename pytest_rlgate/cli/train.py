@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from .._io import ranks
 from ..errors import DataError, UsageError
 from ..gate.result import GateResult
 from ..options import SEED, Deprecated, add_env_argument, add_output_arguments
@@ -81,6 +82,8 @@ def _run_grpo(args: argparse.Namespace) -> Any:
 def _run_dpo(args: argparse.Namespace) -> Any:
     folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=args.progress,
                        report_to=args.report_to, overwrite=args.overwrite)
+    if not ranks.is_main_process():
+        return folder
     pairs = folder.config.get("pairs", {})
     cap = (f", cap {pairs['constructed_cap']} -> at most {pairs['constructed_limit']}"
            if pairs.get("constructed_negatives") else "")
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds:
         return _run_seeds(args)
     folder = METHODS[args.method][1](args)
-    return report(folder)
+    return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
 
 def _run_seeds(args: argparse.Namespace) -> int:
@@ -123,6 +126,8 @@ def _run_seeds(args: argparse.Namespace) -> int:
     cls = knobs_class(args.method)
     runs = train_seeds(cls(**knob_values(args, cls)), args.seeds, overwrite=args.overwrite,
                        progress=args.progress)
+    if not ranks.is_main_process():
+        return 0
     print(runs.result.report(verbose=True))
     print(f"recipe: {runs.folder} (recipe.json, recipe.txt; `rlgate report {runs.folder}` draws it)")
     return 0 if runs.result.passed else 1

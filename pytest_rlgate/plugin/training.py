@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_rlgate._io import ranks
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
@@ -186,7 +187,12 @@ def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]
 
 @pytest.fixture(scope="session")
 def rlgate_adapter_factory(pytestconfig: pytest.Config) -> AdapterFactory:
-    """Train (or serve from the cache) an adapter per configuration: ``factory(method, **knobs)``."""
+    """Train (or serve from the cache) an adapter per configuration: ``factory(method, **knobs)``.
+
+    Under ``torchrun -m pytest`` every process joins the job: training is data-parallel,
+    sampling sharded, and only the main process writes the cache.
+    """
+    ranks.init_from_launcher()
     return AdapterFactory(pytestconfig)
 
 

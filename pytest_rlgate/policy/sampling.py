@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._io import ranks
 from .._io.progress import bar, progress_enabled
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
@@ -42,6 +43,7 @@ __all__ = [
     "reply_seed",
     "sample",
     "sample_rows",
+    "shard",
 ]
 
 #: The reference run's evaluation temperature: diverse enough that pass@1 over k samples
@@ -142,8 +144,23 @@ def _generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: 
         uniforms = torch.stack([torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(s),
                                            dtype=torch.float64) for s in seeds]).to(device)
         processors.append(_InverseCdfSampler(uniforms, temperature, top_p, width))
-    out = model.generate(**enc, generation_config=config, logits_processor=processors)
+    with _own_generation_config(model, config):
+        out = model.generate(**enc, generation_config=config, logits_processor=processors)
     return list(tokenizer.batch_decode(out[:, width:], skip_special_tokens=True))
+
+
+@contextlib.contextmanager
+def _own_generation_config(model: Any, config: Any) -> Iterator[None]:
+    """Generate with *config* alone: ``generate`` fills every field left unset from the model's
+    own generation config, and a hub checkpoint's (Qwen2.5's: repetition penalty 1.05, top-k 20,
+    temperature 0.7) would change the distribution the rows' header names."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    saved = inner.generation_config
+    inner.generation_config = config
+    try:
+        yield
+    finally:
+        inner.generation_config = saved
 
 
 def sample(
@@ -229,9 +246,14 @@ def sample_rows(
     policy: str | None = None,
     eval_run: str | None = None,
     env: EnvSpec = None,
+    shard: bool = True,
     **options: Any,
 ) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
+
+    In a torchrun / accelerate job the items are shared out across the processes by unit
+    and the rows gathered (every rank must call it); *shard* False samples them all on
+    this process alone (what a callback running on the main process only needs).
 
     Rows carry ``sample_seed`` (and ``policy`` / ``eval_run`` when given); *options* go to
     :func:`sample` (temperature, top_p, batch_size, adapter, ...). The returned
@@ -239,7 +261,14 @@ def sample_rows(
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
     """
     env = load_env(env)
-    replies = sample(model, tokenizer, items, k=k, seed=seed, env=env, **options)
+
+    progress = options.pop("progress", None)
+
+    def draw(part: Sequence[Mapping[str, Any]], shown: bool = True) -> Any:
+        return sample(model, tokenizer, part, k=k, seed=seed, env=env, progress=progress if shown else False,
+                      **options)
+
+    replies = _sharded(draw, items) if shard else list(draw(items))
     meta: dict[str, Any] = {"sample_seed": seed}
     if policy is not None:
         meta["policy"] = policy
@@ -249,6 +278,46 @@ def sample_rows(
                         temperature=options.get("temperature", SAMPLE_TEMPERATURE),
                         top_p=options.get("top_p", SAMPLE_TOP_P))
     return Rows(grade_replies(items, replies, env=env, **meta), header=header)
+
+
+def _unit(item: Mapping[str, Any]) -> Any:
+    """What a prompt is sampled with on one rank: its scenario (else the prompt itself)."""
+    scenario = item.get("scenario_id") if isinstance(item, Mapping) else None
+    return ("scenario", scenario) if scenario is not None else ("prompt", _prompt_text(item))
+
+
+def shard(items: Sequence[Any], rank: int, world: int) -> list[int]:
+    """The positions of *items* rank *rank* of *world* samples: whole units (scenarios), dealt
+    longest-first to the least-loaded rank, so every rank has about the same work."""
+    units: dict[Any, list[int]] = {}
+    for position, item in enumerate(items):
+        units.setdefault(_unit(item), []).append(position)
+    load = [0] * world
+    mine: list[int] = []
+    for positions in sorted(units.values(), key=lambda ps: (-sum(len(_prompt_text(items[p])) for p in ps), ps[0])):
+        owner = min(range(world), key=lambda r: (load[r], r))
+        load[owner] += sum(len(_prompt_text(items[p])) + 1 for p in positions)
+        if owner == rank:
+            mine.extend(positions)
+    return sorted(mine)
+
+
+def _sharded(draw: Any, items: Sequence[Any]) -> list[list[str]]:
+    """``draw(items)``, split across the ranks of a torchrun / accelerate job by unit and gathered.
+
+    A reply depends on its seed, rollout and rendered chat only (:func:`reply_seed`), so the
+    gathered replies are the ones one process draws. Only the main process shows a bar.
+    """
+    world = ranks.group_size()
+    if world == 1:
+        return list(draw(items))
+    mine = shard(items, ranks.rank(), world)
+    parts = ranks.run_everywhere(lambda: list(zip(mine, draw([items[i] for i in mine], ranks.is_main_process()))))
+    replies: list[list[str]] = [[] for _ in items]
+    for part in parts:
+        for position, texts in part:
+            replies[position] = texts
+    return replies
 
 
 def _fingerprint(items: Sequence[Mapping[str, Any]]) -> str | None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import cache
+from .._io import cache, ranks
 from ..data.rows import load_rows, write_rows
 from ..environment.contract import Env
 from ..policy.load import tiny_policy_key
@@ -106,6 +107,23 @@ def from_run_identity(knobs: RunKnobs) -> dict[str, Any] | None:
             "selection_seed": selection_seed(knobs.from_run)}
 
 
+def _rank_aware(kind: str, key: str, build: Any, *, root: str | os.PathLike[str] | None, everyone: Any) -> Path:
+    """``cache.cached_dir(kind, key, build)``, in a torchrun / accelerate job too.
+
+    Building is collective there (sampling is sharded, training is data-parallel), but the
+    cache's file lock lets one process build while the others wait on the lock: they would
+    never join. So the main process says whether the entry is there; on a miss every rank
+    runs *everyone()* (the main process inside ``cached_dir``, which alone writes the
+    cache), and every rank gets the main process's folder.
+    """
+    if ranks.group_size() == 1:
+        return cache.cached_dir(kind, key, build, root=root)
+    final = cache.cache_root(root) / kind / key
+    if not ranks.broadcast(cache.is_complete(final)):
+        ranks.together(lambda: cache.cached_dir(kind, key, build, root=root) if ranks.is_main_process() else everyone())
+    return Path(ranks.broadcast(str(final)))
+
+
 def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None,
                progress: bool | None = None) -> CachedRun:
     """The finished run for *knobs*, trained now (once, under a lock) if the cache lacks it.
@@ -120,7 +138,11 @@ def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None,
         built.append(True)
         trainer(knobs.method)(knobs, runs_dir=str(out), run_name="run", progress=progress)
 
-    folder = cache.cached_dir(f"runs-{knobs.method}", key, build, root=root)
+    def follow() -> None:
+        built.append(True)
+        trainer(knobs.method)(knobs, runs_dir=tempfile.gettempdir(), run_name=f"rlgate-{key[:12]}", progress=False)
+
+    folder = _rank_aware(f"runs-{knobs.method}", key, build, root=root, everyone=follow)
     return CachedRun(run=RunFolder.open(folder / "run"), key=key, hit=not built)
 
 
@@ -138,7 +160,11 @@ def cached_rows(
         built.append(True)
         write_rows(out / "rows.jsonl", sample())
 
-    folder = cache.cached_dir("rows", key, build, root=root)
+    def follow() -> None:
+        built.append(True)
+        sample()
+
+    folder = _rank_aware("rows", key, build, root=root, everyone=follow)
     return load_rows(folder / "rows.jsonl"), not built
 
 

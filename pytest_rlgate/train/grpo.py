@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from .._io import ranks
 from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
@@ -21,7 +22,7 @@ from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, 
 from .reward import RewardFn, env_reward
 from .run import RunWriter
 
-__all__ = ["build_trainer", "grpo_config", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
+__all__ = ["build_trainer", "grpo_config", "per_device_batch", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
 #: TRL log keys kept per step in metrics.jsonl, under the names docs/training.md uses.
 METRIC_KEYS: dict[str, str] = {
@@ -52,7 +53,7 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         output_dir=output_dir,
         max_steps=knobs.steps,
         num_generations=knobs.num_generations,
-        per_device_train_batch_size=knobs.batch_size,
+        per_device_train_batch_size=per_device_batch(resolved(knobs.batch_size, "batch_size")),
         gradient_accumulation_steps=1,
         learning_rate=knobs.learning_rate,
         beta=knobs.beta,
@@ -70,6 +71,16 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,
     )
+
+
+def per_device_batch(completions: int) -> int:
+    """Completions per process and step: a job of N processes trains the one-process recipe (the same
+    completions per optimizer step), each process generating its share."""
+    world = ranks.world_size()
+    if completions % world:
+        raise UsageError(f"--batch-size {completions}: {world} processes cannot share {completions} completions a "
+                         f"step evenly; pass a multiple of {world} (and of --num-generations)")
+    return completions // world
 
 
 def grpo_dataset(items: Sequence[Mapping[str, Any]], env: Env) -> Any:

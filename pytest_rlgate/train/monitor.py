@@ -16,6 +16,7 @@ prompt. Alarms:
 
 ``stop_on`` names the kinds that end training through ``control.should_training_stop``.
 The monitor samples inside a forked RNG, so watching a run never changes what it learns.
+In a torchrun / accelerate job the main process watches and every rank stops with it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .._io import ranks
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
@@ -126,7 +128,7 @@ class HackMonitor(TrainerCallback):
 
     # --- TrainerCallback hooks ----------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        if self.every > 0:
+        if self.every > 0 and ranks.is_main_process():
             self._evaluate(model, 0)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
@@ -146,8 +148,13 @@ class HackMonitor(TrainerCallback):
         step = state.global_step
         if self.every <= 0 or step % self.every:
             return
-        self._evaluate(model, step)
-        self._stop_if_wanted(self._check(step), control)
+        if ranks.is_main_process():  # one process watches; the others follow its verdict
+            self._evaluate(model, step)
+            self._stop_if_wanted(self._check(step), control)
+        if ranks.group_size() > 1:
+            self.stopped_at = ranks.broadcast(self.stopped_at)
+            if self.stopped_at is not None:
+                control.should_training_stop = True
 
     def _stop_if_wanted(self, fired: Sequence[dict[str, Any]], control: Any) -> None:
         wanted = [a for a in fired if "any" in self.stop_on or a["kind"] in self.stop_on]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._io import ranks
 from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
 from ..environment.contract import Env, EnvSpec, load_env
@@ -165,6 +166,7 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
                   "after": knobs.sample_seed},
         "versions": versions(),
         "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "world_size": ranks.world_size(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(prep.started)),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **(extra or {}),
@@ -234,6 +236,7 @@ def train_and_gate(
     record = {"steps_done": steps_done, "train_seconds": round(train_s, 3),
               "seconds_per_step": round(train_s / max(steps_done, 1), 4),
               "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+              "processes": getattr(getattr(trainer, "accelerator", None), "num_processes", 1),
               **(training(steps_done) if training else {})}
     run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
     return run.publish()

@@ -1,0 +1,116 @@
+"""``rlgate sample --model ID|DIR --out rows.jsonl``: any checkpoint's graded holdout rows.
+
+A model trained anywhere (a hub id or a local folder, with or without a LoRA adapter)
+sampled on a holdout - a prompts file, or the environment's own split as ``rlgate train``
+holds it out - and graded by the environment into rows that ``rlgate gate`` compares. The
+file starts with the provenance header: the model's identity (a folder's content hash),
+the adapter's hash, the sampling, the environment's and the prompt set's fingerprints.
+
+Resumable: pieces land in ``<out>.partial`` as they finish, ``<out>`` appears at the end;
+a rerun with the same flags continues where the last one stopped, and one with other flags
+is refused (``--restart`` starts over). Under ``torchrun`` / ``accelerate launch`` every
+process samples its share of the prompts and the main process writes the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from .._io import ranks
+from ..data.prompts import fingerprint, read_prompts
+from ..data.provenance import row_header
+from ..environment.contract import load_env
+from ..errors import UsageError
+from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
+from ..policy.load import load_policy
+from ..policy.lora import check_adapter
+from ..policy.resumable import sample_to_file
+from ..policy.sampling import DEFAULT_BATCH_SIZE, VllmSampler
+from ..train import config as C
+from ..train.cached import adapter_identity, base_identity
+from ..train.config import RunKnobs, is_tiny
+from ..train.inputs import load_prompts
+
+#: The ranges of the flags shared with `rlgate train` (declared once, on the knobs).
+BOUNDS = bounds_of(RunKnobs)
+HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
+BACKENDS = ("transformers", "vllm")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, metavar="ID|DIR",
+                        help=f"a hub id, a local model folder, or {C.TINY_POLICY}")
+    parser.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter folder put on top of --model")
+    add_env_argument(parser)
+    p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
+    p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
+    p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
+    p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
+    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
+                   help="share held out by category (%(default)s)")
+    s = parser.add_argument_group("sampling")
+    s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
+    s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="first sample seed (%(default)s)")
+    s.add_argument("--base-runs", type=BOUNDS["base_runs"], default=1,
+                   help="sample this many runs at seeds S, S+1, ... (3 measures a noise floor; %(default)s)")
+    s.add_argument("--temperature", type=BOUNDS["temperature"], default=C.TEMPERATURE, help="(%(default)s)")
+    s.add_argument("--top-p", type=BOUNDS["top_p"], default=C.TOP_P, help="(%(default)s)")
+    s.add_argument("--max-new-tokens", type=BOUNDS["max_completion_length"], metavar="TOKENS",
+                   help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on a tiny policy")
+    s.add_argument("--batch-size", type=BOUNDS["eval_k"], default=DEFAULT_BATCH_SIZE,
+                   help="prompts per generate call; does not change the rows (%(default)s)")
+    s.add_argument("--backend", choices=BACKENDS, default="transformers", help="(%(default)s; vllm needs a GPU)")
+    parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
+                        help="the row file to write (.gz: compressed); <PATH>.partial holds it while it grows")
+    parser.add_argument("--restart", action="store_true", help="drop an unfinished <PATH>.partial and start over")
+    add_output_arguments(parser)
+
+
+def holdout_items(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
+    """The prompts to sample and where they came from."""
+    env = load_env(args.env)
+    if args.prompts:
+        if not Path(args.prompts).is_file():
+            raise UsageError(f"--prompts {args.prompts!r}: no such file; write one with `rlgate prompts`")
+        return read_prompts(args.prompts, env=env), str(args.prompts)
+    knobs = RunKnobs(env=env, base_model=C.TINY_POLICY, prompt_seed=args.prompt_seed, size=args.size,
+                     holdout=args.holdout)
+    return load_prompts(knobs).holdout, f"holdout of template:seed={args.prompt_seed}:{args.size} ({args.holdout:g})"
+
+
+def _policy(args: argparse.Namespace) -> tuple[Any, Any]:
+    if args.backend == "vllm":
+        return VllmSampler(args.model, adapter=args.adapter), None
+    return load_policy(args.model, adapter=args.adapter)
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
+    ranks.init_from_launcher()
+    env = load_env(args.env)
+    if args.adapter is not None:
+        check_adapter(args.adapter, flag="--adapter")
+    items, source = holdout_items(args)
+    max_new = args.max_new_tokens or (C.TINY_MAX_COMPLETION_LENGTH if is_tiny(args.model) else C.MAX_COMPLETION_LENGTH)
+    seeds = [args.sample_seed + i for i in range(args.base_runs)]
+    label = str(args.model) if args.adapter is None else f"{args.model}+{Path(args.adapter).name}"
+    header = {
+        **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, temperature=args.temperature,
+                     top_p=args.top_p, seed=seeds[0], k=args.k),
+        "sampler": {"model": base_identity(str(args.model)),
+                    "adapter": None if args.adapter is None else adapter_identity(args.adapter),
+                    "seeds": seeds, "max_new_tokens": max_new, "backend": args.backend, "prompts": source},
+    }
+    model, tokenizer = _policy(args)
+    sampled, kept = sample_to_file(
+        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, k=args.k, policy=label,
+        restart=args.restart, progress=args.progress, temperature=args.temperature, top_p=args.top_p,
+        max_new_tokens=max_new, batch_size=args.batch_size, backend=args.backend)
+    if ranks.is_main_process():
+        resumed = f", {kept} kept from an interrupted run" if kept else ""
+        print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "
+              f"({sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
+    return 0

@@ -1,0 +1,59 @@
+"""GateCallback and HackMonitor in a user's own TRL trainer: docs/training.md's example, executed."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
+
+
+def _example() -> str:
+    section = DOC.read_text(encoding="utf-8").split("## Your own trainer", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+
+
+@pytest.mark.slow
+def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("trl")
+    namespace: dict = {}
+    exec(compile(_example(), str(DOC), "exec"), namespace)
+    gate, trainer, monitor = namespace["gate"], namespace["trainer"], namespace["monitor"]
+    out = Path(namespace["out"]) / "looks"
+    steps = trainer.state.global_step
+    assert steps == 2 or gate.stopped_at is not None
+    assert [look.step for look in gate.looks] == list(range(1, steps + 1))
+    assert all(look.alpha == pytest.approx(0.025 / 2) for look in gate.looks)  # 2 planned looks share alpha
+    assert sorted(p.name for p in out.glob("step-*.jsonl")) == [f"step-{s:06d}.jsonl" for s in range(steps + 1)]
+    looks = json.loads((out / "looks.json").read_text())
+    assert [look["step"] for look in looks["looks"]] == list(range(1, steps + 1))
+    tests = looks["looks"][0]["tests"]
+    assert {t["metric"] for t in tests} == {"pass@1", "well_formed", "argument_grounding"}
+    assert "overall" in {t["group"] for t in tests} and looks["looks"][0]["gate"]["comparisons"]
+    assert [h["step"] for h in monitor.summary()["history"]] == list(range(steps + 1))
+    printed = capsys.readouterr().out
+    assert "alarms:" in printed and printed.count("step ") == steps
+
+
+def test_a_regression_stops_training_when_asked(tmp_path: Path) -> None:
+    """A callback whose look regresses ends the trainer's loop through its control object."""
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from pytest_rlgate.gate.looks import Look, Test
+    from pytest_rlgate.train.callback import GateCallback
+
+    gate = GateCallback([{"prompt": "p", "case": {}, "category": "with_id"}], env="refund", every=2,
+                        out_dir=tmp_path, stop_on_regression=True)
+    regressed = Look(look=1, step=2, alpha=0.01, tests=(Test("pass@1", "with_id", 30, -0.4, 1e-5, 1e-5, True),))
+    gate.sequential = SimpleNamespace(planned=5, looks=[], look=lambda *a, **k: regressed)
+    gate.step0 = []
+    gate._sample = lambda model, step: []
+    control = SimpleNamespace(should_training_stop=False)
+    gate.on_step_end(None, SimpleNamespace(global_step=1), control)
+    assert not control.should_training_stop  # not a look step
+    gate.on_step_end(None, SimpleNamespace(global_step=2), control)
+    assert control.should_training_stop and gate.stopped_at == {"step": 2, "look": 1, "regressed": ["pass@1/with_id"]}
