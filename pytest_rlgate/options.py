@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
+
 __all__ = ["FILE_NUMBER", "HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number", "ReadOptions",
            "add_env_argument", "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file",
            "path_problem", "share"]
@@ -283,8 +285,6 @@ class ReadOptions:
                                       flag="--allow-prompt-change")
 
     def __post_init__(self) -> None:
-        from .errors import UsageError  # the floor this module shares: imported when an option is checked
-
         for name in ("format", "category", "unit", "metric", "filter", "provider"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):

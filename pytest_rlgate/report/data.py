@@ -23,6 +23,8 @@ from typing import Any, TypeGuard
 
 from ..data.rows import iter_rows
 from ..errors import DataError
+from ..train.config import RunKnobs, recorded_knobs_problem
+from ..train.methods import METHODS, knobs_class
 from ..train.run import (
     AFTER,
     CONFIG,
@@ -120,9 +122,6 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
 def _check_config(config: Mapping[str, Any], path: Path) -> None:
     """The knobs a run recorded, each of its type and range: a report never shows a hand-edited
     ``"steps": "many"`` as if training had run with it."""
-    from ..train.config import RunKnobs, recorded_knobs_problem
-    from ..train.methods import METHODS, knobs_class
-
     knobs = config.get("knobs", {})
     if not isinstance(knobs, Mapping):
         raise DataError(f"'knobs' must be an object of the run's knobs, found {type(knobs).__name__}; "

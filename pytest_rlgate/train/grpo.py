@@ -21,6 +21,7 @@ from .config import GRPOKnobs, resolved
 from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
 from .run import RunWriter
+from .tools import completion_budget, tool_trainer_options
 
 __all__ = ["build_trainer", "grpo_config", "per_device_batch", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
@@ -116,8 +117,6 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
     args = grpo_config(knobs, output_dir, report_to=report_to)
     episodes: dict[str, Any] = {}
     if env.is_episodic:  # TRL runs the tool loop: train/tools.py holds its experimental API
-        from .tools import completion_budget, tool_trainer_options
-
         episodes = tool_trainer_options(env, tokenizer)
         args.max_tool_calling_iterations = env.max_turns - 1
         args.max_completion_length = completion_budget(env, int(args.max_completion_length))

@@ -22,6 +22,7 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import messages_text
 from ..environment.trust import evaluates_text
 from ..errors import DataError, UsageError
+from .tools import episode_reward
 
 __all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
 
@@ -91,8 +92,6 @@ def env_reward(env: EnvSpec = None, name: str | None = None) -> RewardFn:
     env = load_env(env)
     score = score_function(env, name)
     if env.is_episodic:  # TRL's tool loop hands over whole episodes
-        from .tools import episode_reward
-
         episodic = episode_reward(env, score)
         episodic.__name__ = episodic.__qualname__ = (f"{env.name}_reward" if score == env.score
                                                      else str(name).rpartition(":")[2])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
+from ...environment.episode import parse_hermes_calls
 from .rules import OrderDesk
 from .tiny import _CLOSED, _DONE
 
@@ -37,8 +38,6 @@ def episode_text(case: Mapping[str, Any], turns: list[str]) -> str:
     """The text form of *turns* played against the case's order desk (results included for readers)."""
     desk = OrderDesk()
     desk.reset(**dict(case))
-    from ...environment.episode import parse_hermes_calls
-
     parts = []
     for turn in turns:
         parts.append(turn)
