@@ -56,7 +56,7 @@ def test_sampling_ignores_the_checkpoints_own_sampling_defaults(hub_model_dir) -
 
 
 def test_generation_stops_at_either_eos(hub_model_dir) -> None:
-    from pytest_rlgate.policy import sampling
+    from pytest_rlgate.policy import generate
 
     model, tok = load_policy(hub_model_dir, device="cpu")
-    assert sampling._eos_ids(model, tok) == tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    assert generate._eos_ids(model, tok) == tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])

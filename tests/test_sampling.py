@@ -14,7 +14,7 @@ from _calc_env import CalcEnv, calc_items
 
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.policy import sampling
+from pytest_rlgate.policy import generate, sampling
 from pytest_rlgate.policy.tiny import build as tiny_build
 from pytest_rlgate.policy.tiny.spec import spec_of
 from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
@@ -91,7 +91,7 @@ def test_the_sampler_draws_from_generates_distribution(temperature: float, top_p
     expected = torch.softmax(TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(temperature)(None, logits)), -1)[0]
     n = 20000
     uniforms = torch.rand(n, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    processor = sampling._InverseCdfSampler(uniforms, temperature, top_p, prompt_width=0)
+    processor = generate._InverseCdfSampler(uniforms, temperature, top_p, prompt_width=0)
     picks = processor(torch.zeros((n, 0), dtype=torch.long), logits.expand(n, -1)).argmax(-1)
     counts = torch.bincount(picks, minlength=logits.shape[1]).double()
     support = expected > 0
@@ -139,10 +139,10 @@ def test_sample_rows_grades_every_reply(policy) -> None:
 def test_the_environment_renders_the_chat_and_grades_the_rows(policy) -> None:
     model, tok = policy
     question = "What is 2 + 3?"
-    [calc] = sampling._render(tok, [question], load_env(CalcEnv))
+    [calc] = generate.render(tok, [question], load_env(CalcEnv))
     assert calc == tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
                                            tokenize=False)  # no system prompt of its own: the user turn only
-    [default] = sampling._render(tok, [question], load_env(None))
+    [default] = generate.render(tok, [question], load_env(None))
     assert default != calc and load_env(None).system in default
     rows = sampling.sample_rows(model, tok, calc_items(1), k=2, env=CalcEnv, **FAST)
     assert [r["category"] for r in rows] == ["arithmetic"] * 2 + ["word_problem"] * 2 + ["unanswerable"] * 2

@@ -33,15 +33,15 @@ from ..data.rows import Rows
 from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
 from ..errors import UsageError
-from .sampling import (
+from .generate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_NEW_TOKENS,
     SAMPLE_SEED,
     SAMPLE_TEMPERATURE,
     SAMPLE_TOP_P,
     VllmSampler,
-    _check,
-    _generate_batch,
+    check_sampling,
+    generate_batch,
     reply_seed,
 )
 
@@ -114,7 +114,7 @@ class _Backend:
                     for chat, s in zip(chats, seeds)]
         if self.kind == "vllm":
             return _vllm_generate(self.model, rendered, seeds, adapter=self.adapter, **self.options)
-        return _generate_batch(self.model, self.tokenizer, rendered, seeds, **self.options)
+        return generate_batch(self.model, self.tokenizer, rendered, seeds, **self.options)
 
     def tokens(self, text: Any) -> int:
         if self.kind == "function" or not isinstance(text, str):
@@ -157,7 +157,7 @@ def sample_episodes(
     """``episodes[i]`` = the *k* episodes of ``prompts[i]`` (prompt items with their case, or texts
     the environment's ``case_for`` reads). *max_new_tokens* bounds one turn; *token_budget* (default:
     *max_new_tokens* times the environment's ``max_turns``) bounds an episode's generated tokens."""
-    _check(k, temperature, top_p, max_new_tokens, batch_size)
+    check_sampling(k, temperature, top_p, max_new_tokens, batch_size)
     if backend not in ("transformers", "vllm"):
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
     if backend == "vllm" and not isinstance(model, VllmSampler) and not is_policy_function(model):

@@ -8,29 +8,38 @@ k give the same replies whether it is sampled alone, first or last, in a batch o
 which is what lets before/after row files pair up by prompt and lets a cached row file be
 extended without resampling it.
 
-How: generation runs greedily over a logits processor that does the sampling itself. At
-step ``t`` it applies temperature and top-p exactly like ``generate``'s warpers, then picks
-the token by inverse CDF with the row's ``t``-th pre-drawn uniform, and hands ``generate`` a
-one-hot score. Cost: one sort per step, the same as top-p sampling in ``generate``.
+The generation itself is :mod:`.generate`; episodes (environments with tools) run the tool
+loop of :mod:`.episode` over the same generation.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._io import ranks
-from .._io.progress import bar, progress_enabled
+from .._io.progress import bar
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
 from ..data.rows import Rows, grade_replies
-from ..environment.contract import Env, EnvSpec, load_env
-from ..errors import RlgateWarning, UsageError
-from .lora import check_adapter
+from ..environment.contract import EnvSpec, load_env
+from ..errors import UsageError
+from .episode import is_policy_function, sample_episode_rows, sample_texts
+from .generate import (
+    BASE_RUN_SEEDS,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_NEW_TOKENS,
+    SAMPLE_SEED,
+    SAMPLE_TEMPERATURE,
+    SAMPLE_TOP_P,
+    VllmSampler,
+    check_sampling,
+    generate_batch,
+    prompt_text,
+    render,
+    reply_seed,
+)
 
 __all__ = [
     "BASE_RUN_SEEDS",
@@ -45,123 +54,6 @@ __all__ = [
     "sample_rows",
     "shard",
 ]
-
-#: The reference run's evaluation temperature: diverse enough that pass@1 over k samples
-#: measures a policy, not one greedy path.
-SAMPLE_TEMPERATURE = 0.8
-#: The reference run's nucleus: drops the long tail of junk tokens a small policy puts mass on.
-SAMPLE_TOP_P = 0.95
-#: The reference run's sample seed, so rows here line up with its published numbers.
-SAMPLE_SEED = 17
-#: Three base re-runs (seeds 17, 18, 19) measure the base policy's own sampling noise.
-BASE_RUN_SEEDS: tuple[int, ...] = (17, 18, 19)
-#: The reference run's max_completion_length; a policy that ends its turn stops earlier.
-DEFAULT_MAX_NEW_TOKENS = 160
-#: Prompts per generate call (each expanded to k rows): fits a CPU and any GPU.
-DEFAULT_BATCH_SIZE = 16
-
-
-def _prompt_text(item: Any) -> str:
-    if isinstance(item, str):
-        return item
-    text = item.get("prompt") if isinstance(item, Mapping) else None
-    if isinstance(text, str):
-        return text
-    raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
-
-
-def _render(tokenizer: Any, prompts: Sequence[Any], env: Env) -> list[str]:
-    """The chat each prompt becomes: ``env.messages_for`` through the tokenizer's template."""
-    chats = [env.messages_for(_prompt_text(p)) for p in prompts]
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise UsageError("the tokenizer has no chat_template; load an instruct/chat model "
-                         "(or set tokenizer.chat_template) so prompts render as conversations")
-    return list(tokenizer.apply_chat_template(chats, add_generation_prompt=True, tokenize=False))
-
-
-def reply_seed(seed: int, rollout: int, rendered: str) -> int:
-    """The 63-bit seed of reply *rollout* of a rendered chat: independent of batch layout."""
-    digest = hashlib.sha256(f"{seed}\0{rollout}\0{rendered}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
-
-
-def _check(k: int, temperature: float, top_p: float, max_new_tokens: int, batch_size: int) -> None:
-    if not isinstance(k, int) or k < 1:
-        raise UsageError(f"k={k!r}: the number of replies per prompt must be an integer >= 1")
-    if not 0.0 <= temperature:
-        raise UsageError(f"temperature={temperature!r} must be >= 0 (0 means greedy)")
-    if not 0.0 < top_p <= 1.0:
-        raise UsageError(f"top_p={top_p!r} must be in (0, 1]")
-    if max_new_tokens < 1 or batch_size < 1:
-        raise UsageError(f"max_new_tokens={max_new_tokens!r} and batch_size={batch_size!r} must be >= 1")
-
-
-class _InverseCdfSampler:
-    """A logits processor that samples with per-row uniforms and returns a one-hot score."""
-
-    def __init__(self, uniforms: Any, temperature: float, top_p: float, prompt_width: int) -> None:
-        self.uniforms, self.temperature, self.top_p, self.prompt_width = uniforms, temperature, top_p, prompt_width
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        step = input_ids.shape[1] - self.prompt_width
-        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
-        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
-        cum = sorted_p.cumsum(dim=-1)
-        kept = torch.where(cum - sorted_p < self.top_p, sorted_p, torch.zeros_like(sorted_p))
-        kept_cum = kept.cumsum(dim=-1)
-        target = self.uniforms[:, step : step + 1] * kept_cum[:, -1:]
-        choice = (kept_cum <= target).sum(dim=-1, keepdim=True).clamp_(max=scores.shape[-1] - 1)
-        token = order.gather(-1, choice)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(-1, token, 0.0)
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    return [eos] if isinstance(eos, int) else list(eos or [])
-
-
-def _generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: Sequence[int], *,
-                    temperature: float, top_p: float, max_new_tokens: int) -> list[str]:
-    import torch
-    from transformers import GenerationConfig, LogitsProcessorList
-
-    device = next(model.parameters()).device
-    enc = tokenizer(list(rendered), return_tensors="pt", padding=True, add_special_tokens=False,
-                    padding_side="left").to(device)
-    width = enc["input_ids"].shape[1]
-    config = GenerationConfig(
-        do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=_eos_ids(model, tokenizer),
-        temperature=None, top_p=None, top_k=None,
-    )
-    processors = LogitsProcessorList()
-    if temperature > 0:
-        uniforms = torch.stack([torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(s),
-                                           dtype=torch.float64) for s in seeds]).to(device)
-        processors.append(_InverseCdfSampler(uniforms, temperature, top_p, width))
-    with _own_generation_config(model, config):
-        out = model.generate(**enc, generation_config=config, logits_processor=processors)
-    return list(tokenizer.batch_decode(out[:, width:], skip_special_tokens=True))
-
-
-@contextlib.contextmanager
-def _own_generation_config(model: Any, config: Any) -> Iterator[None]:
-    """Generate with *config* alone: ``generate`` fills every field left unset from the model's
-    own generation config, and a hub checkpoint's (Qwen2.5's: repetition penalty 1.05, top-k 20,
-    temperature 0.7) would change the distribution the rows' header names."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    saved = inner.generation_config
-    inner.generation_config = config
-    try:
-        yield
-    finally:
-        inner.generation_config = saved
-
 
 def sample(
     model: Any,
@@ -190,10 +82,8 @@ def sample(
     *progress* shows a bar named *desc* (None: when stderr is a terminal, see
     :mod:`pytest_rlgate._io.progress`).
     """
-    _check(k, temperature, top_p, max_new_tokens, batch_size)
+    check_sampling(k, temperature, top_p, max_new_tokens, batch_size)
     env = load_env(env)
-    from .episode import is_policy_function, sample_texts
-
     if env.is_episodic or is_policy_function(model):  # the tool loop (episodes), or a callable policy
         return sample_texts(model, tokenizer, prompts, env=env, k=k, temperature=temperature, top_p=top_p,
                             seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, adapter=adapter,
@@ -208,7 +98,7 @@ def sample(
         return []
     import torch
 
-    rendered = _render(tokenizer, prompts, env)
+    rendered = render(tokenizer, prompts, env)
     if tokenizer.pad_token_id is None:
         raise UsageError("the tokenizer has no pad token, which batched sampling needs; load the "
                          "policy with load_policy() or set tokenizer.pad_token = tokenizer.eos_token")
@@ -228,7 +118,7 @@ def sample(
             for lo in range(0, len(order), batch_size):
                 chunk = order[lo : lo + batch_size]
                 rows = [(i, j) for i in chunk for j in range(k)]
-                texts = _generate_batch(
+                texts = generate_batch(
                     model, tokenizer, [rendered[i] for i, _ in rows],
                     [reply_seed(seed, j, rendered[i]) for i, j in rows],
                     temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
@@ -273,8 +163,6 @@ def sample_rows(
     if eval_run is not None:
         meta["eval_run"] = eval_run
     if env.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
-        from .episode import sample_episode_rows
-
         return sample_episode_rows(model, tokenizer, items, env=env, k=k, seed=seed, meta=meta,
                                    prompts_fingerprint=_fingerprint(items), **options)
 
@@ -294,7 +182,7 @@ def sample_rows(
 def _unit(item: Mapping[str, Any]) -> Any:
     """What a prompt is sampled with on one rank: its scenario (else the prompt itself)."""
     scenario = item.get("scenario_id") if isinstance(item, Mapping) else None
-    return ("scenario", scenario) if scenario is not None else ("prompt", _prompt_text(item))
+    return ("scenario", scenario) if scenario is not None else ("prompt", prompt_text(item))
 
 
 def shard(items: Sequence[Any], rank: int, world: int) -> list[int]:
@@ -305,9 +193,9 @@ def shard(items: Sequence[Any], rank: int, world: int) -> list[int]:
         units.setdefault(_unit(item), []).append(position)
     load = [0] * world
     mine: list[int] = []
-    for positions in sorted(units.values(), key=lambda ps: (-sum(len(_prompt_text(items[p])) for p in ps), ps[0])):
+    for positions in sorted(units.values(), key=lambda ps: (-sum(len(prompt_text(items[p])) for p in ps), ps[0])):
         owner = min(range(world), key=lambda r: (load[r], r))
-        load[owner] += sum(len(_prompt_text(items[p])) + 1 for p in positions)
+        load[owner] += sum(len(prompt_text(items[p])) + 1 for p in positions)
         if owner == rank:
             mine.extend(positions)
     return sorted(mine)
@@ -337,61 +225,3 @@ def _fingerprint(items: Sequence[Mapping[str, Any]]) -> str | None:
         return fingerprint(items)
     except (TypeError, ValueError):
         return None
-
-
-class VllmSampler:
-    """The same sampling interface on vLLM (GPU): one engine, per-reply seeds, LoRA on/off.
-
-    ``VllmSampler("Qwen/Qwen2.5-1.5B-Instruct", adapter="runs/x/adapter")`` then
-    ``sample(sampler, None, prompts)``. Replies are reproducible per prompt through vLLM's
-    per-request seed, but they are not the same draws as the transformers backend's.
-
-    *trust_remote_code* is vLLM's flag of that name: True runs Python shipped in the model's
-    repository, with your permissions. It is off unless you pass ``True`` here, explicitly;
-    *llm_options* (any other ``vllm.LLM`` argument) cannot switch it on.
-    """
-
-    def __init__(self, model: str | Path, *, adapter: str | Path | None = None, trust_remote_code: bool = False,
-                 **llm_options: Any) -> None:
-        if not isinstance(trust_remote_code, bool):
-            raise UsageError(f"trust_remote_code={trust_remote_code!r}: pass True or False (default False)")
-        try:
-            import vllm
-        except ImportError:
-            raise UsageError("backend='vllm' needs the vllm package (pip install vllm, on a CUDA "
-                             "machine); or sample with backend='transformers'") from None
-        if not isinstance(model, (str, Path)):
-            raise UsageError("the vllm backend takes a model name or folder (or a VllmSampler), "
-                             "not a loaded transformers model")
-        self._vllm = vllm
-        self.model = str(model)
-        self.adapter = None if adapter is None else str(adapter)
-        if self.adapter is not None:
-            check_adapter(self.adapter, flag="adapter")
-            llm_options.setdefault("enable_lora", True)
-        if trust_remote_code:
-            warnings.warn(f"trust_remote_code=True: vLLM runs Python code from {self.model}'s repository",
-                          RlgateWarning, stacklevel=2)
-        self.llm = vllm.LLM(model=self.model, trust_remote_code=trust_remote_code, **llm_options)
-
-    def sample(self, prompts: Sequence[Any], *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
-               top_p: float = SAMPLE_TOP_P, seed: int = SAMPLE_SEED,
-               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True,
-               env: EnvSpec = None, progress: bool | None = None) -> list[list[str]]:
-        env = load_env(env)
-        if not prompts:
-            return []
-        tokenizer = self.llm.get_tokenizer()
-        rendered = _render(tokenizer, prompts, env)
-        params = [
-            self._vllm.SamplingParams(n=k, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
-                                      seed=reply_seed(seed, 0, text))
-            for text in rendered
-        ]
-        lora = None
-        if adapter and self.adapter is not None:
-            from vllm.lora.request import LoRARequest
-
-            lora = LoRARequest("rlgate-adapter", 1, self.adapter)
-        outputs = self.llm.generate(rendered, params, use_tqdm=progress_enabled(progress), lora_request=lora)
-        return [[completion.text for completion in out.outputs] for out in outputs]
