@@ -2,9 +2,9 @@
 
 A failing gate says *that* no_id regressed; a reviewer's next question is *which* scenarios
 broke and what the policy now says on them. While the gate streams the rows it keeps, per
-(category, scenario) and side, the first passing and the first failing reply (and, per
-guarded marker, the first reply for each value it takes), each cut to a thousand characters:
-a handful of strings per scenario, so nothing is read twice. After the verdicts,
+(category, scenario), the best reply before (the first that passed) and the worst after
+(the first that failed), and the same per guarded marker, each cut to a thousand
+characters: one string per scenario and column, so nothing is read twice. After the verdicts,
 the scenarios of a failing comparison that lost the most are its *flips*: before -> after
 counts (``4/4 -> 0/4``), the reply that passed before and the one that failed after, each
 described in the environment's words where it has them (``Env.describe_reply``).
@@ -12,20 +12,24 @@ described in the environment's words where it has them (``Env.describe_reply``).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..data.records import Case
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..environment.contract import Env
 
-__all__ = ["Flip", "ReplyBook", "flips_for", "shorten"]
+__all__ = ["KEEP", "Flip", "Page", "ReplyBook", "flips_for", "shorten"]
 #: characters of a reply kept while reading (enough for any shortened form shown)
-_KEEP = 1000
+KEEP = 1000
 #: characters of a reply shown
 _SHOW = 160
-#: distinct values of one column whose replies a unit keeps (a continuous marker keeps its first few)
-_VALUES = 8
 
 
 def shorten(text: str, width: int = _SHOW) -> str:
@@ -89,39 +93,47 @@ class Flip:
         return out
 
 
-class ReplyBook:
-    """One side's example replies per (category, unit), kept while the rows stream past.
+#: one category's page of a book: per column (pass@1, then each guard), unit -> the best value
+#: seen, unit -> its reply, and unit -> its case (None when the book keeps no cases)
+Page = tuple[list[dict[str, float]], list[dict[str, str]], "list[dict[str, Case | None]] | None"]
 
-    ``slots[(category, unit)]`` holds, for pass@1 and then each guarded marker, the first
-    reply (and its case) for each value the column takes, up to :data:`_VALUES` values: two
-    for a pass/fail reward or a 0/1 marker. The lowest and highest value's replies are the
-    flip's "after" and "before" examples. A row costs one dict lookup per column.
+
+class ReplyBook:
+    """One side's example reply per (category, unit) and column, kept while the rows stream past.
+
+    A flip shows the reply a unit passed with before and the one it failed with after, so
+    the before side's book (``high``) keeps, per column (pass@1, then each guarded marker),
+    the first reply with the highest value and the after side's the first with the lowest:
+    one reply per unit and column, cut to :data:`KEEP` characters, in dicts of strings and
+    numbers that the garbage collector never walks. The row's case is kept beside it only
+    with ``cases`` (an environment that describes replies reads it).
     """
 
-    def __init__(self, guards: Sequence[str]) -> None:
+    def __init__(self, guards: Sequence[str], *, high: bool, cases: bool = False) -> None:
         self.guards = tuple(guards)
-        self.slots: dict[tuple[str, str], list[dict[float, Any]]] = {}
+        self.high = high
+        #: values are kept times this, so the best is always the largest
+        self.sign = 1.0 if high else -1.0
+        self.cases = cases
+        self.pages: dict[str, Page] = {}
 
-    def entry(self, category: str, unit: str) -> list[dict[float, Any]]:
-        """The unit's slots (created empty): one ``{value: (reply, case)}`` per column."""
-        found = self.slots.get((category, unit))
+    def page(self, category: str) -> Page:
+        """The category's page (created empty)."""
+        found = self.pages.get(category)
         if found is None:
-            found = self.slots[(category, unit)] = [{} for _ in range(1 + len(self.guards))]
+            width = 1 + len(self.guards)
+            found = self.pages[category] = ([{} for _ in range(width)], [{} for _ in range(width)],
+                                            [{} for _ in range(width)] if self.cases else None)
         return found
 
-    @staticmethod
-    def keep(slot: dict[float, Any], value: float, row: Mapping[str, Any]) -> None:
-        if len(slot) < _VALUES:
-            slot[value] = (str(row.get("reply") or "")[:_KEEP], row.get("case"))
-
-    def example(self, category: str, unit: str, column: int, high: bool) -> tuple[str | None, Any]:
-        """The reply (and case) with the highest (*high*) or lowest value of *column* (2 = pass@1)."""
-        found = self.slots.get((category, unit))
-        slot = None if found is None else found[column - 2]
-        if not slot:
+    def example(self, category: str, unit: str, column: int) -> tuple[str | None, Case | None]:
+        """The reply (and case) with the book's best value of *column* (2 = pass@1) for *unit*."""
+        found = self.pages.get(category)
+        if found is None:
             return None, None
-        reply, case = slot[max(slot) if high else min(slot)]
-        return str(reply), case
+        reply = found[1][column - 2].get(unit)
+        case = None if found[2] is None else found[2][column - 2].get(unit)
+        return reply, case
 
 
 def flips_for(
@@ -141,21 +153,14 @@ def flips_for(
     """
     if limit <= 0:
         return ()
-    losses = []
-    for unit, b in before_units.items():
-        a = after_units.get(unit)
-        if a is None or not b[0] or not a[0]:
-            continue
-        loss = b[column] / b[0] - a[column] / a[0]
-        if loss > 0:
-            losses.append((-loss, unit))
+    losses = _losses(column, before_units, after_units)
     out = []
-    for _, unit in sorted(losses)[:limit]:
+    for _, unit in heapq.nsmallest(limit, losses):
         b, a = before_units[unit], after_units[unit]
         before_reply, before_case = (None, None) if before_book is None else before_book.example(
-            category, unit, column, high=True)
+            category, unit, column)
         after_reply, after_case = (None, None) if after_book is None else after_book.example(
-            category, unit, column, high=False)
+            category, unit, column)
         out.append(Flip(
             unit=str(unit), before=_number(b[column]), after=_number(a[column]), before_rows=int(b[0]),
             after_rows=int(a[0]), before_reply=None if before_reply is None else shorten(before_reply),
@@ -164,6 +169,38 @@ def flips_for(
             after_described=_describe(env, after_reply, after_case),
         ))
     return tuple(out)
+
+
+@runtime_checkable
+class UnitMatrix(Protocol):
+    """Per-unit sums held as a matrix (a row per unit) and the unit -> row index: the gate's own tables."""
+
+    index: dict[str, int]
+    matrix: np.ndarray
+
+
+def _losses(column: int, before_units: Mapping[str, Sequence[float]],
+            after_units: Mapping[str, Sequence[float]]) -> list[tuple[float, str]]:
+    """``(-loss, unit)`` of every unit on both sides whose mean of *column* fell (loss > 0)."""
+    if isinstance(before_units, UnitMatrix) and isinstance(after_units, UnitMatrix):
+        names = list(before_units.index)
+        b = before_units.matrix[np.fromiter(before_units.index.values(), dtype=np.intp, count=len(names))]
+        where = np.fromiter(map(after_units.index.get, names, itertools.repeat(-1)), dtype=np.intp,
+                            count=len(names))
+        a = after_units.matrix[np.maximum(where, 0)] if len(after_units.matrix) else np.zeros_like(b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = b[:, column] / b[:, 0] - a[:, column] / a[:, 0]
+        kept = (where >= 0) & (b[:, 0] != 0) & (a[:, 0] != 0) & (loss > 0)
+        return [(-x, unit) for x, unit in zip(loss[kept].tolist(), itertools.compress(names, kept.tolist()))]
+    losses = []
+    for unit, before in before_units.items():
+        after = after_units.get(unit)
+        if after is None or not before[0] or not after[0]:
+            continue
+        lost = before[column] / before[0] - after[column] / after[0]
+        if lost > 0:
+            losses.append((-lost, unit))
+    return losses
 
 
 def _number(x: float) -> float:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,70 +24,150 @@ import numpy as np
 
 from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.readers import RowSource, as_side, check_sides, source_notes
+from ..data.readers.source import CheckedReader
+from ..data.records import Case, Row
 from ..data.rows import NEW, SAME, RowReader
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
-from .flips import ReplyBook
+from .flips import KEEP, Page, ReplyBook
 from .options import GateOptions
 
-__all__ = ["Paired", "PairFn", "Side", "Sides", "groups", "open_side", "pair_units", "ratio_k", "read_sides",
+__all__ = ["Paired", "PairFn", "Side", "Sides", "Units", "groups", "open_side", "pair_units", "ratio_k", "read_sides",
            "resample_stream", "warn_caller"]
 
 #: a bad row file gated in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
 
+#: an eval run's name in a row (``eval_run``), None for rows of no named run
+RunKey = int | str | None
+
+
+class Units(Mapping[str, Sequence[float]]):
+    """One category's per-unit sums of one side: ``units[unit] = [rows, prompts, sum reward, sum marker...]``.
+
+    A mapping over a matrix (a row per unit) and the unit -> row index it was built with, so
+    100,000 units cost two objects, not 100,000 lists; ``keys()`` is the index's own, so set
+    operations on it run at dict speed.
+    """
+
+    __slots__ = ("index", "matrix")
+
+    def __init__(self, index: dict[str, int], matrix: np.ndarray) -> None:
+        self.index = index
+        self.matrix = matrix  #: [units, columns]
+
+    def __getitem__(self, unit: str) -> list[float]:
+        return [float(x) for x in self.matrix[self.index[unit]]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def keys(self) -> KeysView[str]:
+        return self.index.keys()
+
+    def rows(self, units: Iterable[str]) -> np.ndarray:
+        """The matrix rows of *units*, in that order."""
+        return self.matrix[np.fromiter(map(self.index.__getitem__, units), dtype=np.intp)]
+
+
+class _Cells:
+    """One category's cells while a side streams: cell -> number, and the cells' sums, flat.
+
+    A cell is a unit (scenario, else prompt), or ``(unit, eval_run)`` for a row of a named
+    eval run; cell *n*'s sums are ``sums[n * width:(n + 1) * width]``: [rows, prompts, sum
+    reward, sum marker...]. One flat list, not a list per cell, so the garbage collector has
+    a handful of containers to walk however many units there are. ``page`` is the category's
+    page of the side's reply book, and ``best``/``replies``/``cases`` its pass@1 column.
+    """
+
+    __slots__ = ("best", "cases", "index", "page", "replies", "sums", "width")
+
+    def __init__(self, width: int, page: Page | None) -> None:
+        self.index: dict[str | tuple[str, RunKey], int] = {}
+        self.sums: list[float] = []
+        self.width = width
+        self.page = page
+        self.best: dict[str, float] = {} if page is None else page[0][0]
+        self.replies: dict[str, str] = {} if page is None else page[1][0]
+        self.cases: dict[str, Case | None] | None = None if page is None or page[2] is None else page[2][0]
+
+    def matrix(self) -> np.ndarray:
+        return np.array(self.sums, dtype=float).reshape(-1, self.width)
+
 
 class Side:
     """Per-cell sums of each metric for one side, filled while rows stream past.
 
-    A cell is (category, unit, eval_run); ``cells[key] = [rows, prompts, sum reward, sum
-    marker_1, ...]``. Per-unit sums (the bootstrap's input) and per-run sums (the noise
-    floor) are both derived from the cells once the rows are read, so each row touches one
-    list; and while the reader says a row has the previous row's (scenario, prompt,
+    A cell is (category, unit, eval_run), with the sums [rows, prompts, sum reward, sum
+    marker_1, ...]. Per-unit sums (the bootstrap's input) and per-run sums (the noise floor)
+    are both derived from the cells once the rows are read, so each row adds to one cell's
+    sums; and while the reader says a row has the previous row's (scenario, prompt,
     eval_run) and category, its cell is the previous one too. Rows themselves are not kept.
+    With a :class:`~.flips.ReplyBook`, the same pass keeps each unit's example reply.
     """
 
-    def __init__(self, reader: RowReader, guards: Sequence[str], *, replies: bool = False) -> None:
+    def __init__(self, reader: RowReader, guards: Sequence[str], *, book: ReplyBook | None = None) -> None:
         label = self.label = reader.label
         self.dropped = 0
-        #: example replies per unit (for flips), kept in the same pass when asked for
-        self.book = ReplyBook(guards) if replies else None
-        book = self.book
-        keep = ReplyBook.keep
-        cells: dict[tuple[str, str, Any], list[float]] = {}
+        self.book = book
         width = 3 + len(guards)
-        columns = tuple(enumerate(guards, 3))
-        marked = tuple(enumerate(guards, 1))
+        zeros = [0] * width
+        marked = tuple(enumerate(guards, 3))
+        cells: dict[str, _Cells] = {}
         category: str | None = None
-        acc: list[float] = []
-        entry: list[dict[float, Any]] | None = None
+        table = _Cells(width, None)
+        sums = table.sums
+        at = 0
+        unit = ""
+        page: Page | None = None
+        best = table.best
+        replies = table.replies
+        cases = table.cases
+        sign = 1.0 if book is None else book.sign
         for row, line, state in reader:
             if state != SAME or row["category"] != category:
                 category = row["category"]
-                key = (category, row.get("scenario_id") or row["prompt"], row.get("eval_run"))
-                acc = cells.get(key)  # type: ignore[assignment]
-                if acc is None:
-                    acc = cells[key] = [0] * width
+                found_table = cells.get(category)
+                if found_table is None:
+                    found_table = cells[category] = _Cells(width, None if book is None else book.page(category))
+                table = found_table
+                unit = row.get("scenario_id") or row["prompt"]
+                run = row.get("eval_run")
+                key = unit if run is None else (unit, run)
+                index = table.index
+                found = index.get(key)
+                sums = table.sums
+                if found is None:
+                    index[key] = len(index)
+                    at = len(sums)
+                    sums.extend(zeros)
+                else:
+                    at = found * width
                 if state == NEW:
-                    acc[1] += 1
-                if book is not None:
-                    entry = book.entry(category, key[1])
-            if entry is not None:  # one reply per value a column takes: a dict lookup each, no copy
-                if row["reward"] not in entry[0]:
-                    keep(entry[0], row["reward"], row)
-                if marked:
-                    markers = row["markers"]
-                    for index, guard in marked:
-                        value = markers.get(guard)
-                        if value is not None and value not in entry[index]:
-                            keep(entry[index], value, row)
-            acc[0] += 1
-            acc[2] += row["reward"]
-            if columns:
+                    sums[at + 1] += 1
+                page, best, replies, cases = table.page, table.best, table.replies, table.cases
+            reward = row["reward"]
+            sums[at] += 1
+            sums[at + 2] += reward
+            if page is not None:  # the unit's best reply so far (highest before, lowest after): the first wins
+                value = reward * sign
+                held = best.get(unit)
+                if held is None or value > held:
+                    best[unit] = value
+                    replies[unit] = row["reply"][:KEEP]
+                    if cases is not None:
+                        cases[unit] = row.get("case")
+            if marked:
                 markers = row["markers"]
                 try:
-                    for column, guard in columns:
-                        acc[column] += markers[guard]
+                    for column, guard in marked:
+                        mark = markers[guard]
+                        sums[at + column] += mark
+                        if page is not None:
+                            _keep(page, column - 2, unit, mark * sign, row)
                 except KeyError:
                     missing = next(g for g in guards if g not in markers)
                     raise DataError(
@@ -94,37 +175,48 @@ class Side:
                         f"drop the guard or re-grade with an env that sets it)",
                         path=label, line=line,
                     ) from None
-        self.cells = cells
+        self._cells = cells
         self._tables()
 
     def _tables(self) -> None:
-        """``units[category][unit]`` and ``runs[category][eval_run]``: the cells summed.
+        """``units[category]`` (a :class:`Units`) and ``runs[category][eval_run]``: the cells summed.
 
-        The cells are not changed once read, so a unit with one eval run (the usual case)
-        shares its cell's list; the per-run sums add many cells at once with numpy.
+        A category without named eval runs (the usual case) has one cell per unit, so its
+        unit table is its cells' own index over their matrix; a unit's runs are added in
+        the order they were read, and each run's cells are summed with numpy.
         """
-        self.units: dict[str, dict[str, list[float]]] = {}
-        runs: dict[str, dict[Any, list[list[float]]]] = {}
-        for (category, unit, run), acc in self.cells.items():
-            inner = self.units.get(category)
-            if inner is None:
-                inner = self.units[category] = {}
-                runs[category] = {}
-            total = inner.get(unit)
-            inner[unit] = acc if total is None else [x + y for x, y in zip(total, acc)]
-            bucket = runs[category].get(run)
-            if bucket is None:
-                runs[category][run] = [acc]
-            else:
-                bucket.append(acc)
-        self.runs: dict[str, dict[Any, list[float]]] = {
-            category: {run: np.sum(np.asarray(cells, dtype=float), axis=0).tolist() for run, cells in inner.items()}
-            for category, inner in runs.items()}
+        self.units: dict[str, Units] = {}
+        self.runs: dict[str, dict[RunKey, list[float]]] = {}
+        for category, table in self._cells.items():
+            matrix = table.matrix()
+            if all(type(key) is str for key in table.index):  # no eval runs: a cell is a unit
+                self.units[category] = Units(table.index, matrix)  # type: ignore[arg-type]  # str keys: checked
+                self.runs[category] = {None: np.sum(matrix, axis=0).tolist()}
+                continue
+            units: dict[str, int] = {}
+            unit_of = np.empty(len(table.index), dtype=np.intp)
+            by_run: dict[RunKey, list[int]] = {}
+            for at, key in enumerate(table.index):
+                unit, run = (key, None) if type(key) is str else key
+                unit_of[at] = units.setdefault(unit, len(units))  # type: ignore[arg-type]
+                by_run.setdefault(run, []).append(at)
+            sums = np.zeros((len(units), matrix.shape[1]))
+            np.add.at(sums, unit_of, matrix)
+            self.units[category] = Units(units, sums)
+            self.runs[category] = {run: np.sum(matrix[at], axis=0).tolist() for run, at in by_run.items()}
 
-    def drop_units(self, lost: Mapping[str, set[str]]) -> None:
+    def drop_units(self, lost: Mapping[str, Collection[str]]) -> None:
         """Drop the units *lost* names per category (``--shared-units-only``); count them."""
         self.dropped = sum(len(units) for units in lost.values())
-        self.cells = {key: acc for key, acc in self.cells.items() if key[1] not in lost.get(key[0], ())}
+        for category, units in lost.items():
+            table = self._cells.get(category)
+            if table is None or not units:
+                continue
+            keys = list(table.index)
+            kept = [at for at, key in enumerate(keys) if (key if type(key) is str else key[0]) not in units]
+            width, sums = table.width, table.sums
+            table.index = {keys[at]: new for new, at in enumerate(kept)}
+            table.sums = [x for at in kept for x in sums[at * width:(at + 1) * width]]
         self._tables()
 
     def categories(self) -> set[str]:
@@ -133,28 +225,61 @@ class Side:
     def unit_counts(self, category: str) -> int:
         return len(self.units.get(category, ()))
 
+    def unit_sums(self, categories: Sequence[str]) -> Units:
+        """Per-unit column sums over *categories* (a scenario may span categories), in category order."""
+        tables = [t for t in (self.units.get(c) for c in categories) if t is not None]
+        if len(tables) == 1:
+            return tables[0]
+        if not tables:
+            return Units({}, np.zeros((0, 0)))
+        index: dict[str, int] = {}
+        for table in tables:  # the usual case: no unit in two categories, so the matrices stack
+            index.update(zip(table.index, itertools.count(len(index))))
+        if len(index) == sum(len(t.index) for t in tables):
+            return Units(index, np.concatenate([t.matrix for t in tables]))
+        index = {}
+        places = [np.fromiter((index.setdefault(u, len(index)) for u in t.index), dtype=np.intp, count=len(t.index))
+                  for t in tables]
+        sums = np.zeros((len(index), tables[0].matrix.shape[1]))
+        for place, table in zip(places, tables):
+            np.add.at(sums, place, table.matrix)
+        return Units(index, sums)
 
-def open_side(source: Any, side: str) -> RowReader:
+
+def _keep(page: Page, column: int, unit: str, value: float, row: Row) -> None:
+    """A guard's reply for the unit, when *value* beats the one the page holds (the first wins)."""
+    held = page[0][column].get(unit)
+    if held is None or value > held:
+        page[0][column][unit] = value
+        page[1][column][unit] = row["reply"][:KEEP]
+        if page[2] is not None:
+            page[2][column][unit] = row.get("case")
+
+
+def open_side(source: object, side: str) -> RowReader:
     """*source* opened, its header read: a file is labelled by its path, rows in memory ``<before rows>``.
 
     An eval harness's output (a path in another format, or a :class:`~pytest_rlgate.data.readers.RowSource`)
-    is read by its reader (:func:`~pytest_rlgate.data.readers.as_side`) and labelled by its path;
-    rlgate's own row files stay paths, for the row reader's fast path.
+    is read by its reader (:func:`~pytest_rlgate.data.readers.as_side`) and labelled by its path,
+    through its checked pass when it has one; rlgate's own row files stay paths, for the row
+    reader's fast path.
     """
-    source = as_side(source)
-    return RowReader(source, name=source.label if isinstance(source, RowSource) else f"<{side} rows>")
+    opened = as_side(source)
+    if isinstance(opened, RowSource):
+        return CheckedReader(opened) if opened.checked is not None else RowReader(opened, name=opened.label)
+    return RowReader(opened, name=f"<{side} rows>")
 
 
-def _sums(table: Mapping[str, dict[Any, list[float]]], categories: Sequence[str]) -> dict[Any, list[float]]:
-    """key -> column sums over *categories* (a scenario may span categories)."""
+def _runs(side: Side, categories: Sequence[str]) -> list[list[float]]:
+    """The per-run column sums over *categories*, a run's categories added in order."""
     if len(categories) == 1:
-        return table.get(categories[0], {})
-    out: dict[Any, list[float]] = {}
+        return list(side.runs.get(categories[0], {}).values())
+    out: dict[RunKey, list[float]] = {}
     for category in categories:
-        for key, acc in table.get(category, {}).items():
+        for key, acc in side.runs.get(category, {}).items():
             slot = out.get(key)
             out[key] = acc if slot is None else [x + y for x, y in zip(slot, acc)]
-    return out
+    return list(out.values())
 
 
 def ratio_k(rows: float, prompts: float) -> float:
@@ -179,15 +304,14 @@ class Paired:
 
     @classmethod
     def of(cls, before: Side, after: Side, categories: Sequence[str]) -> Paired:
-        b, a = _sums(before.units, categories), _sums(after.units, categories)
-        units = sorted(b)
-        width = len(next(iter(b.values())))
+        b, a = before.unit_sums(categories), after.unit_sums(categories)
+        units = sorted(b.index)
+        width = b.matrix.shape[1]
 
-        def matrix(rows: Iterable[list[float]]) -> np.ndarray:
-            return np.array(list(rows), dtype=float).reshape(-1, width)
+        def runs(sums: list[list[float]]) -> np.ndarray:
+            return np.array(sums, dtype=float).reshape(-1, width)
 
-        return cls(matrix(b[u] for u in units), matrix(a[u] for u in units),
-                   matrix(_sums(before.runs, categories).values()), matrix(_sums(after.runs, categories).values()))
+        return cls(b.rows(units), a.rows(units), runs(_runs(before, categories)), runs(_runs(after, categories)))
 
     @property
     def n(self) -> int:
@@ -289,9 +413,14 @@ def read_sides(before_reader: RowReader, after_readers: Sequence[RowReader], opt
     categories = options.categories
     if categories is None and declared is not None:
         categories = tuple(declared.categories)
+    cases = declared is not None  # only an environment's describe_reply reads a case
+
+    def book(high: bool) -> ReplyBook | None:
+        return ReplyBook(guards, high=high, cases=cases) if replies else None
+
     with _no_collection():
-        before = Side(before_reader, guards, replies=replies)
-        afters = [Side(reader, guards, replies=replies) for reader in after_readers]
+        before = Side(before_reader, guards, book=book(True))
+        afters = [Side(reader, guards, book=book(False)) for reader in after_readers]
     # what the harness readers let through (errored samples, allowed prompt changes)
     notes += [note for note in source_notes([before_reader, *after_readers]) if note not in notes]
     failures, shared, dropped = pair(before, afters, categories or (), options.shared_units_only)

@@ -19,17 +19,30 @@ other side is refused and another prompt (a chat-template change) too unless all
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import DataError
+from ...options import FILE_NUMBER
+from ..records import Row
+from ..rows import CHANGED, NEW, SAME, validate_row
 from .hashes import HASH_DIGITS, pack
-from .lines import not_an_object, parsed_lines
-from .source import MISSING, ReadOptions, RowSource, keys_at, label_of, number, pass_of, path_getter, source_header
+from .lines import lines_of, not_an_object
+from .source import (
+    MISSING,
+    ReadOptions,
+    RowSource,
+    keys_at,
+    label_of,
+    number,
+    pass_of,
+    path_getter,
+    rows_of,
+    source_header,
+)
 
 __all__ = ["READER"]
 
@@ -180,110 +193,186 @@ class LmEvalReader:
         lower = {task: {m for m, hib in (spec or {}).items() if hib is False}
                  for task, spec in (results.get("higher_is_better") or {}).items()}
 
-        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
-            for task, file in files:
-                name = task or file.stem
-                known = filters.get(task) or []
-                use = options.filter if options.filter in known or not known else known[0]
-                yield from _task_rows(source, name, file, options, use, groups.get(name), lower.get(task, set()))
+        plan = []
+        for task, file in files:
+            name = task or file.stem
+            known = filters.get(task) or []
+            use = options.filter if options.filter in known or not known else known[0]
+            plan.append(_File(name, file, use, groups.get(name), lower.get(task, set())))
 
-        return RowSource(self.name, path, header, produce, options)
+        def checked(source: RowSource) -> Generator[tuple[Row, int, int], None, int]:
+            return _rows(source, plan, options)
+
+        return RowSource(self.name, path, header, rows_of(checked), options, checked=checked)
 
 
-def _task_rows(source: RowSource, task: str, file: Path, options: ReadOptions, use: str | None,
-               group: str | None, lower: set[str]) -> Iterator[dict[str, Any]]:
-    """One samples file's rows (one task), streamed; *use* is the filter to keep (None: the only one)."""
-    label = os.fspath(file)
-    others: set[str] = set()
-    category_key, unit_key, metric_key = options.category or "task", options.unit, options.metric
-    threshold = options.pass_threshold
+class _File(NamedTuple):
+    """One samples file of a run, and how its rows are read."""
+
+    task: str
+    path: Path
+    use: str | None  #: the filter whose rows are kept (None: the only one there is)
+    group: str | None  #: the task's group (``--category-key group``)
+    lower: set[str]  #: the task's lower-is-better metrics
+
+
+def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Generator[tuple[Row, int, int], None, int]:
+    """Every samples file's rows, streamed, as a checked pass: ``(row, position, state)``, then the count.
+
+    Every row is valid as built, so the gate need not check it again (a score beyond a
+    row's bounds goes through the row check, which names it), and each row's key state is
+    the one :func:`~pytest_rlgate.data.rows.iter_checked` would give it: a (unit, prompt)
+    seen before is refused when it repeats a rollout index, as the row reader refuses it.
+    A document is one line per filter, so without ``--unit-key`` its row is rollout 0 of its
+    own unit; with one, the rows of a unit and prompt in a file count up its rollout index.
+    """
+    category_key, unit_key, threshold = options.category or "task", options.unit, options.pass_threshold
     pairs = source.pairs
-    counts: dict[tuple[str, str], int] = {}
-    kept = 0
+    #: hash of each (unit, prompt) -> bitmask of the rollout indices it had: ints hold no prompt alive
+    seen: dict[int, int] = {}
+    large: set[tuple[int, int]] = set()
+    made = 0
+    last_unit = last_prompt = None
+    low, high = FILE_NUMBER.low, FILE_NUMBER.high
     get_category = None if category_key in ("task", "group") else path_getter(category_key)
+    parts = category_key.split(".")
+    two = len(parts) == 2  # the common doc.<field>: two lookups inline
+    first, second = parts[0], parts[-1]
     get_unit = None if unit_key is None else path_getter(unit_key)
-    inf = math.inf
-    for line, rec in parsed_lines(file):
-        if type(rec) is not dict:
-            raise not_an_object(rec, label, line)
-        name = rec.get("filter", "none")
-        if use is None:
-            use = name
-        elif name != use:
-            if options.filter is None:
-                raise DataError(f"task {task!r} has rows under several filters ({use}, {name}); choose one "
-                                "with --filter NAME", path=label, line=line)
-            others.add(name)
-            continue
-        kept += 1
-        doc_id = rec.get("doc_id")
-        if doc_id is None:
-            raise DataError("no 'doc_id' (not an lm-eval samples line?)", path=label, line=line)
-        metric = metric_key
-        if metric is None:
-            listed = rec.get("metrics")
-            if not isinstance(listed, list) or not listed:
-                raise DataError("no 'metrics' list to take the score from; pass --metric NAME", path=label, line=line)
-            metric = metric_key = str(listed[0])
-        value = rec.get(metric, MISSING)
-        if value is MISSING:
-            raise DataError(f"no metric {metric!r} (this line has {', '.join(map(str, rec.get('metrics') or []))}); "
-                            "pass --metric NAME", path=label, line=line)
-        if type(value) is float and -inf < value < inf:
-            score = value
-        else:
-            score = number(value, metric=metric, path=label, line=line)
-        if threshold is None and (score == 1.0 or score == 0.0) and metric not in lower:
-            reward = int(score)
-        else:
-            reward = pass_of(score, threshold, higher_is_better=metric not in lower, metric=metric, path=label,
-                             line=line)
-        if get_category is None:
-            category = task if category_key == "task" else group or task
-        else:
-            found = get_category(rec)
-            if found is MISSING:
-                raise DataError(f"no category at {category_key!r} ({keys_at(rec, category_key)}); pass another "
-                                "--category-key", path=label, line=line)
-            category = found if type(found) is str and found else label_of(
-                found, what="category", path=label, line=line, key=category_key)
-        if get_unit is None or unit_key is None:
-            unit = f"{task}/{doc_id}"
-        else:
-            found = get_unit(rec)
-            if found is MISSING:
-                raise DataError(f"no unit at {unit_key!r} ({keys_at(rec, unit_key)}); pass another --unit-key",
+    for task, file, use, group, lower in files:
+        label = os.fspath(file)
+        others: set[str] = set()
+        metric = options.metric
+        higher = metric not in lower
+        counts: dict[tuple[str, str], int] = {}
+        fixed_category = task if category_key == "task" else group or task
+        kept = 0
+        for line, rec, _checked in lines_of(file):
+            if type(rec) is not dict:
+                raise not_an_object(rec, label, line)
+            name = rec.get("filter", "none")
+            if use is None:
+                use = name
+            elif name != use:
+                if options.filter is None:
+                    raise DataError(f"task {task!r} has rows under several filters ({use}, {name}); choose one "
+                                    "with --filter NAME", path=label, line=line)
+                others.add(name)
+                continue
+            kept += 1
+            doc_id = rec.get("doc_id")
+            if doc_id is None:
+                raise DataError("no 'doc_id' (not an lm-eval samples line?)", path=label, line=line)
+            if metric is None:
+                listed = rec.get("metrics")
+                if not isinstance(listed, list) or not listed:
+                    raise DataError("no 'metrics' list to take the score from; pass --metric NAME", path=label,
+                                    line=line)
+                metric = str(listed[0])
+                higher = metric not in lower
+            value = rec.get(metric, MISSING)
+            if type(value) is float and low <= value <= high:  # NaN and infinities compare False
+                score = value
+            elif value is MISSING:
+                raise DataError(f"no metric {metric!r} (this line has "
+                                f"{', '.join(map(str, rec.get('metrics') or []))}); pass --metric NAME",
                                 path=label, line=line)
-            unit = label_of(found, what="unit", path=label, line=line, key=unit_key)
-        prompt = _prompt(rec) or f"{task}/{doc_id}"
-        index = 0
-        if unit_key is not None:
-            slot = (unit, prompt)
-            index = counts.get(slot, 0)
-            counts[slot] = index + 1
-        doc_hash: Any = rec.get("doc_hash")
-        prompt_hash: Any = rec.get("prompt_hash")
-        target_hash: Any = rec.get("target_hash")
-        try:  # three SHA-256 hex digests, the common case: one slice each
-            packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
-        except TypeError:
-            packed = ""
-        pairs[(task, doc_id)] = packed if len(packed) == 3 * HASH_DIGITS else pack(doc_hash, target_hash, prompt_hash)
-        yield {
-            "prompt": prompt,
-            "scenario_id": unit,
-            "category": category,
-            "rollout_index": index,
-            "reply": _reply(rec),
-            "score": score,
-            "reward": reward,
-            "markers": {},
-            "case": {"task": task, "doc_id": doc_id, "filter": name, "target": rec.get("target"),
-                     "doc_hash": doc_hash, "prompt_hash": prompt_hash, "target_hash": target_hash},
-        }
-    if not kept and others:
-        raise DataError(f"no rows under --filter {use!r} (this task's filters: {', '.join(sorted(others))})",
-                        path=label)
+            else:
+                score = number(value, metric=metric, path=label, line=line)
+            if threshold is None and higher and (score == 1.0 or score == 0.0):
+                reward = int(score)
+            else:
+                reward = pass_of(score, threshold, higher_is_better=higher, metric=metric, path=label, line=line)
+            if get_category is None:
+                category = fixed_category
+            else:
+                found = rec.get(first, MISSING) if two else None
+                found = found.get(second, MISSING) if type(found) is dict else get_category(rec)
+                if type(found) is str and found:
+                    category = found
+                elif found is MISSING:
+                    raise DataError(f"no category at {category_key!r} ({keys_at(rec, category_key)}); pass another "
+                                    "--category-key", path=label, line=line)
+                else:
+                    category = label_of(found, what="category", path=label, line=line, key=category_key)
+            if get_unit is None or unit_key is None:
+                unit = f"{task}/{doc_id}"
+                index = 0
+            else:
+                found = get_unit(rec)
+                if found is MISSING:
+                    raise DataError(f"no unit at {unit_key!r} ({keys_at(rec, unit_key)}); pass another --unit-key",
+                                    path=label, line=line)
+                unit = label_of(found, what="unit", path=label, line=line, key=unit_key)
+                index = -1
+            args = rec.get("arguments")  # the prompt: the first request's first argument, the common shape inline
+            request = args.get("gen_args_0") if type(args) is dict else None
+            prompt = request.get("arg_0") if type(request) is dict else None
+            if type(prompt) is not str or not prompt:
+                prompt = _prompt(rec) or f"{task}/{doc_id}"
+            if index < 0:
+                slot_key = (unit, prompt)
+                index = counts.get(slot_key, 0)
+                counts[slot_key] = index + 1
+            slot = hash((unit, prompt))
+            mask = seen.get(slot, -1)
+            if mask < 0:
+                state, mask = NEW, 0
+            else:
+                state = SAME if unit == last_unit and prompt == last_prompt else CHANGED
+            if index < 256:
+                bit = 1 << index
+                if mask & bit:
+                    raise _repeated(unit, prompt, index, label, line)
+                seen[slot] = mask | bit
+            elif (slot, index) in large:
+                raise _repeated(unit, prompt, index, label, line)
+            else:
+                large.add((slot, index))
+                seen[slot] = mask
+            last_unit, last_prompt = unit, prompt
+            doc_hash = rec.get("doc_hash")
+            prompt_hash = rec.get("prompt_hash")
+            target_hash = rec.get("target_hash")
+            try:  # three SHA-256 hex digests, the common case: one slice each
+                packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
+            except TypeError:
+                packed = ""
+            pairs[(task, doc_id)] = packed if len(packed) == 3 * HASH_DIGITS else pack(
+                _text(doc_hash), _text(target_hash), _text(prompt_hash))
+            resps = rec.get("filtered_resps")  # the reply: the filtered generation, the common shape inline
+            reply = resps[0] if type(resps) is list and resps and type(resps[0]) is str else _reply(rec)
+            row: Row = {
+                "prompt": prompt,
+                "scenario_id": unit,
+                "category": category,
+                "rollout_index": index,
+                "reply": reply,
+                "score": score,
+                "reward": reward,
+                "markers": {},
+                "case": {"task": task, "doc_id": doc_id, "filter": name, "target": rec.get("target"),
+                         "doc_hash": doc_hash, "prompt_hash": prompt_hash, "target_hash": target_hash},
+            }
+            made += 1
+            if not low <= score <= high:  # beyond a row's bounds: the row check names the field
+                row = validate_row(row, path=source.label, line=made)  # type: ignore[assignment]
+            yield row, made, state
+        if not kept and others:
+            raise DataError(f"no rows under --filter {use!r} (this task's filters: {', '.join(sorted(others))})",
+                            path=label)
+    return made
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _repeated(unit: str, prompt: str, index: int, path: str, line: int) -> DataError:
+    shown = prompt if len(prompt) <= 40 else prompt[:39] + "…"
+    return DataError(f"duplicate row: scenario {unit!r}, prompt {shown!r}, rollout_index {index} appears twice (an "
+                     "lm-eval samples file has one line per document and filter; pass --unit-key to count the "
+                     "rows of a unit as its rollouts)", path=path, line=line)
 
 
 READER = LmEvalReader()

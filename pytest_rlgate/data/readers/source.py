@@ -19,19 +19,21 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from ...errors import DataError
+from ...errors import DataError, UsageError
 from ...options import ReadOptions
 from ..provenance import HEADER_KEY, HEADER_VERSION
+from ..records import Header, Row
+from ..rows import RowReader
 from .hashes import pack, unpack
 from .pairing import check_items
 
-__all__ = ["ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of", "path_getter",
-           "short_hash", "source_header", "unpack"]
+__all__ = ["CheckedReader", "ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of",
+           "path_getter", "rows_of", "short_hash", "source_header", "unpack"]
 
 
 class Reader(Protocol):
@@ -50,7 +52,10 @@ class Reader(Protocol):
 
 
 #: a reader's row stream: called once per pass over the side
-Produce = Callable[["RowSource"], Iterator[dict[str, Any]]]
+Produce = Callable[["RowSource"], Iterator[Row]]
+#: a reader's checked pass (:attr:`RowSource.checked`): ``(row, position, key state)`` of each
+#: row, then the number of rows it made
+ProduceChecked = Callable[["RowSource"], Generator[tuple[Row, int, int], None, int]]
 
 
 @dataclass
@@ -62,22 +67,30 @@ class RowSource:
     gated, changed prompts allowed), ``errors`` counts errored samples. ``pairs`` maps an
     item (task, doc) to the hashes of its data, target and prompt, filled while the rows
     stream, so the other side can be checked against it (:func:`~pytest_rlgate.data.readers.check_sides`).
+
+    A reader that makes every row valid as it builds it may also give ``checked``: the same
+    pass with each row's position and key state, its rows valid as made (what
+    :func:`~pytest_rlgate.data.rows.validate_row` accepts unchanged) and each (scenario,
+    prompt, eval_run, rollout_index) made once; the gate then reads it through a
+    :class:`CheckedReader`, without checking every row a second time.
     """
 
     format: str
     path: Path
-    header: dict[str, Any]
+    header: Header
     produce: Produce
     options: ReadOptions = field(default_factory=ReadOptions)
     notes: list[str] = field(default_factory=list)
     errors: int = 0
-    pairs: dict[Any, str] = field(default_factory=dict, repr=False)  #: item -> :func:`pack`'d hashes
+    pairs: dict[Hashable, str] = field(default_factory=dict, repr=False)  #: item -> :func:`pack`'d hashes
     #: set by check_sides: the other side, checked once both have been read
     partner: RowSource | None = field(default=None, repr=False)
     done: bool = False
     #: how the side was named (``results.json#provider=ID``), when that says more than the path
     spec: str | None = None
-    _pass: Iterator[dict[str, Any]] | None = field(default=None, repr=False)
+    #: the reader's checked pass, when it has one (see above)
+    checked: ProduceChecked | None = field(default=None, repr=False)
+    _pass: Iterator[Row] | None = field(default=None, repr=False)
     #: every pass makes its rows afresh, so the gate checks a plain valid one in place, as it
     #: does a row it parsed from a file (:class:`~pytest_rlgate.data.rows.RowReader`), not a copy
     fresh_rows: ClassVar[bool] = True
@@ -88,14 +101,30 @@ class RowSource:
 
     @property
     def harness(self) -> str:
-        return str(self.header.get("source", {}).get("harness", self.format))
+        source = self.header.get("source")
+        return str(source.get("harness", self.format) if isinstance(source, Mapping) else self.format)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Row]:
+        self._start()
+        yield from self.produce(self)
+        self._finish()
+
+    def checked_pass(self) -> Generator[tuple[Row, int, int], None, int]:
+        """One pass of :attr:`checked`: ``(row, position, state)`` per row, then the number of rows."""
+        if self.checked is None:
+            raise TypeError(f"the {self.format} reader gives no checked pass")
+        self._start()
+        count = yield from self.checked(self)
+        self._finish()
+        return count
+
+    def _start(self) -> None:
         self.notes.clear()
         self.errors = 0
         self.pairs.clear()
         self.done = False
-        yield from self.produce(self)
+
+    def _finish(self) -> None:
         self.done = True
         partner = self.partner
         if partner is not None and partner.done:
@@ -103,7 +132,7 @@ class RowSource:
                 if note not in self.notes:
                     self.notes.append(note)
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> Row:
         """The next row of one pass, as from a generator (``read_rows`` returned one before readers)."""
         if self._pass is None:
             self._pass = iter(self)
@@ -113,6 +142,41 @@ class RowSource:
         """Record what this pass let through: the gate's result carries it (and pytest warns it)."""
         if message not in self.notes:
             self.notes.append(message)
+
+
+def rows_of(checked: ProduceChecked) -> Produce:
+    """A checked pass as a plain row stream (its rows without their positions and states)."""
+
+    def produce(source: RowSource) -> Iterator[Row]:
+        for row, _position, _state in checked(source):
+            yield row
+
+    return produce
+
+
+class CheckedReader(RowReader):
+    """The gate's reader of a :class:`RowSource` that has a checked pass: its rows as the reader made them.
+
+    :class:`~pytest_rlgate.data.rows.RowReader` checks each row of any other source and
+    refuses a repeated rollout; a reader's checked pass has done both as it built the rows,
+    so here they stream as they come, with the position and key state the pass gives them.
+    """
+
+    def __init__(self, source: RowSource) -> None:
+        super().__init__(source, name=source.label)
+        self._source = source
+        self._read = False
+
+    def __iter__(self) -> Iterator[tuple[Row, int, int]]:
+        if self._read:
+            raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
+        self._read = True
+        return self._rows()
+
+    def _rows(self) -> Iterator[tuple[Row, int, int]]:
+        count = yield from self._source.checked_pass()
+        if not count:
+            raise DataError("no rows (an empty gate proves nothing; grade some replies first)", path=self.label)
 
 
 def short_hash(value: Any) -> str:
