@@ -2,40 +2,118 @@
 
 :func:`pytest_rlgate.data.jsonl.iter_json_lines` decides what a line is and what a value may
 hold (plain or gzip, lines end at ``\\n`` only, numbers a double holds, nesting bounded) for
-every JSONL format rlgate reads, harness logs included; this module only adds the check
-that a line is an object, named at ``file:line``.
+every JSONL format rlgate reads, harness logs included; this module adds the check that a
+line is an object, named at ``file:line``.
+
+A harness's line is large (lm-eval's carries the document, every request and every
+response) and a reader keeps a handful of its fields. :func:`record_lines` reads such a log
+with the same parser and the same verdict on every line that parser refuses, but leaves
+out the one bound that costs as much as a third of the parse on a long line, the count of
+brackets that rules out deep nesting: orjson refuses more than 1,024 levels itself, never
+recursing, and the reader checks that each value it keeps or names is no deeper than a row
+may hold (:func:`check_depth`). Without orjson it is :func:`parsed_lines`.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
 
 from ...errors import DataError
-from ..jsonl import iter_checked_lines, iter_json_lines
+from ...options import MAX_DEPTH
+from ..jsonl import GZIP_ERRORS, iter_json_lines, loads_bounded, open_lines
+from ..records import JSONObject
 
-__all__ = ["json_lines", "lines_of", "not_an_object", "parsed_lines"]
+try:  # the parser the one JSONL reader takes when it is installed (pip install pytest-rlgate[fast])
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None  # type: ignore[assignment]
+
+__all__ = ["check_depth", "json_lines", "not_an_object", "parsed_lines", "record_lines"]
 
 _WHAT = "harness log"
 _FIX = "point at the file or folder the harness wrote"
+_BOM = codecs.BOM_UTF8
+_SCALARS = (str, int, float, bool, type(None))
 
 
-def parsed_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+def parsed_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, object]]:
     """``(line, value)`` of every non-blank line; the caller checks ``type(value) is dict`` in its hot loop."""
     return iter_json_lines(path, what=_WHAT, fix=_FIX)
 
 
-def lines_of(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, bool]]:
-    """:func:`parsed_lines` as the JSONL reader's own ``(line, value, checked)`` stream, for the hottest loops."""
-    return iter_checked_lines(path, what=_WHAT, fix=_FIX)
+def record_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, object]]:
+    """:func:`parsed_lines` for a reader that keeps a few fields of each line and checks their depth.
+
+    Blank lines are skipped, a byte-order mark on the first line is an editor's habit, and
+    any line the fast parser refuses gets the one JSONL reader's exact verdict at
+    ``file:line``; only the nesting of values the reader never looks at goes unchecked.
+    """
+    if _orjson is None:
+        return parsed_lines(path)
+    return _fast_lines(path, _orjson.loads)
 
 
-def not_an_object(value: Any, path: str, line: int) -> DataError:
+def _fast_lines(path: str | os.PathLike[str], loads: Callable[[bytes], object]) -> Iterator[tuple[int, object]]:
+    label = os.fspath(path)
+    handle = open_lines(path, what=_WHAT, fix=_FIX)
+    try:
+        for number, raw in enumerate(handle, 1):
+            try:
+                value = loads(raw)
+            except ValueError:  # orjson's JSONDecodeError is one
+                if not raw.strip():
+                    continue
+                if number == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM):]
+                    if not raw.strip():
+                        continue
+                value = loads_bounded(raw, label, number, what=_WHAT)  # the exact verdict, naming the field
+            yield number, value
+    except GZIP_ERRORS as exc:
+        raise DataError(f"damaged or truncated gzip file ({exc}); write it again", path=label) from None
+    finally:
+        handle.close()
+
+
+def _depth(value: object) -> int:
+    """How many levels *value* nests (0 for a scalar), counted without recursion, stopping past the bound."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        level += 1
+        if level > MAX_DEPTH:
+            return level
+        deepest = max(deepest, level)
+        stack.extend((child, level) for child in children if not isinstance(child, _SCALARS))
+    return deepest
+
+
+def check_depth(fields: Mapping[str, object], path: str, line: int) -> None:
+    """Refuse, naming the field, a value a reader keeps that nests deeper than a row may hold.
+
+    *fields* maps each field's name in the line to its value; scalars pass at once. One
+    level is the record that holds the value, so the bound is the one JSONL reader's.
+    """
+    for name, value in fields.items():
+        if not isinstance(value, _SCALARS) and _depth(value) >= MAX_DEPTH:
+            raise DataError(f"field {name!r}: nested deeper than {MAX_DEPTH} levels; a value needs a handful "
+                            "(flatten it)", path=path, line=line)
+
+
+def not_an_object(value: object, path: str, line: int) -> DataError:
     return DataError(f"expected a JSON object per line, got {type(value).__name__}", path=path, line=line)
 
 
-def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, JSONObject]]:
     """``(line, object)`` for every non-blank line of a JSONL(.gz) file."""
     label = os.fspath(path)
     for line, obj in parsed_lines(path):

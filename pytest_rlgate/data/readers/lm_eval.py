@@ -30,7 +30,7 @@ from ...options import FILE_NUMBER
 from ..records import Row
 from ..rows import CHANGED, NEW, SAME, validate_row
 from .hashes import HASH_DIGITS, pack
-from .lines import lines_of, not_an_object
+from .lines import check_depth, not_an_object, record_lines
 from .source import (
     MISSING,
     ReadOptions,
@@ -247,10 +247,19 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
         counts: dict[tuple[str, str], int] = {}
         fixed_category = task if category_key == "task" else group or task
         kept = 0
-        for line, rec, _checked in lines_of(file):
+        for line, rec in record_lines(file):
             if type(rec) is not dict:
                 raise not_an_object(rec, label, line)
             name = rec.get("filter", "none")
+            doc_id = rec.get("doc_id")
+            target = rec.get("target")
+            doc_hash = rec.get("doc_hash")
+            prompt_hash = rec.get("prompt_hash")
+            target_hash = rec.get("target_hash")
+            if not (type(name) is str and type(doc_id) is int and type(target) is str and type(doc_hash) is str
+                    and type(prompt_hash) is str and type(target_hash) is str):  # what the row keeps: not too deep
+                check_depth({"filter": name, "doc_id": doc_id, "target": target, "doc_hash": doc_hash,
+                             "prompt_hash": prompt_hash, "target_hash": target_hash}, label, line)
             if use is None:
                 use = name
             elif name != use:
@@ -260,11 +269,11 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
                 others.add(name)
                 continue
             kept += 1
-            doc_id = rec.get("doc_id")
             if doc_id is None:
                 raise DataError("no 'doc_id' (not an lm-eval samples line?)", path=label, line=line)
             if metric is None:
                 listed = rec.get("metrics")
+                check_depth({"metrics": listed}, label, line)
                 if not isinstance(listed, list) or not listed:
                     raise DataError("no 'metrics' list to take the score from; pass --metric NAME", path=label,
                                     line=line)
@@ -274,10 +283,12 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
             if type(value) is float and low <= value <= high:  # NaN and infinities compare False
                 score = value
             elif value is MISSING:
+                check_depth({"metrics": rec.get("metrics")}, label, line)
                 raise DataError(f"no metric {metric!r} (this line has "
                                 f"{', '.join(map(str, rec.get('metrics') or []))}); pass --metric NAME",
                                 path=label, line=line)
             else:
+                check_depth({metric: value}, label, line)
                 score = number(value, metric=metric, path=label, line=line)
             if threshold is None and higher and (score == 1.0 or score == 0.0):
                 reward = int(score)
@@ -331,9 +342,6 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
                 large.add((slot, index))
                 seen[slot] = mask
             last_unit, last_prompt = unit, prompt
-            doc_hash = rec.get("doc_hash")
-            prompt_hash = rec.get("prompt_hash")
-            target_hash = rec.get("target_hash")
             try:  # three SHA-256 hex digests, the common case: one slice each
                 packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
             except TypeError:
@@ -351,7 +359,7 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
                 "score": score,
                 "reward": reward,
                 "markers": {},
-                "case": {"task": task, "doc_id": doc_id, "filter": name, "target": rec.get("target"),
+                "case": {"task": task, "doc_id": doc_id, "filter": name, "target": target,
                          "doc_hash": doc_hash, "prompt_hash": prompt_hash, "target_hash": target_hash},
             }
             made += 1
