@@ -18,14 +18,14 @@ import sys
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.readers import RowSource, as_side, check_sides, source_notes
-from ..data.readers.source import CheckedReader
-from ..data.records import Case, Row
+from ..data.readers.source import CheckedReader, RowInput, SideReader
+from ..data.records import Case, Header
 from ..data.rows import NEW, SAME, RowReader
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
@@ -109,7 +109,7 @@ class Side:
     With a :class:`~.flips.ReplyBook`, the same pass keeps each unit's example reply.
     """
 
-    def __init__(self, reader: RowReader, guards: Sequence[str], *, book: ReplyBook | None = None) -> None:
+    def __init__(self, reader: SideReader, guards: Sequence[str], *, book: ReplyBook | None = None) -> None:
         label = self.label = reader.label
         self.dropped = 0
         self.book = book
@@ -167,7 +167,7 @@ class Side:
                         mark = markers[guard]
                         sums[at + column] += mark
                         if page is not None:
-                            _keep(page, column - 2, unit, mark * sign, row)
+                            _keep(page, column - 2, unit, mark * sign, row["reply"], row.get("case"))
                 except KeyError:
                     missing = next(g for g in guards if g not in markers)
                     raise DataError(
@@ -190,15 +190,15 @@ class Side:
         for category, table in self._cells.items():
             matrix = table.matrix()
             if all(type(key) is str for key in table.index):  # no eval runs: a cell is a unit
-                self.units[category] = Units(table.index, matrix)  # type: ignore[arg-type]  # str keys: checked
+                self.units[category] = Units(cast(dict[str, int], table.index), matrix)  # every key a str: checked
                 self.runs[category] = {None: np.sum(matrix, axis=0).tolist()}
                 continue
             units: dict[str, int] = {}
             unit_of = np.empty(len(table.index), dtype=np.intp)
             by_run: dict[RunKey, list[int]] = {}
             for at, key in enumerate(table.index):
-                unit, run = (key, None) if type(key) is str else key
-                unit_of[at] = units.setdefault(unit, len(units))  # type: ignore[arg-type]
+                unit, run = (key, None) if isinstance(key, str) else key
+                unit_of[at] = units.setdefault(unit, len(units))
                 by_run.setdefault(run, []).append(at)
             sums = np.zeros((len(units), matrix.shape[1]))
             np.add.at(sums, unit_of, matrix)
@@ -246,17 +246,17 @@ class Side:
         return Units(index, sums)
 
 
-def _keep(page: Page, column: int, unit: str, value: float, row: Row) -> None:
+def _keep(page: Page, column: int, unit: str, value: float, reply: str, case: Case | None) -> None:
     """A guard's reply for the unit, when *value* beats the one the page holds (the first wins)."""
     held = page[0][column].get(unit)
     if held is None or value > held:
         page[0][column][unit] = value
-        page[1][column][unit] = row["reply"][:KEEP]
+        page[1][column][unit] = reply[:KEEP]
         if page[2] is not None:
-            page[2][column][unit] = row.get("case")
+            page[2][column][unit] = case
 
 
-def open_side(source: object, side: str) -> RowReader:
+def open_side(source: RowInput, side: str) -> SideReader:
     """*source* opened, its header read: a file is labelled by its path, rows in memory ``<before rows>``.
 
     An eval harness's output (a path in another format, or a :class:`~pytest_rlgate.data.readers.RowSource`)
@@ -374,8 +374,8 @@ class Sides:
 
     before: Side
     afters: list[Side]
-    before_header: dict[str, Any] | None
-    after_headers: list[dict[str, Any] | None]
+    before_header: Header | None
+    after_headers: list[Header | None]
     declared: Env | None  #: the environment *env* names, or None
     guards: tuple[str, ...]
     categories: tuple[str, ...] | None  #: the declared categories
@@ -384,7 +384,7 @@ class Sides:
     shared: list[str]  #: categories on every side
 
 
-def read_sides(before_reader: RowReader, after_readers: Sequence[RowReader], options: GateOptions,
+def read_sides(before_reader: SideReader, after_readers: Sequence[SideReader], options: GateOptions,
                pair: PairFn, *, replies: bool = False) -> Sides:
     """Check the headers, resolve guards and declared categories, read every side, pair them.
 

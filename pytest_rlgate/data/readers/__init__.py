@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, UsageError
-from ..rows import RowReader, read_rows as _check_rows
+from ..rows import read_rows as _check_rows
 from .pairing import check_items, check_sources, describe
-from .source import Reader, ReadOptions, RowSource
+from .source import Reader, ReadOptions, RowSource, SideReader
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ReadOptions", "Reader", "RowSource", "as_side", "check_items",
            "check_sides", "describe", "detect_format", "load_reader", "read_rows", "reader_names"]
@@ -198,7 +198,7 @@ def as_side(source: Any) -> Any:
     return source
 
 
-def check_sides(before: RowReader, afters: Sequence[RowReader]) -> list[str]:
+def check_sides(before: SideReader, afters: Sequence[SideReader]) -> list[str]:
     """Refuse sides from different harnesses, tasks or task versions (naming both); else the notes.
 
     Each side is an opened :class:`~pytest_rlgate.data.rows.RowReader` (its header read
@@ -215,7 +215,7 @@ def check_sides(before: RowReader, afters: Sequence[RowReader]) -> list[str]:
     return list(dict.fromkeys(notes))
 
 
-def source_notes(sides: Sequence[RowReader]) -> Iterator[str]:
+def source_notes(sides: Sequence[SideReader]) -> Iterator[str]:
     """What reading the sides let through (errored samples, allowed prompt changes), in order."""
     seen: set[str] = set()
     for side in sides:

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Mapping
 from ...errors import DataError
 from ...options import MAX_DEPTH
 from ..jsonl import GZIP_ERRORS, iter_json_lines, loads_bounded, open_lines
-from ..records import JSONObject
 
 try:  # the parser the one JSONL reader takes when it is installed (pip install pytest-rlgate[fast])
     import orjson as _orjson
@@ -113,7 +112,7 @@ def not_an_object(value: object, path: str, line: int) -> DataError:
     return DataError(f"expected a JSON object per line, got {type(value).__name__}", path=path, line=line)
 
 
-def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, JSONObject]]:
+def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, object]]]:
     """``(line, object)`` for every non-blank line of a JSONL(.gz) file."""
     label = os.fspath(path)
     for line, obj in parsed_lines(path):

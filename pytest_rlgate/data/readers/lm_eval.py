@@ -342,9 +342,9 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
                 large.add((slot, index))
                 seen[slot] = mask
             last_unit, last_prompt = unit, prompt
-            try:  # three SHA-256 hex digests, the common case: one slice each
+            if type(doc_hash) is str and type(target_hash) is str and type(prompt_hash) is str:  # three digests
                 packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
-            except TypeError:
+            else:
                 packed = ""
             pairs[(task, doc_id)] = packed if len(packed) == 3 * HASH_DIGITS else pack(
                 _text(doc_hash), _text(target_hash), _text(prompt_hash))

@@ -20,7 +20,6 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ...errors import DataError
 from .hashes import pack
@@ -28,6 +27,7 @@ from .lines import json_lines
 from .source import (
     MISSING,
     ReadOptions,
+    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -43,7 +43,7 @@ __all__ = ["READER"]
 _SHOWN = 5
 
 
-def _mapping(value: Any) -> dict[str, Any]:
+def _mapping(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
@@ -74,7 +74,7 @@ def _bundles(path: Path) -> list[tuple[Path, Path]]:
     return found
 
 
-def _load(bundle: Path) -> dict[str, Any]:
+def _load(bundle: Path) -> dict[str, object]:
     try:
         data = json.loads(bundle.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -105,22 +105,22 @@ class NemoReader:
             if not results.is_file():
                 raise DataError(f"bundle {bundle.name} has no results.jsonl beside it: per-problem results are what "
                                 "a paired gate needs (re-run nel eval run)", path=bundle.parent)
-        tasks = {str(d["benchmark"].get("name")): d["benchmark"].get("repeats") for d, _ in bundles}
+        tasks = {str(_mapping(d["benchmark"]).get("name")): _mapping(d["benchmark"]).get("repeats") for d, _ in bundles}
         versions = sorted({str(d.get("sdk_version")) for d, _ in bundles})
-        models = sorted({str((d.get("config") or {}).get("model")) for d, _ in bundles})
+        models = sorted({str(_mapping(d.get("config")).get("model")) for d, _ in bundles})
         header = source_header("nemo", version=versions[0] if len(versions) == 1 else ",".join(versions),
                                tasks=tasks, options=options, path=path, model=models[0] if len(models) == 1 else None,
-                               extra={"config_hash": {str(d["benchmark"].get("name")): d.get("config_hash")
+                               extra={"config_hash": {str(_mapping(d["benchmark"]).get("name")): d.get("config_hash")
                                                       for d, _ in bundles}})
 
-        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+        def produce(source: RowSource) -> Iterator[RowDict]:
             for data, results in bundles:
-                yield from _rows(source, str(data["benchmark"].get("name")), results, options)
+                yield from _rows(source, str(_mapping(data["benchmark"]).get("name")), results, options)
 
         return RowSource(self.name, path, header, produce, options)
 
 
-def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -> Iterator[dict[str, Any]]:
+def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -> Iterator[RowDict]:
     label = os.fspath(file)
     failed: list[str] = []
     first_error = ""
@@ -148,10 +148,11 @@ def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -
         else:
             unit = f"{benchmark}/{idx}"
         metric = options.metric or "reward"
-        value = rec.get("reward") if options.metric is None else (rec.get("scorer_rewards") or {}).get(metric, MISSING)
+        rewards = _mapping(rec.get("scorer_rewards"))
+        value = rec.get("reward") if options.metric is None else rewards.get(metric, MISSING)
         if value is MISSING:
-            raise DataError(f"no scorer reward {metric!r} (scorer_rewards: "
-                            f"{', '.join(rec.get('scorer_rewards') or {}) or 'none'})", path=label, line=line)
+            raise DataError(f"no scorer reward {metric!r} (scorer_rewards: {', '.join(rewards) or 'none'})",
+                            path=label, line=line)
         score = number(value, metric=metric, path=label, line=line)
         reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=line)
         meta = _mapping(rec.get("metadata"))

@@ -19,21 +19,21 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Generator, Hashable, Iterator, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from types import TracebackType
+from typing import Any, ClassVar, Protocol, cast
 
 from ...errors import DataError, UsageError
 from ...options import ReadOptions
 from ..provenance import HEADER_KEY, HEADER_VERSION
 from ..records import Header, Row
-from ..rows import RowReader
 from .hashes import pack, unpack
 from .pairing import check_items
 
 __all__ = ["CheckedReader", "ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of",
-           "path_getter", "rows_of", "short_hash", "source_header", "unpack"]
+           "path_getter", "RowDict", "RowInput", "SideReader", "rows_of", "short_hash", "source_header", "unpack"]
 
 
 class Reader(Protocol):
@@ -51,8 +51,10 @@ class Reader(Protocol):
     def open(self, path: Path, options: ReadOptions) -> RowSource: ...
 
 
+#: a row as a reader hands it on: a plain dict of the row's fields (:class:`~pytest_rlgate.data.records.Row`'s)
+RowDict = dict[str, object]
 #: a reader's row stream: called once per pass over the side
-Produce = Callable[["RowSource"], Iterator[Row]]
+Produce = Callable[["RowSource"], Iterator[RowDict]]
 #: a reader's checked pass (:attr:`RowSource.checked`): ``(row, position, key state)`` of each
 #: row, then the number of rows it made
 ProduceChecked = Callable[["RowSource"], Generator[tuple[Row, int, int], None, int]]
@@ -90,7 +92,7 @@ class RowSource:
     spec: str | None = None
     #: the reader's checked pass, when it has one (see above)
     checked: ProduceChecked | None = field(default=None, repr=False)
-    _pass: Iterator[Row] | None = field(default=None, repr=False)
+    _pass: Iterator[RowDict] | None = field(default=None, repr=False)
     #: every pass makes its rows afresh, so the gate checks a plain valid one in place, as it
     #: does a row it parsed from a file (:class:`~pytest_rlgate.data.rows.RowReader`), not a copy
     fresh_rows: ClassVar[bool] = True
@@ -104,7 +106,7 @@ class RowSource:
         source = self.header.get("source")
         return str(source.get("harness", self.format) if isinstance(source, Mapping) else self.format)
 
-    def __iter__(self) -> Iterator[Row]:
+    def __iter__(self) -> Iterator[RowDict]:
         self._start()
         yield from self.produce(self)
         self._finish()
@@ -132,7 +134,7 @@ class RowSource:
                 if note not in self.notes:
                     self.notes.append(note)
 
-    def __next__(self) -> Row:
+    def __next__(self) -> RowDict:
         """The next row of one pass, as from a generator (``read_rows`` returned one before readers)."""
         if self._pass is None:
             self._pass = iter(self)
@@ -147,24 +149,28 @@ class RowSource:
 def rows_of(checked: ProduceChecked) -> Produce:
     """A checked pass as a plain row stream (its rows without their positions and states)."""
 
-    def produce(source: RowSource) -> Iterator[Row]:
+    def produce(source: RowSource) -> Iterator[RowDict]:
         for row, _position, _state in checked(source):
-            yield row
+            yield cast(RowDict, row)  # a Row is this dict
 
     return produce
 
 
-class CheckedReader(RowReader):
+class CheckedReader:
     """The gate's reader of a :class:`RowSource` that has a checked pass: its rows as the reader made them.
 
-    :class:`~pytest_rlgate.data.rows.RowReader` checks each row of any other source and
-    refuses a repeated rollout; a reader's checked pass has done both as it built the rows,
-    so here they stream as they come, with the position and key state the pass gives them.
+    What a :class:`~pytest_rlgate.data.rows.RowReader` is to the gate (``label``, ``header``,
+    ``source``, a context manager that streams ``(row, line, state)`` once), without checking
+    each row again and refusing repeated rollouts: the reader's checked pass has done both
+    as it built the rows, and gives each its position and key state.
     """
 
+    is_file = False
+
     def __init__(self, source: RowSource) -> None:
-        super().__init__(source, name=source.label)
-        self._source = source
+        self.source = source
+        self.label = source.label
+        self.header: Header | None = source.header
         self._read = False
 
     def __iter__(self) -> Iterator[tuple[Row, int, int]]:
@@ -174,18 +180,55 @@ class CheckedReader(RowReader):
         return self._rows()
 
     def _rows(self) -> Iterator[tuple[Row, int, int]]:
-        count = yield from self._source.checked_pass()
+        count = yield from self.source.checked_pass()
         if not count:
             raise DataError("no rows (an empty gate proves nothing; grade some replies first)", path=self.label)
 
+    def close(self) -> None:
+        """Nothing to close: each pass opens and closes its own files."""
 
-def short_hash(value: Any) -> str:
+    def __enter__(self) -> CheckedReader:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+class SideReader(Protocol):
+    """What the gate reads one side through: a :class:`~pytest_rlgate.data.rows.RowReader` or a :class:`CheckedReader`.
+
+    Its header is read when it is opened; iterating it streams ``(row, line, state)`` once.
+    """
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def header(self) -> Header | None: ...
+
+    @property
+    def source(self) -> object: ...
+
+    def __iter__(self) -> Iterator[tuple[Mapping[str, Any], int, int]]: ...
+
+    def __enter__(self) -> SideReader: ...
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None: ...
+
+
+#: a side as a caller gives it: a row file or a harness's output (a path), a :class:`RowSource`, or rows in memory
+RowInput = str | os.PathLike[str] | Iterable[object]
+
+
+def short_hash(value: object) -> str:
     """16 hex digits of the SHA-256 of a value's JSON (or a string itself): enough to tell items apart."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def fingerprint(record: Mapping[str, Any]) -> str:
+def fingerprint(record: Mapping[str, object]) -> str:
     """``sha256:...`` of a JSON record (sorted keys): a task's identity in a header."""
     text = json.dumps(record, sort_keys=True, default=str)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -194,13 +237,13 @@ def fingerprint(record: Mapping[str, Any]) -> str:
 def source_header(
     harness: str,
     *,
-    version: str | None,
-    tasks: Mapping[str, Any],
+    version: object,
+    tasks: Mapping[str, object],
     options: ReadOptions,
     path: Path,
     model: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    extra: Mapping[str, object] | None = None,
+) -> Header:
     """The header of rows read from *harness*'s output: an rlgate header plus ``source``.
 
     ``env`` names the harness and its tasks and ``env_fingerprint`` covers the task versions
@@ -224,7 +267,7 @@ def source_header(
 _MISSING = object()
 
 
-def lookup(record: Any, dotted: str) -> Any:
+def lookup(record: object, dotted: str) -> object:
     """The value at a dotted path (``doc.subject``, ``info.task``, ``choices.0``), or a sentinel miss.
 
     Returns :data:`MISSING` when a step is absent, so a reader can name the path and the
@@ -247,11 +290,11 @@ def lookup(record: Any, dotted: str) -> Any:
 MISSING = _MISSING
 
 
-def path_getter(dotted: str) -> Callable[[Any], Any]:
+def path_getter(dotted: str) -> Callable[[object], object]:
     """:func:`lookup` for one dotted path, compiled once: plain dicts take the fast road (a row each)."""
     parts = tuple(dotted.split("."))
 
-    def get(record: Any) -> Any:
+    def get(record: object) -> object:
         value = record
         for part in parts:
             if type(value) is dict:
@@ -265,7 +308,7 @@ def path_getter(dotted: str) -> Callable[[Any], Any]:
     return get
 
 
-def keys_at(record: Any, dotted: str) -> str:
+def keys_at(record: object, dotted: str) -> str:
     """The keys found where a dotted path stopped: for the error that names what was there."""
     value = record
     parts = dotted.split(".")
@@ -281,7 +324,7 @@ def keys_at(record: Any, dotted: str) -> str:
     return f"a {type(value).__name__} there"
 
 
-def label_of(value: Any, *, what: str, path: str, line: int | None, key: str) -> str:
+def label_of(value: object, *, what: str, path: str, line: int | None, key: str) -> str:
     """A category or unit value as a non-empty string, or a DataError naming the key."""
     if value is MISSING or value is None or value == "":
         raise DataError(f"no {what} at {key!r} ({'missing' if value is MISSING else 'empty'}); pass another "
@@ -304,7 +347,7 @@ def pass_of(score: float, threshold: float | None, *, higher_is_better: bool, me
     return int(score >= threshold if higher_is_better else score <= threshold)
 
 
-def number(value: Any, *, metric: str, path: str, line: int | None) -> float:
+def number(value: object, *, metric: str, path: str, line: int | None) -> float:
     """A score as a finite float (booleans are 1/0), or a DataError naming the metric."""
     if isinstance(value, bool):
         return float(value)

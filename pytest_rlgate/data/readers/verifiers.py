@@ -21,7 +21,6 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from ...errors import DataError
 from .hashes import pack
@@ -29,6 +28,7 @@ from .lines import json_lines
 from .source import (
     MISSING,
     ReadOptions,
+    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -54,7 +54,11 @@ def _file(path: Path) -> Path:
     return path
 
 
-def _text(message: Any) -> str:
+def _mapping(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(message: object) -> str:
     if isinstance(message, str):
         return message
     if isinstance(message, Mapping):
@@ -62,11 +66,12 @@ def _text(message: Any) -> str:
         if isinstance(content, str):
             return content
         if isinstance(content, list):
-            return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+            texts = (part.get("text", "") for part in content if isinstance(part, Mapping))
+            return "".join(text for text in texts if isinstance(text, str))
     return ""
 
 
-def _last(messages: Any, role: str) -> str:
+def _last(messages: object, role: str) -> str:
     if isinstance(messages, str):
         return messages
     if isinstance(messages, list):
@@ -76,11 +81,17 @@ def _last(messages: Any, role: str) -> str:
     return ""
 
 
-def _v1_reward(trace: Mapping[str, Any]) -> float | None:
-    rewards = trace.get("rewards") or {}
+def _v1_reward(trace: Mapping[str, object], path: str, line: int) -> float | None:
+    """A v1 trace's reward: its rewards' scores, weighted (None while one is not scored)."""
+    rewards = _mapping(trace.get("rewards"))
     if any(r is None for r in rewards.values()):
         return None
-    return float(sum(float(r.get("score", 0.0)) * float(r.get("weight", 1.0)) for r in rewards.values()))
+    total = 0.0
+    for name, entry in rewards.items():
+        found = _mapping(entry)
+        total += (number(found.get("score", 0.0), metric=f"rewards.{name}.score", path=path, line=line)
+                  * number(found.get("weight", 1.0), metric=f"rewards.{name}.weight", path=path, line=line))
+    return total
 
 
 class VerifiersReader:
@@ -98,7 +109,7 @@ class VerifiersReader:
     def open(self, path: Path, options: ReadOptions) -> RowSource:
         file = _file(path)
         meta_path = file.parent / "metadata.json"
-        meta: dict[str, Any] = {}
+        meta: dict[str, object] = {}
         if meta_path.is_file():
             try:
                 loaded = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -106,34 +117,36 @@ class VerifiersReader:
             except ValueError as exc:
                 raise DataError(f"not JSON: {exc}", path=meta_path) from None
         env = str(meta.get("env_id") or meta.get("env") or file.parent.name)
+        model = meta.get("model")
         header = source_header("verifiers", version=meta.get("verifiers_version") or meta.get("version"),
                                tasks={env: meta.get("env_version")}, options=options, path=file,
-                               model=meta.get("model"),
+                               model=model if isinstance(model, str) else None,
                                extra={"layout": "v1 traces" if file.name == "traces.jsonl" else "v0 results"})
 
-        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+        def produce(source: RowSource) -> Iterator[RowDict]:
             yield from _rows(source, file, env, options)
 
         return RowSource(self.name, file, header, produce, options)
 
 
-def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iterator[dict[str, Any]]:
+def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iterator[RowDict]:
     label = os.fspath(file)
     category_key = options.category
     errors: list[str] = []
     first_error = ""
     counts: dict[tuple[str, str, str], int] = {}
     for line, rec in json_lines(file):
-        v1 = isinstance(rec.get("task"), Mapping)
-        if v1:
-            task = rec["task"]
+        task = rec.get("task")
+        v1 = isinstance(task, dict)
+        if isinstance(task, dict):
             unit_id = task.get("key") or task.get("hash")
-            data = task.get("data") if isinstance(task.get("data"), Mapping) else {}
-            prompt = _last(data.get("prompt"), "user") or (data.get("prompt") if isinstance(data.get("prompt"), str)
-                                                          else "")
+            data = _mapping(task.get("data"))
+            asked = data.get("prompt")
+            prompt = _last(asked, "user") or (asked if isinstance(asked, str) else "")
             reply = str(rec.get("root_reply") or "")
             failed = bool(rec.get("errors"))
-            error_text = json.dumps((rec.get("errors") or [None])[0], default=str)
+            listed = rec.get("errors")
+            error_text = json.dumps(listed[0] if isinstance(listed, (list, str)) and listed else None, default=str)
         else:
             unit_id = rec.get("example_id")
             prompt = _last(rec.get("prompt"), "user")
@@ -165,18 +178,19 @@ def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iter
             category = env
         metric = options.metric
         if metric is None:
-            value: Any = _v1_reward(rec) if v1 else rec.get("reward")
+            value: object = _v1_reward(rec, label, line) if v1 else rec.get("reward")
             metric = "reward"
             if value is None:
                 errors.append(f"line {line} (not scored)")
                 continue
         else:
-            value = (rec.get("metrics") or {}).get(metric, MISSING)
+            metrics = _mapping(rec.get("metrics"))
+            value = metrics.get(metric, MISSING)
             if value is MISSING and v1:
-                entry = (rec.get("rewards") or {}).get(metric)
+                entry = _mapping(rec.get("rewards")).get(metric)
                 value = entry.get("score") if isinstance(entry, Mapping) else MISSING
             if value is MISSING:
-                raise DataError(f"no metric {metric!r} (metrics: {', '.join(rec.get('metrics') or {}) or 'none'})",
+                raise DataError(f"no metric {metric!r} (metrics: {', '.join(metrics) or 'none'})",
                                 path=label, line=line)
         score = number(value, metric=metric, path=label, line=line)
         reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=line)
@@ -184,7 +198,7 @@ def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iter
         slot = (category, unit, prompt)
         index = counts.get(slot, 0)
         counts[slot] = index + 1
-        answer = rec.get("answer") if not v1 else (rec["task"].get("hash"))
+        answer = task.get("hash") if isinstance(task, dict) else rec.get("answer")
         source.pairs[(env, unit)] = pack(None, short_hash(answer) if answer is not None else None, short_hash(prompt))
         yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index, "reply": reply,
                "score": score, "reward": reward, "markers": {}, "case": {"unit": unit_id, "answer": answer}}
