@@ -16,7 +16,7 @@ import heapq
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -69,18 +69,20 @@ class Flip:
             return f"{int(self.before)}/{self.before_rows} -> {int(self.after)}/{self.after_rows}"
         return f"{self.before / max(self.before_rows, 1):.2f} -> {self.after / max(self.after_rows, 1):.2f}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"unit": self.unit, "before": self.before, "after": self.after, "before_rows": self.before_rows,
                 "after_rows": self.after_rows, "counts": self.counts, "loss": self.loss,
                 "before_reply": self.before_reply, "after_reply": self.after_reply,
                 "before_described": self.before_described, "after_described": self.after_described}
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> Flip:
-        return cls(unit=str(record["unit"]), before=record["before"], after=record["after"],
-                   before_rows=int(record["before_rows"]), after_rows=int(record["after_rows"]),
-                   before_reply=record.get("before_reply"), after_reply=record.get("after_reply"),
-                   before_described=record.get("before_described"), after_described=record.get("after_described"))
+    def from_dict(cls, record: Mapping[str, object]) -> Flip:
+        """The inverse of :meth:`to_dict` (a flip of a run's gate.json)."""
+        return cls(unit=str(record["unit"]), before=_sum(record, "before"), after=_sum(record, "after"),
+                   before_rows=int(_sum(record, "before_rows")), after_rows=int(_sum(record, "after_rows")),
+                   before_reply=_text(record, "before_reply"), after_reply=_text(record, "after_reply"),
+                   before_described=_text(record, "before_described"),
+                   after_described=_text(record, "after_described"))
 
     def lines(self, indent: str = "  ") -> list[str]:
         """The flip as text: the counts line, then each side's reply with its description."""
@@ -207,7 +209,19 @@ def _number(x: float) -> float:
     return int(x) if float(x).is_integer() else round(float(x), 4)
 
 
-def _describe(env: Env | None, reply: str | None, case: Any) -> str | None:
+def _sum(record: Mapping[str, object], key: str) -> float:
+    value = record[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"a flip's {key!r} must be a number, got {value!r:.40}")
+    return value
+
+
+def _text(record: Mapping[str, object], key: str) -> str | None:
+    value = record.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _describe(env: Env | None, reply: str | None, case: Case | None) -> str | None:
     if env is None or reply is None:
         return None
     return env.describe_reply(reply, case if isinstance(case, Mapping) else None)

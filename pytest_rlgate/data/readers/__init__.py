@@ -22,12 +22,11 @@ import importlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from ...errors import DataError, UsageError
 from ..rows import read_rows as _check_rows
 from .pairing import check_items, check_sources, describe
-from .source import Reader, ReadOptions, RowSource, SideReader
+from .source import Reader, ReadOptions, RowInput, RowSource, SideReader
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ReadOptions", "Reader", "RowSource", "as_side", "check_items",
            "check_sides", "describe", "detect_format", "load_reader", "read_rows", "reader_names"]
@@ -128,7 +127,7 @@ def _split(spec: str | os.PathLike[str]) -> tuple[Path, dict[str, str]]:
 
 
 def read_rows(
-    source: Any,
+    source: RowInput,
     format: str | None = None,
     *,
     category: str | None = None,
@@ -156,21 +155,21 @@ def read_rows(
     if not isinstance(source, (str, os.PathLike)):
         return _check_rows(source)  # type: ignore[return-value]  # rows in memory: validated as they stream
     path, picked = _split(source)
-    values: dict[str, Any] = {"format": format, "category": category, "unit": unit, "metric": metric,
-                              "pass_threshold": pass_threshold, "filter": filter, "provider": provider,
-                              "allow_prompt_change": allow_prompt_change}
     unknown = sorted(set(picked) - set(ReadOptions.names()))
     if unknown:
         raise UsageError(f"{os.fspath(source)!r}: unknown option(s) after '#': {', '.join(unknown)} "
                          f"(known: {', '.join(ReadOptions.names())})")
     if "pass_threshold" in picked:
         try:
-            picked["pass_threshold"] = float(picked["pass_threshold"])  # type: ignore[assignment]
+            pass_threshold = float(picked["pass_threshold"])
         except ValueError:
             raise UsageError(f"{os.fspath(source)!r}: pass_threshold must be a number") from None
     if "allow_prompt_change" in picked:
-        picked["allow_prompt_change"] = picked["allow_prompt_change"].lower() in ("1", "true", "yes")  # type: ignore[assignment]
-    options = ReadOptions(**{**values, **picked})
+        allow_prompt_change = picked["allow_prompt_change"].lower() in ("1", "true", "yes")
+    options = ReadOptions(format=picked.get("format", format), category=picked.get("category", category),
+                          unit=picked.get("unit", unit), metric=picked.get("metric", metric),
+                          pass_threshold=pass_threshold, filter=picked.get("filter", filter),
+                          provider=picked.get("provider", provider), allow_prompt_change=allow_prompt_change)
     format = options.format
     name = format or detect_format(path)
     if not path.exists():
@@ -181,7 +180,7 @@ def read_rows(
     return opened
 
 
-def as_side(source: Any) -> Any:
+def as_side(source: RowInput) -> RowInput:
     """What the gate reads for one side: rlgate row files stay paths (the gate's own fast reader), a
     harness's log becomes its :class:`RowSource`; rows in memory pass through."""
     if isinstance(source, RowSource):

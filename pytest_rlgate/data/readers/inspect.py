@@ -17,16 +17,29 @@ when an Inspect log is read.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ...errors import DataError, UsageError
 from .hashes import pack
-from .source import MISSING, ReadOptions, RowSource, keys_at, label_of, lookup, pass_of, short_hash, source_header
+from .source import (
+    MISSING,
+    ReadOptions,
+    RowDict,
+    RowSource,
+    keys_at,
+    label_of,
+    lookup,
+    pass_of,
+    short_hash,
+    source_header,
+)
 
 __all__ = ["LETTERS", "READER"]
 
@@ -35,12 +48,11 @@ LETTERS: dict[str, float] = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 _SHOWN = 5
 
 
-def _inspect_log() -> Any:
-    try:
-        import inspect_ai.log as log
+def _inspect_log() -> ModuleType:
+    try:  # a heavy optional library: imported when a log is read
+        return importlib.import_module("inspect_ai.log")
     except ImportError:
         raise UsageError("reading Inspect AI logs needs inspect-ai: pip install 'pytest-rlgate[inspect]'") from None
-    return log
 
 
 def _log_file(path: Path) -> Path:
@@ -53,7 +65,7 @@ def _log_file(path: Path) -> Path:
     return logs[0]
 
 
-def _value(value: Any, *, metric: str, path: str, where: str) -> float | None:
+def _value(value: object, *, metric: str, path: str, where: str) -> float | None:
     """A score value as a float; None for an unscored (NaN) one."""
     if isinstance(value, bool):
         return float(value)
@@ -70,13 +82,14 @@ def _value(value: Any, *, metric: str, path: str, where: str) -> float | None:
                     f"({'/'.join(LETTERS)}); pick a mapping entry with --metric {metric}.KEY", path=path)
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
-    return getattr(content, "text", None) or ""
+    text = getattr(content, "text", None)
+    return text if isinstance(text, str) else ""
 
 
-def _prompt(sample: Any) -> str:
+def _prompt(sample: Any) -> str:  # an inspect_ai EvalSample (the library is read untyped)
     given = sample.input
     if isinstance(given, str):
         return given
@@ -119,14 +132,14 @@ class InspectReader:
                                       "epochs": spec.config.epochs if spec.config else None,
                                       "dataset": spec.dataset.name if spec.dataset else None})
 
-        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+        def produce(source: RowSource) -> Iterator[RowDict]:
             yield from _rows(source, log, label, spec.task, scorers, options)
 
         return RowSource(self.name, file, header, produce, options)
 
 
-def _rows(source: RowSource, log: Any, label: str, task: str, scorers: list[str],
-          options: ReadOptions) -> Iterator[dict[str, Any]]:
+def _rows(source: RowSource, log: ModuleType, label: str, task: str, scorers: list[str],
+          options: ReadOptions) -> Iterator[RowDict]:
     category_key = options.category
     metric = options.metric or (scorers[0] if scorers else None)
     scorer, _, entry = (metric or "").partition(".")

@@ -27,7 +27,7 @@ from ..jsonl import GZIP_ERRORS, iter_json_lines, loads_bounded, open_lines
 try:  # the parser the one JSONL reader takes when it is installed (pip install pytest-rlgate[fast])
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None  # type: ignore[assignment]
+    _orjson = None  # type: ignore[assignment]  # no module: the JSONL reader's own loop reads the lines
 
 __all__ = ["check_depth", "json_lines", "not_an_object", "parsed_lines", "record_lines"]
 

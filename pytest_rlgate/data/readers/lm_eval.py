@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Generator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ...errors import DataError
 from ...options import FILE_NUMBER
@@ -88,7 +88,11 @@ def _layout(path: Path) -> tuple[list[tuple[str, Path]], Path | None]:
     return pairs, results if results.is_file() else None
 
 
-def _load_results(path: Path | None) -> dict[str, Any]:
+def _mapping(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _load_results(path: Path | None) -> dict[str, object]:
     if path is None:
         return {}
     try:
@@ -101,23 +105,24 @@ def _load_results(path: Path | None) -> dict[str, Any]:
     return data
 
 
-def _filters(results: Mapping[str, Any], task: str) -> list[str]:
+def _filters(results: Mapping[str, object], task: str) -> list[str]:
     """The filters the results file scored *task* under (``"<metric>,<filter>"`` keys)."""
-    scores = results.get("results", {}).get(task, {})
+    scores = _mapping(_mapping(results.get("results")).get(task))
     return sorted({key.split(",", 1)[1] for key in scores if "," in key and "_stderr" not in key})
 
 
-def _groups(results: Mapping[str, Any]) -> dict[str, str]:
+def _groups(results: Mapping[str, object]) -> dict[str, str]:
     """leaf task -> its closest group, from ``group_subtasks``."""
     out: dict[str, str] = {}
-    for group, children in (results.get("group_subtasks") or {}).items():
-        for child in children or ():
-            if child not in (results.get("group_subtasks") or {}):
+    subtasks = _mapping(results.get("group_subtasks"))
+    for group, children in subtasks.items():
+        for child in children if isinstance(children, list) else ():
+            if isinstance(child, str) and child not in subtasks:
                 out.setdefault(child, group)
     return out
 
 
-def _reply(rec: Mapping[str, Any]) -> str:
+def _reply(rec: Mapping[str, object]) -> str:
     """The reply: the filtered generation, or for a choice task the continuation it scored highest."""
     resps = rec.get("filtered_resps")
     if type(resps) is list and resps and type(resps[0]) is str:  # a generation task: the common case
@@ -133,7 +138,7 @@ def _reply(rec: Mapping[str, Any]) -> str:
                 best = max(range(len(resps)), key=lambda i: float(resps[i][0]))
             except (TypeError, ValueError):
                 return ""
-            args = rec.get("arguments", {}).get(f"gen_args_{best}", {})
+            args = _mapping(rec.get("arguments")).get(f"gen_args_{best}", {})
             chosen = args.get("arg_1") if isinstance(args, Mapping) else None
             return chosen if isinstance(chosen, str) else str(best)
         if isinstance(first, list) and first and isinstance(first[0], str):
@@ -141,7 +146,7 @@ def _reply(rec: Mapping[str, Any]) -> str:
     return ""
 
 
-def _prompt(rec: Mapping[str, Any]) -> str | None:
+def _prompt(rec: Mapping[str, object]) -> str | None:
     args = rec.get("arguments")
     if type(args) is dict:
         first = args.get("gen_args_0")
@@ -170,9 +175,9 @@ class LmEvalReader:
     def open(self, path: Path, options: ReadOptions) -> RowSource:
         files, results_path = _layout(path)
         results = _load_results(results_path)
-        versions = results.get("versions") or {}
+        versions = _mapping(results.get("versions"))
         tasks = {task or path.stem: versions.get(task) for task, _ in files}
-        model = results.get("model_name") or (results.get("config") or {}).get("model")
+        model = results.get("model_name") or _mapping(results.get("config")).get("model")
         category = options.category or "task"
         if category == "group" and not results:
             raise DataError("--category-key group needs the run's results_<date>.json beside the samples "
@@ -190,8 +195,8 @@ class LmEvalReader:
                                extra={"task_hashes": results.get("task_hashes") or {},
                                       "results": os.fspath(results_path) if results_path else None})
         groups = _groups(results)
-        lower = {task: {m for m, hib in (spec or {}).items() if hib is False}
-                 for task, spec in (results.get("higher_is_better") or {}).items()}
+        lower = {task: {m for m, hib in _mapping(spec).items() if hib is False}
+                 for task, spec in _mapping(results.get("higher_is_better")).items()}
 
         plan = []
         for task, file in files:
@@ -363,8 +368,8 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
                          "doc_hash": doc_hash, "prompt_hash": prompt_hash, "target_hash": target_hash},
             }
             made += 1
-            if not low <= score <= high:  # beyond a row's bounds: the row check names the field
-                row = validate_row(row, path=source.label, line=made)  # type: ignore[assignment]
+            if not low <= score <= high:  # beyond a row's bounds: the row check refuses it, naming the field
+                validate_row(row, path=source.label, line=made)
             yield row, made, state
         if not kept and others:
             raise DataError(f"no rows under --filter {use!r} (this task's filters: {', '.join(sorted(others))})",

@@ -11,8 +11,8 @@ told ``allow_prompt_change`` (then counted and reported).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING
 
 from ...errors import DataError
 from .hashes import unpack
@@ -26,20 +26,22 @@ _WHAT = ("document", "target", "prompt")
 _FIELDS = ("doc_hash", "target_hash", "prompt_hash")
 
 
-def describe(header: Mapping[str, Any] | None) -> str:
+def describe(header: Mapping[str, object] | None) -> str:
     """One side in words: ``an lm-eval 0.4.13 log of rg_refund v2.0`` / ``rlgate rows graded by refund``."""
     if header is None:
         return "foreign rows (no header)"
     source = header.get("source")
     if not isinstance(source, Mapping):
         return f"rlgate rows graded by {header.get('env')}"
-    tasks = source.get("tasks") or {}
-    listed = ", ".join(f"{t} v{v}" if v is not None else t for t, v in tasks.items()) or "no task"
+    tasks = source.get("tasks")
+    listed = ", ".join(f"{t} v{v}" if v is not None else str(t) for t, v in tasks.items()) if isinstance(
+        tasks, Mapping) else ""
+    listed = listed or "no task"
     version = f" {source['version']}" if source.get("version") else ""
     return f"the {source.get('harness')}{version} log of {listed}"
 
 
-Side = tuple[str, "Mapping[str, Any] | None"]
+Side = tuple[str, "Mapping[str, object] | None"]
 
 
 def check_sources(before: Side, after: Side) -> list[str]:
@@ -93,7 +95,7 @@ def check_items(before: RowSource, after: RowSource) -> list[str]:
     (it names unpaired units); here only items on both sides are checked.
     """
     allow = before.options.allow_prompt_change or after.options.allow_prompt_change
-    prompt_changes: list[Any] = []
+    prompt_changes: list[Hashable] = []
     mine = before.pairs
     for item, packed in after.pairs.items():
         found = mine.get(item)
@@ -119,7 +121,7 @@ def check_items(before: RowSource, after: RowSource) -> list[str]:
     return []
 
 
-def _item(item: Any) -> str:
+def _item(item: object) -> str:
     if isinstance(item, tuple):
         return " ".join(map(str, item))
     return str(item)

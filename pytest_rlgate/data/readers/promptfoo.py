@@ -24,13 +24,13 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from ...errors import DataError
 from .hashes import pack
 from .source import (
     MISSING,
     ReadOptions,
+    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -47,7 +47,7 @@ _ERROR = 2
 _SHOWN = 5
 
 
-def _load(path: Path) -> tuple[dict[str, Any], list[Any]]:
+def _load(path: Path) -> tuple[dict[str, object], list[object]]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -66,25 +66,25 @@ def _load(path: Path) -> tuple[dict[str, Any], list[Any]]:
     return data, results
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _provider(result: Mapping[str, Any]) -> str:
+def _provider(result: Mapping[str, object]) -> str:
     provider = result.get("provider")
     if isinstance(provider, Mapping):
         return str(provider.get("id") or provider.get("label") or "")
     return str(provider or "")
 
 
-def _unit_vars(result: Mapping[str, Any]) -> dict[str, Any]:
+def _unit_vars(result: Mapping[str, object]) -> dict[str, object]:
     given = result.get("vars")
     if not isinstance(given, Mapping):
-        given = (result.get("testCase") or {}).get("vars") or {}
+        given = _mapping(_mapping(result.get("testCase")).get("vars"))
     return {k: v for k, v in given.items() if not str(k).startswith("_") and k != "sessionId"}
 
 
-def _reply(result: Mapping[str, Any]) -> str:
+def _reply(result: Mapping[str, object]) -> str:
     response = result.get("response")
     output = response.get("output") if isinstance(response, Mapping) else None
     if output is None:
@@ -118,14 +118,14 @@ class PromptfooReader:
         header = source_header("promptfoo", version=version, tasks={task: body.get("version")}, options=options,
                                path=path, model=provider, extra={"eval_id": data.get("evalId")})
 
-        def produce(source: RowSource) -> Iterator[dict[str, Any]]:
+        def produce(source: RowSource) -> Iterator[RowDict]:
             yield from _rows(source, results, provider, os.fspath(path), task, options)
 
         return RowSource(self.name, path, header, produce, options)
 
 
-def _rows(source: RowSource, results: list[Any], provider: str | None, label: str, task: str,
-          options: ReadOptions) -> Iterator[dict[str, Any]]:
+def _rows(source: RowSource, results: list[object], provider: str | None, label: str, task: str,
+          options: ReadOptions) -> Iterator[RowDict]:
     category_key = options.category
     errors: list[str] = []
     first_error = ""
@@ -147,9 +147,9 @@ def _rows(source: RowSource, results: list[Any], provider: str | None, label: st
         if category_key is None:
             category_key = ("testCase.metadata.category"
                             if lookup(result, "testCase.metadata.category") is not MISSING else "")
-        named = result.get("namedScores") or {}
+        named = _mapping(result.get("namedScores"))
         if category_key == "namedScores":
-            entries = [(str(name), value) for name, value in named.items()]
+            entries: list[tuple[str, object]] = [(str(name), value) for name, value in named.items()]
             if not entries:
                 raise DataError(f"{where} has no namedScores to take categories from", path=label)
         else:
@@ -182,7 +182,7 @@ def _rows(source: RowSource, results: list[Any], provider: str | None, label: st
                 slot = (category, unit, prompt)
                 index = counts.get(slot, 0)
                 counts[slot] = index + 1
-            source.pairs[(task, unit)] = pack(short_hash((result.get("testCase") or {}).get("assert") or []), None,
+            source.pairs[(task, unit)] = pack(short_hash(_mapping(result.get("testCase")).get("assert") or []), None,
                                               short_hash(prompt))
             yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index,
                    "reply": _reply(result), "score": score, "reward": reward, "markers": {},
