@@ -127,6 +127,7 @@ class Side:
         replies = table.replies
         cases = table.cases
         sign = 1.0 if book is None else book.sign
+        high = sign > 0
         for row, line, state in reader:
             if state != SAME or row["category"] != category:
                 category = row["category"]
@@ -153,7 +154,7 @@ class Side:
             sums[at] += 1
             sums[at + 2] += reward
             if page is not None:  # the unit's best reply so far (highest before, lowest after): the first wins
-                value = reward * sign
+                value = reward if high else -reward
                 held = best.get(unit)
                 if held is None or value > held:
                     best[unit] = value

@@ -261,8 +261,9 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
             doc_hash = rec.get("doc_hash")
             prompt_hash = rec.get("prompt_hash")
             target_hash = rec.get("target_hash")
-            if not (type(name) is str and type(doc_id) is int and type(target) is str and type(doc_hash) is str
-                    and type(prompt_hash) is str and type(target_hash) is str):  # what the row keeps: not too deep
+            plain = (type(doc_hash) is str and type(prompt_hash) is str and type(target_hash) is str
+                     and type(name) is str and type(doc_id) is int and type(target) is str)
+            if not plain:  # what the row keeps must not nest too deep
                 check_depth({"filter": name, "doc_id": doc_id, "target": target, "doc_hash": doc_hash,
                              "prompt_hash": prompt_hash, "target_hash": target_hash}, label, line)
             if use is None:
