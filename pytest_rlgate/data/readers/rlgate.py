@@ -9,11 +9,12 @@ hands it the path back; this reader serves everything else that wants rows.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..provenance import HEADER_KEY
 from ..rows import read_header, read_rows
-from .source import ReadOptions, RowSource
+from .source import ReadOptions, RowDict, RowSource
 
 __all__ = ["READER"]
 
@@ -34,7 +35,11 @@ class RlgateReader:
         return isinstance(obj, dict) and (HEADER_KEY in obj or all(k.strip(b'"').decode() in obj for k in _ROW_KEYS))
 
     def open(self, path: Path, options: ReadOptions) -> RowSource:
-        return RowSource("rlgate", path, read_header(path) or {}, lambda _source: read_rows(path), options)
+        def produce(_source: RowSource) -> Iterator[RowDict]:
+            for row in read_rows(path):
+                yield dict(row)  # its fields, as every reader hands a row on
+
+        return RowSource("rlgate", path, read_header(path) or {}, produce, options)
 
 
 READER = RlgateReader()
