@@ -9,9 +9,11 @@ on the AFTER side). Then, each in a child process:
 
 * the *floor*: one bare ``json.loads`` per line over every samples file of both folders
   (and ``orjson.loads`` when orjson is installed, which the reader then uses);
-* the installed CLI, ``rlgate gate BEFORE AFTER --category-key doc.category``: detect the
-  format, read the results files, stream every line, check every item's hashes against the
-  other side's, validate the rows, aggregate per unit, bootstrap, print.
+* the installed CLI as a user runs it, ``rlgate gate BEFORE AFTER --category-key doc.category``
+  (flips on): detect the format, read the results files, stream every line into a row
+  valid as made, check every item's hashes against the other side's, sum per unit, keep
+  each unit's example replies, bootstrap, print. ``--without-orjson`` hides orjson from
+  the gate's process; ``--gate-arg`` passes it more arguments (``--gate-arg=--show-flips=0``).
 
 Each line reports wall time from the child's first statement (imports included) and peak
 RSS, the median of ``--repeat`` runs taken in turns (so load on the machine falls on both
@@ -21,6 +23,7 @@ and its peak memory. The children cache their bytecode in a folder of the benchm
 otherwise compile the package on every run), after one untimed run of the gate.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_harness_gate.py [--samples 100000] [--repeat 5] [--dir /tmp/x]
+        [--without-orjson] [--gate-arg ARG]
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ _TIMED = ("import resource, sys, time; t0 = time.perf_counter()\n{body}\n"
           "print(f'PEAK {{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}} '"
           "f'{{time.perf_counter() - t0:.2f}}', file=sys.stderr)\n{tail}")
 _GATE = "from pytest_rlgate.cli import main; rc = main(sys.argv[1:]) if len(sys.argv) > 1 else 0"
+#: what the gate's child runs first with --without-orjson: orjson cannot be imported
+_NO_ORJSON = "sys.modules['orjson'] = None\n"
 _FLOOR = ("import {module}\nfor path in sys.argv[1:]:\n    with open(path, 'rb') as handle:\n"
           "        for line in handle:\n            {module}.loads(line)")
 
@@ -120,6 +125,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100_000, help="samples per side")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each, in turns; the median counts")
     parser.add_argument("--dir", default=None, help="where to write the folders (default: a temp folder)")
+    parser.add_argument("--without-orjson", action="store_true",
+                        help="the gate as it runs without the fast extra (orjson hidden from its process)")
+    parser.add_argument("--gate-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for rlgate gate (repeat it), e.g. --gate-arg=--show-flips=0")
     args = parser.parse_args()
     directory = Path(args.dir or tempfile.mkdtemp(prefix="rlgate-bench-harness-"))
     t0 = time.perf_counter()
@@ -129,7 +138,9 @@ def main() -> None:
     print(f"wrote 2 x {args.samples:,} lm-eval samples ({size_mb:.0f} MB) in {time.perf_counter() - t0:.1f} s "
           f"to {directory}")
     children = {"json": (_FLOOR.format(module="json"), files, ""),
-                "gate": (_GATE, ["gate", str(before), str(after), "--category-key", "doc.category"], "sys.exit(rc)")}
+                "gate": ((_NO_ORJSON if args.without_orjson else "") + _GATE,
+                         ["gate", str(before), str(after), "--category-key", "doc.category", *args.gate_arg],
+                         "sys.exit(rc)")}
     if importlib.util.find_spec("orjson") is not None:
         children["orjson"] = (_FLOOR.format(module="orjson"), files, "")
     cache = directory / "pycache"
@@ -147,7 +158,9 @@ def main() -> None:
         _, fast_mb, fast_s = median["orjson"]
         print(f"floor, orjson.loads per line: {fast_s:6.2f} s wall, {lines / fast_s / 1e3:4.0f}k lines/s; "
               f"peak RSS {fast_mb:.0f} MB")
-    parser_used = "orjson" if "orjson" in median else "json (orjson is not installed: pip install pytest-rlgate[fast])"
+    parser_used = ("the standard library's json (orjson hidden: --without-orjson)" if args.without_orjson
+                   else "orjson" if "orjson" in median
+                   else "the standard library's json (orjson is not installed: pip install pytest-rlgate[fast])")
     print(f"the reader parses each line with {parser_used}; the floor stays json.loads")
     proc, peak_mb, wall = median["gate"]
     print(f"rlgate gate (lm-eval pair):   {wall:6.2f} s wall, {lines / wall / 1e3:4.0f}k lines/s; "

@@ -435,11 +435,12 @@ def read_sides(before_reader: SideReader, after_readers: Sequence[SideReader], o
 def _no_collection() -> Iterator[None]:
     """The cyclic garbage collector paused while the sides stream (and restored after).
 
-    Every row is a fresh dict that forms no cycle, while the per-unit tables (and the
-    example replies kept for flips) grow to hundreds of thousands of containers: each full
-    collection the allocations trigger walks all of them again for nothing, which at
-    100,000 units costs more than reading the rows. Reference counting still frees every
-    row as soon as it is summed.
+    Every row is a fresh dict that forms no cycle, while what outlives it grows by a unit's
+    keys (the pairing check's item, a named eval run's cell): each collection the
+    allocations trigger walks those again for nothing. The sums and the example replies
+    are kept in flat lists and in dicts of strings and numbers, which the collector does
+    not track, so there is little left to walk once the sides are read. Reference counting
+    still frees every row as soon as it is summed.
     """
     enabled = gc.isenabled()
     gc.disable()

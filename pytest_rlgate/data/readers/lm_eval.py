@@ -14,6 +14,11 @@ metric field (default: the line's first metric). A task scored under several fil
 found, gives the task versions, the lm-eval version, the model and which metrics are
 lower-is-better; the hashes go to the pairing check, so another document or target on the
 other side is refused and another prompt (a chat-template change) too unless allowed.
+
+A samples line is large and a row needs a handful of its fields, so the reader parses each
+line without ruling out deep nesting in the fields it never reads (it checks those it
+keeps), builds each row valid as made and decides its key state itself: the gate reads
+these rows through the source's checked pass, without checking every row a second time.
 """
 
 from __future__ import annotations
