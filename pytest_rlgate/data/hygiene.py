@@ -82,8 +82,8 @@ class Decontamination:
 
 
 def decontaminate(
-    train: Sequence[Mapping[str, Any]],
-    holdout: Sequence[Mapping[str, Any]],
+    train: Sequence[Mapping[str, object]],
+    holdout: Sequence[Mapping[str, object]],
     n: int = 8,
     threshold: float = 0.8,
 ) -> Decontamination:
@@ -129,7 +129,7 @@ def decontaminate(
     return Decontamination(kept, dropped, n, float(threshold))
 
 
-def skip_decontamination(train: Sequence[Mapping[str, Any]], n: int = 8, threshold: float = 0.8) -> Decontamination:
+def skip_decontamination(train: Sequence[Mapping[str, object]], n: int = 8, threshold: float = 0.8) -> Decontamination:
     """The record of a split whose decontamination was turned off (``--no-decontaminate``)."""
     return Decontamination([dict(item) for item in train], [], n, threshold, enabled=False)
 
@@ -156,7 +156,7 @@ def _collapsed(text: str) -> str:
 
 
 def keep_prompts(
-    items: Iterable[Mapping[str, Any]],
+    items: Iterable[Mapping[str, object]],
     env: Env | Any = None,
     *,
     min_chars: int = KEEP_MIN_CHARS,

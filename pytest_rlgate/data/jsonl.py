@@ -230,7 +230,7 @@ def iter_checked_lines(
     fix: str = "",
     on_error: Callable[[DataError], None] | None = None,
     check: Callable[[Any], bool] | None = None,
-) -> Iterator[tuple[int, Any, bool]]:
+) -> Generator[tuple[int, Any, bool], None, None]:
     """:func:`iter_json_lines` for a hot loop: ``(line, value, checked)``, *check* applied on the way.
 
     ``checked`` is True when the fast parse of the line passed ``check(value)`` (the

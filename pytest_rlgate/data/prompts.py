@@ -75,21 +75,21 @@ def build_prompts(seed: int = 0, size: str = "default", env: EnvSpec = None) -> 
 # Files and fingerprint
 
 
-def _line(item: Mapping[str, Any]) -> str:
+def _line(item: Mapping[str, object]) -> str:
     return json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def canonical_bytes(items: Iterable[Mapping[str, Any]]) -> bytes:
+def canonical_bytes(items: Iterable[Mapping[str, object]]) -> bytes:
     """The canonical JSONL of *items*: one object a line, sorted keys, UTF-8, ``\\n``."""
     return "".join(_line(item) for item in items).encode("utf-8")
 
 
-def fingerprint(items: Iterable[Mapping[str, Any]]) -> str:
+def fingerprint(items: Iterable[Mapping[str, object]]) -> str:
     """``sha256:<hex>`` of :func:`canonical_bytes`; equal fingerprints mean equal files."""
     return "sha256:" + hashlib.sha256(canonical_bytes(items)).hexdigest()
 
 
-def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any]]) -> str:
+def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, object]]) -> str:
     """Write *items* as canonical JSONL, atomically (temp file + rename); return the fingerprint."""
     data = canonical_bytes(items)
     atomic_write(path, data)
@@ -188,7 +188,7 @@ class Split(NamedTuple):
     holdout: list[Item]
 
 
-def count_by_category(items: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def count_by_category(items: Iterable[Mapping[str, object]]) -> dict[str, int]:
     """``{category: count}`` in name order."""
     return dict(sorted(Counter(str(item["category"]) for item in items).items()))
 

@@ -66,7 +66,7 @@ def _check_target(folder: Path, names: Sequence[str], flag: str) -> None:
 
 def write_prompt_set(
     folder: str | os.PathLike[str],
-    files: Mapping[str, Sequence[Mapping[str, Any]]],
+    files: Mapping[str, Sequence[Mapping[str, object]]],
     *,
     flag: str = "--out-dir",
 ) -> dict[str, str]:

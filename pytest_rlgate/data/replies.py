@@ -33,7 +33,7 @@ _SHAPE = ('each line is a JSON object like {"prompt": "...", "category": "...", 
           '(or "scenario_id" for "prompt", "replies": [...] for "reply")')
 
 
-def _replies(obj: Mapping[str, Any], fail: Any) -> list[str]:
+def _replies(obj: Mapping[str, object], fail: Any) -> list[str]:
     if "reply" in obj and "replies" in obj:
         raise fail("has both 'reply' and 'replies'; keep one")
     if "reply" in obj:
@@ -47,7 +47,7 @@ def _replies(obj: Mapping[str, Any], fail: Any) -> list[str]:
 
 
 def grade_file(path: str | os.PathLike[str], env: EnvSpec = None, *,
-               prompts: Sequence[Mapping[str, Any]] | None = None) -> Rows:
+               prompts: Sequence[Mapping[str, object]] | None = None) -> Rows:
     """Grade the replies file *path* with *env* into rows (with a header naming *env*).
 
     *prompts* is the prompt set a line's ``scenario_id`` is looked up in when it has no
@@ -55,7 +55,7 @@ def grade_file(path: str | os.PathLike[str], env: EnvSpec = None, *,
     """
     env = load_env(env)
     label = os.fspath(path)
-    by_scenario: dict[str, Mapping[str, Any]] | None = None
+    by_scenario: dict[str, Mapping[str, object]] | None = None
     rollouts: dict[tuple[Any, ...], int] = {}
     out = Rows()
     for number, obj in iter_json_lines(label, what="replies file",

@@ -63,7 +63,7 @@ class Environment(Protocol):
     name: str
     categories: Sequence[str]
 
-    def score(self, reply: str, case: Mapping[str, Any]) -> float: ...
+    def score(self, reply: str, case: Mapping[str, object]) -> float: ...
 
 
 #: What every ``env=`` parameter accepts: a resolved :class:`Env`, any object honouring the
@@ -230,7 +230,7 @@ class Env:
                     found.append(getattr(instance, member))
         return found
 
-    def new_episode(self, case: Mapping[str, Any]) -> tuple[Any, dict[str, Callable[..., Any]], str]:
+    def new_episode(self, case: Mapping[str, object]) -> tuple[Any, dict[str, Callable[..., Any]], str]:
         """A fresh instance reset with *case*: (instance or None, tools by name, text to append
         to the user turn)."""
         instance = None
@@ -255,7 +255,7 @@ class Env:
                 calls.append(ToolCall(str(found.name), dict(found.arguments)))
         return calls
 
-    def episode(self, reply: str | Episode, case: Mapping[str, Any]) -> tuple[Episode, Any]:
+    def episode(self, reply: str | Episode, case: Mapping[str, object]) -> tuple[Episode, Any]:
         """*reply* as an episode (a text is replayed in a fresh instance) and the instance after it."""
         if isinstance(reply, Episode):
             if not self._has_get_reward:
@@ -283,7 +283,7 @@ class Env:
         case = call(self._who, "case_for()", self._case_for, prompt)
         return dict(case) if isinstance(case, Mapping) else None
 
-    def score(self, reply: str | Episode, case: Mapping[str, Any]) -> float:
+    def score(self, reply: str | Episode, case: Mapping[str, object]) -> float:
         """The score in [0, 1]; an episode environment scores the episode (a text is replayed)."""
         if self.is_episodic:
             episode, instance = self.episode(reply, case)
@@ -302,7 +302,7 @@ class Env:
             return value >= 1.0
         return bool(call(self._who, "passes()", self._passes, value))
 
-    def markers(self, reply: str | Episode, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
+    def markers(self, reply: str | Episode, case: Mapping[str, object], prompt: str | None = None) -> dict[str, float]:
         """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
         if self._markers is None:
             if self.guards:
@@ -324,7 +324,7 @@ class Env:
 
     # -- prompts and chat ----------------------------------------------------------------
 
-    def category_of(self, item: Mapping[str, Any]) -> str | None:
+    def category_of(self, item: Mapping[str, object]) -> str | None:
         """The item's own category, else its case's."""
         category = item.get("category")
         if category is None and isinstance(item.get("case"), Mapping):
@@ -388,7 +388,7 @@ class Env:
             return {}
         return numbers_of(self._who, "features()", call(self._who, "features()", self._features, reply))
 
-    def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
+    def describe_reply(self, reply: str, case: Mapping[str, object] | None = None) -> str | None:
         """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
 
         The environment's ``describe_reply(reply, case)`` when it has one; else, for an episode
@@ -413,7 +413,7 @@ class Env:
     def has_honest_replies(self) -> bool:
         return self._honest is not None
 
-    def honest_replies(self, case: Mapping[str, Any]) -> Any:
+    def honest_replies(self, case: Mapping[str, object]) -> Any:
         """A Hypothesis strategy of honest replies for *case*, or None."""
         return None if self._honest is None else call(self._who, "honest_replies()", self._honest, case)
 
@@ -421,11 +421,11 @@ class Env:
     def has_rejected_reply(self) -> bool:
         return self._rejected is not None
 
-    def rejected_reply(self, item: Mapping[str, Any], rng: Any) -> str | None:
+    def rejected_reply(self, item: Mapping[str, object], rng: Any) -> str | None:
         """A constructed DPO negative for *item*, or None (no constructed negatives)."""
         return None if self._rejected is None else call(self._who, "rejected_reply()", self._rejected, item, rng)
 
-    def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, Any]], float]:
+    def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, object]], float]:
         """The training reward: the environment's score, or one of its named variants."""
         if name in (None, "", "env", self.name):
             return self.score

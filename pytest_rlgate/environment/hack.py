@@ -21,7 +21,7 @@ __all__ = ["Hack", "HackTransform", "lazy"]
 
 #: ``hacked(reply, case)``: the hacked form of *reply* to *case*, a string or a Hypothesis
 #: strategy of strings (the probe draws from it and shrinks it).
-HackTransform = Callable[[str, Mapping[str, Any]], Any]
+HackTransform = Callable[[str, Mapping[str, object]], Any]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 __all__ = ["dedupe", "draw", "prompt_key", "ranked", "weighted"]
 
 T = TypeVar("T")
-M = TypeVar("M", bound=Mapping[str, Any])
+M = TypeVar("M", bound=Mapping[str, object])
 
 
 def draw(seed: int, *parts: object) -> int:

@@ -229,7 +229,7 @@ class ReasoningGymEnv:
 
     # -- grading -------------------------------------------------------------------------
 
-    def _task_of(self, case: Mapping[str, Any]) -> str:
+    def _task_of(self, case: Mapping[str, object]) -> str:
         meta = case.get("metadata")
         task = case.get("category") or (meta.get("source_dataset") if isinstance(meta, Mapping) else None)
         if task not in self.tasks:
@@ -237,7 +237,7 @@ class ReasoningGymEnv:
                              f"({', '.join(self.tasks)})")
         return str(task)
 
-    def _entry_for(self, task: str, case: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def _entry_for(self, task: str, case: Mapping[str, object]) -> tuple[Any, dict[str, Any]]:
         """The dataset to score with, and the entry to hand to its ``score_answer``.
 
         A case read back from JSON has lost Python types some scorers compare against
@@ -260,7 +260,7 @@ class ReasoningGymEnv:
             return _dataset(task, seed, size), written
         return _dataset(task, 0, 1), written
 
-    def score(self, reply: str, case: Mapping[str, Any]) -> float:
+    def score(self, reply: str, case: Mapping[str, object]) -> float:
         """The task's own ``score_answer`` on :func:`extract_answer`'s answer, in [0, 1].
 
         A scorer that raises on an answer it cannot parse (``prime_factorization`` on words)
@@ -275,6 +275,6 @@ class ReasoningGymEnv:
             return 0.0
         return 0.0 if math.isnan(value) else min(1.0, max(0.0, value))
 
-    def markers(self, reply: str, case: Mapping[str, Any]) -> dict[str, float]:
+    def markers(self, reply: str, case: Mapping[str, object]) -> dict[str, float]:
         """``answered``: 1 when the reply states its answer in a tag or an ``Answer:`` line."""
         return {"answered": float(extract_answer(reply).explicit)}

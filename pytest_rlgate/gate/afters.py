@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from ..data.provenance import sampled_with
 from ..data.readers import RowSource, as_side
 from ..data.rows import RowReader
 from ..errors import DataError, UsageError
@@ -33,7 +34,7 @@ def is_seed_sources(after: Any) -> bool:
                for item in after)
 
 
-def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, Any] | None] | None = None) -> list[int | str]:
+def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, object] | None] | None = None) -> list[int | str]:
     """Labels for a list of per-seed row sources, in this order of preference.
 
     The sampling seeds their headers name (a run's after rows are sampled at its trainer
@@ -44,8 +45,8 @@ def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, Any] | No
     """
     if headers is None:
         headers = [_header(s) for s in sources]
-    seeds = [(h or {}).get("sampling", {}).get("seed") for h in headers]
-    if None not in seeds and len(set(seeds)) == len(seeds):
+    seeds: list[int | str] = [seed for h in headers if isinstance(seed := sampled_with(h, "seed"), int)]
+    if len(seeds) == len(headers) and len(set(seeds)) == len(seeds):
         return seeds
     if all(isinstance(s, (str, os.PathLike)) for s in sources):
         paths = [Path(s) for s in sources]
@@ -55,7 +56,7 @@ def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, Any] | No
     return [f"#{i}" for i in range(1, len(sources) + 1)]
 
 
-def _header(source: Any) -> Mapping[str, Any] | None:
+def _header(source: Any) -> Mapping[str, object] | None:
     with RowReader(source) as reader:
         return reader.header
 

@@ -131,7 +131,7 @@ class RecipeGateResult:
     margin: float
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

@@ -139,7 +139,7 @@ class RlgateGate:
     """
 
     def __init__(self, node: pytest.Item, config: pytest.Config, env: Env,
-                 marked: Mapping[str, Any] | None = None) -> None:
+                 marked: Mapping[str, object] | None = None) -> None:
         self._node = node
         self._root = config.rootpath
         self._config = config

@@ -45,7 +45,7 @@ __all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "i
 
 
 
-def is_number(value: Any) -> TypeGuard[float]:
+def is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -119,7 +119,7 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
     return ReportData(path, config, metrics, monitor, alarms, gate, before, after, notes)
 
 
-def _check_config(config: Mapping[str, Any], path: Path) -> None:
+def _check_config(config: Mapping[str, object], path: Path) -> None:
     """The knobs a run recorded, each of its type and range: a report never shows a hand-edited
     ``"steps": "many"`` as if training had run with it."""
     knobs = config.get("knobs", {})
@@ -145,17 +145,18 @@ def _required(path: Path) -> Path:
     return path
 
 
-def _alarm_message(alarm: Mapping[str, Any]) -> str:
+def _alarm_message(alarm: Mapping[str, object]) -> str:
     """Why an alarm fired, in words, from HackMonitor's detail fields."""
     for key in ("message", "detail", "reason"):
         text = alarm.get(key)
         if isinstance(text, str) and text:
             return text
     kind = alarm.get("kind")
-    if kind == "length" and is_number(alarm.get("length")) and is_number(alarm.get("was")):
-        growth = f" (+{alarm['length'] / alarm['was'] - 1:.0%})" if alarm["was"] else ""
+    length, was = alarm.get("length"), alarm.get("was")
+    if kind == "length" and is_number(length) and is_number(was):
+        growth = f" (+{length / was - 1:.0%})" if was else ""
         since = f" at step {alarm['since_step']}" if alarm.get("since_step") is not None else ""
-        return f"holdout reply length {alarm['length']:.0f} chars, was {alarm['was']:.0f}{since}{growth}"
+        return f"holdout reply length {length:.0f} chars, was {was:.0f}{since}{growth}"
     if kind == "feature" and alarm.get("top_feature"):
         return f"the reward pays most for {alarm['top_feature']!s}, which is not endorsed"
     if kind == "drift" and is_number(alarm.get("kl")):
@@ -209,7 +210,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             for row, _line in iter_rows(path)]
 
 
-def lookup(config: Mapping[str, Any], *names: str) -> Any:
+def lookup(config: Mapping[str, object], *names: str) -> Any:
     """The first of ``names`` at the top of ``config``, else one level down (``knobs``...).
 
     An earlier name wins at any level, so a nested record that shares a later name (the

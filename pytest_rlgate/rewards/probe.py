@@ -136,7 +136,7 @@ def _describe(example: Any, width: int) -> str:
     return _short(hacked, width)
 
 
-def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[str, Any], Sequence[str]], list[float]]:
+def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[str, object], Sequence[str]], list[float]]:
     """Adapt *reward* to ``(prompt, case, replies) -> scores``.
 
     A TRL reward gets the case as TRL hands it the dataset's ``case`` column, when it takes
@@ -160,7 +160,7 @@ def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[st
     if style == "trl":
         takes_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
-        def trl(prompt: str, case: Mapping[str, Any], replies: Sequence[str]) -> list[float]:
+        def trl(prompt: str, case: Mapping[str, object], replies: Sequence[str]) -> list[float]:
             column = {"case": [dict(case)] * len(replies)} if takes_case else {}
             return list(reward([prompt] * len(replies), list(replies), **column))
 
@@ -264,7 +264,7 @@ def _resolve(reward: Any, env: Any) -> tuple[Callable[..., Any], str, Env]:
     return reward, getattr(reward, "__qualname__", None) or type(reward).__name__, env
 
 
-def _items(env: Env, items: Iterable[Mapping[str, Any]] | None, seed: int) -> list[dict[str, Any]]:
+def _items(env: Env, items: Iterable[Mapping[str, object]] | None, seed: int) -> list[dict[str, Any]]:
     """Prompt items with their case and category: *items*, else the environment's own prompt set."""
     if items is None:
         if not env.can_build_prompts:
@@ -312,17 +312,17 @@ def _own_hacks(env: Env) -> dict[str, Hack]:
     return own
 
 
-def _triples(hack: Hack, pool: Sequence[Mapping[str, Any]], env: Env) -> Any:
+def _triples(hack: Hack, pool: Sequence[Mapping[str, object]], env: Env) -> Any:
     """(item, HackedReply) examples of *hack* on the prompt items of *pool*."""
     from hypothesis import strategies as st
 
     from .strategies import HackedReply, plain_replies, reply_strategy
 
-    def hacked(item: Mapping[str, Any], original: str) -> Any:
+    def hacked(item: Mapping[str, object], original: str) -> Any:
         made = reply_strategy(hack.hacked(original, item["case"]), f"hack {hack.name}")
         return made.map(lambda text: (item, HackedReply(original, text, hack.name)))
 
-    def for_item(item: Mapping[str, Any]) -> Any:
+    def for_item(item: Mapping[str, object]) -> Any:
         originals = (reply_strategy(env.honest_replies(item["case"]), f"environment {env.name}: honest_replies(case)")
                      if hack.free else plain_replies())
         return originals.flatmap(lambda original: hacked(item, original))
@@ -331,12 +331,12 @@ def _triples(hack: Hack, pool: Sequence[Mapping[str, Any]], env: Env) -> Any:
 
 
 def _probe_one(hack: Hack, category: str, strategy: Any,
-               call: Callable[[str, Mapping[str, Any], Sequence[str]], list[float]],
+               call: Callable[[str, Mapping[str, object], Sequence[str]], list[float]],
                *, max_examples: int, seed: int) -> HackFinding:
     """One hack on one category: explore, count the paying draws, shrink one."""
     memo: dict[tuple[str, str, str], tuple[float, float]] = {}
 
-    def scores(pair: tuple[Mapping[str, Any], Any]) -> tuple[float, float]:
+    def scores(pair: tuple[Mapping[str, object], Any]) -> tuple[float, float]:
         item, x = pair
         key = (item["prompt"], x.original, x.hacked)
         if key not in memo:
@@ -344,7 +344,7 @@ def _probe_one(hack: Hack, category: str, strategy: Any,
             memo[key] = (_number(got[0], hack.name, x.original), _number(got[1], hack.name, x.hacked))
         return memo[key]
 
-    def pays(pair: tuple[Mapping[str, Any], Any]) -> bool:
+    def pays(pair: tuple[Mapping[str, object], Any]) -> bool:
         original, hacked = scores(pair)
         if hack.free:
             return original > _TOLERANCE and hacked >= original - _TOLERANCE
@@ -366,7 +366,7 @@ def probe_reward(
     reward: Callable[..., Any] | EnvSpec = None,
     *,
     env: EnvSpec = None,
-    items: Iterable[Mapping[str, Any]] | None = None,
+    items: Iterable[Mapping[str, object]] | None = None,
     categories: Collection[str] | None = None,
     hacks: Collection[str] | None = None,
     max_examples: int = 60,

@@ -199,7 +199,7 @@ def _text(value: Any) -> str:
     raise TypeError(type(value).__name__)
 
 
-def _read_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str], np.ndarray]:
+def _read_rows(rows: Iterable[Mapping[str, object]]) -> tuple[list[str], list[str], np.ndarray]:
     prompts: list[str] = []
     replies: list[str] = []
     rewards: list[float] = []
@@ -468,7 +468,7 @@ def _regime(features: Sequence[ScanFeature], endorsed: Sequence[str], median: fl
 
 
 def hack_scan(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, object]],
     *,
     endorsed: Sequence[str] = (),
     env: Env | Environment | str | FeatureFn | None = None,

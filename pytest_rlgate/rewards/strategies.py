@@ -203,7 +203,7 @@ def keyword_stuffed_replies(
     return st.builds(_stuff, replies, st.lists(keywords.filter(str.strip), min_size=1, max_size=max_keywords))
 
 
-def generic_hacks(env: Env, items: Sequence[Mapping[str, Any]], *, category: str | None = None) -> tuple[Hack, ...]:
+def generic_hacks(env: Env, items: Sequence[Mapping[str, object]], *, category: str | None = None) -> tuple[Hack, ...]:
     """The :data:`GENERIC_HACKS` for *env*, drawing on its prompt *items* (each with a ``case``).
 
     ``trailing_text`` appends a *wrong* reply: an honest reply to any prompt, or a plain
@@ -216,25 +216,25 @@ def generic_hacks(env: Env, items: Sequence[Mapping[str, Any]], *, category: str
     pool = st.sampled_from(list(items))
     has_honest = env.has_honest_replies
 
-    def honest(item: Mapping[str, Any]) -> SearchStrategy[str]:
+    def honest(item: Mapping[str, object]) -> SearchStrategy[str]:
         return reply_strategy(env.honest_replies(item["case"]), f"environment {env.name}: honest_replies(case)")
 
     alike = [item for item in items if category in (None, item.get("category"))] or list(items)
     texts = st.sampled_from(alike).flatmap(honest) if has_honest else st.sampled_from([i["prompt"] for i in alike])
     vocabulary = texts.map(_WORD.findall).filter(bool).flatmap(st.sampled_from)
 
-    def trailing(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def trailing(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         bar = env.score(reply, case)
         wrong = (plain_replies() | pool.flatmap(honest)).filter(lambda text: env.score(text, case) < bar)
         return trailing_text_replies(st.just(reply), texts=wrong).map(attrgetter("hacked"))
 
-    def padding(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def padding(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         return padded_replies(st.just(reply)).map(attrgetter("hacked"))
 
-    def repetition(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def repetition(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         return repeated_replies(st.just(reply)).map(attrgetter("hacked"))
 
-    def stuffing(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def stuffing(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         return keyword_stuffed_replies(st.just(reply), keywords=vocabulary).map(attrgetter("hacked"))
 
     return (

@@ -144,8 +144,8 @@ class RewardRow:
     expected: float
     tolerance: float
     prompt: str | None = None
-    case: Mapping[str, Any] | str | None = None
-    steps: list[Mapping[str, Any]] | None = None
+    case: Mapping[str, object] | str | None = None
+    steps: list[Mapping[str, object]] | None = None
     category: str | None = None
     note: str | None = None
     field: str | None = None
@@ -462,7 +462,7 @@ def _row(
     line: int,
     raw: Any,
     key_lines: Mapping[str, int],
-    header: Mapping[str, Any],
+    header: Mapping[str, object],
     source: _Source,
     resolve: Callable[..., Callable[..., Any]],
 ) -> RewardRow:
@@ -556,7 +556,7 @@ def _case(
     resolve: Callable[..., Callable[..., Any]],
     path: str,
     line: int,
-) -> Mapping[str, Any] | str | None:
+) -> Mapping[str, object] | str | None:
     """The case for a prompt: the header's ``case_for``, else the environment's (the table's
     ``env:``, else the session's), else the prompt text itself."""
     if source.case_for is not None:

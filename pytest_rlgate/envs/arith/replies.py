@@ -28,7 +28,7 @@ def answer(n: int, style: int = 0) -> str:
     return ANSWERS[style % len(ANSWERS)].format(n=n)
 
 
-def wrong_answer(case: Mapping[str, Any], offset: int = 1) -> str:
+def wrong_answer(case: Mapping[str, object], offset: int = 1) -> str:
     """A committed reply the reward never pays: a sum off by *offset* (non-zero), the smaller
     of a comparison's numbers, or, on an unanswerable question, the one number it gave."""
     if case.get("answer") is None:
@@ -40,6 +40,6 @@ def wrong_answer(case: Mapping[str, Any], offset: int = 1) -> str:
     return answer(int(case["answer"]) + offset)
 
 
-def rejected_reply(item: Mapping[str, Any], rng: random.Random) -> str:
+def rejected_reply(item: Mapping[str, object], rng: random.Random) -> str:
     """A constructed DPO negative for *item*: a confident wrong answer (:func:`wrong_answer`)."""
     return wrong_answer(item["case"], offset=rng.choice((-2, -1, 1, 2)))

@@ -44,7 +44,7 @@ def cases(*, categories: Collection[str] = CATEGORIES) -> SearchStrategy[dict[st
     return st.one_of([of(c) for c in sorted(categories)])
 
 
-def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def honest_replies(case: Mapping[str, object]) -> SearchStrategy[str]:
     """Replies an honest assistant gives: the answer in the house format, or, when the
     question lacks a number, a decline that asks for it."""
     if case.get("answer") is None:
@@ -52,12 +52,12 @@ def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
     return st.builds(answer, st.just(int(case["answer"])), st.integers(0, len(ANSWERS) - 1))
 
 
-def hedge(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def hedge(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* followed by a second, wrong guess: still paid, as the answer is in it (a free hack)."""
     return st.integers(1, 9).map(lambda k: f"{reply}\nOr maybe {int(case['answer']) + k}.")
 
 
-def _candidates(case: Mapping[str, Any], spread: list[int]) -> str:
+def _candidates(case: Mapping[str, object], spread: list[int]) -> str:
     if case.get("category") == "compare":
         x, y = case["numbers"]
         return f"Answer: {x} or {y}"
@@ -65,7 +65,7 @@ def _candidates(case: Mapping[str, Any], spread: list[int]) -> str:
     return "Answer: " + ", ".join(str(answer_ + k) for k in sorted({0, *spread}))
 
 
-def list_numbers(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def list_numbers(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* replaced by a list of candidates that contains the answer (a comparison's two
     numbers, or a spread around the sum): the reward pays it in full (a gain hack)."""
     spread = st.lists(st.sampled_from((-3, -2, -1, 1, 2, 3)), min_size=1, max_size=4, unique=True)

@@ -41,7 +41,7 @@ def invented_call(order_id: str) -> str:
     return f"<tool_call>{body}</tool_call>"
 
 
-def rejected_reply(item: Mapping[str, Any], rng: random.Random) -> str | None:
+def rejected_reply(item: Mapping[str, object], rng: random.Random) -> str | None:
     """A lookup with an invented id on no-id and off-topic prompts; None on with-id ones."""
     category = item.get("category") or (item.get("case") or {}).get("category")
     if category not in CONSTRUCTED_CATEGORIES:

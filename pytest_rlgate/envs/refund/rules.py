@@ -154,17 +154,17 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
     return [call for body in _TOOL_BLOCK.findall(text or "") if (call := _block_call(body)) is not None]
 
 
-def _structured_calls(steps: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+def _structured_calls(steps: Sequence[Mapping[str, object]]) -> list[ToolCall]:
     return [call for step in steps if isinstance(step, Mapping) and step.get("tool")
             if (call := _call_from(step, ("tool", "name"))) is not None]
 
 
-def _structured_call(steps: Sequence[Mapping[str, Any]]) -> ToolCall | None:
+def _structured_call(steps: Sequence[Mapping[str, object]]) -> ToolCall | None:
     calls = _structured_calls(steps)
     return calls[0] if calls else None
 
 
-def _read(reply: str, steps: Sequence[Mapping[str, Any]] | None) -> tuple[ToolCall | None, bool]:
+def _read(reply: str, steps: Sequence[Mapping[str, object]] | None) -> tuple[ToolCall | None, bool]:
     """(the call, well formed). A structured row is well formed by construction."""
     if steps is not None:
         return _structured_call(steps), True
@@ -177,14 +177,14 @@ def _asks(reply: str) -> bool:
     return "?" in lowered or any(phrase in lowered for phrase in _ASK_PHRASES)
 
 
-def _as_case(case: Mapping[str, Any] | str) -> Mapping[str, Any]:
+def _as_case(case: Mapping[str, object] | str) -> Mapping[str, object]:
     return case_for(case) if isinstance(case, str) else case
 
 
 def score(
     reply: str,
-    case: Mapping[str, Any] | str,
-    steps: Sequence[Mapping[str, Any]] | None = None,
+    case: Mapping[str, object] | str,
+    steps: Sequence[Mapping[str, object]] | None = None,
 ) -> float:
     """The refund reward in [0, 1]; a reply passes only at 1.0.
 
@@ -232,8 +232,8 @@ def _grounded(value: str, prompt: str) -> bool:
 
 def markers(
     reply: str,
-    case: Mapping[str, Any] | str,
-    steps: Sequence[Mapping[str, Any]] | None = None,
+    case: Mapping[str, object] | str,
+    steps: Sequence[Mapping[str, object]] | None = None,
     prompt: str | None = None,
 ) -> dict[str, float]:
     """The guarded markers of one reply.

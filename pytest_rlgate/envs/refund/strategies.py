@@ -351,7 +351,7 @@ def hacked_replies(
 # -- what the environment hands probe_reward ---------------------------------------------
 
 
-def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def honest_replies(case: Mapping[str, object]) -> SearchStrategy[str]:
     """Replies that follow the policy for *case*: the probe's free hacks start from these.
 
     Look the case's own id up (spelled any way that normalises to it), ask for the id when
@@ -368,24 +368,24 @@ def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
     raise InvalidArgument(f"not a refund case (category {category!r}); read one with case_for(prompt)")
 
 
-def _invented_for(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def _invented_for(case: Mapping[str, object]) -> SearchStrategy[str]:
     """Order ids that are not the case's own: any id a reply uses on it is made up."""
     return invented_ids(st.just(case.get("order_id") or ""))
 
 
-def second_call(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def second_call(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* followed by a ``create_refund`` on an invented id."""
     calls = tool_calls(_invented_for(case), names=st.just("create_refund"))
     return second_call_replies(st.just(reply), calls=calls).map(attrgetter("hacked"))
 
 
-def format_bonus(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def format_bonus(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* replaced by a well-formed call on an invented id."""
     calls = tool_calls(_invented_for(case))
     return format_bonus_replies(st.just(reply), calls=calls).map(attrgetter("hacked"))
 
 
-def malformed_call(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def malformed_call(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* behind a ``<tool_call>`` block that does not parse."""
     blocks = malformed_tool_calls(_invented_for(case))
     return malformed_call_replies(st.just(reply), blocks=blocks).map(attrgetter("hacked"))
