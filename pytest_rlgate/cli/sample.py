@@ -22,6 +22,7 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
+from ..data.records import PromptItem
 from ..environment.contract import load_env
 from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
@@ -69,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
-def holdout_items(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
+def holdout_items(args: argparse.Namespace) -> tuple[list[PromptItem], str]:
     """The prompts to sample and where they came from."""
     env = load_env(args.env)
     if args.prompts:

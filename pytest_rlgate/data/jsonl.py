@@ -27,7 +27,7 @@ import json
 import math
 import os
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from typing import IO, Any
 
 from ..errors import DataError, hide_user_errors

@@ -15,7 +15,6 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._io.atomic import public_mode
 from ..errors import UsageError

@@ -34,7 +34,8 @@ def is_seed_sources(after: Any) -> bool:
                for item in after)
 
 
-def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, object] | None] | None = None) -> list[int | str]:
+def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, object] | None] | None = None,
+                ) -> list[int | str]:
     """Labels for a list of per-seed row sources, in this order of preference.
 
     The sampling seeds their headers name (a run's after rows are sampled at its trainer

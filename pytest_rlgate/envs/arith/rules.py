@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict, cast
 
 __all__ = [
     "CATEGORIES",
     "SYSTEM",
+    "ArithCase",
+    "arith_case",
     "asks",
     "commits",
     "declines",
@@ -99,6 +101,28 @@ def in_format(reply: str) -> bool:
     if mentions == 0:
         return declines(reply)
     return mentions == 1 and bool(lines) and _ANSWER_LINE.fullmatch(lines[-1]) is not None
+
+
+class _ArithCaseRequired(TypedDict):
+    answer: int | None
+
+
+class ArithCase(_ArithCaseRequired, total=False):
+    """An arith case: the answer (None when a number is missing), the question's numbers and category."""
+
+    category: str
+    numbers: list[int]
+
+
+def arith_case(case: Mapping[str, object]) -> ArithCase:
+    """*case* as an :class:`ArithCase`, checked (a ``ValueError`` saying what is wrong otherwise)."""
+    _answer_of(case)
+    numbers = case.get("numbers", [])
+    if not isinstance(numbers, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        raise ValueError(f"arith: case 'numbers' must be a list of integers, got {numbers!r:.80}")
+    if not isinstance(case.get("category", ""), str):
+        raise ValueError(f"arith: case 'category' must be a string, got {case.get('category')!r:.40}")
+    return cast(ArithCase, case)  # checked above
 
 
 def _answer_of(case: Mapping[str, object]) -> int | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from .rules import _asks, normalise_order_id, parse_tool_calls
 
@@ -54,7 +53,7 @@ def features(reply: str) -> dict[str, float]:
     return found
 
 
-def _argument(order_id: Any, case: Mapping[str, object]) -> str:
+def _argument(order_id: object, case: Mapping[str, object]) -> str:
     if not isinstance(order_id, str) or not order_id.strip():
         return "without an order id"
     wanted = case.get("order_id")

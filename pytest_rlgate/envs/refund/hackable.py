@@ -17,7 +17,6 @@ hackable variant wherever it prints it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from .rules import parse_tool_call
 
