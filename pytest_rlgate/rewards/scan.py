@@ -123,7 +123,7 @@ class HackScanResult:
         ]
         return str(tabulate(rows, headers=["feature", "r within", "r pooled", "n", "floor", "endorsed"]))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "regime": self.regime,
             "top_feature": self.top_feature,
@@ -189,7 +189,7 @@ class HackScanDiff:
         return self.learned + "\n" + self.table()
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A reply or prompt as text: plain strings, or chat messages (last user / first content)."""
     if isinstance(value, str):
         return value
