@@ -27,7 +27,7 @@ import os
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypedDict, TypeGuard, Union, cast
+from typing import Any, TypedDict, TypeGuard, cast
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
@@ -49,7 +49,7 @@ REQUIRED_FIELDS: tuple[str, ...] = ("prompt", "category", "rollout_index", "repl
 
 #: what every ``source`` parameter accepts: a row file's path, or rows in memory (each checked
 #: by :func:`validate_row`, so anything may come in and only a :class:`Row` goes out)
-RowInput = Union[str, "os.PathLike[str]", Iterable[object]]
+RowInput = str | os.PathLike[str] | Iterable[object]
 
 
 def _is_number(value: object) -> bool:

@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..data.rows import RowInput
 from ..errors import DataError, UsageError, hide_user_errors
-from .afters import is_seed_sources, open_afters, seed_labels
+from .afters import SeedSources, is_seed_sources, open_afters, seed_labels
 from .options import METHOD_NAMES, GateOptions
 from .recipe_stats import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .recipe_text import render_failure, render_report, render_table, settings_line
@@ -325,8 +326,8 @@ def _apply_rule(comparisons: list[RecipeComparison], opts: GateOptions) -> list[
     return failures
 
 
-def compare_seeds(before_rows: Any, after_rows: Mapping[Any, Any] | Sequence[Any], options: GateOptions | None = None,
-                  **overrides: Any) -> RecipeGateResult:
+def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateOptions | None = None,
+                  **overrides: object) -> RecipeGateResult:
     """Gate a recipe: BEFORE rows against the AFTER rows of each training seed, per category.
 
     *after_rows* is a mapping seed -> row source or a list of row sources (labels from
