@@ -32,7 +32,6 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, Union, cast, runtime_checkable
 
-from ..data.records import Case
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
@@ -40,6 +39,8 @@ from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, re
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
+
+    from ..data.records import Case
 
 __all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "EpisodeInstance", "env_names", "load_env"]
 
