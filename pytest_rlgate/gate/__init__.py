@@ -13,7 +13,7 @@ imports :mod:`.options` when pytest starts, and every pytest run pays for what l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import RegressionError, hide_user_errors
 from .options import GateOptions
@@ -30,14 +30,7 @@ __all__ = ["GateOptions", "assert_no_regression", "compare", "require_passed"]
 __tracebackhide__ = hide_user_errors
 
 
-class _Judged(Protocol):
-    @property
-    def passed(self) -> bool: ...
-
-    def message(self) -> str: ...
-
-
-R = TypeVar("R", bound=_Judged)
+R = TypeVar("R", bound="GateResult | RecipeGateResult")
 
 
 def compare(before_rows: RowInput, after_rows: RowInput | SeedSources, options: GateOptions | None = None,

@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from ..data.rows import iter_rows
 from ..errors import DataError
@@ -40,8 +40,8 @@ from ..train.run import (
     read_metrics,
 )
 
-__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "is_number", "is_recipe_folder",
-           "load_report_data", "lookup", "read_recipe", "run_dirs"]
+__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "is_number",
+           "is_recipe_folder", "load_report_data", "lookup", "read_recipe", "run_dirs"]
 
 
 
@@ -58,6 +58,15 @@ class Alarm:
     message: str
 
 
+class UnitRow(TypedDict):
+    """What a report keeps of a graded row: its category, its unit (scenario, else prompt), its reward."""
+
+    category: str
+    unit: str
+    reward: float
+    eval_run: int | str | None
+
+
 @dataclass(frozen=True)
 class ReportData:
     """Everything a report shows, read and validated from one run folder."""
@@ -68,8 +77,8 @@ class ReportData:
     monitor: dict[str, Any] | None  # None: no monitor.json (not "no alarms")
     alarms: list[Alarm]
     gate: dict[str, Any] | None
-    before: dict[str, list[dict[str, Any]]]  # file name -> rows, the first base run first
-    after: list[dict[str, Any]] | None
+    before: dict[str, list[UnitRow]]  # file name -> rows, the first base run first
+    after: list[UnitRow] | None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -203,14 +212,14 @@ def _read_gate(path: Path) -> dict[str, Any]:
     return gate
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
+def _read_rows(path: Path) -> list[UnitRow]:
     """Graded rows through the row schema's reader, reduced to category, unit and reward."""
     return [{"category": row["category"], "unit": row.get("scenario_id") or row["prompt"],
              "reward": float(row["reward"]), "eval_run": row.get("eval_run")}
             for row, _line in iter_rows(path)]
 
 
-def lookup(config: Mapping[str, object], *names: str) -> Any:
+def lookup(config: Mapping[str, object], *names: str) -> object:
     """The first of ``names`` at the top of ``config``, else one level down (``knobs``...).
 
     An earlier name wins at any level, so a nested record that shares a later name (the
