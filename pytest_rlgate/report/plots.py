@@ -11,14 +11,14 @@ import io
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 import numpy as np
 
 from ..errors import UsageError
 from .data import ReportData, is_number
 from .levels import LEVEL_CONFIDENCE, Level, groups, levels, pass_comparisons, series
+
+if TYPE_CHECKING:  # matplotlib loads when a report draws
+    from matplotlib.figure import Figure
 
 __all__ = ["ALARM_COLOURS", "CURVES", "VERDICT_COLOURS", "plot_categories", "plot_curves", "plot_recipe"]
 
