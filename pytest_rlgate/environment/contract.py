@@ -25,7 +25,6 @@ import hashlib
 import importlib
 import inspect
 import os
-import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
@@ -38,6 +37,8 @@ from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_erro
 from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
 
 if TYPE_CHECKING:
+    import random
+
     from hypothesis.strategies import SearchStrategy
 
     from ..data.records import Case

@@ -91,9 +91,10 @@ def _settings(config: pytest.Config) -> PromptSettings:
         return default if value is None else value
 
     env = session_env(config)
-    file = setting(config, "prompts-file")
-    if file:
-        file = Path(file).expanduser()
+    given = setting(config, "prompts-file")
+    file: Path | None = None
+    if given:
+        file = Path(given).expanduser()
         if not file.is_absolute():
             from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
             base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
@@ -106,7 +107,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
         off = config.getoption(NO_DECONTAMINATE) or config.getini(NO_DECONTAMINATE)
     except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
         raise pytest.UsageError(f"ini setting {NO_DECONTAMINATE}: {exc}; use true or false") from None
-    return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file or None,
+    return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file,
                           holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
                           decontaminate=not off)
 
