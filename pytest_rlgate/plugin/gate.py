@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pytest_rlgate.data.rows import RowInput
     from pytest_rlgate.environment.contract import Env
     from pytest_rlgate.gate.afters import SeedSources
-    from pytest_rlgate.gate.recipe import RecipeGateResult
+    from pytest_rlgate.gate.recipe import RecipeComparisonRecord, RecipeGateResult
     from pytest_rlgate.gate.result import GateResult
 
 PROPERTY = "rlgate_gate"
@@ -314,8 +314,10 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
     from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
     from pytest_rlgate.gate.text import is_borderline, units_label
 
-    def _borderline(c: dict[str, Any]) -> bool:
-        return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
+    def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
+        if "seeds" in c:  # a recipe's
+            return worth_a_look(cast("RecipeComparisonRecord", c))
+        return is_borderline(c["verdict"], c["flags"])
 
     failed = sum(not g["passed"] for g in log.gates)
     counts: dict[str, int] = {}
