@@ -24,9 +24,9 @@ import numpy as np
 
 from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.readers import RowSource, as_side, check_sides, source_notes
-from ..data.readers.source import CheckedReader, RowInput, SideReader
+from ..data.readers.source import CheckedReader, SideReader
 from ..data.records import Case, Header
-from ..data.rows import NEW, SAME, RowReader
+from ..data.rows import NEW, SAME, RowInput, RowReader
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
 from .flips import KEEP, Page, ReplyBook

@@ -24,9 +24,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ...errors import DataError, UsageError
-from ..rows import read_rows as _check_rows
+from ..rows import RowInput, read_rows as _check_rows
 from .pairing import check_items, check_sources, describe
-from .source import Reader, ReadOptions, RowInput, RowSource, SideReader
+from .source import Reader, ReadOptions, RowSource, SideReader
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ReadOptions", "Reader", "RowSource", "as_side", "check_items",
            "check_sides", "describe", "detect_format", "load_reader", "read_rows", "reader_names"]

@@ -27,11 +27,11 @@ from types import ModuleType
 from typing import Any
 
 from ...errors import DataError, UsageError
+from ..records import Row
 from .hashes import pack
 from .source import (
     MISSING,
     ReadOptions,
-    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -132,14 +132,14 @@ class InspectReader:
                                       "epochs": spec.config.epochs if spec.config else None,
                                       "dataset": spec.dataset.name if spec.dataset else None})
 
-        def produce(source: RowSource) -> Iterator[RowDict]:
+        def produce(source: RowSource) -> Iterator[Row]:
             yield from _rows(source, log, label, spec.task, scorers, options)
 
         return RowSource(self.name, file, header, produce, options)
 
 
 def _rows(source: RowSource, log: ModuleType, label: str, task: str, scorers: list[str],
-          options: ReadOptions) -> Iterator[RowDict]:
+          options: ReadOptions) -> Iterator[Row]:
     category_key = options.category
     metric = options.metric or (scorers[0] if scorers else None)
     scorer, _, entry = (metric or "").partition(".")

@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import DataError
+from ..records import Row
 from .hashes import pack
 from .lines import json_lines
 from .source import (
     MISSING,
     ReadOptions,
-    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -113,14 +113,14 @@ class NemoReader:
                                extra={"config_hash": {str(_mapping(d["benchmark"]).get("name")): d.get("config_hash")
                                                       for d, _ in bundles}})
 
-        def produce(source: RowSource) -> Iterator[RowDict]:
+        def produce(source: RowSource) -> Iterator[Row]:
             for data, results in bundles:
                 yield from _rows(source, str(_mapping(data["benchmark"]).get("name")), results, options)
 
         return RowSource(self.name, path, header, produce, options)
 
 
-def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -> Iterator[RowDict]:
+def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -> Iterator[Row]:
     label = os.fspath(file)
     failed: list[str] = []
     first_error = ""

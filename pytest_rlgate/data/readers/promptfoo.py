@@ -26,11 +26,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ...errors import DataError
+from ..records import Row
 from .hashes import pack
 from .source import (
     MISSING,
     ReadOptions,
-    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -118,14 +118,14 @@ class PromptfooReader:
         header = source_header("promptfoo", version=version, tasks={task: body.get("version")}, options=options,
                                path=path, model=provider, extra={"eval_id": data.get("evalId")})
 
-        def produce(source: RowSource) -> Iterator[RowDict]:
+        def produce(source: RowSource) -> Iterator[Row]:
             yield from _rows(source, results, provider, os.fspath(path), task, options)
 
         return RowSource(self.name, path, header, produce, options)
 
 
 def _rows(source: RowSource, results: list[object], provider: str | None, label: str, task: str,
-          options: ReadOptions) -> Iterator[RowDict]:
+          options: ReadOptions) -> Iterator[Row]:
     category_key = options.category
     errors: list[str] = []
     first_error = ""

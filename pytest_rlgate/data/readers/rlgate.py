@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..provenance import HEADER_KEY
+from ..records import Row
 from ..rows import read_header, read_rows
-from .source import ReadOptions, RowDict, RowSource
+from .source import ReadOptions, RowSource
 
 __all__ = ["READER"]
 
@@ -35,9 +36,8 @@ class RlgateReader:
         return isinstance(obj, dict) and (HEADER_KEY in obj or all(k.strip(b'"').decode() in obj for k in _ROW_KEYS))
 
     def open(self, path: Path, options: ReadOptions) -> RowSource:
-        def produce(_source: RowSource) -> Iterator[RowDict]:
-            for row in read_rows(path):
-                yield dict(row)  # its fields, as every reader hands a row on
+        def produce(_source: RowSource) -> Iterator[Row]:
+            yield from read_rows(path)
 
         return RowSource("rlgate", path, read_header(path) or {}, produce, options)
 

@@ -19,11 +19,11 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, cast
+from typing import ClassVar, Protocol
 
 from ...errors import DataError, UsageError
 from ...options import ReadOptions
@@ -33,7 +33,7 @@ from .hashes import pack, unpack
 from .pairing import check_items
 
 __all__ = ["CheckedReader", "ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of",
-           "path_getter", "RowDict", "RowInput", "SideReader", "rows_of", "short_hash", "source_header", "unpack"]
+           "path_getter", "SideReader", "rows_of", "short_hash", "source_header", "unpack"]
 
 
 class Reader(Protocol):
@@ -51,10 +51,8 @@ class Reader(Protocol):
     def open(self, path: Path, options: ReadOptions) -> RowSource: ...
 
 
-#: a row as a reader hands it on: a plain dict of the row's fields (:class:`~pytest_rlgate.data.records.Row`'s)
-RowDict = dict[str, object]
 #: a reader's row stream: called once per pass over the side
-Produce = Callable[["RowSource"], Iterator[RowDict]]
+Produce = Callable[["RowSource"], Iterator[Row]]
 #: a reader's checked pass (:attr:`RowSource.checked`): ``(row, position, key state)`` of each
 #: row, then the number of rows it made
 ProduceChecked = Callable[["RowSource"], Generator[tuple[Row, int, int], None, int]]
@@ -92,7 +90,7 @@ class RowSource:
     spec: str | None = None
     #: the reader's checked pass, when it has one (see above)
     checked: ProduceChecked | None = field(default=None, repr=False)
-    _pass: Iterator[RowDict] | None = field(default=None, repr=False)
+    _pass: Iterator[Row] | None = field(default=None, repr=False)
     #: every pass makes its rows afresh, so the gate checks a plain valid one in place, as it
     #: does a row it parsed from a file (:class:`~pytest_rlgate.data.rows.RowReader`), not a copy
     fresh_rows: ClassVar[bool] = True
@@ -106,7 +104,7 @@ class RowSource:
         source = self.header.get("source")
         return str(source.get("harness", self.format) if isinstance(source, Mapping) else self.format)
 
-    def __iter__(self) -> Iterator[RowDict]:
+    def __iter__(self) -> Iterator[Row]:
         self._start()
         yield from self.produce(self)
         self._finish()
@@ -134,7 +132,7 @@ class RowSource:
                 if note not in self.notes:
                     self.notes.append(note)
 
-    def __next__(self) -> RowDict:
+    def __next__(self) -> Row:
         """The next row of one pass, as from a generator (``read_rows`` returned one before readers)."""
         if self._pass is None:
             self._pass = iter(self)
@@ -149,9 +147,9 @@ class RowSource:
 def rows_of(checked: ProduceChecked) -> Produce:
     """A checked pass as a plain row stream (its rows without their positions and states)."""
 
-    def produce(source: RowSource) -> Iterator[RowDict]:
+    def produce(source: RowSource) -> Iterator[Row]:
         for row, _position, _state in checked(source):
-            yield cast(RowDict, row)  # a Row is this dict
+            yield row
 
     return produce
 
@@ -210,7 +208,7 @@ class SideReader(Protocol):
     @property
     def source(self) -> object: ...
 
-    def __iter__(self) -> Iterator[tuple[Mapping[str, Any], int, int]]: ...
+    def __iter__(self) -> Iterator[tuple[Row, int, int]]: ...
 
     def __enter__(self) -> SideReader: ...
 
@@ -218,8 +216,6 @@ class SideReader(Protocol):
                  traceback: TracebackType | None) -> None: ...
 
 
-#: a side as a caller gives it: a row file or a harness's output (a path), a :class:`RowSource`, or rows in memory
-RowInput = str | os.PathLike[str] | Iterable[object]
 
 
 def short_hash(value: object) -> str:

@@ -23,12 +23,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ...errors import DataError
+from ..records import Row
 from .hashes import pack
 from .lines import json_lines
 from .source import (
     MISSING,
     ReadOptions,
-    RowDict,
     RowSource,
     keys_at,
     label_of,
@@ -123,13 +123,13 @@ class VerifiersReader:
                                model=model if isinstance(model, str) else None,
                                extra={"layout": "v1 traces" if file.name == "traces.jsonl" else "v0 results"})
 
-        def produce(source: RowSource) -> Iterator[RowDict]:
+        def produce(source: RowSource) -> Iterator[Row]:
             yield from _rows(source, file, env, options)
 
         return RowSource(self.name, file, header, produce, options)
 
 
-def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iterator[RowDict]:
+def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iterator[Row]:
     label = os.fspath(file)
     category_key = options.category
     errors: list[str] = []
