@@ -20,18 +20,22 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data.prompts import count_by_category, fingerprint
+from ..data.records import PromptItem, Row
 from ..errors import DataError, RlgateWarning, UsageError
 from ..policy.sampling import sample_rows
-from .config import RunKnobs
+from .config import RunKnobs, resolved
 from .run import RunFolder
+
+if TYPE_CHECKING:
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["SEED_OFFSET", "Selection", "describe", "pass_rates", "select_by_pass_rate", "select_next_round",
            "selection_seed"]
 
-Item = dict[str, Any]
+Item = PromptItem
 
 #: Added to the round-one run's sample seed: the reference run samples round two's tasks at 17 + 500.
 SEED_OFFSET = 500
@@ -69,7 +73,7 @@ class Selection:
         """Categories that had train tasks and have none left."""
         return [c for c, n in self.by_category.items() if n["tasks"] and not n["kept"]]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """What the run's ``config.json`` records under ``next_round``."""
         return {
             "band": list(self.band), "k": self.k, "seed": self.seed, "policy": self.policy,
@@ -92,7 +96,7 @@ def describe(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def pass_rates(tasks: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[float]:
+def pass_rates(tasks: Sequence[PromptItem], rows: Sequence[Row]) -> list[float]:
     """Each task's share of passing rows, matched by prompt text (rows carry ``prompt`` and ``reward``)."""
     passed: Counter[str] = Counter()
     seen: Counter[str] = Counter()
@@ -148,7 +152,7 @@ def select_by_pass_rate(
     return selection
 
 
-def select_next_round(model: Any, tokenizer: Any, tasks: Sequence[Item], knobs: RunKnobs, *, policy: str,
+def select_next_round(model: Model, tokenizer: Tokenizer, tasks: Sequence[Item], knobs: RunKnobs, *, policy: str,
                       progress: bool | None = None) -> Selection:
     """Sample each task ``knobs.eval_k`` times under *model* (the round-one policy, merged) and
     keep those inside ``knobs.difficulty``; see :func:`select_by_pass_rate`."""
@@ -158,7 +162,8 @@ def select_next_round(model: Any, tokenizer: Any, tasks: Sequence[Item], knobs: 
     unique = list({task["prompt"]: task for task in tasks}.values())  # a balance copy samples the same replies
     rows = sample_rows(model, tokenizer, unique, k=knobs.eval_k, seed=seed, policy=policy, eval_run="next-round",
                        env=knobs.environment, temperature=knobs.temperature, top_p=knobs.top_p,
-                       max_new_tokens=knobs.max_completion_length, progress=progress,
+                       max_new_tokens=resolved(knobs.max_completion_length, "max_completion_length"),
+                       progress=progress,
                        desc="sampling train tasks (next-round difficulty)")
     low, high = knobs.difficulty
     return select_by_pass_rate(tasks, pass_rates(tasks, rows), (low, high), k=knobs.eval_k, seed=seed,

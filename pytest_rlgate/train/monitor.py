@@ -39,6 +39,7 @@ from ..policy.handles import GenerationOptions
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
 from ..rewards.scan import hack_scan
 from .reward import completion_text, prompt_text
+from .tools import Chat
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -146,7 +147,7 @@ class HackMonitor(TrainerCallback):
         """
 
         @functools.wraps(reward_fn)  # keeps __name__, so TRL's rewards/<name> columns survive
-        def recorded(prompts: Sequence[object], completions: Sequence[object], **kwargs: Any) -> list[float]:
+        def recorded(prompts: Sequence[Chat], completions: Sequence[object], **kwargs: Any) -> list[float]:
             rewards = reward_fn(prompts, completions, **kwargs)
             categories = kwargs.get("category") or [None] * len(completions)
             for p, c, r, g in zip(prompts, completions, rewards, categories):

@@ -23,6 +23,7 @@ from .._io import ranks
 from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
 from ..data.records import PromptItem, Row
+from ..data.rows import Rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
 from ..gate.adapter import compare_adapter
@@ -104,7 +105,7 @@ def prepare(knobs: RunKnobs) -> Prepared:
 def holdout_rows(
     model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
     eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
-) -> list[Row]:
+) -> Rows:
     """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows;
     the progress bar is named *desc*."""
     return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
@@ -118,14 +119,14 @@ def base_seeds(knobs: RunKnobs) -> list[int]:
     return [knobs.sample_seed + i for i in range(knobs.base_runs)]
 
 
-def write_base_runs(run: RunWriter, prep: Prepared, *, progress: bool | None = None) -> list[list[Row]]:
+def write_base_runs(run: RunWriter, prep: Prepared, *, progress: bool | None = None) -> list[Rows]:
     """Sample the base policy's holdout at every base seed into the run folder (and the holdout prompts)."""
     write_prompts(run.path / HOLDOUT_PROMPTS, prep.prompts.holdout)
     label = policy_label(prep.lineage)
-    before: list[list[Row]] = []
+    before: list[Rows] = []
     seeds = base_seeds(prep.knobs)
     for i, seed in enumerate(seeds):
-        def sample(seed: int = seed, i: int = i) -> list[Row]:
+        def sample(seed: int = seed, i: int = i) -> Rows:
             return holdout_rows(prep.model, prep.tokenizer, prep.prompts.holdout, prep.knobs, seed=seed,
                                 policy=label, eval_run=f"before-{i}", progress=progress,
                                 desc=f"sampling holdout (base run {i + 1}/{len(seeds)})")
@@ -140,7 +141,7 @@ _BASE_SAMPLING = ("temperature", "top_p", "eval_k", "max_completion_length")
 
 
 def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
-                     sample: Callable[[], list[Row]]) -> list[Row]:
+                     sample: Callable[[], Rows]) -> Rows:
     """A base run's rows, sampled once per (base, holdout, sampling knobs, seed) and cached.
 
     Every run on the same base and holdout samples the same base rows; caching them lets the

@@ -21,7 +21,7 @@ What we hand TRL:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from ..environment.contract import Env
 from ..environment.episode import episode_from_messages
@@ -34,7 +34,7 @@ __all__ = ["completion_budget", "episode_reward", "tool_trainer_options", "trl_e
 
 RewardFn = Callable[..., list[float]]
 #: a prompt or a completion as TRL hands it to a reward: a text, or chat messages
-Chat = Union[str, Sequence[Mapping[str, object]]]
+Chat = str | Sequence[Mapping[str, object]]
 
 
 def trl_environment_factory(env: Env) -> Callable[[], object]:
