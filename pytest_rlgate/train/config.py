@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
@@ -28,6 +28,9 @@ from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPER
 from ..policy.tiny.manifest import BUILD_INFO
 from ..policy.tiny.spec import TINY_PREFIX
 from .reward import score_function
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # --- shared by every method -------------------------------------------------------------
 #: Prompt seed of the template writer: the same seed writes the same prompt set and holdout, byte for byte.
@@ -147,7 +150,7 @@ def _fail(flag: str, value: object, fix: str) -> NoReturn:
     raise UsageError(f"--{flag} {value!r}: {fix}")
 
 
-def check_numbers(knobs: object) -> None:
+def check_numbers(knobs: DataclassInstance) -> None:
     """Raise ``UsageError`` naming the flag for the first knob outside its range (None = resolved later)."""
     for name, number in bounds_of(knobs).items():
         value = getattr(knobs, name)
