@@ -35,6 +35,7 @@ from ..environment.contract import EnvSpec, load_env
 from ..gate.numtext import interval
 from ..gate.recipe_text import seed_dots
 from ..report import write_index, write_report
+from ..train.config import resolved
 from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.seeds import train_seeds
@@ -58,7 +59,7 @@ def recipe_seeds(n: int) -> tuple[int, ...]:
 
 def recipe_configurations(steps: int = STEPS, *, env: str | None = None) -> list[DemoConfig]:
     """The two honest recipes: GRPO on the imbalanced split, and balanced to 0.25 (on *env*'s spec)."""
-    shared: dict[str, Any] = {"size": SIZE, "holdout": RECIPE_HOLDOUT, "steps": steps}
+    shared: dict[str, object] = {"size": SIZE, "holdout": RECIPE_HOLDOUT, "steps": steps}
     if env is not None:
         shared["env"] = env
     return [DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", shared),
@@ -193,7 +194,7 @@ def run_recipe_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, seeds: in
     configs = recipe_configurations(steps, env=env if isinstance(env, str) else None)
     trainer_seeds = recipe_seeds(seeds)
     first = make_knobs(configs[0].method, **configs[0].knobs)
-    _tiny_policy(first.base_model, say)
+    _tiny_policy(resolved(first.base_model, "base_model"), say)
     sets = load_prompts(first)
     say(f"prompts: {sets.source} held out at {RECIPE_HOLDOUT}; train {count_by_category(sets.train)}, "
         f"holdout {count_by_category(sets.holdout)} (each run folder keeps its holdout prompts)")
