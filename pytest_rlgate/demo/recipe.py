@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tabulate import tabulate
 
@@ -39,7 +39,7 @@ from ..train.config import resolved
 from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.seeds import train_seeds
-from .story import ORDER, SIZE, STEPS, DemoConfig, _plain, _signed, _tiny_policy, watched
+from .story import ORDER, SIZE, STEPS, ComparisonRecord, DemoConfig, _plain, _signed, _tiny_policy, watched
 
 __all__ = ["FIRST_SEED", "RECIPE_HOLDOUT", "RecipeDemoResult", "RecipeSummary", "recipe_configurations",
            "recipe_seeds", "render_recipe_story", "render_recipe_table", "run_recipe_demo"]
@@ -67,6 +67,24 @@ def recipe_configurations(steps: int = STEPS, *, env: str | None = None) -> list
                        {**shared, "balance": 0.25})]
 
 
+class SeedRecord(TypedDict):
+    """One training seed's own comparison inside a recipe comparison."""
+
+    seed: int
+    delta: float
+    verdict: str
+
+
+class RecipeComparisonRecord(ComparisonRecord, total=False):
+    """A recipe comparison as its JSON keeps it (``RecipeComparison.to_dict()``): the per-seed parts too."""
+
+    reason: str | None
+    n_seeds: int
+    regressed_seeds: int
+    seeds: list[SeedRecord]
+    seeds_line: str
+
+
 @dataclass
 class RecipeSummary:
     """What the story shows of one recipe: its configuration and its recipe gate (``to_dict()``)."""
@@ -80,7 +98,7 @@ class RecipeSummary:
     def passed(self) -> bool:
         return bool(self.gate.get("passed"))
 
-    def pass_at_1(self) -> dict[str, Mapping[str, Any]]:
+    def pass_at_1(self) -> dict[str, RecipeComparisonRecord]:
         return {c["group"]: c for c in self.gate.get("comparisons", []) if c["metric"] == "pass@1"}
 
 
@@ -89,7 +107,7 @@ def _groups(summaries: Sequence[RecipeSummary]) -> list[str]:
     return [g for g in ORDER if g in seen] + sorted(seen - set(ORDER))
 
 
-def _interval(c: Mapping[str, Any]) -> str:
+def _interval(c: RecipeComparisonRecord) -> str:
     return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
 
 
@@ -126,7 +144,7 @@ def render_recipe_table(summaries: Sequence[RecipeSummary]) -> str:
                     "how many seeds regressed on their own")
 
 
-def _describe(group: str, c: Mapping[str, Any]) -> str:
+def _describe(group: str, c: RecipeComparisonRecord) -> str:
     """One clause per category, led by the recipe verdict, then the seeds on their own."""
     span = f"Δ {_signed(c['delta'])} {_interval(c)} over {c['n_units']} scenarios × {c['n_seeds']} seeds"
     verdict = c["verdict"]
@@ -140,7 +158,8 @@ def _describe(group: str, c: Mapping[str, Any]) -> str:
         lead = (f"{group} is inconclusive as a recipe ({span}: a drop smaller than the MDE {_plain(c['mde'])} "
                 "could go unseen)")
     else:
-        lead = f"{group} is {verdict} ({span}{': ' + c['reason'] if c.get('reason') else ''})"
+        reason = c.get("reason")
+        lead = f"{group} is {verdict} ({span}{': ' + reason if reason else ''})"
     seeds = ", ".join(f"{s['seed']} {_signed(s['delta'])} {_shown(s['verdict'])}" for s in c["seeds"])
     return f"{lead}; seed by seed {seeds}: {c['seeds_line']}"
 

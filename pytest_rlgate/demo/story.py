@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tabulate import tabulate
 
@@ -155,6 +155,23 @@ def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: EnvS
 # --------------------------------------------------------------------------- summaries
 
 
+class ComparisonRecord(TypedDict, total=False):
+    """One comparison as a gate's JSON keeps it (``Comparison.to_dict()``): the fields the story reads."""
+
+    metric: str
+    group: str
+    n_units: int
+    k: float
+    before: float | None
+    after: float | None
+    delta: float | None
+    low: float | None
+    high: float | None
+    verdict: str
+    flags: list[str]
+    mde: float | None
+
+
 @dataclass
 class RunSummary:
     """What the demo shows of one finished run (plain data: the table renders from it)."""
@@ -173,7 +190,7 @@ class RunSummary:
     def passed(self) -> bool:
         return bool(self.gate.get("passed"))
 
-    def pass_at_1(self) -> dict[str, Mapping[str, Any]]:
+    def pass_at_1(self) -> dict[str, ComparisonRecord]:
         return {c["group"]: c for c in self.gate.get("comparisons", []) if c["metric"] == "pass@1"}
 
 
@@ -229,11 +246,11 @@ def _plain(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _interval(c: Mapping[str, Any]) -> str:
+def _interval(c: ComparisonRecord) -> str:
     return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
 
 
-def _verdict(c: Mapping[str, Any]) -> str:
+def _verdict(c: ComparisonRecord) -> str:
     verdict = str(c.get("verdict", "?"))
     shown = verdict.upper() if verdict == "regressed" else verdict
     flags = [f for f in c.get("flags") or [] if f == "within noise"]
@@ -290,7 +307,7 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     return table + "\n" + "\n".join(notes)
 
 
-def _describe_move(group: str, c: Mapping[str, Any]) -> str:
+def _describe_move(group: str, c: ComparisonRecord) -> str:
     """One clause per category, led by the verdict (the flags only add why)."""
     verdict = c.get("verdict")
     span = f"{_plain(c['before'])} → {_plain(c['after'])}"
