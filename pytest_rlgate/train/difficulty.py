@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..data.prompts import count_by_category, fingerprint
 from ..data.records import PromptItem, Row
@@ -36,6 +36,38 @@ __all__ = ["SEED_OFFSET", "Selection", "describe", "pass_rates", "select_by_pass
            "selection_seed"]
 
 Item = PromptItem
+
+
+class CategoryCounts(TypedDict):
+    """One category's train tasks under the selection: how many, kept, solved (above the band), unsolved."""
+
+    tasks: int
+    kept: int
+    solved: int
+    unsolved: int
+
+
+class KeptTask(TypedDict):
+    """A kept task, by its scenario and prompt, with its pass rate."""
+
+    scenario_id: str | None
+    prompt: str
+    pass_rate: float
+
+
+class SelectionRecord(TypedDict):
+    """``config.json``'s ``next_round``: :meth:`Selection.to_dict`."""
+
+    band: list[float]
+    k: int
+    seed: int
+    policy: str
+    tasks: int
+    kept: int
+    by_category: dict[str, CategoryCounts]
+    emptied: list[str]
+    kept_fingerprint: str
+    kept_tasks: list[KeptTask]
 
 #: Added to the round-one run's sample seed: the reference run samples round two's tasks at 17 + 500.
 SEED_OFFSET = 500
@@ -63,8 +95,8 @@ class Selection:
     k: int
     seed: int
     policy: str
-    #: category -> {"tasks", "kept", "solved", "unsolved"}
-    by_category: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: category -> its counts
+    by_category: dict[str, CategoryCounts] = field(default_factory=dict)
     #: the kept tasks' pass rates, in ``kept`` order
     rates: list[float] = field(default_factory=list)
 
@@ -73,7 +105,7 @@ class Selection:
         """Categories that had train tasks and have none left."""
         return [c for c, n in self.by_category.items() if n["tasks"] and not n["kept"]]
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> SelectionRecord:
         """What the run's ``config.json`` records under ``next_round``."""
         return {
             "band": list(self.band), "k": self.k, "seed": self.seed, "policy": self.policy,
@@ -84,7 +116,7 @@ class Selection:
         }
 
 
-def describe(record: Mapping[str, Any]) -> list[str]:
+def describe(record: SelectionRecord) -> list[str]:
     """The lines ``rlgate train`` prints for a ``next_round`` record (``Selection.to_dict``)."""
     low, high = record["band"]
     head = (f"next round: kept {record['kept']} of {record['tasks']} train tasks with a pass rate in "
@@ -124,7 +156,7 @@ def select_by_pass_rate(
     move it); no task kept at all is a :class:`UsageError`, since there is nothing to train on.
     """
     low, high = band
-    counts: dict[str, dict[str, int]] = {c: {"tasks": 0, "kept": 0, "solved": 0, "unsolved": 0}
+    counts: dict[str, CategoryCounts] = {c: {"tasks": 0, "kept": 0, "solved": 0, "unsolved": 0}
                                          for c in count_by_category(tasks)}
     kept: list[Item] = []
     kept_rates: list[float] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     import torch
@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
 from .corpus import Dialogue
 
-__all__ = ["TrainSchedule", "encode_dialogues", "warm_start"]
+__all__ = ["LossCurve", "TrainSchedule", "encode_dialogues", "warm_start"]
+
+
+class LossCurve(TypedDict):
+    """How the warm start went: the first and last loss, a thinned curve, the seconds it took."""
+
+    loss_first: float
+    loss_last: float
+    loss_curve: list[float]
+    train_seconds: float
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,7 @@ def warm_start(
     pad_id: int,
     after_step: Callable[[Model], None] | None = None,
     log: Callable[[int, float], None] | None = None,
-) -> dict[str, float | list[float]]:
+) -> LossCurve:
     """Train *model* in place on *examples* (cycled in order); returns the loss curve."""
     import torch
     import torch.nn.functional as F
