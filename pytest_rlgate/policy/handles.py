@@ -36,7 +36,6 @@ Policy = Union["Model", "VllmSampler", PolicyFunction, str]
 Prompts = Sequence[str | Mapping[str, object]]
 
 
-
 class RowMeta(TypedDict, total=False):
     """What sampling stamps on every row it grades: the seed, and the policy and run named."""
 

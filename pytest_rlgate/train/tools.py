@@ -43,10 +43,12 @@ def trl_environment_factory(env: Env) -> Callable[[], object]:
     if factory is None:
         raise UsageError(f"environment {env.name} has no environment_factory")
     base = type(factory())
+    # called on instances of the subclass below, which the type checker cannot see: any self
+    base_reset: Callable[..., object] = base.reset
 
     def reset(self: object, **row: object) -> object:
         case = row.get("case")
-        return base.reset(self, **dict(case if isinstance(case, Mapping) else {}))
+        return base_reset(self, **dict(case if isinstance(case, Mapping) else {}))
 
     adapted = type(base.__name__, (base,), {"reset": reset, "get_reward": None, "__module__": base.__module__,
                                             "__doc__": base.__doc__, "__qualname__": base.__qualname__})
