@@ -9,7 +9,15 @@ are ``AssertionError`` subclasses instead, so pytest counts them as failed tests
 from __future__ import annotations
 
 from os import PathLike
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the results the failures carry; nothing above this module is imported at run time
+    import pytest
+
+    from .gate.recipe import RecipeGateResult
+    from .gate.result import GateResult
+    from .rewards.probe import ProbeResult
+    from .rewards.scan import HackScanResult
 
 __all__ = ["DataError", "RankError", "RegressionError", "RewardHackError", "RewardMismatch", "RewardValueError",
            "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
@@ -72,7 +80,7 @@ class RlgateWarning(UserWarning):
 class RegressionError(AssertionError):
     """The gate failed; the message is the table of what failed and the rule, ``result`` the whole result."""
 
-    def __init__(self, message: str, result: Any = None) -> None:
+    def __init__(self, message: str, result: GateResult | RecipeGateResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 
@@ -84,7 +92,7 @@ class RewardHackError(AssertionError):
     table as the failure message, like :class:`RegressionError`.
     """
 
-    def __init__(self, message: str, result: Any = None) -> None:
+    def __init__(self, message: str, result: ProbeResult | HackScanResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 
@@ -101,7 +109,7 @@ class RewardValueError(TypeError):
     """A reward returned something that is not a number (a failed row, not a bad table)."""
 
 
-def hide_user_errors(excinfo: Any) -> bool:
+def hide_user_errors(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
     """pytest's ``__tracebackhide__`` of the modules a user's test calls into: their frames are
     hidden when the failure is the user's (an :class:`RlgateError`, a :class:`RegressionError`),
     so it reads as its one line naming file:line; a bug in rlgate keeps its whole traceback."""

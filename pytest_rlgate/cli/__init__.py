@@ -20,7 +20,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn, Protocol, cast
 
 from .._io import ranks
 from .._io.cache import cache_root
@@ -72,8 +72,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _load(module: str) -> Any:  # a command module: add_arguments(parser) and run(args)
-    return importlib.import_module(module)
+class _Command(Protocol):
+    """What each module :data:`COMMANDS` names defines."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _load(module: str) -> _Command:
+    return cast(_Command, importlib.import_module(module))  # one of COMMANDS' modules
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:

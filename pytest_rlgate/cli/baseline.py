@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..data.provenance import sampled_with
 from ..options import output_file
 from ..train.baseline import save_baseline
 
@@ -32,5 +33,5 @@ def run(args: argparse.Namespace) -> int:
     header = rows.header or {}
     which = "after-rows" if args.base_run is None else f"base run {args.base_run}"
     print(f"wrote {len(rows)} rows ({which} of {args.run_dir}; env {header.get('env')} "
-          f"{str(header.get('env_fingerprint'))[:15]}, k {header.get('sampling', {}).get('k')}) to {args.out}")
+          f"{str(header.get('env_fingerprint'))[:15]}, k {sampled_with(header, 'k')}) to {args.out}")
     return 0

@@ -10,8 +10,7 @@ be. Written atomically; ``.gz`` compresses.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 from ..data.readers import describe
 from ..data.rows import write_rows
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     (source,) = read_sources([args.source], args, ["source"])
     count = 0
 
-    def counted() -> Iterator[dict[str, Any]]:
+    def counted() -> Iterator[Mapping[str, object]]:
         nonlocal count
         for row in source:
             count += 1

@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_read_arguments(parser)
 
 
-def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[Any]) -> None:
+def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]) -> None:
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
     meta = spec.metadata
-    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}  # add_argument's
     if spec.name in ("guards", "categories"):
         kwargs.update(action="append", default=None)
     elif spec.name == "holm":
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def _write_json(target: Path, payload: dict[str, Any]) -> None:
+def _write_json(target: Path, payload: Mapping[str, object]) -> None:
     try:
         atomic_write(target, json.dumps(payload, indent=2) + "\n")
     except OSError as exc:

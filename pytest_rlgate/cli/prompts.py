@@ -21,6 +21,7 @@ from ..data.hygiene import KeepResult, keep_prompts
 from ..data.jsonl import iter_json_lines
 from ..data.prompts import SPLITS, build_prompts, count_by_category, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
+from ..data.records import PromptItem
 from ..environment.contract import Env, load_env
 from ..envs import DEFAULT_ENV
 from ..errors import DataError
@@ -92,13 +93,14 @@ def run(args: argparse.Namespace) -> int:
             raise
         # what was dropped is likely why the rest cannot be split: say both
         raise DataError(f"{exc.reason} (after the keep filter: {kept.summary()})", path=args.keep) from None
-    outputs = {"prompts.jsonl": items, "train.jsonl": prepared.train, "holdout.jsonl": prepared.holdout}
+    outputs: dict[str, list[PromptItem]] = {"prompts.jsonl": items, "train.jsonl": prepared.train,
+                                            "holdout.jsonl": prepared.holdout}
     digests = write_prompt_set(args.out_dir, outputs)
 
     table = []
     for name, rows in outputs.items():
         counts = count_by_category(rows)
-        scenarios = len({item["scenario_id"] for item in rows})
+        scenarios = len({item.get("scenario_id") for item in rows})
         table.append([name, len(rows), *(counts.get(c, 0) for c in env.categories), scenarios, digests[name]])
     print(f"rlgate prompts {source} --holdout {args.holdout:g} --split {args.split}"
           + (f" --balance {args.balance:g}" if args.balance else "")

@@ -30,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
     passed_before = sum(row["reward"] for row in read_rows(args.rows))
     write_rows(args.out, rows)
     now = rows.header or {}
-    graded = f"{was['env']} {was['env_fingerprint'][:15]}" if was else "an unknown environment (no header)"
+    graded = f"{was['env']} {str(was['env_fingerprint'])[:15]}" if was else "an unknown environment (no header)"
     print(f"re-scored {len(rows)} rows of {args.rows}: graded by {graded}, now by {now['env']} "
-          f"{now['env_fingerprint'][:15]}; pass@1 {passed_before / len(rows):.3f} -> "
+          f"{str(now['env_fingerprint'])[:15]}; pass@1 {passed_before / len(rows):.3f} -> "
           f"{sum(row['reward'] for row in rows) / len(rows):.3f}; wrote {args.out}")
     return 0

@@ -22,7 +22,8 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
-from ..environment.contract import load_env
+from ..data.records import PromptItem
+from ..environment.contract import Env, load_env
 from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
 from ..policy.load import load_policy
@@ -69,9 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
-def holdout_items(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
-    """The prompts to sample and where they came from."""
-    env = load_env(args.env)
+def holdout_items(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:
+    """The prompts to sample (of *env*, the command's environment) and where they came from."""
     if args.prompts:
         if not Path(args.prompts).is_file():
             raise UsageError(f"--prompts {args.prompts!r}: no such file; write one with `rlgate prompts`")
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     env = load_env(args.env)
     if args.adapter is not None:
         check_adapter(args.adapter, flag="--adapter")
-    items, source = holdout_items(args)
+    items, source = holdout_items(args, env)
     max_new = args.max_new_tokens or (C.TINY_MAX_COMPLETION_LENGTH if is_tiny(args.model) else C.MAX_COMPLETION_LENGTH)
     seeds = [args.sample_seed + i for i in range(args.base_runs)]
     label = str(args.model) if args.adapter is None else f"{args.model}+{Path(args.adapter).name}"

@@ -16,20 +16,35 @@ environment instance, so the tool results graded are the environment's, never th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypedDict, cast
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import Episode, episode_from_messages
 from ..errors import DataError, UsageError
+from .records import Case, Markers, Row
 from .rows import REQUIRED_FIELDS
 
-__all__ = ["EPISODE_FIELDS", "episode_fields", "grade_episode", "grade_episodes"]
+__all__ = ["EPISODE_FIELDS", "EpisodeFields", "episode_fields", "grade_episode", "grade_episodes"]
 
 #: the fields an episode row adds to a graded row
 EPISODE_FIELDS: tuple[str, ...] = ("transcript", "turns", "tool_calls", "stop", "turn_markers")
 
 
-def episode_fields(env: Env, episode: Episode, case: Mapping[str, Any]) -> dict[str, Any]:
+class EpisodeFields(TypedDict):
+    """The graded fields of one episode: what :func:`grade_episode` returns and an episode row holds."""
+
+    reply: str
+    score: float
+    reward: int
+    markers: Markers
+    transcript: list[dict[str, object]]
+    turns: int
+    tool_calls: int
+    stop: str
+    turn_markers: list[Markers]
+
+
+def episode_fields(env: Env, episode: Episode, case: Case) -> EpisodeFields:
     """``reply``, ``score``, ``reward``, ``markers`` and the episode fields of one episode."""
     value = env.score(episode, case)
     return {
@@ -42,8 +57,8 @@ def episode_fields(env: Env, episode: Episode, case: Mapping[str, Any]) -> dict[
     }
 
 
-def grade_episode(env: EnvSpec, case: Mapping[str, Any], transcript: Sequence[Mapping[str, Any]] | str,
-                  ) -> dict[str, Any]:
+def grade_episode(env: EnvSpec, case: Case, transcript: Sequence[Mapping[str, object]] | str,
+                  ) -> EpisodeFields:
     """Grade one given episode: *transcript* is a chat (the transformers / TRL message list) or
     an episode's text form; its assistant turns are replayed in a fresh instance of *env*.
 
@@ -64,8 +79,8 @@ def grade_episode(env: EnvSpec, case: Mapping[str, Any], transcript: Sequence[Ma
     return episode_fields(env, episode, case)
 
 
-def grade_episodes(items: Sequence[Mapping[str, Any]], episodes: Sequence[Sequence[Episode]], *,
-                   env: EnvSpec = None, **meta: Any) -> list[dict[str, Any]]:
+def grade_episodes(items: Sequence[Mapping[str, object]], episodes: Sequence[Sequence[Episode]], *,
+                   env: EnvSpec = None, **meta: object) -> list[Row]:
     """Grade ``episodes[i]`` (the k episodes sampled for ``items[i]``) into episode rows."""
     env = load_env(env)
     if len(items) != len(episodes):
@@ -73,16 +88,20 @@ def grade_episodes(items: Sequence[Mapping[str, Any]], episodes: Sequence[Sequen
     clash = sorted(set(meta) & {*REQUIRED_FIELDS, *EPISODE_FIELDS, "scenario_id", "case"})
     if clash:
         raise UsageError(f"meta keys {clash} would overwrite graded fields")
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for position, (item, sampled) in enumerate(zip(items, episodes)):
         where = f"<items>[{position}]"
         prompt = item.get("prompt")
         if not isinstance(prompt, str) or not prompt:
             raise DataError("no 'prompt' string", path=where)
-        case = item.get("case") if item.get("case") is not None else env.case_for(prompt)
+        own = item.get("case")
+        case = env.case_for(prompt) if own is None else own
         if case is None:
             raise DataError(f"no 'case', and environment {env.name} reads none from the prompt; give the item "
                             "its case", path=where)
+        if not isinstance(case, Mapping):
+            raise DataError(f"'case' must be an object (what the episode is scored against), got "
+                            f"{type(case).__name__}", path=where)
         category = env.category_of({**item, "case": case})
         if category is None:
             raise DataError(f"no 'category' (and its case names none); use one of {', '.join(env.categories)}",
@@ -90,6 +109,6 @@ def grade_episodes(items: Sequence[Mapping[str, Any]], episodes: Sequence[Sequen
         env.check_category(category, path=where)
         for index, episode in enumerate(sampled):
             graded = episode_fields(env, episode, case)
-            rows.append({"prompt": prompt, "scenario_id": item.get("scenario_id"), "category": category,
-                         "rollout_index": index, **graded, "case": dict(case), **meta})
+            rows.append(cast(Row, {"prompt": prompt, "scenario_id": item.get("scenario_id"), "category": category,
+                                   "rollout_index": index, **graded, "case": dict(case), **meta}))  # graded here
     return rows

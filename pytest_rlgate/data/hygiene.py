@@ -14,14 +14,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, cast
 
-from ..environment.contract import Env, load_env
+from ..environment.contract import EnvSpec, load_env
 from ..errors import DataError, UsageError
+from .records import PromptItem
 
 __all__ = ["Decontamination", "KeepResult", "decontaminate", "keep_prompts", "word_ngrams"]
 
-Item = dict[str, Any]
+Item = PromptItem
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Shorter than this (whitespace collapsed) a prompt says too little to grade a policy on.
@@ -54,13 +55,22 @@ def _contains(words: Sequence[str], gram: tuple[str, ...]) -> bool:
     return any(tuple(words[i:i + size]) == gram for i in range(len(words) - size + 1))
 
 
+class Dropped(TypedDict):
+    """A train prompt decontamination dropped, and the holdout prompt it repeats."""
+
+    prompt: str
+    scenario_id: str | None
+    holdout_prompt: str
+    holdout_scenario_id: str | None
+    coverage: float
+
+
 @dataclass(frozen=True)
 class Decontamination:
     """Which train prompts were dropped for repeating a holdout prompt, and why."""
 
     kept: list[Item]
-    #: ``{"prompt", "scenario_id", "holdout_prompt", "holdout_scenario_id", "coverage"}`` each
-    dropped: list[dict[str, Any]]
+    dropped: list[Dropped]
     n: int
     threshold: float
     enabled: bool = True
@@ -74,7 +84,7 @@ class Decontamination:
                 f"holdout prompts under {self.n} words must appear in it word for word")
         return f"decontamination: dropped {len(self.dropped)} of {total} train prompts ({rule})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """What a run's ``config.json`` records."""
         return {"enabled": self.enabled, "n": self.n, "threshold": self.threshold,
                 "train_before": len(self.kept) + len(self.dropped), "dropped": len(self.dropped),
@@ -82,8 +92,8 @@ class Decontamination:
 
 
 def decontaminate(
-    train: Sequence[Mapping[str, Any]],
-    holdout: Sequence[Mapping[str, Any]],
+    train: Sequence[Item],
+    holdout: Sequence[Item],
     n: int = 8,
     threshold: float = 0.8,
 ) -> Decontamination:
@@ -109,7 +119,7 @@ def decontaminate(
         for gram in grams:
             long_index.setdefault(gram, []).append(h)
     kept: list[Item] = []
-    dropped: list[dict[str, Any]] = []
+    dropped: list[Dropped] = []
     for item in train:
         text = str(item["prompt"])
         hits: Counter[int] = Counter()
@@ -125,13 +135,13 @@ def decontaminate(
                             "holdout_prompt": source["prompt"], "holdout_scenario_id": source.get("scenario_id"),
                             "coverage": round(best[0], 3)})
         else:
-            kept.append(dict(item))
+            kept.append(item.copy())
     return Decontamination(kept, dropped, n, float(threshold))
 
 
-def skip_decontamination(train: Sequence[Mapping[str, Any]], n: int = 8, threshold: float = 0.8) -> Decontamination:
+def skip_decontamination(train: Sequence[Item], n: int = 8, threshold: float = 0.8) -> Decontamination:
     """The record of a split whose decontamination was turned off (``--no-decontaminate``)."""
-    return Decontamination([dict(item) for item in train], [], n, threshold, enabled=False)
+    return Decontamination([item.copy() for item in train], [], n, threshold, enabled=False)
 
 
 @dataclass(frozen=True)
@@ -156,8 +166,8 @@ def _collapsed(text: str) -> str:
 
 
 def keep_prompts(
-    items: Iterable[Mapping[str, Any]],
-    env: Env | Any = None,
+    items: Iterable[object],
+    env: EnvSpec = None,
     *,
     min_chars: int = KEEP_MIN_CHARS,
     max_chars: int = KEEP_MAX_CHARS,
@@ -182,19 +192,19 @@ def keep_prompts(
     kept: list[Item] = []
     kept_words: list[frozenset[str]] = []
     for index, item in enumerate(items):
-        where: dict[str, Any] = {"path": path or "<items>", "line": lines[index] if lines is not None else index + 1}
+        place, line = path or "<items>", lines[index] if lines is not None else index + 1
         if not isinstance(item, Mapping):
             raise DataError(f"expected an object with prompt, scenario_id and category, got {type(item).__name__}",
-                            **where)
+                            path=place, line=line)
         for key in ("prompt", "scenario_id", "category"):
             value = item.get(key)
             if not isinstance(value, str) or (key != "prompt" and not value):  # an empty prompt is too short
                 raise DataError(f"needs a {'' if key == 'prompt' else 'non-empty '}string {key!r} (each line: "
-                                "prompt, scenario_id and the category its scenario asked for)", **where)
-        category = env.check_category(item["category"], **where)
+                                "prompt, scenario_id and the category its scenario asked for)", path=place, line=line)
+        category = env.check_category(item["category"], path=place, line=line)
         if not env.has_case_for and not isinstance(item.get("case"), Mapping):
             raise DataError(f'no "case" object, and environment {env.name} reads none from the text (it has no '
-                            'case_for); add each line\'s case, e.g. "case": {"answer": ...}', **where)
+                            'case_for); add each line\'s case, e.g. "case": {"answer": ...}', path=place, line=line)
         text = _collapsed(item["prompt"])
         if len(text) < min_chars:
             counts["too_short"] += 1
@@ -213,7 +223,7 @@ def keep_prompts(
             counts["near_duplicate"] += 1
             continue
         kept_words.append(words)
-        kept.append({**item, "category": category, "case": dict(case)})
+        kept.append(cast(Item, {**item, "category": category, "case": dict(case)}))  # checked above
     return KeepResult(kept, dict(counts), checked_category=env.has_case_for)
 
 

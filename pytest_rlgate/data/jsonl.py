@@ -27,11 +27,12 @@ import json
 import math
 import os
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from typing import IO, Any
 
 from ..errors import DataError, hide_user_errors
 from ..options import MAX_DEPTH, MAX_NUMBER_DIGITS
+from .records import JSON
 
 try:  # an optional speed-up: pip install pytest-rlgate[fast]
     import orjson as _orjson
@@ -83,7 +84,7 @@ class _Refused:
         _Refused.made += 1
 
 
-def _int(text: str) -> Any:
+def _int(text: str) -> int | _Refused:
     digits = len(text) - (text[0] == "-")
     if digits > MAX_NUMBER_DIGITS:  # int() of it is slow, or refused beyond 4300 digits
         return _Refused(f"a {digits}-digit integer is beyond a double's range")
@@ -95,14 +96,14 @@ def _int(text: str) -> Any:
     return value
 
 
-def _float(text: str) -> Any:
+def _float(text: str) -> float | _Refused:
     if len(text) > 4 * MAX_NUMBER_DIGITS:
         return _Refused(f"a number written with {len(text)} characters")
     value = float(text)
     return value if math.isfinite(value) else _Refused(f"{text[:24]} overflows a double (it reads as infinity)")
 
 
-def _constant(text: str) -> Any:
+def _constant(text: str) -> _Refused:
     return _Refused(f"{text} is not a number JSON allows")
 
 
@@ -114,16 +115,16 @@ _EXACT = _decoder()
 _NUMBER_FIX = "write a finite number within ±1.8e308 (no NaN, no Infinity)"
 
 
-def _field(path: list[Any]) -> str:
+def _field(path: list[str | int]) -> str:
     out = ""
     for step in path:
         out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
     return out
 
 
-def _first_problem(value: Any) -> tuple[str, str] | None:
+def _first_problem(value: object) -> tuple[str, str] | None:
     """``(field, why)`` of the first refused number or too-deep value in *value*, else None."""
-    stack: list[tuple[Any, list[Any]]] = [(value, [])]
+    stack: list[tuple[object, list[str | int]]] = [(value, [])]
     while stack:
         item, path = stack.pop()
         if isinstance(item, _Refused):
@@ -142,7 +143,7 @@ def _unit(what: str) -> str:
     return what.split()[0] if what.endswith(" file") else "line"
 
 
-def loads_bounded(text: str | bytes, where: str, line: int | None = None, *, what: str = "row file") -> Any:
+def loads_bounded(text: str | bytes, where: str, line: int | None = None, *, what: str = "row file") -> JSON:
     """The JSON value of *text* within the bounds, or a :class:`DataError` at ``where:line`` saying why.
 
     The exact verdict: not UTF-8, not JSON (a line that ends without ``\\n`` is called
@@ -156,7 +157,7 @@ def loads_bounded(text: str | bytes, where: str, line: int | None = None, *, wha
             raise DataError(f"not UTF-8 text at byte {exc.start} (a {what} is UTF-8 JSON lines); save it as UTF-8",
                             path=where, line=line) from None
     try:
-        value = _EXACT.decode(text)
+        value: JSON = _EXACT.decode(text)
     except RecursionError:
         raise DataError(f"nested deeper than {MAX_DEPTH} levels; a value needs a handful (flatten it)",
                         path=where, line=line) from None
@@ -180,7 +181,7 @@ def loads_bounded(text: str | bytes, where: str, line: int | None = None, *, wha
 _scan_once = _EXACT.scan_once  # type: ignore[attr-defined]
 
 
-def _stdlib_fast(raw: bytes) -> Any:
+def _stdlib_fast(raw: bytes) -> JSON:
     """One line through the standard library's C scanner, without ``json.loads``' wrappers.
 
     Raises ValueError or StopIteration for anything unusual (bad UTF-8, bad JSON, leading
@@ -189,6 +190,7 @@ def _stdlib_fast(raw: bytes) -> Any:
     """
     text = raw.decode("utf-8")
     refused = _Refused.made
+    obj: JSON
     obj, end = _scan_once(text, 0)
     if _Refused.made != refused:
         raise ValueError("a refused number")
@@ -200,7 +202,7 @@ def _stdlib_fast(raw: bytes) -> Any:
 
 #: the fast parser: raises ValueError (orjson's errors subclass it), StopIteration or
 #: RecursionError on anything it will not parse; the exact parser then decides
-_FAST: Callable[[bytes], Any] = _stdlib_fast if _orjson is None else _orjson.loads
+_FAST: Callable[[bytes], JSON] = _stdlib_fast if _orjson is None else _orjson.loads
 
 
 def iter_json_lines(
@@ -211,6 +213,9 @@ def iter_json_lines(
     on_error: Callable[[DataError], None] | None = None,
 ) -> Generator[tuple[int, Any], None, None]:
     """``(line number, value)`` of each non-blank line of the JSONL (or gzip-compressed) file *path*.
+
+    A value is any :data:`~pytest_rlgate.data.records.JSON`; each reader narrows it to the
+    shape its format promises (``isinstance(value, dict)``) at the line it names.
 
     :param what: what the file is, for messages ("row file", "prompts file", "reward table").
     :param fix: how to get the file, said when it is missing.
@@ -229,8 +234,8 @@ def iter_checked_lines(
     what: str = "row file",
     fix: str = "",
     on_error: Callable[[DataError], None] | None = None,
-    check: Callable[[Any], bool] | None = None,
-) -> Iterator[tuple[int, Any, bool]]:
+    check: Callable[[JSON], bool] | None = None,
+) -> Generator[tuple[int, JSON, bool], None, None]:
     """:func:`iter_json_lines` for a hot loop: ``(line, value, checked)``, *check* applied on the way.
 
     ``checked`` is True when the fast parse of the line passed ``check(value)`` (the
@@ -259,19 +264,24 @@ def iter_checked_lines(
                     continue
             # the exact verdict: the line is refused, too bracketed to rule out deep nesting,
             # or not what *check* accepts as it was read fast
-            value = _exact(raw, label, number, what, on_error)
-            if value is not _SKIP:
-                yield number, value, False
+            exact = _exact(raw, label, number, what, on_error)
+            if not isinstance(exact, _Skipped):
+                yield number, exact, False
     except GZIP_ERRORS as exc:
         raise DataError(f"damaged or truncated gzip file ({exc}); write it again", path=label) from None
     finally:
         handle.close()
 
 
-_SKIP = object()
+class _Skipped:
+    """A bad line that *on_error* was told about: the reader goes on without it."""
 
 
-def _exact(raw: bytes, label: str, number: int, what: str, on_error: Callable[[DataError], None] | None) -> Any:
+_SKIP = _Skipped()
+
+
+def _exact(raw: bytes, label: str, number: int, what: str,
+           on_error: Callable[[DataError], None] | None) -> JSON | _Skipped:
     try:
         return loads_bounded(raw, label, number, what=what)
     except DataError as exc:

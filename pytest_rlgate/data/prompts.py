@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple, cast
 
 from .._io.atomic import atomic_write
 from ..environment.contract import Env, EnvSpec, load_env
@@ -31,6 +31,7 @@ from ..errors import DataError, UsageError
 from ..options import HOLDOUT_FRACTION
 from .hygiene import Decontamination, decontaminate, skip_decontamination
 from .jsonl import iter_json_lines
+from .records import PromptItem
 
 #: how prompt files are named in messages, and how to get one
 PROMPTS_FILE = "prompts file"
@@ -53,7 +54,8 @@ __all__ = [
     "write_prompts",
 ]
 
-Item = dict[str, Any]
+#: a checked prompt item (the name the functions below have always used)
+Item = PromptItem
 
 
 def build_prompts(seed: int = 0, size: str = "default", env: EnvSpec = None) -> list[Item]:
@@ -65,31 +67,38 @@ def build_prompts(seed: int = 0, size: str = "default", env: EnvSpec = None) -> 
     :raises UsageError: when the environment writes no prompts (it reads them from a file).
     """
     env = load_env(env)
-    items = env.build_prompts(seed, size)
-    for number, item in enumerate(items, start=1):
-        env.check_category(env.category_of(item), path=f"<environment {env.name}: build_prompts item>", line=number)
-    return items
+    return [_built(item, env, number) for number, item in enumerate(env.build_prompts(seed, size), start=1)]
+
+
+def _built(item: dict[str, object], env: Env, number: int) -> Item:
+    """An item of the environment's own prompt set, checked: a prompt, and a category it declares."""
+    where = f"<environment {env.name}: build_prompts item>"
+    prompt = item.get("prompt")
+    if not isinstance(prompt, str) or not prompt:
+        raise DataError(f"no 'prompt' string, got {prompt!r:.40}; each prompt item needs one", path=where, line=number)
+    env.check_category(env.category_of(item), path=where, line=number)
+    return cast(Item, item)  # checked above: the environment writes the rest of its own items
 
 
 # ---------------------------------------------------------------------------------------
 # Files and fingerprint
 
 
-def _line(item: Mapping[str, Any]) -> str:
+def _line(item: Mapping[str, object]) -> str:
     return json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def canonical_bytes(items: Iterable[Mapping[str, Any]]) -> bytes:
+def canonical_bytes(items: Iterable[Mapping[str, object]]) -> bytes:
     """The canonical JSONL of *items*: one object a line, sorted keys, UTF-8, ``\\n``."""
     return "".join(_line(item) for item in items).encode("utf-8")
 
 
-def fingerprint(items: Iterable[Mapping[str, Any]]) -> str:
+def fingerprint(items: Iterable[Mapping[str, object]]) -> str:
     """``sha256:<hex>`` of :func:`canonical_bytes`; equal fingerprints mean equal files."""
     return "sha256:" + hashlib.sha256(canonical_bytes(items)).hexdigest()
 
 
-def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, Any]]) -> str:
+def write_prompts(path: str | os.PathLike[str], items: Iterable[Mapping[str, object]]) -> str:
     """Write *items* as canonical JSONL, atomically (temp file + rename); return the fingerprint."""
     data = canonical_bytes(items)
     atomic_write(path, data)
@@ -117,17 +126,17 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None, repeats: 
     def bad(exc: DataError) -> None:
         problems.append((exc.line or 0, exc.reason))
 
-    first_seen: dict[tuple[str, str], int] = {}
+    first_seen: dict[tuple[str | None, str], int] = {}
     for number, row in iter_json_lines(path, what=PROMPTS_FILE, fix=PROMPTS_FIX, on_error=bad):
         try:
             item = prompt_item(row, env)
         except DataError as exc:
             problems.append((number, exc.reason))
             continue
-        key = (item["scenario_id"], item["prompt"])
+        key = (item.get("scenario_id"), item["prompt"])
         if key in first_seen and not repeats:  # its rows would clash with the first one's in every gate
             problems.append((number, f"repeats the prompt of line {first_seen[key]} (scenario "
-                                     f"{key[0][:40]!r}); each prompt appears once (only a balanced train.jsonl "
+                                     f"{str(key[0])[:40]!r}); each prompt appears once (only a balanced train.jsonl "
                                      "repeats prompts: read it with repeats=True)"))
             continue
         first_seen[key] = number
@@ -144,7 +153,7 @@ def read_prompts(path: str | os.PathLike[str], *, env: EnvSpec = None, repeats: 
     return items
 
 
-def prompt_item(row: Any, env: Env) -> Item:
+def prompt_item(row: object, env: Env) -> Item:
     """*row* as a prompt item of *env*: its own case and category kept, the gaps filled.
 
     A missing case comes from ``env.case_for``; a missing category from the case; a missing
@@ -174,7 +183,8 @@ def prompt_item(row: Any, env: Env) -> Item:
         raise DataError(f'no "category" (and its case names none); add "category": one of '
                         f"{', '.join(env.categories)}")
     env.check_category(category)
-    return {**row, "prompt": prompt, "case": dict(case), "category": category, "scenario_id": scenario_id}
+    return cast(Item, {**row, "prompt": prompt, "case": dict(case), "category": category,  # checked above
+                       "scenario_id": scenario_id})
 
 
 # ---------------------------------------------------------------------------------------
@@ -188,7 +198,7 @@ class Split(NamedTuple):
     holdout: list[Item]
 
 
-def count_by_category(items: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def count_by_category(items: Iterable[Mapping[str, object]]) -> dict[str, int]:
     """``{category: count}`` in name order."""
     return dict(sorted(Counter(str(item["category"]) for item in items).items()))
 
@@ -285,7 +295,7 @@ def balance(items: Sequence[Item], share: float, max_repeat: int = 6) -> list[It
         copies = 1
         # one IEEE multiplication, no float sums: identical on every Python
         while counts[category] < share * len(result) and copies < max_repeat:
-            result.extend(dict(item) for item in originals)
+            result.extend(item.copy() for item in originals)
             counts[category] += len(originals)
             copies += 1
     return result

@@ -15,7 +15,6 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._io.atomic import public_mode
 from ..errors import UsageError
@@ -66,7 +65,7 @@ def _check_target(folder: Path, names: Sequence[str], flag: str) -> None:
 
 def write_prompt_set(
     folder: str | os.PathLike[str],
-    files: Mapping[str, Sequence[Mapping[str, Any]]],
+    files: Mapping[str, Sequence[Mapping[str, object]]],
     *,
     flag: str = "--out-dir",
 ) -> dict[str, str]:

@@ -16,15 +16,16 @@ or different prompt sets (sample the same holdout, or gate the shared units only
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeGuard
 
 from ..environment.contract import Env, env_names, load_env
 from ..errors import DataError, UsageError, hide_user_errors
+from .records import Header
 
 __all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_graded_by", "check_header", "header_env", "is_header",
-           "row_header"]
+           "row_header", "sampled_with"]
 
 #: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -36,7 +37,7 @@ _SAMPLING = ("temperature", "top_p", "seed", "k")
 
 
 def row_header(
-    env: Env | Mapping[str, Any],
+    env: Env | Mapping[str, object],
     *,
     prompts_fingerprint: str | None = None,
     policy: str | None = None,
@@ -44,7 +45,7 @@ def row_header(
     top_p: float | None = None,
     seed: int | None = None,
     k: int | None = None,
-) -> dict[str, Any]:
+) -> Header:
     """The header of rows graded by *env*; what is unknown stays None (and is never checked).
 
     *env* is an :class:`~pytest_rlgate.environment.contract.Env` or the record ``Env.describe()`` gives (what
@@ -63,16 +64,16 @@ def row_header(
     }
 
 
-def is_header(obj: Any) -> bool:
+def is_header(obj: object) -> TypeGuard[Mapping[str, object]]:
     """True for a header object (the first line of a file written here)."""
     return isinstance(obj, Mapping) and HEADER_KEY in obj
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check_header(obj: Mapping[str, Any], *, path: Any = None, line: int | None = None) -> dict[str, Any]:
+def check_header(obj: Mapping[str, object], *, path: str | None = None, line: int | None = None) -> Header:
     """*obj* as a header dict, or a :class:`DataError` at ``path:line`` naming the bad field."""
 
     def fail(message: str) -> DataError:
@@ -101,16 +102,23 @@ def check_header(obj: Mapping[str, Any], *, path: Any = None, line: int | None =
     return {**obj, "sampling": {name: sampling.get(name) for name in _SAMPLING}}
 
 
-def _short(fingerprint: str) -> str:
-    return fingerprint if len(fingerprint) <= 19 else fingerprint[:19] + "…"
+def sampled_with(header: Mapping[str, object] | None, name: str) -> object:
+    """The header's ``sampling.<name>`` (``seed``, ``k``, ...), None where it says nothing."""
+    sampling = None if header is None else header.get("sampling")
+    return sampling.get(name) if isinstance(sampling, Mapping) else None
+
+
+def _short(fingerprint: object) -> str:
+    text = str(fingerprint)
+    return text if len(text) <= 19 else text[:19] + "…"
 
 
 @dataclass(frozen=True)
 class Provenance:
     """What the two sides' headers say, checked once before the gate reads any row."""
 
-    before: Mapping[str, Any] | None
-    after: Mapping[str, Any] | None
+    before: Mapping[str, object] | None
+    after: Mapping[str, object] | None
     before_label: str
     after_label: str
 
@@ -120,7 +128,7 @@ class Provenance:
         mine, theirs = self.before.get(key), self.after.get(key)
         return mine is not None and theirs is not None and mine != theirs
 
-    def _sides(self, key: str, describe: Any) -> str:
+    def _sides(self, key: str, describe: Callable[[Mapping[str, object], str], str]) -> str:
         assert self.before is not None and self.after is not None
         return (f"{self.before_label} {describe(self.before, key)} but {self.after_label} "
                 f"{describe(self.after, key)}")
@@ -156,7 +164,7 @@ class Provenance:
         return header_env([h for h in (self.before, self.after) if h is not None])
 
 
-def check_graded_by(env: Env, headers: Sequence[tuple[str, Mapping[str, Any] | None]], *,
+def check_graded_by(env: Env, headers: Sequence[tuple[str, Mapping[str, object] | None]], *,
                     allow_env_change: bool = False) -> list[str]:
     """Refuse sides whose header says another version of *env* graded them; else the notes.
 
@@ -179,7 +187,7 @@ def check_graded_by(env: Env, headers: Sequence[tuple[str, Mapping[str, Any] | N
     return notes
 
 
-def header_env(headers: Sequence[Mapping[str, Any]]) -> Env | None:
+def header_env(headers: Sequence[Mapping[str, object]]) -> Env | None:
     """The environment every header names, when it is registered and graded one of the sides.
 
     Only registered names (built-ins and ``rlgate.envs`` entry points) are loaded: a header's

@@ -13,12 +13,12 @@ caller's ``list[Row]`` or a :class:`~pytest_rlgate.data.rows.Rows` passes unchan
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict, Union
+from typing import TypeAlias, TypedDict
 
 __all__ = ["JSON", "Case", "Header", "JSONObject", "Markers", "PromptItem", "Row", "Turn"]
 
 #: a value that JSON can carry
-JSON = Union[str, int, float, bool, None, list["JSON"], dict[str, "JSON"]]
+JSON: TypeAlias = "str | int | float | bool | None | list[JSON] | dict[str, JSON]"
 JSONObject = dict[str, JSON]
 
 #: what a reply is scored against: the environment's own fields (an order id, the right
@@ -39,9 +39,13 @@ class _PromptItemRequired(TypedDict):
 
 
 class PromptItem(_PromptItemRequired, total=False):
-    """One prompt of a prompt set: what the policy is asked, and what it is scored against."""
+    """One prompt of a prompt set: what the policy is asked, and what it is scored against.
 
-    scenario_id: str | None
+    A checked item's ``scenario_id`` is a string (the prompt loader fills a missing one with
+    the folded prompt text); a row's may be null.
+    """
+
+    scenario_id: str
     case: Case
 
 

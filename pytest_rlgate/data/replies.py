@@ -17,8 +17,7 @@ several lines are rollouts ``0, 1, 2, ...`` of that prompt in line order (per
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from ..environment.contract import EnvSpec, load_env
 from ..errors import DataError
@@ -33,7 +32,7 @@ _SHAPE = ('each line is a JSON object like {"prompt": "...", "category": "...", 
           '(or "scenario_id" for "prompt", "replies": [...] for "reply")')
 
 
-def _replies(obj: Mapping[str, Any], fail: Any) -> list[str]:
+def _replies(obj: Mapping[str, object], fail: Callable[[str], DataError]) -> list[str]:
     if "reply" in obj and "replies" in obj:
         raise fail("has both 'reply' and 'replies'; keep one")
     if "reply" in obj:
@@ -47,7 +46,7 @@ def _replies(obj: Mapping[str, Any], fail: Any) -> list[str]:
 
 
 def grade_file(path: str | os.PathLike[str], env: EnvSpec = None, *,
-               prompts: Sequence[Mapping[str, Any]] | None = None) -> Rows:
+               prompts: Sequence[Mapping[str, object]] | None = None) -> Rows:
     """Grade the replies file *path* with *env* into rows (with a header naming *env*).
 
     *prompts* is the prompt set a line's ``scenario_id`` is looked up in when it has no
@@ -55,8 +54,8 @@ def grade_file(path: str | os.PathLike[str], env: EnvSpec = None, *,
     """
     env = load_env(env)
     label = os.fspath(path)
-    by_scenario: dict[str, Mapping[str, Any]] | None = None
-    rollouts: dict[tuple[Any, ...], int] = {}
+    by_scenario: dict[str, Mapping[str, object]] | None = None
+    rollouts: dict[tuple[object, ...], int] = {}
     out = Rows()
     for number, obj in iter_json_lines(label, what="replies file",
                                        fix="write one JSON object a line with a prompt and its reply"):

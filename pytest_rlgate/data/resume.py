@@ -19,9 +19,9 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ..errors import DataError, UsageError
+from .records import Header, Row
 from .rows import validate_row, write_rows
 
 __all__ = ["PARTIAL_SUFFIX", "PartialRows", "header_differences"]
@@ -29,7 +29,7 @@ __all__ = ["PARTIAL_SUFFIX", "PartialRows", "header_differences"]
 PARTIAL_SUFFIX = ".partial"
 
 
-def header_differences(mine: Mapping[str, Any], theirs: Mapping[str, Any], prefix: str = "") -> list[str]:
+def header_differences(mine: Mapping[str, object], theirs: Mapping[str, object], prefix: str = "") -> list[str]:
     """The dotted names of the fields two headers disagree on."""
     out: list[str] = []
     for name in sorted(set(mine) | set(theirs)):
@@ -41,27 +41,27 @@ def header_differences(mine: Mapping[str, Any], theirs: Mapping[str, Any], prefi
     return out
 
 
-def _normal(header: Mapping[str, Any]) -> dict[str, Any]:
+def _normal(header: Mapping[str, object]) -> Header:
     """The header as it reads back from JSON (tuples become lists)."""
-    normal: dict[str, Any] = json.loads(json.dumps(header, sort_keys=True))
+    normal: Header = json.loads(json.dumps(header, sort_keys=True))
     return normal
 
 
 class PartialRows:
     """The rows of *out* sampled so far, and the file that keeps them across interruptions."""
 
-    def __init__(self, out: str | os.PathLike[str], header: Mapping[str, Any], *, restart: bool = False) -> None:
+    def __init__(self, out: str | os.PathLike[str], header: Mapping[str, object], *, restart: bool = False) -> None:
         self.out = Path(out)
         self.path = self.out.with_name(self.out.name + PARTIAL_SUFFIX)
         self.header = _normal(header)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         if restart:
             self.path.unlink(missing_ok=True)
         if self.path.exists():
             self.rows = self._read()
         self._rewrite()
 
-    def _read(self) -> list[dict[str, Any]]:
+    def _read(self) -> list[Row]:
         label = str(self.path)
         try:
             text = self.path.read_bytes().decode("utf-8")
@@ -112,16 +112,16 @@ class PartialRows:
             self.rows = self.rows[:count]
             self._rewrite()
 
-    def append(self, rows: Iterable[Mapping[str, Any]]) -> None:
+    def append(self, rows: Iterable[Row]) -> None:
         """Add a finished piece, on disk before this returns."""
-        new = [dict(row) for row in rows]
+        new = [row.copy() for row in rows]
         with self.path.open("a", encoding="utf-8") as out:
             out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in new)
             out.flush()
             os.fsync(out.fileno())
         self.rows.extend(new)
 
-    def publish(self, header: Mapping[str, Any] | None = None) -> Path:
+    def publish(self, header: Mapping[str, object] | None = None) -> Path:
         """Write *out* (validated, atomically, gzip for ``.gz``) and remove the partial file."""
         write_rows(self.out, self.rows, header=header or self.header)
         self.path.unlink(missing_ok=True)

@@ -24,16 +24,17 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
 from ..options import FILE_NUMBER
 from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
+from .records import Case, Header, Markers, Row
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
@@ -46,18 +47,22 @@ __tracebackhide__ = hide_user_errors
 #: fields every row must carry (``reply`` may be spelled ``final_text``)
 REQUIRED_FIELDS: tuple[str, ...] = ("prompt", "category", "rollout_index", "reply", "score", "reward", "markers")
 
+#: what every ``source`` parameter accepts: a row file's path, or rows in memory (each checked
+#: by :func:`validate_row`, so anything may come in and only a :class:`Row` goes out)
+RowInput = str | os.PathLike[str] | Iterable[object]
 
-def _is_number(value: Any) -> bool:
+
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return {type(None): "null", bool: "boolean", str: "string", list: "array", dict: "object"}.get(
         type(value), "number" if _is_number(value) else type(value).__name__
     )
 
 
-def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) -> dict[str, Any]:
+def validate_row(obj: object, *, path: str | None = None, line: int | None = None) -> Row:
     """Check one row and return it normalised (``final_text`` -> ``reply``, ``reward`` int).
 
     Raises :class:`DataError` at ``path:line`` naming the field that is wrong.
@@ -67,14 +72,13 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
         return DataError(message, path=path or "<rows>", line=line)
 
     if type(obj) is dict and _fast_row(obj):
-        row: dict[str, Any] = obj if type(obj["reward"]) is int else {**obj, "reward": int(obj["reward"])}
-        return row
+        return obj if type(obj["reward"]) is int else {**obj, "reward": int(obj["reward"])}
     if not isinstance(obj, Mapping):
         raise fail(f"expected a JSON object per line, got {_type_name(obj)}")
     if HEADER_KEY in obj:
         raise fail(f"a row-file header ({HEADER_KEY!r}) is allowed on the first line only (were two row files "
                    "concatenated? gate them with the header of one, or write them again with write_rows)")
-    row = dict(obj)
+    row: dict[str, Any] = dict(obj)  # a user's mapping, checked field by field below
     if "reply" not in row and "final_text" in row:
         row["reply"] = row.pop("final_text")
     elif "final_text" in row and row["final_text"] != row["reply"]:
@@ -122,19 +126,19 @@ def validate_row(obj: Any, *, path: str | None = None, line: int | None = None) 
     run = row.get("eval_run")
     if run is not None and not (isinstance(run, str) or isinstance(run, int) and not isinstance(run, bool)):
         raise fail(f"'eval_run' must be an integer or a string, got {_type_name(run)} {run!r}")
-    return row
+    return cast(Row, row)  # every field checked above
 
 
 _NUMBERS = (int, float)
 _LOW, _HIGH = FILE_NUMBER.low, FILE_NUMBER.high
 
 
-def _cut(value: Any) -> str:
+def _cut(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
-def _fast_row(row: Any) -> bool:
+def _fast_row(row: object) -> TypeGuard[Row]:
     """True for a plain, valid row (exact built-in types): the common case, checked cheaply.
 
     Every check :func:`validate_row` makes, in the fewest bytecodes: it runs once per row
@@ -179,7 +183,7 @@ def _short(text: str, width: int = 40) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
 
 
-def _duplicate(key: tuple[Any, str, Any], index: int, path: str, line: int) -> DataError:
+def _duplicate(key: _Key, index: int, path: str, line: int) -> DataError:
     where = f"scenario {key[0]!r}, " if key[0] is not None else ""
     run = f", eval_run {key[2]!r}" if key[2] is not None else ""
     return DataError(f"duplicate row: {where}prompt {_short(key[1])}, rollout_index {index}{run} appears twice "
@@ -187,7 +191,11 @@ def _duplicate(key: tuple[Any, str, Any], index: int, path: str, line: int) -> D
                      path=path, line=line)
 
 
-class Rows(list[dict[str, Any]]):  # plus where they came from
+#: what makes a row unique with its rollout index: (scenario_id, prompt, eval_run), hashed and compared only
+_Key = tuple[object, str, object]
+
+
+class Rows(list[Row]):  # plus where they came from
     """Rows in memory with the provenance header of the file they came from.
 
     A plain list everywhere a list of rows is expected; ``header`` is None for foreign rows
@@ -195,12 +203,12 @@ class Rows(list[dict[str, Any]]):  # plus where they came from
     the gate checks it against the other side's (:class:`~pytest_rlgate.data.provenance.Provenance`).
     """
 
-    def __init__(self, rows: Iterable[dict[str, Any]] = (), header: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, rows: Iterable[Row] = (), header: Mapping[str, object] | None = None) -> None:
         super().__init__(rows)
-        self.header: dict[str, Any] | None = None if header is None else dict(header)
+        self.header: Header | None = None if header is None else dict(header)
 
 
-def iter_rows(source: Any, *, name: str | None = None) -> Iterator[tuple[dict[str, Any], int | None]]:
+def iter_rows(source: RowInput, *, name: str | None = None) -> Iterator[tuple[Row, int | None]]:
     """Yield ``(row, line)`` from a JSONL path or an iterable of dicts, validated, streaming.
 
     ``line`` is the 1-based file line (or the 1-based position for in-memory rows). A
@@ -215,7 +223,7 @@ def iter_rows(source: Any, *, name: str | None = None) -> Iterator[tuple[dict[st
 SAME, CHANGED, NEW = 0, 1, 2
 
 
-def iter_checked(source: Any, *, name: str | None = None) -> Iterator[tuple[dict[str, Any], int, int]]:
+def iter_checked(source: RowInput, *, name: str | None = None) -> Iterator[tuple[Row, int, int]]:
     """:func:`iter_rows` plus the row's (scenario, prompt, eval_run) key state.
 
     ``SAME`` as the previous row's, ``CHANGED`` to one seen before, or ``NEW``: a consumer
@@ -228,9 +236,14 @@ def iter_checked(source: Any, *, name: str | None = None) -> Iterator[tuple[dict
     return _stream(source, name)
 
 
-def _stream(source: Any, name: str | None) -> Iterator[tuple[dict[str, Any], int, int]]:
+def _stream(source: RowInput, name: str | None) -> Iterator[tuple[Row, int, int]]:
     with RowReader(source, name=name) as reader:
         yield from reader
+
+
+#: one line of a row source: (line, value, checked); the value is a :class:`Row` when
+#: ``checked`` (it passed the fast check as it was parsed), else anything, for validate_row
+_Line = tuple[int, Any, bool]
 
 
 class RowReader:
@@ -246,29 +259,29 @@ class RowReader:
     row is, instead of copied; anything else is validated in full.
     """
 
-    def __init__(self, source: Any, *, name: str | None = None) -> None:
+    def __init__(self, source: RowInput, *, name: str | None = None) -> None:
         if isinstance(source, Mapping):
             raise UsageError("expected rows (a list of dicts) or a row-file path, got a single dict")
         self.is_file = isinstance(source, (str, os.PathLike))
-        self.label = os.fspath(source) if self.is_file else name or "<rows>"
+        self.label = os.fspath(source) if isinstance(source, (str, os.PathLike)) else name or "<rows>"
         #: what was opened: a path, or the rows themselves
         self.source = source
         #: the file's lines as (line, value, checked) from the one JSONL reader, None for rows in memory
-        self._lines: Iterator[tuple[int, Any, bool]] | None = None
-        self._first: list[tuple[int, Any, bool]] = []  #: the first row's line when the file has no header
+        self._lines: Generator[_Line, None, None] | None = None
+        self._first: list[_Line] = []  #: the first row's line when the file has no header
         self._used = False
-        self.header: dict[str, Any] | None
-        if self.is_file:
-            self._lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
+        self.header: Header | None
+        if isinstance(source, (str, os.PathLike)):
+            self._lines = lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
             try:
-                self.header = self._read_header(self._lines)
+                self.header = self._read_header(lines)
             except BaseException:
                 self.close()
                 raise
         else:
             self.header = getattr(source, "header", None)
 
-    def _read_header(self, lines: Iterator[tuple[int, Any, bool]]) -> dict[str, Any] | None:
+    def _read_header(self, lines: Iterator[_Line]) -> Header | None:
         for line, obj, checked in lines:
             if not checked and is_header(obj):
                 return check_header(obj, path=self.label, line=line)
@@ -276,22 +289,24 @@ class RowReader:
             return None
         return None
 
-    def __iter__(self) -> Iterator[tuple[dict[str, Any], int, int]]:
+    def __iter__(self) -> Iterator[tuple[Row, int, int]]:
         """``(row, line, state)`` for every row (``state`` as :func:`iter_checked` says), then the file is closed."""
         if self._used:
             raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
         self._used = True
         if self._lines is None:
-            if getattr(self.source, "fresh_rows", False):
-                rows = ((line, row, _fast_row(row)) for line, row in enumerate(self.source, 1))
+            source = cast("Iterable[object]", self.source)  # not a path: the constructor opened those
+            rows: Iterator[_Line]
+            if getattr(source, "fresh_rows", False):
+                rows = ((line, row, _fast_row(row)) for line, row in enumerate(source, 1))
             else:  # the caller's rows: validate_row copies what it normalises, so they stay as they were
-                rows = ((line, row, False) for line, row in enumerate(self.source, 1))
+                rows = ((line, row, False) for line, row in enumerate(source, 1))
             return _checked(rows, self.label, file=False, handle=None)
         return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines)
 
     def close(self) -> None:
         if self._lines is not None:
-            self._lines.close()  # type: ignore[attr-defined]  # a generator: closing it closes the file
+            self._lines.close()  # a generator: closing it closes the file
 
     def __enter__(self) -> RowReader:
         return self
@@ -301,8 +316,8 @@ class RowReader:
         self.close()
 
 
-def _checked(lines: Iterable[tuple[int, Any, bool]], label: str, *, file: bool,
-             handle: Any) -> Iterator[tuple[dict[str, Any], int, int]]:
+def _checked(lines: Iterable[_Line], label: str, *, file: bool,
+             handle: Generator[_Line, None, None] | None) -> Iterator[tuple[Row, int, int]]:
     """The one loop every row passes through: validate, refuse duplicates, stream.
 
     *lines* are (line number, value, checked) of a file after its header, as the JSONL
@@ -319,8 +334,9 @@ def _checked(lines: Iterable[tuple[int, Any, bool]], label: str, *, file: bool,
     """
     seen: dict[int, int] = {}
     large: set[tuple[int, int]] = set()
-    key: tuple[Any, str, Any] | None = None
+    key: _Key | None = None
     mask = count = slot = 0
+    obj: Row  # a checked line's value is a Row (the fast check said so); validate_row makes the others one
     try:
         for line, obj, checked in lines:
             if checked:  # a plain valid row, as the fast parser read it
@@ -359,7 +375,7 @@ def _checked(lines: Iterable[tuple[int, Any, bool]], label: str, *, file: bool,
                         "no rows (an empty gate proves nothing; grade some replies first)", path=label)
 
 
-def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def read_header(path: str | os.PathLike[str]) -> Header | None:
     """The provenance header of a row file (checked), or None for a file without one.
 
     Reads the first non-blank line only, so it is cheap on any file size.
@@ -368,7 +384,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         return reader.header
 
 
-def read_rows(source: Any) -> Iterator[dict[str, Any]]:
+def read_rows(source: RowInput) -> Iterator[Row]:
     """Stream validated rows from a JSONL(.gz) file (or check an iterable of row dicts).
 
     A generator: errors surface while iterating, at the line they concern. A file's header
@@ -378,19 +394,20 @@ def read_rows(source: Any) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def header_of(source: Any) -> dict[str, Any] | None:
+def header_of(source: RowInput) -> Header | None:
     """The provenance header of rows: a file's first line, or a :class:`Rows`' own (else None)."""
     if isinstance(source, (str, os.PathLike)):
         return read_header(source)
-    return getattr(source, "header", None)
+    header: Header | None = getattr(source, "header", None)
+    return header
 
 
-def load_rows(source: Any) -> Rows:
+def load_rows(source: RowInput) -> Rows:
     """All rows of a file (or an iterable) in memory, with their header."""
     return Rows(read_rows(source), header=header_of(source))
 
 
-def _encode(row: Mapping[str, Any], label: str, line: int) -> str:
+def _encode(row: Mapping[str, object], label: str, line: int) -> str:
     try:
         return json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
     except (TypeError, ValueError) as exc:
@@ -400,9 +417,9 @@ def _encode(row: Mapping[str, Any], label: str, line: int) -> str:
 
 def write_rows(
     path: str | os.PathLike[str],
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, object]],
     *,
-    header: Mapping[str, Any] | None = None,
+    header: Mapping[str, object] | None = None,
 ) -> Path:
     """Validate and write rows as JSONL (gzip-compressed for a ``.gz`` name), atomically.
 
@@ -424,12 +441,12 @@ def write_rows(
 
 
 def grade_replies(
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[Mapping[str, object]],
     replies: Sequence[Sequence[str]],
     *,
     env: EnvSpec = None,
-    **meta: Any,
-) -> list[dict[str, Any]]:
+    **meta: object,
+) -> list[Row]:
     """Grade ``replies[i]`` (the k replies sampled for ``items[i]``) into rows.
 
     *env* (the default environment when None) scores each reply against the item's own
@@ -445,7 +462,7 @@ def grade_replies(
     clash = sorted(set(meta) & {*REQUIRED_FIELDS, "scenario_id", "final_text", "case"})
     if clash:
         raise UsageError(f"meta keys {clash} would overwrite graded fields")
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for position, (item, sampled) in enumerate(zip(items, replies)):
         if isinstance(sampled, str):
             raise UsageError(f"replies[{position}] is a string; expected the list of k replies for that item")
@@ -453,19 +470,18 @@ def grade_replies(
         prompt = item.get("prompt")
         if not isinstance(prompt, str) or not prompt:
             raise DataError("no 'prompt' string", path=where)
-        case = item.get("case")
+        own = item.get("case")
+        case: Case | None = env.case_for(prompt) if own is None else _case(own, where)
         if case is None:
-            case = env.case_for(prompt)
-            if case is None:
-                raise DataError(f"no 'case', and environment {env.name} reads none from the prompt (it has no "
-                                "case_for); give the item its case", path=where)
+            raise DataError(f"no 'case', and environment {env.name} reads none from the prompt (it has no "
+                            "case_for); give the item its case", path=where)
         category = env.category_of({**item, "case": case})
         if category is None:
             raise DataError(f"no 'category' (and its case names none); use one of {', '.join(env.categories)}",
                             path=where)
         env.check_category(category, path=where)
         for index, reply in enumerate(sampled):
-            rows.append({
+            rows.append(cast(Row, {  # graded here; the meta keys clash with no graded field
                 "prompt": prompt,
                 "scenario_id": item.get("scenario_id"),
                 "category": category,
@@ -474,17 +490,31 @@ def grade_replies(
                 **_grade(env, reply, case, prompt),
                 "case": case,
                 **meta,
-            })
+            }))
     return rows
 
 
-def _grade(env: Env, reply: str, case: Mapping[str, Any], prompt: str) -> dict[str, Any]:
+def _case(value: object, where: str) -> Case:
+    """An item's own ``case``: a mapping, or a :class:`DataError` naming the item."""
+    if not isinstance(value, Mapping):
+        raise DataError(f"'case' must be an object (what the reply is scored against), got {_type_name(value)}",
+                        path=where)
+    return value
+
+
+class _Graded(TypedDict):
+    score: float
+    reward: int
+    markers: Markers
+
+
+def _grade(env: Env, reply: str, case: Case, prompt: str) -> _Graded:
     """``score``, ``reward`` and ``markers`` of one reply: the fields a reward change rewrites."""
     value = env.score(reply, case)
     return {"score": value, "reward": int(env.passes(value)), "markers": env.markers(reply, case, prompt=prompt)}
 
 
-def regrade_rows(source: Any, env: EnvSpec = None) -> Rows:
+def regrade_rows(source: RowInput, env: EnvSpec = None) -> Rows:
     """Re-score stored replies with *env*: the same prompts, replies, rollouts and eval runs.
 
     After a reward changes, the rows of a stored baseline no longer compare with rows graded
@@ -497,7 +527,7 @@ def regrade_rows(source: Any, env: EnvSpec = None) -> Rows:
     env = load_env(env)
     label = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<rows>"
     header = header_of(source)
-    cases: dict[str, dict[str, Any] | None] = {}
+    cases: dict[str, Case | None] = {}
     out = Rows()
     for row, line in iter_rows(source, name=label):
         case = row.get("case")

@@ -15,7 +15,7 @@ import functools
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from ..errors import RlgateError, UsageError, hide_user_errors
 
@@ -30,6 +30,7 @@ USER_CODE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
 _QUOTED = 200
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def first_line(exc: BaseException) -> str:
@@ -49,7 +50,7 @@ def user_error(who: str, member: str, exc: BaseException) -> UsageError:
     return error
 
 
-def call(who: str, member: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def call(who: str, member: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``fn(*args, **kwargs)``, its errors (but rlgate's own) turned into :func:`user_error`."""
     try:
         return fn(*args, **kwargs)
@@ -59,7 +60,7 @@ def call(who: str, member: str, fn: Callable[..., T], *args: Any, **kwargs: Any)
         raise user_error(who, member, exc) from None
 
 
-def number(who: str, member: str, value: Any, *, what: str = "a number") -> float:
+def number(who: str, member: str, value: object, *, what: str = "a number") -> float:
     """*value*, returned by user code, as a finite float; a string, a bool or NaN is refused.
 
     ``"0.5"`` is not coerced: a reward that returns text has a bug the gate must not hide
@@ -77,20 +78,20 @@ def number(who: str, member: str, value: Any, *, what: str = "a number") -> floa
     return result
 
 
-def scorer(who: str, member: str, fn: Any) -> Callable[..., float]:
+def scorer(who: str, member: str, fn: object) -> Callable[..., float]:
     """A user's ``score(reply, case)`` (a reward variant, ``--reward module:attr``) that is always
     called through :func:`call` and always returns a finite float, or says which it did not."""
     if not callable(fn):
         raise UsageError(f"{who}: {member} must be a function score(reply, case), got {_shown(fn)}")
 
     @functools.wraps(fn)
-    def checked(*args: Any, **kwargs: Any) -> float:
+    def checked(*args: object, **kwargs: object) -> float:
         return number(who, f"{member}()", call(who, f"{member}()", fn, *args, **kwargs))
 
     return checked
 
 
-def numbers_of(who: str, member: str, found: Any) -> dict[str, float]:
+def numbers_of(who: str, member: str, found: object) -> dict[str, float]:
     """A ``{name: number}`` mapping returned by user code (``markers``, ``features``), checked."""
     if not isinstance(found, Mapping):
         raise UsageError(f"{who}: {member} returned {_shown(found)} ({type(found).__name__}); it must return "
@@ -98,7 +99,7 @@ def numbers_of(who: str, member: str, found: Any) -> dict[str, float]:
     return {str(key): number(who, f"{member}[{str(key)[:40]!r}]", value) for key, value in found.items()}
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     try:
         text = repr(value)
     except USER_CODE_ERRORS:

@@ -24,18 +24,26 @@ import functools
 import hashlib
 import importlib
 import inspect
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Union, cast, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
 
-__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "env_names", "load_env"]
+if TYPE_CHECKING:
+    import random
+
+    from hypothesis.strategies import SearchStrategy
+
+    from ..data.records import Case
+
+__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "EpisodeInstance", "env_names", "load_env"]
 
 #: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -63,7 +71,19 @@ class Environment(Protocol):
     name: str
     categories: Sequence[str]
 
-    def score(self, reply: str, case: Mapping[str, Any]) -> float: ...
+    def score(self, reply: str, case: Mapping[str, object]) -> float: ...
+
+
+class EpisodeInstance(Protocol):
+    """An ``environment_factory`` instance, as TRL resets it (its tools are its other public methods)."""
+
+    def reset(self, **case: object) -> object: ...
+
+
+class _Scoring(Protocol):
+    """An instance that scores its own episode (TRL's ``get_reward()``)."""
+
+    def get_reward(self) -> object: ...
 
 
 #: What every ``env=`` parameter accepts: a resolved :class:`Env`, any object honouring the
@@ -71,7 +91,7 @@ class Environment(Protocol):
 EnvSpec = Union["Env", Environment, str, None]
 
 
-def _source(fn: Any) -> str:
+def _source(fn: Callable[..., object]) -> str:
     """The source of *fn*, or its qualified name where the source cannot be read."""
     target = getattr(fn, "__func__", fn)
     try:
@@ -80,7 +100,7 @@ def _source(fn: Any) -> str:
         return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
 
 
-def _accepts_prompt(fn: Callable[..., Any]) -> bool:
+def _accepts_prompt(fn: Callable[..., object]) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -95,7 +115,7 @@ class Env:
     take the defaults of the contract (``docs/environments.md`` lists them).
     """
 
-    def __init__(self, obj: Any, *, spec: str | None = None) -> None:
+    def __init__(self, obj: object, *, spec: str | None = None) -> None:
         self.raw = obj
         self.spec = spec
         where = f"environment {spec or _describe(obj)}"
@@ -117,13 +137,17 @@ class Env:
                     if self.is_episodic else "score(reply, case) method")
             raise UsageError(f"{where}: needs a {what} returning a float in [0, 1]")
         #: the user's score (None only for an episode environment whose instances score themselves)
-        self._score: Any = getattr(obj, "score", None) if callable(getattr(obj, "score", None)) else None
+        self._score: Callable[..., object] | None = (getattr(obj, "score", None)
+                                                     if callable(getattr(obj, "score", None)) else None)
         version = getattr(obj, "version", "0")
         self.version: str = str(version)
-        self._case_for = getattr(obj, "case_for", None) if callable(getattr(obj, "case_for", None)) else None
-        self._passes = getattr(obj, "passes", None) if callable(getattr(obj, "passes", None)) else None
+        # the user's members, typed as the contract documents them; what they return is checked where it is used
+        self._case_for: Callable[[str], object] | None = (getattr(obj, "case_for", None)
+                                                          if callable(getattr(obj, "case_for", None)) else None)
+        self._passes: Callable[[float], object] | None = (getattr(obj, "passes", None)
+                                                          if callable(getattr(obj, "passes", None)) else None)
         markers = getattr(obj, "markers", None)
-        self._markers = markers if callable(markers) else None
+        self._markers: Callable[..., object] | None = markers if callable(markers) else None
         self._markers_take_prompt = self._markers is not None and _accepts_prompt(self._markers)
         self.guards: tuple[str, ...] = tuple(getattr(obj, "guards", ()) or ())
         system = getattr(obj, "system", None)
@@ -131,24 +155,27 @@ class Env:
             system = getattr(obj, "SYSTEM", None)
         self.system: str | None = system if isinstance(system, str) and system else None
         messages_for = getattr(obj, "messages_for", None)
-        self._messages_for = messages_for if callable(messages_for) else None
-        self._build_prompts = (getattr(obj, "build_prompts", None)
-                               if callable(getattr(obj, "build_prompts", None)) else None)
+        self._messages_for: Callable[[str], Iterable[dict[str, str]]] | None = (
+            messages_for if callable(messages_for) else None)
+        self._build_prompts: Callable[[int, str], Iterable[object]] | None = (
+            getattr(obj, "build_prompts", None) if callable(getattr(obj, "build_prompts", None)) else None)
         self.prompt_sizes: tuple[str, ...] = tuple(getattr(obj, "prompt_sizes", ()) or ())
         endorsed = getattr(obj, "endorsed", ()) or ()
         self.endorsed: Sequence[str] | Mapping[str, Sequence[str]] = endorsed
-        self._features = getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None
-        self._describe_reply = (getattr(obj, "describe_reply", None)
-                                if callable(getattr(obj, "describe_reply", None)) else None)
-        self._honest = (getattr(obj, "honest_replies", None)
-                        if callable(getattr(obj, "honest_replies", None)) else None)
-        self.hacks: tuple[Any, ...] = tuple(getattr(obj, "hacks", ()) or ())
-        self._rejected = (getattr(obj, "rejected_reply", None)
-                          if callable(getattr(obj, "rejected_reply", None)) else None)
+        self._features: Callable[[str], object] | None = (
+            getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None)
+        self._describe_reply: Callable[[str, dict[str, object]], object] | None = (
+            getattr(obj, "describe_reply", None) if callable(getattr(obj, "describe_reply", None)) else None)
+        self._honest: Callable[[Case], SearchStrategy[str]] | None = (
+            getattr(obj, "honest_replies", None) if callable(getattr(obj, "honest_replies", None)) else None)
+        #: the task's own exploits (``Hack`` values; the probe checks each)
+        self.hacks: tuple[object, ...] = tuple(getattr(obj, "hacks", ()) or ())
+        self._rejected: Callable[[Mapping[str, object], random.Random], str | None] | None = (
+            getattr(obj, "rejected_reply", None) if callable(getattr(obj, "rejected_reply", None)) else None)
         base_model = getattr(obj, "base_model", None)
         self.base_model: str | None = base_model if isinstance(base_model, str) and base_model else None
         #: the spec ``rlgate policy build`` rebuilds ``base_model`` from (a ``policy.tiny.spec.TinySpec``)
-        self.tiny_policy: Any = getattr(obj, "tiny_policy", None)
+        self.tiny_policy: object = getattr(obj, "tiny_policy", None)
         rewards = getattr(obj, "rewards", None) or {}
         self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)
         self.fingerprint: str = self._fingerprint()
@@ -171,17 +198,17 @@ class Env:
 
     # -- episodes ------------------------------------------------------------------------
 
-    def _init_episodes(self, obj: Any, where: str) -> None:
+    def _init_episodes(self, obj: object, where: str) -> None:
         tools = getattr(obj, "tools", None)
         tools = () if tools is None else tools
         if isinstance(tools, (str, Mapping)) or not isinstance(tools, Iterable) or \
                 not all(callable(t) and getattr(t, "__name__", None) and (t.__doc__ or "").strip() for t in tools):
             raise UsageError(f"{where}: 'tools' must be a list of typed functions with docstrings (the form "
                              f"transformers' chat templates and TRL take), got {tools!r:.80}")
-        self.tools: tuple[Callable[..., Any], ...] = tuple(tools)
+        self.tools: tuple[Callable[..., object], ...] = tuple(tools)
         factory = getattr(obj, "environment_factory", None)
-        self._factory: Callable[[], Any] | None = None
-        self._probe: Any = None
+        self._factory: Callable[[], EpisodeInstance] | None = None
+        self._probe: EpisodeInstance | None = None
         self._has_get_reward = False
         if factory is not None:
             if not callable(factory):
@@ -215,11 +242,11 @@ class Env:
         return bool(self.tools) or self._factory is not None
 
     @property
-    def factory(self) -> Callable[[], Any] | None:
+    def factory(self) -> Callable[[], EpisodeInstance] | None:
         """The environment's ``environment_factory`` (None for plain tools)."""
         return self._factory
 
-    def tool_functions(self, instance: Any = None) -> list[Callable[..., Any]]:
+    def tool_functions(self, instance: object = None) -> list[Callable[..., object]]:
         """The tools a chat template renders: the plain ``tools``, then *instance*'s (or a probe
         instance's) public methods, as TRL lists them (by name, defined on the class)."""
         found = list(self.tools)
@@ -230,10 +257,10 @@ class Env:
                     found.append(getattr(instance, member))
         return found
 
-    def new_episode(self, case: Mapping[str, Any]) -> tuple[Any, dict[str, Callable[..., Any]], str]:
+    def new_episode(self, case: Case) -> tuple[object, dict[str, Callable[..., object]], str]:
         """A fresh instance reset with *case*: (instance or None, tools by name, text to append
         to the user turn)."""
-        instance = None
+        instance: EpisodeInstance | None = None
         intro = ""
         if self._factory is not None:
             instance = self._factory()
@@ -255,7 +282,7 @@ class Env:
                 calls.append(ToolCall(str(found.name), dict(found.arguments)))
         return calls
 
-    def episode(self, reply: str | Episode, case: Mapping[str, Any]) -> tuple[Episode, Any]:
+    def episode(self, reply: str | Episode, case: Case) -> tuple[Episode, object]:
         """*reply* as an episode (a text is replayed in a fresh instance) and the instance after it."""
         if isinstance(reply, Episode):
             if not self._has_get_reward:
@@ -276,21 +303,23 @@ class Env:
     def has_case_for(self) -> bool:
         return self._case_for is not None
 
-    def case_for(self, prompt: str) -> dict[str, Any] | None:
+    def case_for(self, prompt: str) -> dict[str, object] | None:
         """The case read from the prompt text, or None when the environment reads none."""
         if self._case_for is None:
             return None
         case = call(self._who, "case_for()", self._case_for, prompt)
         return dict(case) if isinstance(case, Mapping) else None
 
-    def score(self, reply: str | Episode, case: Mapping[str, Any]) -> float:
+    def score(self, reply: str | Episode, case: Mapping[str, object]) -> float:
         """The score in [0, 1]; an episode environment scores the episode (a text is replayed)."""
         if self.is_episodic:
             episode, instance = self.episode(reply, case)
             raw = (call(self._who, "score()", self._score, episode, case) if self._score is not None
-                   else call(self._who, "get_reward()", instance.get_reward))
-        else:
+                   else call(self._who, "get_reward()", cast(_Scoring, instance).get_reward))
+        elif self._score is not None:
             raw = call(self._who, "score()", self._score, reply, case)
+        else:  # pragma: no cover - __init__ refuses an environment with nothing to score replies by
+            raise AssertionError(f"{self._who} has no score()")
         value = number(self._who, "score()", raw, what="a number in [0, 1]")
         if not 0.0 <= value <= 1.0:
             raise UsageError(f"environment {self.name}: score() returned {value!r}, outside [0, 1]")
@@ -302,7 +331,7 @@ class Env:
             return value >= 1.0
         return bool(call(self._who, "passes()", self._passes, value))
 
-    def markers(self, reply: str | Episode, case: Mapping[str, Any], prompt: str | None = None) -> dict[str, float]:
+    def markers(self, reply: str | Episode, case: Mapping[str, object], prompt: str | None = None) -> dict[str, float]:
         """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
         if self._markers is None:
             if self.guards:
@@ -324,14 +353,16 @@ class Env:
 
     # -- prompts and chat ----------------------------------------------------------------
 
-    def category_of(self, item: Mapping[str, Any]) -> str | None:
+    def category_of(self, item: Mapping[str, object]) -> str | None:
         """The item's own category, else its case's."""
         category = item.get("category")
-        if category is None and isinstance(item.get("case"), Mapping):
-            category = item["case"].get("category")
+        case = item.get("case")
+        if category is None and isinstance(case, Mapping):
+            category = case.get("category")
         return category if isinstance(category, str) else None
 
-    def check_category(self, category: Any, *, path: Any = None, line: int | None = None) -> str:
+    def check_category(self, category: object, *, path: str | os.PathLike[str] | None = None,
+                       line: int | None = None) -> str:
         """*category* if the environment declares it, else a :class:`DataError` naming the place."""
         if not isinstance(category, str) or category not in self.categories:
             raise DataError(f"category {category!r} is not one of environment {self.name}'s categories "
@@ -343,7 +374,7 @@ class Env:
     def can_build_prompts(self) -> bool:
         return self._build_prompts is not None
 
-    def build_prompts(self, seed: int = 0, size: str = "default") -> list[dict[str, Any]]:
+    def build_prompts(self, seed: int = 0, size: str = "default") -> list[dict[str, object]]:
         """The environment's own seeded prompt set; environments without one read a file."""
         if self._build_prompts is None:
             raise UsageError(f"environment {self.name} writes no prompts of its own: pass a prompts file "
@@ -354,11 +385,12 @@ class Env:
                              f"use one of {', '.join(self.prompt_sizes)}")
         build = self._build_prompts
         items = call(self._who, "build_prompts()", lambda: list(build(seed, size)))
-        odd = next((item for item in items if not isinstance(item, Mapping)), None)
-        if odd is not None:
+        mappings = [item for item in items if isinstance(item, Mapping)]
+        if len(mappings) != len(items):
+            odd = next(item for item in items if not isinstance(item, Mapping))
             raise UsageError(f"environment {self.name}: build_prompts() yielded {type(odd).__name__} {odd!r:.40}; "
                              "each prompt item must be a mapping with prompt, case, category and scenario_id")
-        return [dict(item) for item in items]
+        return [dict(item) for item in mappings]
 
     def messages_for(self, prompt: str) -> list[dict[str, str]]:
         """The chat the policy sees: the environment's, else its system prompt and the user turn."""
@@ -388,7 +420,7 @@ class Env:
             return {}
         return numbers_of(self._who, "features()", call(self._who, "features()", self._features, reply))
 
-    def describe_reply(self, reply: str, case: Mapping[str, Any] | None = None) -> str | None:
+    def describe_reply(self, reply: str, case: Mapping[str, object] | None = None) -> str | None:
         """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
 
         The environment's ``describe_reply(reply, case)`` when it has one; else, for an episode
@@ -413,7 +445,7 @@ class Env:
     def has_honest_replies(self) -> bool:
         return self._honest is not None
 
-    def honest_replies(self, case: Mapping[str, Any]) -> Any:
+    def honest_replies(self, case: Case) -> SearchStrategy[str] | None:
         """A Hypothesis strategy of honest replies for *case*, or None."""
         return None if self._honest is None else call(self._who, "honest_replies()", self._honest, case)
 
@@ -421,11 +453,11 @@ class Env:
     def has_rejected_reply(self) -> bool:
         return self._rejected is not None
 
-    def rejected_reply(self, item: Mapping[str, Any], rng: Any) -> str | None:
+    def rejected_reply(self, item: Mapping[str, object], rng: random.Random) -> str | None:
         """A constructed DPO negative for *item*, or None (no constructed negatives)."""
         return None if self._rejected is None else call(self._who, "rejected_reply()", self._rejected, item, rng)
 
-    def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, Any]], float]:
+    def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, object]], float]:
         """The training reward: the environment's score, or one of its named variants."""
         if name in (None, "", "env", self.name):
             return self.score
@@ -436,7 +468,7 @@ class Env:
                          "score(reply, case) function")
 
 
-def _describe(obj: Any) -> str:
+def _describe(obj: object) -> str:
     if isinstance(obj, ModuleType):
         return obj.__name__
     return getattr(obj, "name", None) or type(obj).__name__
@@ -460,7 +492,7 @@ def _import_module(name: str) -> ModuleType:
         return importlib.import_module(name)
 
 
-def _import(target: str, spec: str) -> Any:
+def _import(target: str, spec: str) -> object:
     module_name, _, attr = target.partition(":")
     try:
         module = _import_module(module_name)
@@ -474,7 +506,7 @@ def _import(target: str, spec: str) -> Any:
         raise user_error(f"environment {spec!r}", f"importing {module_name}", exc) from None
     if not attr:
         return module
-    obj: Any = module
+    obj: object = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -485,7 +517,7 @@ def _import(target: str, spec: str) -> Any:
     return obj
 
 
-def _instantiate(obj: Any, args: list[str], spec: str) -> Any:
+def _instantiate(obj: object, args: list[str], spec: str) -> object:
     """A class, or a factory given arguments, is called; anything else is used as it is."""
     if args or inspect.isclass(obj):
         if not callable(obj):
@@ -513,7 +545,7 @@ def _load_spec(spec: str) -> Env:
     return _load(spec)
 
 
-def _load(spec: Any = None) -> Env:
+def _load(spec: object = None) -> Env:
     """Resolve an environment: a spec string, an environment object, or None (the default).
 
     A spec is ``"module:attr"`` (a module or an object in it), a bare ``"module"``, or a name
@@ -554,7 +586,7 @@ def _load(spec: Any = None) -> Env:
     return _wrap(obj, spec.strip())
 
 
-def _wrap(obj: Any, spec: str | None) -> Env:
+def _wrap(obj: object, spec: str | None) -> Env:
     """``Env(obj)``; a member that raises while it is read (a property) is the user's error too."""
     return call(f"environment {spec or _describe(obj)}", "reading its members", Env, obj, spec=spec)
 

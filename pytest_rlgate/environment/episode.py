@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import DataError
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Episode",
+    "EpisodeRecord",
     "EpisodeRun",
     "ToolCall",
     "ToolCallRecord",
@@ -56,9 +57,9 @@ class ToolCall:
     """One call a reply asks for: the tool's name and its arguments."""
 
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, object] = field(default_factory=dict)
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> dict[str, object]:
         """The ``tool_calls`` entry of an assistant message (the transformers / TRL shape)."""
         return {"type": "function", "function": {"name": self.name, "arguments": dict(self.arguments)}}
 
@@ -69,11 +70,11 @@ class ToolCallRecord:
 
     turn: int
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     result: str
     error: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"turn": self.turn, "name": self.name, "arguments": dict(self.arguments), "result": self.result,
                 "error": self.error}
 
@@ -83,7 +84,7 @@ class Episode:
     """A finished episode: the chat (system, user, assistant and tool messages), the calls
     executed with their results, the assistant's raw turn texts and why it stopped."""
 
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[dict[str, object], ...]
     turns: tuple[str, ...]
     tool_calls: tuple[ToolCallRecord, ...] = ()
     stop: str = "no_call"
@@ -117,10 +118,19 @@ class Episode:
         return Episode(self.messages, turns, tuple(c for c in self.tool_calls if c.turn <= turn),
                        self.stop if turn + 1 >= len(self.turns) else "continued")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> EpisodeRecord:
         """What a row keeps: the transcript, the turns and the executed calls."""
         return {"transcript": [dict(m) for m in self.messages], "turns": self.n_turns,
                 "tool_calls": len(self.tool_calls), "stop": self.stop}
+
+
+class EpisodeRecord(TypedDict):
+    """What :meth:`Episode.as_dict` gives a row: its transcript, turn and call counts, and why it stopped."""
+
+    transcript: list[dict[str, object]]
+    turns: int
+    tool_calls: int
+    stop: str
 
 
 def describe_episode(episode: Episode, width: int = 60) -> str:
@@ -167,7 +177,7 @@ def parse_hermes_calls(text: str) -> list[ToolCall]:
     return calls
 
 
-def messages_text(messages: Sequence[Mapping[str, Any]]) -> str:
+def messages_text(messages: Sequence[Mapping[str, object]]) -> str:
     """The text form of assistant and tool messages (a TRL tool-loop completion): each
     assistant turn with its calls as ``<tool_call>`` blocks, each result in ``<tool_response>``."""
     parts = []
@@ -176,12 +186,29 @@ def messages_text(messages: Sequence[Mapping[str, Any]]) -> str:
             parts.append(f"\n<tool_response>\n{message.get('content', '')}\n</tool_response>\n")
             continue
         text = str(message.get("content") or "")
-        for entry in message.get("tool_calls") or ():
-            function = entry.get("function", entry) if isinstance(entry, Mapping) else {}
+        for entry in _entries(message.get("tool_calls")):
+            function = _function(entry)
             block = json.dumps({"name": function.get("name"), "arguments": function.get("arguments", {})})
             text = f"{text}\n<tool_call>\n{block}\n</tool_call>" if text else f"<tool_call>\n{block}\n</tool_call>"
         parts.append(text)
     return "".join(parts)
+
+
+def _entries(value: object) -> Sequence[object]:
+    """A message's ``tool_calls``: a list of entries, or none."""
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _function(entry: object) -> Mapping[str, object]:
+    """The ``function`` of a ``tool_calls`` entry (or the entry itself, in the flat shape)."""
+    if not isinstance(entry, Mapping):
+        return {}
+    function = entry.get("function", entry)
+    return function if isinstance(function, Mapping) else {}
+
+
+def _arguments(value: object) -> dict[str, object]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def split_turns(text: str) -> list[str]:
@@ -196,7 +223,7 @@ def split_turns(text: str) -> list[str]:
     return kept or [text or ""]
 
 
-def _result_text(value: Any) -> str:
+def _result_text(value: object) -> str:
     if isinstance(value, str):
         return value
     try:
@@ -213,14 +240,14 @@ class EpisodeRun:
     takes the assistant's next turn, executes its calls and says whether the episode goes on.
     """
 
-    def __init__(self, env: Env, case: Mapping[str, Any], prompt: str) -> None:
+    def __init__(self, env: Env, case: Mapping[str, object], prompt: str) -> None:
         self.env = env
         self.instance, self.tools, intro = env.new_episode(case)
         messages = env.messages_for(prompt)
         if intro:  # TRL appends what reset() returns to the last user message
             last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
             messages[last] = {**messages[last], "content": f"{messages[last]['content']}{intro}"}
-        self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
+        self.messages: list[dict[str, object]] = [dict(m) for m in messages]
         self.turns: list[str] = []
         self.records: list[ToolCallRecord] = []
         self.stop: str | None = None
@@ -229,7 +256,7 @@ class EpisodeRun:
     def done(self) -> bool:
         return self.stop is not None
 
-    def step(self, reply: str | Mapping[str, Any], *, budget_left: bool = True) -> bool:
+    def step(self, reply: str | Mapping[str, object], *, budget_left: bool = True) -> bool:
         """Append the assistant's *reply* (text, or a message with ``tool_calls``), run its
         calls, append their results; True while the episode continues."""
         if self.done:
@@ -238,7 +265,7 @@ class EpisodeRun:
         turn = len(self.turns)
         self.turns.append(text)
         content = _CALL.sub("", text).strip() if calls else text
-        message: dict[str, Any] = {"role": "assistant", "content": content}
+        message: dict[str, object] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = [c.as_message() for c in calls]
         self.messages.append(message)
@@ -255,10 +282,10 @@ class EpisodeRun:
             self.stop = "budget"
         return not self.done
 
-    def _read(self, reply: str | Mapping[str, Any]) -> tuple[str, list[ToolCall]]:
+    def _read(self, reply: str | Mapping[str, object]) -> tuple[str, list[ToolCall]]:
         if isinstance(reply, Mapping):
-            calls = [ToolCall(str(c.get("function", c).get("name")), dict(c.get("function", c).get("arguments") or {}))
-                     for c in reply.get("tool_calls") or ()]
+            calls = [ToolCall(str(function.get("name")), _arguments(function.get("arguments") or {}))
+                     for function in map(_function, _entries(reply.get("tool_calls")))]
             text = str(reply.get("content") or "")
             if calls and "<tool_call>" not in text:
                 blocks = "".join(f"<tool_call>\n{json.dumps({'name': c.name, 'arguments': c.arguments})}\n</tool_call>"
@@ -284,8 +311,8 @@ class EpisodeRun:
         return Episode(tuple(self.messages), tuple(self.turns), tuple(self.records), self.stop)
 
 
-def replay(env: Env, case: Mapping[str, Any], turns: Sequence[str | Mapping[str, Any]],
-           prompt: str = "") -> tuple[Episode, Any]:
+def replay(env: Env, case: Mapping[str, object], turns: Sequence[str | Mapping[str, object]],
+           prompt: str = "") -> tuple[Episode, object]:
     """Re-run the assistant *turns* in a fresh instance: (the episode, the instance after it).
 
     Turns after the episode would have ended (no call, ``max_turns``) are dropped, as the
@@ -298,8 +325,8 @@ def replay(env: Env, case: Mapping[str, Any], turns: Sequence[str | Mapping[str,
     return run.finish("budget"), run.instance
 
 
-def episode_from_messages(env: Env, case: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *,
-                          where: str = "<transcript>") -> tuple[Episode, Any]:
+def episode_from_messages(env: Env, case: Mapping[str, object], messages: Sequence[Mapping[str, object]], *,
+                          where: str = "<transcript>") -> tuple[Episode, object]:
     """Grade-ready episode of a given transcript (a chat in the transformers / TRL shape).
 
     Only the assistant turns are taken from it; they are replayed (:func:`replay`), so the
@@ -309,7 +336,7 @@ def episode_from_messages(env: Env, case: Mapping[str, Any], messages: Sequence[
     if isinstance(messages, (str, Mapping)) or not isinstance(messages, Sequence):
         raise DataError("a transcript must be a list of chat messages ({'role': ..., 'content': ...})", path=where)
     prompt = ""
-    turns: list[Mapping[str, Any]] = []
+    turns: list[Mapping[str, object]] = []
     for position, message in enumerate(messages):
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise DataError(f"message {position} has no 'role'", path=where)
@@ -323,4 +350,4 @@ def episode_from_messages(env: Env, case: Mapping[str, Any], messages: Sequence[
 
 
 #: A policy as a plain function: the chat so far -> the next assistant turn (text or message).
-Respond = Callable[[list[dict[str, Any]]], "str | Mapping[str, Any]"]
+Respond = Callable[[list[dict[str, object]]], "str | Mapping[str, object]"]

@@ -13,15 +13,18 @@ import importlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Union
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["Hack", "HackTransform", "lazy"]
 
 #: ``hacked(reply, case)``: the hacked form of *reply* to *case*, a string or a Hypothesis
 #: strategy of strings (the probe draws from it and shrinks it).
-HackTransform = Callable[[str, Mapping[str, Any]], Any]
+HackTransform = Callable[[str, Mapping[str, object]], Union[str, "SearchStrategy[str]"]]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -61,7 +64,7 @@ class Hack:
         return not self.categories or category in self.categories
 
 
-def lazy(target: str) -> Callable[..., Any]:
+def lazy(target: str) -> Callable[..., object]:
     """``"module:function"`` as a function that imports it on its first call.
 
     An environment declares ``honest_replies`` and its hacks with it, so loading the
@@ -70,9 +73,9 @@ def lazy(target: str) -> Callable[..., Any]:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise UsageError(f"lazy({target!r}): expected 'module:function'")
-    resolved: list[Callable[..., Any]] = []
+    resolved: list[Callable[..., object]] = []
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: object, **kwargs: object) -> object:
         if not resolved:
             resolved.append(getattr(importlib.import_module(module_name), attr))
         return resolved[0](*args, **kwargs)

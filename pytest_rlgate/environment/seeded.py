@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["dedupe", "draw", "prompt_key", "ranked", "weighted"]
 
 T = TypeVar("T")
-M = TypeVar("M", bound=Mapping[str, Any])
+M = TypeVar("M", bound=Mapping[str, object])
 
 
 def draw(seed: int, *parts: object) -> int:
@@ -51,7 +51,7 @@ def dedupe(items: Iterable[M]) -> list[M]:
     seen: set[str] = set()
     kept: list[M] = []
     for item in items:
-        key = prompt_key(item["prompt"])
+        key = prompt_key(str(item["prompt"]))
         if key not in seen:
             seen.add(key)
             kept.append(item)

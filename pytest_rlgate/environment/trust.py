@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import builtins
 import importlib
-from typing import Any
 
 __all__ = ["evaluates_text"]
 
@@ -22,7 +21,7 @@ _EVALUATORS = frozenset(
 )
 
 
-def evaluates_text(obj: Any) -> bool:
+def evaluates_text(obj: object) -> bool:
     """True for ``eval``, ``exec``, ``compile``, ``__import__``, ``breakpoint``, ``input``, ``open``
     and ``importlib.import_module``, however they were reached."""
     return id(obj) in _EVALUATORS

@@ -31,8 +31,9 @@ import re
 from collections.abc import Mapping
 from importlib import metadata as importlib_metadata
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol, TypeGuard
 
+from ..data.records import JSONObject, PromptItem
 from ..errors import UsageError
 
 __all__ = ["ADAPTER_VERSION", "PROMPT_SIZES", "SYSTEM", "Extracted", "ReasoningGymEnv", "extract_answer",
@@ -118,23 +119,33 @@ def known_tasks() -> tuple[str, ...]:
     return tuple(sorted(name for name in from_registry if name not in _NOT_TASKS))
 
 
+class _Dataset(Protocol):
+    """What rlgate uses of a reasoning-gym dataset: its entries, and the task's own scorer."""
+
+    def __getitem__(self, index: int) -> Mapping[str, object]: ...
+
+    def score_answer(self, answer: str | None, entry: Mapping[str, object]) -> float: ...
+
+
 @functools.lru_cache(maxsize=256)
-def _dataset(task: str, seed: int, size: int) -> Any:
+def _dataset(task: str, seed: int, size: int) -> _Dataset:
     """One dataset object per (task, seed, size): generation is seeded, scoring needs the object."""
     try:
-        return _rg().create_dataset(task, seed=seed, size=size)
+        dataset: _Dataset = _rg().create_dataset(task, seed=seed, size=size)
+        return dataset
     except (TypeError, ValueError, AssertionError) as exc:
         raise UsageError(f"reasoning-gym could not build task {task!r} (seed={seed}, size={size}): {exc}") from None
 
 
 @functools.lru_cache(maxsize=8192)
-def _entry(task: str, seed: int, size: int, index: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _entry(task: str, seed: int, size: int, index: int) -> tuple[Mapping[str, object], JSONObject]:
     """Entry *index* of a dataset as generated, and its JSON form (what a case carries)."""
     entry = _dataset(task, seed, size)[index]
-    return entry, json.loads(json.dumps(entry))
+    plain: JSONObject = json.loads(json.dumps(entry))
+    return entry, plain
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -200,7 +211,7 @@ class ReasoningGymEnv:
 
     # -- prompts -------------------------------------------------------------------------
 
-    def build_prompts(self, seed: int = 0, size: str = "default") -> list[dict[str, Any]]:
+    def build_prompts(self, seed: int = 0, size: str = "default") -> list[PromptItem]:
         """Each task's seeded entries as prompt items, interleaved task by task.
 
         Entry *i* of task *t* is ``reasoning_gym.create_dataset(t, seed=seed, size=n)[i]``
@@ -214,22 +225,23 @@ class ReasoningGymEnv:
         if size not in PROMPT_SIZES:
             raise UsageError(f"unknown prompt set size {size!r}; use one of {', '.join(PROMPT_SIZES)}")
         count = max(1, round(self.size * PROMPT_SIZES[size]))
-        items: list[dict[str, Any]] = []
+        items: list[PromptItem] = []
         seen: set[str] = set()
         for index in range(count):
             for task in self.tasks:
                 _, plain = _entry(task, seed, count, index)
-                if plain["question"] in seen:
+                question = str(plain["question"])  # reasoning-gym's entries ask in text
+                if question in seen:
                     continue
-                seen.add(plain["question"])
+                seen.add(question)
                 case = {"category": task, **plain, "dataset": {"seed": seed, "size": count}}
-                items.append({"prompt": plain["question"], "case": case, "category": task,
+                items.append({"prompt": question, "case": case, "category": task,
                               "scenario_id": f"{task}-{seed}-{index}"})
         return items
 
     # -- grading -------------------------------------------------------------------------
 
-    def _task_of(self, case: Mapping[str, Any]) -> str:
+    def _task_of(self, case: Mapping[str, object]) -> str:
         meta = case.get("metadata")
         task = case.get("category") or (meta.get("source_dataset") if isinstance(meta, Mapping) else None)
         if task not in self.tasks:
@@ -237,7 +249,7 @@ class ReasoningGymEnv:
                              f"({', '.join(self.tasks)})")
         return str(task)
 
-    def _entry_for(self, task: str, case: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def _entry_for(self, task: str, case: Mapping[str, object]) -> tuple[_Dataset, Mapping[str, object]]:
         """The dataset to score with, and the entry to hand to its ``score_answer``.
 
         A case read back from JSON has lost Python types some scorers compare against
@@ -245,14 +257,15 @@ class ReasoningGymEnv:
         entry the generator gives again, that original entry is used; a case that differs (a
         hand-written or edited one) is scored as written, never replaced.
         """
-        if not isinstance(case.get("question"), str) or not isinstance(case.get("metadata"), Mapping):
+        meta = case.get("metadata")
+        if not isinstance(case.get("question"), str) or not isinstance(meta, Mapping):
             raise UsageError(f"environment {self.name}: a case needs 'question' (text) and 'metadata' (an object), "
                              f"as build_prompts writes them; got keys {sorted(case)}")
-        written = {"question": case["question"], "answer": case.get("answer"), "metadata": dict(case["metadata"])}
+        written = {"question": case["question"], "answer": case.get("answer"), "metadata": dict(meta)}
         source = case.get("dataset")
-        index = written["metadata"].get("source_index")
-        if isinstance(source, Mapping) and all(_is_int(v) for v in (source.get("seed"), source.get("size"), index)):
-            seed, size = source["seed"], source["size"]
+        index = meta.get("source_index")
+        seed, size = (source.get("seed"), source.get("size")) if isinstance(source, Mapping) else (None, None)
+        if _is_int(seed) and _is_int(size) and _is_int(index):
             if 0 <= index < size:
                 entry, plain = _entry(task, seed, size, index)
                 if plain == written:
@@ -260,7 +273,7 @@ class ReasoningGymEnv:
             return _dataset(task, seed, size), written
         return _dataset(task, 0, 1), written
 
-    def score(self, reply: str, case: Mapping[str, Any]) -> float:
+    def score(self, reply: str, case: Mapping[str, object]) -> float:
         """The task's own ``score_answer`` on :func:`extract_answer`'s answer, in [0, 1].
 
         A scorer that raises on an answer it cannot parse (``prime_factorization`` on words)
@@ -275,6 +288,6 @@ class ReasoningGymEnv:
             return 0.0
         return 0.0 if math.isnan(value) else min(1.0, max(0.0, value))
 
-    def markers(self, reply: str, case: Mapping[str, Any]) -> dict[str, float]:
+    def markers(self, reply: str, case: Mapping[str, object]) -> dict[str, float]:
         """``answered``: 1 when the reply states its answer in a tag or an ``Answer:`` line."""
         return {"answered": float(extract_answer(reply).explicit)}

@@ -13,12 +13,14 @@ imports :mod:`.options` when pytest starts, and every pytest run pays for what l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import RegressionError, hide_user_errors
 from .options import GateOptions
 
 if TYPE_CHECKING:
+    from ..data.rows import RowInput
+    from .afters import SeedSources
     from .recipe import RecipeGateResult
     from .result import GateResult
 
@@ -28,18 +30,11 @@ __all__ = ["GateOptions", "assert_no_regression", "compare", "require_passed"]
 __tracebackhide__ = hide_user_errors
 
 
-class _Judged(Protocol):
-    @property
-    def passed(self) -> bool: ...
-
-    def message(self) -> str: ...
+R = TypeVar("R", bound="GateResult | RecipeGateResult")
 
 
-R = TypeVar("R", bound=_Judged)
-
-
-def compare(before_rows: Any, after_rows: Any, options: GateOptions | None = None,
-            **overrides: Any) -> GateResult | RecipeGateResult:
+def compare(before_rows: RowInput, after_rows: RowInput | SeedSources, options: GateOptions | None = None,
+            **overrides: object) -> GateResult | RecipeGateResult:
     """Gate AFTER against BEFORE graded rows by category: one adapter, or a recipe over seeds.
 
     One after side (a row file, or an iterable of row dicts) gates that adapter:
@@ -68,8 +63,8 @@ def require_passed(result: R) -> R:
     return result
 
 
-def assert_no_regression(before: Any, after: Any, options: GateOptions | None = None,
-                         **overrides: Any) -> GateResult | RecipeGateResult:
+def assert_no_regression(before: RowInput, after: RowInput | SeedSources, options: GateOptions | None = None,
+                         **overrides: object) -> GateResult | RecipeGateResult:
     """Run :func:`compare` and raise :class:`~pytest_rlgate.RegressionError` (an AssertionError) on failure.
 
     *after* may be one row source or several (a list, or a mapping seed -> rows);

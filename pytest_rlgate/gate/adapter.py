@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.rows import RowInput
 from ..environment.contract import Env
 from ..errors import DataError, hide_user_errors
 from .flips import Flip, flips_for
@@ -85,8 +86,8 @@ def _pair_adapter(
     return failures, shared, pair_units(before, after, shared, shared_units_only)
 
 
-def compare_adapter(before_rows: Any, after_rows: Any, options: GateOptions | None = None,
-                    **overrides: Any) -> GateResult:
+def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOptions | None = None,
+                    **overrides: object) -> GateResult:
     """Compare AFTER against BEFORE graded rows, per category, and apply the gate's rule.
 
     *before_rows*/*after_rows* are row-file paths (each opened once and streamed, never

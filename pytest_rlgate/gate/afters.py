@@ -10,16 +10,21 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
+from ..data.provenance import sampled_with
 from ..data.readers import RowSource, as_side
-from ..data.rows import RowReader
+from ..data.rows import RowInput, RowReader
 from ..errors import DataError, UsageError
 
 __all__ = ["is_seed_sources", "open_afters", "seed_labels"]
 
 
-def is_seed_sources(after: Any) -> bool:
+#: the after sides of a recipe: one row source per training seed, by seed (or label), or in order
+SeedSources = Mapping[int, RowInput] | Mapping[str, RowInput] | Sequence[RowInput]
+
+
+def is_seed_sources(after: object) -> TypeGuard[SeedSources]:
     """True when *after* is several row sources (one per training seed), not one.
 
     A mapping (seed -> rows) always is; so is a list or tuple whose items are row files or
@@ -33,7 +38,8 @@ def is_seed_sources(after: Any) -> bool:
                for item in after)
 
 
-def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, Any] | None] | None = None) -> list[int | str]:
+def seed_labels(sources: Sequence[RowInput], headers: Sequence[Mapping[str, object] | None] | None = None,
+                ) -> list[int | str]:
     """Labels for a list of per-seed row sources, in this order of preference.
 
     The sampling seeds their headers name (a run's after rows are sampled at its trainer
@@ -44,23 +50,23 @@ def seed_labels(sources: Sequence[Any], headers: Sequence[Mapping[str, Any] | No
     """
     if headers is None:
         headers = [_header(s) for s in sources]
-    seeds = [(h or {}).get("sampling", {}).get("seed") for h in headers]
-    if None not in seeds and len(set(seeds)) == len(seeds):
+    seeds: list[int | str] = [seed for h in headers if isinstance(seed := sampled_with(h, "seed"), int)]
+    if len(seeds) == len(headers) and len(set(seeds)) == len(seeds):
         return seeds
-    if all(isinstance(s, (str, os.PathLike)) for s in sources):
-        paths = [Path(s) for s in sources]
+    paths = [Path(s) for s in sources if isinstance(s, (str, os.PathLike))]
+    if len(paths) == len(sources):
         for names in ([p.parent.name for p in paths], [p.name for p in paths], [str(p) for p in paths]):
             if all(names) and len(set(names)) == len(names):
                 return list(names)
     return [f"#{i}" for i in range(1, len(sources) + 1)]
 
 
-def _header(source: Any) -> Mapping[str, Any] | None:
+def _header(source: RowInput) -> Mapping[str, object] | None:
     with RowReader(source) as reader:
         return reader.header
 
 
-def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[RowReader]]:
+def open_afters(after: SeedSources, stack: ExitStack) -> tuple[list[int | str], list[RowReader]]:
     """The seed labels and every after side opened (headers read), in the order given.
 
     An eval harness's output is read by its reader (:func:`~pytest_rlgate.data.readers.as_side`).
@@ -68,7 +74,8 @@ def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[Row
     if isinstance(after, Mapping):
         if not after:
             raise DataError("after has no training seeds: pass one row source per seed (seed -> rows)")
-        labels, sources = list(after), [as_side(s) for s in after.values()]
+        labels: list[int | str] = [*after]
+        sources = [as_side(s) for s in after.values()]
         readers = [stack.enter_context(_open(s)) for s in sources]
     else:
         sources = list(after)
@@ -84,14 +91,14 @@ def open_afters(after: Any, stack: ExitStack) -> tuple[list[int | str], list[Row
     return labels, readers
 
 
-def _open(source: Any) -> RowReader:
+def _open(source: RowInput) -> RowReader:
     """One after side opened: a harness's output (a :class:`RowSource`) keeps its path as its label."""
     return RowReader(source, name=source.label if isinstance(source, RowSource) else None)
 
 
-def _refuse_repeats(sources: Sequence[Any]) -> None:
+def _refuse_repeats(sources: Sequence[RowInput]) -> None:
     """One source given twice would count as two training seeds and halve the seed spread."""
-    seen: dict[Any, int] = {}
+    seen: dict[str | int, int] = {}
     for position, source in enumerate(sources, 1):
         key = os.path.realpath(source) if isinstance(source, (str, os.PathLike)) else id(source)
         if key in seen:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.records import Row
 from ..environment.contract import EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
 from .adapter import compare_adapter
@@ -59,10 +60,10 @@ def look_alpha(look: int, alpha: float = ALPHA, planned: int | None = None) -> f
     return alpha * 6 / (math.pi**2 * look**2)
 
 
-def _unit_means(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[tuple[str, Any], list[float]]:
+def _unit_means(rows: Sequence[Row], metrics: Sequence[str]) -> dict[tuple[str, str], list[float]]:
     """(category, scenario) -> the mean of each metric over the unit's rows (pass@1 is ``reward``)."""
-    sums: dict[tuple[str, Any], list[float]] = {}
-    counts: dict[tuple[str, Any], int] = {}
+    sums: dict[tuple[str, str], list[float]] = {}
+    counts: dict[tuple[str, str], int] = {}
     for row in rows:
         unit = (row["category"], row.get("scenario_id") or row["prompt"])
         values = [float(row["reward"]) if m == PASS else float(row.get("markers", {}).get(m, 0.0)) for m in metrics]
@@ -105,7 +106,7 @@ class Test:
     p_adjusted: float
     regressed: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
@@ -124,7 +125,7 @@ class Look:
         """``metric/group`` of every test that regressed at this look's level."""
         return [f"{t.metric}/{t.group}" for t in self.tests if t.regressed]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"look": self.look, "step": self.step, "alpha": self.alpha, "regressed": self.regressed,
                 "tests": [t.to_dict() for t in self.tests],
                 "gate": None if self.gate is None else self.gate.to_dict()}
@@ -145,6 +146,7 @@ class SequentialGate:
     env: EnvSpec = None
     guards: Sequence[str] | None = None
     report: bool = True
+    #: :func:`~pytest_rlgate.gate.adapter.compare_adapter` keywords for the house gate at each look
     options: Mapping[str, Any] = field(default_factory=dict)
     looks: list[Look] = field(default_factory=list)
 
@@ -156,7 +158,7 @@ class SequentialGate:
         if self.guards is None:
             self.guards = tuple(load_env(self.env).guards) if self.env is not None else ()
 
-    def look(self, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], *,
+    def look(self, before: Sequence[Row], after: Sequence[Row], *,
              step: int = 0) -> Look:
         """Test *after* against *before* at the next look's level; the look is kept in ``looks``."""
         number = len(self.looks) + 1

@@ -15,7 +15,7 @@ import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import UsageError
 from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, Number
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FLIPS_IN", "MARGIN", "METHODS",
            "METHOD_NAMES", "N_RESAMPLES", "SHOW_FLIPS", "Choice", "GateOptions", "Method", "shown_default"]
+
+T = TypeVar("T")
 
 Method = Literal["expanded", "percentile", "basic", "t"]
 #: every interval the gate knows (:func:`~pytest_rlgate.gate.stats.paired_bootstrap`)
@@ -74,8 +76,8 @@ class Choice:
         return text
 
 
-def _option(default: Any, help: str, *, bound: Number | Choice | None = None, flag: str | None = None,
-            setting: str | None = None, label: str | None = None) -> Any:
+def _option(default: T, help: str, *, bound: Number | Choice | None = None, flag: str | None = None,
+            setting: str | None = None, label: str | None = None) -> T:
     """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*,
     the plugin *setting* (``--rlgate-<setting>`` / ``rlgate_<setting>``) and the *label* of messages."""
     return field(default=default, metadata={"help": help, "bound": bound, "flag": flag, "setting": setting,
@@ -153,6 +155,7 @@ class GateOptions:
                 label = spec.metadata["label"] or spec.name
                 raise UsageError(f"{label} must be {bound.describe()}, got {value!r}")
 
+    # the overrides are any of the fields above (checked by __post_init__): typing them again would declare each twice
     @classmethod
     def build(cls, options: GateOptions | None = None, /, **overrides: Any) -> GateOptions:
         """*options* (default: every default) with *overrides* applied; an unknown keyword is a UsageError.
@@ -171,7 +174,7 @@ class GateOptions:
             raise UsageError(f"options must be a GateOptions, got {type(base).__name__}")
         return dataclasses.replace(base, **overrides) if overrides else base
 
-    def replace(self, **changes: Any) -> GateOptions:
+    def replace(self, **changes: object) -> GateOptions:
         """A copy with *changes* (validated as a new one)."""
         return GateOptions.build(self, **changes)
 
@@ -180,17 +183,17 @@ class GateOptions:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def field(cls, name: str) -> dataclasses.Field[Any]:
+    def field(cls, name: str) -> dataclasses.Field[object]:
         """The field *name* (its help, bound and flag in ``metadata``)."""
         return next(f for f in dataclasses.fields(cls) if f.name == name)
 
     @classmethod
-    def settings(cls) -> dict[str, dataclasses.Field[Any]]:
+    def settings(cls) -> dict[str, dataclasses.Field[object]]:
         """plugin setting name (``resamples``) -> its field, for the options the plugin sets session-wide."""
         return {f.metadata["setting"]: f for f in dataclasses.fields(cls) if f.metadata["setting"]}
 
 
-def shown_default(spec: dataclasses.Field[Any]) -> str:
+def shown_default(spec: dataclasses.Field[object]) -> str:
     """How a field's default reads in help text: ``10000``, ``0.95``, ``expanded``."""
     default = spec.default
     return f"{default:g}" if isinstance(default, float) and not default.is_integer() else str(default)

@@ -27,12 +27,11 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from tabulate import tabulate
 
-from ..data.rows import iter_checked
+from ..data.rows import RowInput, iter_checked
 from ..errors import DataError, UsageError, hide_user_errors
 from .options import CONFIDENCE_LEVEL, DEFAULT_METHOD, MARGIN, METHOD_NAMES
 from .stats import t_cdf, t_ppf
@@ -74,7 +73,7 @@ class CategoryPlan:
     def enough(self) -> bool:
         return self.needed is not None and self.n_units >= self.needed
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"category": self.category, "n_units": self.n_units, "rollouts": self.rollouts, "k": self.k,
                 "pass_rate": self.pass_rate, "sd": self.sd, "needed": self.needed, "mde": self.mde,
                 "power_now": self.power_now, "enough": self.enough}
@@ -126,7 +125,7 @@ class Plan:
             lines.append(f"every category has enough scenarios to see a {self.drop:.2f} drop")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"drop": self.drop, "power": self.power, "confidence_level": self.confidence_level,
                 "method": self.method, "source": self.source,
                 "categories": [c.to_dict() for c in self.categories]}
@@ -233,10 +232,10 @@ def _power_now(sd: float | None, drop: float, n: int, confidence_level: float) -
 # -- reading the rows ----------------------------------------------------------------------------
 
 
-def _read(source: Any, label: str) -> dict[str, dict[str, list[float]]]:
+def _read(source: RowInput, label: str) -> dict[str, dict[str, list[float]]]:
     """``category -> unit -> [rows, prompts, passes]`` (units are scenario_id, else prompt)."""
     table: dict[str, dict[str, list[float]]] = {}
-    seen: set[tuple[str, str, Any]] = set()
+    seen: set[tuple[str, str, int | str | None]] = set()
     for row, _line, _state in iter_checked(source, name=label):
         unit = row.get("scenario_id") or row["prompt"]
         acc = table.setdefault(row["category"], {}).setdefault(unit, [0, 0, 0])
@@ -268,7 +267,7 @@ def _plan_one(category: str, units: Mapping[str, list[float]], drop: float, powe
 
 
 def plan(
-    rows: Any,
+    rows: RowInput,
     *,
     drop: float = DEFAULT_DROP,
     power: float = DEFAULT_POWER,

@@ -27,24 +27,82 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Literal, TypedDict
 
 import numpy as np
 
+from ..data.rows import RowInput
 from ..errors import DataError, UsageError, hide_user_errors
-from .afters import is_seed_sources, open_afters, seed_labels
+from .afters import SeedSources, is_seed_sources, open_afters, seed_labels
 from .options import METHOD_NAMES, GateOptions
 from .recipe_stats import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .recipe_text import render_failure, render_report, render_table, settings_line
 from .sides import Paired, Side, groups, open_side, pair_units, ratio_k, read_sides, resample_stream, warn_caller
 
-__all__ = ["RecipeComparison", "RecipeGateResult", "compare_seeds", "is_seed_sources", "seed_labels"]
+__all__ = ["RecipeComparison", "RecipeComparisonRecord", "RecipeGateResult", "RecipeRecord", "SeedRecord",
+           "compare_seeds", "is_seed_sources", "seed_labels"]
 
 #: a bad row file gated in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
 
 #: verdicts that leave the recipe question open (``fail_on_inconclusive`` fails them)
 _UNDECIDED = ("inconclusive", "insufficient", "unresolved")
+
+
+class SeedRecord(TypedDict):
+    """One seed's own comparison in a recipe record."""
+
+    seed: int | str
+    delta: float
+    low: float | None
+    high: float | None
+    verdict: str
+    mde: float | None
+
+
+class RecipeComparisonRecord(TypedDict):
+    """:meth:`RecipeComparison.to_dict`: a gate comparison's keys plus the recipe's."""
+
+    metric: str
+    group: str
+    n_units: int
+    k: float
+    before: float
+    after: float
+    delta: float
+    low: float | None
+    high: float | None
+    verdict: str
+    reason: str
+    mde: float | None
+    flags: list[str]
+    k_before: float | None
+    k_after: float | None
+    n_seeds: int
+    regressed_seeds: int
+    seeds_line: str
+    seeds: list[SeedRecord]
+
+
+class RecipeRecord(TypedDict):
+    """:meth:`RecipeGateResult.to_dict`: what the recipe's text renders, and ``recipe.json`` keeps."""
+
+    kind: Literal["recipe"]
+    passed: bool
+    rule: str
+    comparisons: list[RecipeComparisonRecord]
+    failures: list[str]
+    seeds: list[int | str]
+    recipe_method: str
+    method: str
+    confidence_level: float
+    n_resamples: int
+    seed: int | None
+    margin: float
+    holm: bool
+    unit: str
+    warnings: list[str]
+    options: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -102,7 +160,7 @@ class RecipeComparison:
         k = self.k if self.k_before is None or self.k_before == self.k_after else f"{self.k_before}/{self.k_after}"
         return f"{self.n_units} units x {k} x {self.n_seeds} seed{'s' if self.n_seeds != 1 else ''}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RecipeComparisonRecord:
         """The gate comparison's keys (so reports and summaries read both) plus the recipe's."""
         r = self.recipe
         return {
@@ -131,7 +189,7 @@ class RecipeGateResult:
     margin: float
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -148,7 +206,7 @@ class RecipeGateResult:
         known = ", ".join(sorted({f"{c.metric}/{c.group}" for c in self.comparisons}))
         raise UsageError(f"no comparison {metric}/{group} in this recipe gate; it has {known}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RecipeRecord:
         """The JSON shape of ``rlgate gate BEFORE AFTER AFTER... --json`` and of ``recipe.json``'s gate."""
         return {
             "kind": "recipe",
@@ -325,8 +383,8 @@ def _apply_rule(comparisons: list[RecipeComparison], opts: GateOptions) -> list[
     return failures
 
 
-def compare_seeds(before_rows: Any, after_rows: Mapping[Any, Any] | Sequence[Any], options: GateOptions | None = None,
-                  **overrides: Any) -> RecipeGateResult:
+def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateOptions | None = None,
+                  **overrides: object) -> RecipeGateResult:
     """Gate a recipe: BEFORE rows against the AFTER rows of each training seed, per category.
 
     *after_rows* is a mapping seed -> row source or a list of row sources (labels from

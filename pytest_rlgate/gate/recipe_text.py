@@ -14,8 +14,8 @@ agree (dots together) or one seed carries the verdict (one dot far from the othe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
@@ -23,6 +23,9 @@ from .numtext import interval
 from .options import METHOD_NAMES
 from .text import REMEDY, is_borderline, units_label
 from .verdicts import RECIPE_VERDICTS
+
+if TYPE_CHECKING:
+    from .recipe import RecipeComparisonRecord, RecipeRecord
 
 __all__ = ["DOTS_LEGEND", "render_failure", "render_report", "render_seeds", "render_table", "seed_dots",
            "seeds_cell", "settings_line", "summary_line", "worth_a_look"]
@@ -63,11 +66,11 @@ def seed_dots(deltas: Sequence[float], low: float | None = None, high: float | N
     return "".join(cells)
 
 
-def _dots(c: Mapping[str, Any]) -> str:
+def _dots(c: RecipeComparisonRecord) -> str:
     return seed_dots([s["delta"] for s in c["seeds"]], c.get("low"), c.get("high"))
 
 
-def seeds_cell(c: Mapping[str, Any]) -> str:
+def seeds_cell(c: RecipeComparisonRecord) -> str:
     """The dot strip and "regressed in k of S seeds" of one recipe comparison (the terminal summary's cell)."""
     return f"{_dots(c)} {c['seeds_line']}"
 
@@ -84,23 +87,23 @@ def _verdict(verdict: str) -> str:
     return verdict.upper() if verdict == "regressed" else verdict
 
 
-def worth_a_look(c: Mapping[str, Any]) -> bool:
+def worth_a_look(c: RecipeComparisonRecord) -> bool:
     """Shown without verbose: an undecided recipe, one any seed regressed on, or a flag."""
     return c["verdict"] in _UNDECIDED or c["regressed_seeds"] > 0 or is_borderline(c["verdict"], c["flags"])
 
 
-def _level(result: Mapping[str, Any]) -> str:
+def _level(result: RecipeRecord) -> str:
     return f"{result['confidence_level']:.0%}"
 
 
-def _row(c: Mapping[str, Any]) -> list[str]:
+def _row(c: RecipeComparisonRecord) -> list[str]:
     return [c["metric"], c["group"], units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after")),
             str(c["n_seeds"]), f"{c['before']:.3f}", f"{c['after']:.3f}", f"{c['delta']:+.3f}",
             _ci(c.get("low"), c.get("high")), _num(c.get("mde")), _dots(c), _verdict(c["verdict"]),
             f"{c['regressed_seeds']} of {c['n_seeds']}", ", ".join(c["flags"])]
 
 
-def _table(result: Mapping[str, Any], comparisons: Sequence[Mapping[str, Any]]) -> str:
+def _table(result: RecipeRecord, comparisons: Sequence[RecipeComparisonRecord]) -> str:
     """The rows, the dots' legend and, once each, why a verdict is unresolved or insufficient."""
     headers = [h.format(level=_level(result)) for h in HEADERS]
     table = tabulate([_row(c) for c in comparisons], headers=headers, tablefmt="simple", disable_numparse=True,
@@ -110,7 +113,7 @@ def _table(result: Mapping[str, Any], comparisons: Sequence[Mapping[str, Any]]) 
     return "\n".join([table, DOTS_LEGEND, *(f"{verdict}: {reason}" for verdict, reason in reasons)])
 
 
-def render_table(result: Mapping[str, Any], *, verbose: bool = True) -> str:
+def render_table(result: RecipeRecord, *, verbose: bool = True) -> str:
     """The recipe table (every comparison, or only those worth a look) and the dots' legend."""
     shown = [c for c in result["comparisons"] if verbose or worth_a_look(c)]
     if not shown:
@@ -118,7 +121,7 @@ def render_table(result: Mapping[str, Any], *, verbose: bool = True) -> str:
     return _table(result, shown)
 
 
-def render_seeds(result: Mapping[str, Any], *, verbose: bool = True) -> str:
+def render_seeds(result: RecipeRecord, *, verbose: bool = True) -> str:
     """Every seed gated on its own, under the recipe rows it belongs to."""
     rows = [[c["metric"], c["group"], str(s["seed"]), f"{s['delta']:+.3f}", _ci(s.get("low"), s.get("high")),
              _num(s.get("mde")), _verdict(s["verdict"])]
@@ -129,7 +132,7 @@ def render_seeds(result: Mapping[str, Any], *, verbose: bool = True) -> str:
                     disable_numparse=True, colalign=("left", "left", "right", "right", "left", "right", "left")))
 
 
-def summary_line(result: Mapping[str, Any]) -> str:
+def summary_line(result: RecipeRecord) -> str:
     counts = Counter(c["verdict"] for c in result["comparisons"])
     tally = ", ".join(f"{counts[v]} {v}" for v in RECIPE_VERDICTS if counts.get(v))
     n = len(result["failures"])
@@ -139,7 +142,7 @@ def summary_line(result: Mapping[str, Any]) -> str:
             f"({seeds}): {len(result['comparisons'])} comparisons: {tally}")
 
 
-def settings_line(result: Mapping[str, Any]) -> str:
+def settings_line(result: RecipeRecord) -> str:
     """How the intervals were made: the recipe's, and each seed's own (enough to reproduce them)."""
     resamples = "" if result["method"] == "t" else f", {result['n_resamples']} resamples"
     return (f"recipe: mean over seeds of per-{result['unit']} paired deltas, {_level(result)} CI "
@@ -147,7 +150,7 @@ def settings_line(result: Mapping[str, Any]) -> str:
             f"seed {result['seed']}; margin {result['margin']:.2f}, no Holm")
 
 
-def render_report(result: Mapping[str, Any], *, verbose: bool = True) -> str:
+def render_report(result: RecipeRecord, *, verbose: bool = True) -> str:
     lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose), "",
              "each seed on its own:", render_seeds(result, verbose=verbose), "", f"rule: {result['rule']}"]
     lines += [f"warning: {w}" for w in result["warnings"]]
@@ -155,11 +158,11 @@ def render_report(result: Mapping[str, Any], *, verbose: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _failed(c: Mapping[str, Any]) -> bool:
+def _failed(c: RecipeComparisonRecord) -> bool:
     return c["verdict"] == "regressed" or any(f in c["flags"] for f in ("below -max_drop", "the only seed regressed"))
 
 
-def render_failure(result: Mapping[str, Any]) -> str:
+def render_failure(result: RecipeRecord) -> str:
     """The RegressionError text: what failed, each failing row's seeds, the rule and the remedy."""
     counted = sorted((c for c in result["comparisons"] if _failed(c)), key=lambda c: c["delta"])
     head = f"{len(counted)} of {len(result['comparisons'])} recipe comparisons failed"

@@ -139,7 +139,7 @@ class ReleasePolicy:
             where = f"{self.source}:{rule.line} {rule.selector}"
         settings = self.tiers.get(tier, {})
 
-        def pick(name: str, gate: Any) -> Any:
+        def pick(name: str, gate: float) -> float:
             value = None if rule is None else getattr(rule, name)
             return value if value is not None else settings.get(name, gate)
 
@@ -194,7 +194,7 @@ def _fail(source: str, line: int | None, message: str) -> UsageError:
     return UsageError(f"{where}: {message}")
 
 
-def _share(source: str, line: int, key: str, value: Any, *, open_low: bool) -> float:
+def _share(source: str, line: int, key: str, value: object, *, open_low: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not (0 < value < 1 if open_low else 0 <= value < 1):
         bound = "(0, 1)" if open_low else "[0, 1)"
@@ -202,13 +202,13 @@ def _share(source: str, line: int, key: str, value: Any, *, open_low: bool) -> f
     return float(value)
 
 
-def _rule(source: str, selector: str, line: int, body: Any, lines: Mapping[str, int]) -> ReleaseRule:
+def _rule(source: str, selector: str, line: int, body: object, lines: Mapping[str, int]) -> ReleaseRule:
     if isinstance(body, str):
         body = {"tier": body}
     if not isinstance(body, Mapping):
         raise _fail(source, line, f"rule {selector!r} must be a tier name or a table of {', '.join(_RULE_KEYS)}, "
                                   f"got {body!r}")
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {}  # each checked below for the ReleaseRule field it fills
     for key, value in body.items():
         at = lines.get(key, line)
         if key not in _RULE_KEYS:
@@ -230,7 +230,7 @@ def _rule(source: str, selector: str, line: int, body: Any, lines: Mapping[str, 
     return ReleaseRule(selector=selector, line=line, **values)
 
 
-def _build(source: str, data: Any, where: _Lines) -> ReleasePolicy:
+def _build(source: str, data: object, where: _Lines) -> ReleasePolicy:
     if not isinstance(data, Mapping):
         raise _fail(source, 1, "a release policy is a table with 'rules' (and optionally 'tiers')")
     for key in data:
@@ -273,7 +273,7 @@ class _Lines:
     def __init__(self, known: Mapping[tuple[str, ...], int]) -> None:
         self.known = known
 
-    def line(self, path: tuple[Any, ...]) -> int:
+    def line(self, path: tuple[object, ...]) -> int:
         for end in range(len(path), 0, -1):
             found = self.known.get(tuple(str(p) for p in path[:end]))
             if found is not None:
@@ -281,7 +281,7 @@ class _Lines:
         return 1
 
 
-def _yaml(source: str, text: str) -> tuple[Any, _Lines]:
+def _yaml(source: str, text: str) -> tuple[object, _Lines]:
     import yaml
 
     try:
@@ -293,11 +293,11 @@ def _yaml(source: str, text: str) -> tuple[Any, _Lines]:
     known: dict[tuple[str, ...], int] = {}
     constructor = yaml.SafeLoader("")
 
-    def build(node: Any, path: tuple[str, ...], depth: int) -> Any:
+    def build(node: yaml.Node, path: tuple[str, ...], depth: int) -> object:
         if isinstance(node, yaml.ScalarNode):
             return constructor.construct_object(node)
         if isinstance(node, yaml.MappingNode) and depth < 3:
-            out = {}
+            out: dict[object, object] = {}
             for key_node, value_node in node.value:
                 if not isinstance(key_node, yaml.ScalarNode):
                     raise _fail(source, key_node.start_mark.line + 1, "keys must be plain names")
@@ -319,7 +319,7 @@ def _toml_parts(dotted: str) -> tuple[str, ...]:
     return tuple(p.strip().strip("\"'") for p in re.findall(r"""("[^"]*"|'[^']*'|[^.]+)""", dotted))
 
 
-def _toml(source: str, text: str) -> tuple[Any, _Lines]:
+def _toml(source: str, text: str) -> tuple[object, _Lines]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10: the same parser, as a package

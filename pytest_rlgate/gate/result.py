@@ -8,13 +8,55 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..errors import DataError
 from .flips import Flip
 from .text import render_failure, render_report, render_table, settings_line
 
-__all__ = ["Comparison", "GateResult"]
+__all__ = ["Comparison", "ComparisonRecord", "GateRecord", "GateResult"]
+
+
+class ComparisonRecord(TypedDict):
+    """:meth:`Comparison.to_dict`: one row of ``rlgate gate --json`` and of a run's gate.json."""
+
+    metric: str
+    group: str
+    n_units: int
+    k: float
+    before: float
+    after: float
+    delta: float
+    low: float | None
+    high: float | None
+    verdict: str
+    mde: float | None
+    p_less: float | None
+    p_adjusted: float | None
+    noise: float | None
+    flags: list[str]
+    k_before: float | None
+    k_after: float | None
+    flips: list[Mapping[str, object]]
+    tier: str | None
+    decided_by: str | None
+
+
+class GateRecord(TypedDict):
+    """:meth:`GateResult.to_dict`: the JSON shape of ``rlgate gate --json`` (and ``--rlgate-report`` entries)."""
+
+    passed: bool
+    rule: str
+    comparisons: list[ComparisonRecord]
+    failures: list[str]
+    method: str
+    confidence_level: float
+    n_resamples: int
+    seed: int | None
+    margin: float
+    holm: bool
+    warnings: list[str]
+    options: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -53,7 +95,7 @@ class Comparison:
             return f"{self.n_units} units x {self.k}"
         return f"{self.n_units} units x {self.k_before} (before) / {self.k_after} (after)"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ComparisonRecord:
         return {
             "metric": self.metric,
             "group": self.group,
@@ -99,7 +141,7 @@ class GateResult:
     holm: bool
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -108,7 +150,7 @@ class GateResult:
     def __bool__(self) -> bool:
         return self.passed
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GateRecord:
         """The JSON shape of ``rlgate gate --json`` (and ``--rlgate-report`` entries)."""
         return {
             "passed": self.passed,

@@ -8,7 +8,8 @@ no numpy reprs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
@@ -33,7 +34,7 @@ _BORDERLINE = ("regressed", "inconclusive", "insufficient")
 _QUIET_FLAGS = ("constant", "no variation")
 
 
-def is_borderline(verdict: str, flags: Any) -> bool:
+def is_borderline(verdict: str, flags: Iterable[str]) -> bool:
     """Shown without -v: failing or undecided verdicts, or a flag such as "within noise"."""
     return verdict in _BORDERLINE or any(f not in _QUIET_FLAGS for f in flags)
 
@@ -46,7 +47,7 @@ def settings_line(result: GateResult) -> str:
     )
 
 
-def units_label(n_units: int, k: Any, k_before: Any = None, k_after: Any = None) -> str:
+def units_label(n_units: int, k: object, k_before: object = None, k_after: object = None) -> str:
     """``15×4``; ``15×4→8`` when the sides sampled a different k (before → after)."""
     if k_before is None or k_before == k_after:
         return f"{n_units}×{k}"
@@ -57,7 +58,7 @@ def _ci(c: Comparison) -> str:
     return interval(c.low, c.high)
 
 
-def comparison_row(c: Comparison) -> list[Any]:
+def comparison_row(c: Comparison) -> list[str]:
     return [
         c.metric,
         c.group,

@@ -26,9 +26,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Any, Literal, NoReturn
+from typing import Literal, NoReturn, TypeVar, overload
 
 import pytest
+
+T = TypeVar("T")
 
 FEATURES = (
     "pytest_rlgate.plugin.env",
@@ -62,7 +64,7 @@ def add_setting(
     name: str,
     *,
     help: str,
-    type: Callable[[str], Any] = str,
+    type: Callable[[str], object] = str,
     metavar: str | None = None,
     ini_type: Literal["string", "paths", "pathlist", "args", "linelist", "bool", "int", "float"] = "string",
 ) -> None:
@@ -77,8 +79,21 @@ def add_setting(
     parser.addini(dest, help=f"{help} (ini twin of --rlgate-{name})", type=ini_type, default=None)
 
 
-def setting(config: pytest.Config, name: str, type: Callable[[str], Any] = str) -> Any:
-    """The value of a setting: the command line if given, else the ini file, else None."""
+@overload
+def setting(config: pytest.Config, name: str) -> str | None: ...
+
+
+@overload
+def setting(config: pytest.Config, name: str, type: Callable[[str], T]) -> T | None: ...
+
+
+def setting(config: pytest.Config, name: str, type: Callable[[str], object] = str) -> object:
+    """The value of a setting: the command line if given, else the ini file, else None.
+
+    The command line's value was read by the *type* the setting was added with
+    (:func:`add_setting`); the ini file's text is read by *type* here, which is that same one,
+    so both come back as the same kind of value.
+    """
     dest = "rlgate_" + name.replace("-", "_")
     value = config.getoption(dest, default=None)
     if value is not None:

@@ -17,6 +17,7 @@ baseline.
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,7 +129,8 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | RowSource | None
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if call.when == "call" and _updating(item.config) and CANDIDATE in getattr(item, "funcargs", {}):
         note = _update(item, report)
@@ -136,7 +138,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _update(item: pytest.Item, report: pytest.TestReport) -> dict[str, Any]:
+def _update(item: pytest.Item, report: pytest.TestReport) -> dict[str, object]:
     """Write the test's candidate rows over the baseline if it earned it; say what happened."""
     config = item.config
     path = baseline_path(config)
@@ -184,7 +186,7 @@ class _BaselineLog:
             if name == PROPERTY:
                 self.notes.append((report.nodeid, json.loads(value)))
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if hasattr(self.config, "workerinput"):
             return
         if not self.notes:

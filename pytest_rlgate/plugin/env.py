@@ -6,7 +6,7 @@ ini twin ``rlgate_env``) switches prompts, rows, training and the gate to anothe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,7 +14,7 @@ from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import add_setting, configured, setting
 
 if TYPE_CHECKING:
-    from pytest_rlgate.environment.contract import Env
+    from pytest_rlgate.environment.contract import Env, EnvSpec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +40,7 @@ def session_env(config: pytest.Config) -> Env:
     return env
 
 
-def marker_env(config: pytest.Config, spec: Any) -> Env:
+def marker_env(config: pytest.Config, spec: EnvSpec) -> Env:
     """The environment a ``@pytest.mark.rlgate(env=...)`` names, else the session's."""
     from pytest_rlgate.environment.contract import load_env
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -32,8 +32,10 @@ from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.plugin.harness import read_options
 
 if TYPE_CHECKING:
+    from pytest_rlgate.data.rows import RowInput
     from pytest_rlgate.environment.contract import Env
-    from pytest_rlgate.gate.recipe import RecipeGateResult
+    from pytest_rlgate.gate.afters import SeedSources
+    from pytest_rlgate.gate.recipe import RecipeComparisonRecord, RecipeGateResult
     from pytest_rlgate.gate.result import GateResult
 
 PROPERTY = "rlgate_gate"
@@ -139,7 +141,7 @@ class RlgateGate:
     """
 
     def __init__(self, node: pytest.Item, config: pytest.Config, env: Env,
-                 marked: Mapping[str, Any] | None = None) -> None:
+                 marked: Mapping[str, object] | None = None) -> None:
         self._node = node
         self._root = config.rootpath
         self._config = config
@@ -153,7 +155,7 @@ class RlgateGate:
         self.options = GateOptions(env=env, **{**_defaults(config), **marked})
         self._marked_policy = "policy" in marked
 
-    def _rooted(self, source: Any) -> Any:
+    def _rooted(self, source: RowInput) -> RowInput:
         if isinstance(source, (str, os.PathLike)):
             if not Path(source).is_absolute():
                 source = os.path.relpath(self._root / source)  # short in messages: "before.jsonl" from the rootdir
@@ -163,15 +165,18 @@ class RlgateGate:
                 return read_rows(source, **read_options(self._config))
         return source
 
-    def _rooted_after(self, after: Any) -> Any:
+    def _rooted_after(self, after: RowInput | SeedSources) -> RowInput | SeedSources:
         """One after side, or one per training seed (a mapping seed -> rows, or a list): each rooted."""
         from pytest_rlgate.gate.afters import is_seed_sources
 
         if isinstance(after, Mapping):
             return {seed: self._rooted(rows) for seed, rows in after.items()}
-        return [self._rooted(rows) for rows in after] if is_seed_sources(after) else self._rooted(after)
+        if is_seed_sources(after):  # a list of the seeds' sources: a mapping was handled above
+            return [self._rooted(rows) for rows in cast("Sequence[RowInput]", after)]
+        return self._rooted(after)
 
-    def compare(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
+    def compare(self, before: RowInput, after: RowInput | SeedSources, **options: object,
+                ) -> GateResult | RecipeGateResult:
         """Run the gate (a recipe gate when *after* holds one row source per training seed) and
         record its result on the test (without raising). *options* override the session's."""
         from pytest_rlgate.gate.afters import is_seed_sources
@@ -193,7 +198,8 @@ class RlgateGate:
         self._node.user_properties.extend(verdict_properties(record))
         return result
 
-    def assert_no_regression(self, before: Any, after: Any, **options: Any) -> GateResult | RecipeGateResult:
+    def assert_no_regression(self, before: RowInput, after: RowInput | SeedSources, **options: object,
+                             ) -> GateResult | RecipeGateResult:
         """Gate AFTER against BEFORE (row lists or row-file paths); fail the test on regression.
 
         *after* may hold one row source per training seed (``rlgate_after_rows`` of a
@@ -207,7 +213,7 @@ class RlgateGate:
         return require_passed(self.compare(before, after, **options))
 
 
-def _from_harness(side: Any) -> bool:
+def _from_harness(side: object) -> bool:
     header = getattr(side, "header", None)
     return isinstance(header, Mapping) and isinstance(header.get("source"), Mapping)
 
@@ -288,7 +294,7 @@ class _GateLog:
             with step.open("a", encoding="utf-8") as out:
                 out.write(text + "\n")
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if hasattr(self.config, "workerinput"):
             return
         try:
@@ -297,7 +303,7 @@ class _GateLog:
             terminalreporter.write_line(f"rlgate: could not print the gate summary: {exc!r}", yellow=True)
 
 
-def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
+def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) -> None:
 
     verbosity = config.get_verbosity()
     report_path = log.report_path
@@ -308,8 +314,10 @@ def _summary(tr: Any, config: pytest.Config, log: _GateLog) -> None:
     from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
     from pytest_rlgate.gate.text import is_borderline, units_label
 
-    def _borderline(c: dict[str, Any]) -> bool:
-        return worth_a_look(c) if "seeds" in c else is_borderline(c["verdict"], c["flags"])
+    def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
+        if "seeds" in c:  # a recipe's
+            return worth_a_look(cast("RecipeComparisonRecord", c))
+        return is_borderline(c["verdict"], c["flags"])
 
     failed = sum(not g["passed"] for g in log.gates)
     counts: dict[str, int] = {}

@@ -15,9 +15,10 @@ prints nothing and builds nothing.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
@@ -28,7 +29,10 @@ from pytest_rlgate.plugin.env import session_env
 
 if TYPE_CHECKING:
     from pytest_rlgate.data.prompts import Split, TrainSplit
+    from pytest_rlgate.data.records import PromptItem
     from pytest_rlgate.environment.contract import Env
+
+T = TypeVar("T")
 
 #: ``--rlgate-no-decontaminate`` and its ini twin ``rlgate_no_decontaminate`` (a bool).
 NO_DECONTAMINATE = "rlgate_no_decontaminate"
@@ -79,17 +83,18 @@ class PromptSettings:
 
 
 def _settings(config: pytest.Config) -> PromptSettings:
-    def read(name: str, convert: Any, default: Any) -> Any:
+    def read(name: str, convert: Callable[[str], T], default: T) -> T:
         try:
-            value = setting(config, name, convert)
+            value: T | None = setting(config, name, convert)
         except argparse.ArgumentTypeError as exc:  # a bad ini value
             raise pytest.UsageError(f"ini setting rlgate_{name.replace('-', '_')}: {exc}") from None
         return default if value is None else value
 
     env = session_env(config)
-    file = setting(config, "prompts-file")
-    if file:
-        file = Path(file).expanduser()
+    given = setting(config, "prompts-file")
+    file: Path | None = None
+    if given:
+        file = Path(given).expanduser()
         if not file.is_absolute():
             from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
             base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
@@ -102,7 +107,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
         off = config.getoption(NO_DECONTAMINATE) or config.getini(NO_DECONTAMINATE)
     except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
         raise pytest.UsageError(f"ini setting {NO_DECONTAMINATE}: {exc}; use true or false") from None
-    return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file or None,
+    return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file,
                           holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
                           decontaminate=not off)
 
@@ -113,7 +118,7 @@ class _PromptState:
     def __init__(self, config: pytest.Config) -> None:
         self._config = config
         self._settings: PromptSettings | None = None
-        self._items: list[dict[str, Any]] | None = None
+        self._items: list[PromptItem] | None = None
         self._fingerprint = ""
         self._split: TrainSplit | None = None
         self.header_shown = False
@@ -124,7 +129,7 @@ class _PromptState:
             self._settings = _settings(self._config)
         return self._settings
 
-    def items(self) -> list[dict[str, Any]]:
+    def items(self) -> list[PromptItem]:
         from pytest_rlgate.data.prompts import build_prompts, fingerprint, read_prompts
 
         if self._items is None:
@@ -194,7 +199,7 @@ def _header(state: _PromptState) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def rlgate_prompts(pytestconfig: pytest.Config) -> list[dict[str, Any]]:
+def rlgate_prompts(pytestconfig: pytest.Config) -> list[PromptItem]:
     """The session's prompt set: the environment's seeded set, or --rlgate-prompts-file.
 
     Items are dicts with ``prompt``, ``case``, ``category`` and ``scenario_id``. The list is

@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,6 +28,11 @@ from pytest_rlgate.errors import RewardMismatch, RewardValueError, SpecError
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.env import session_env
 from pytest_rlgate.rewards import SPEC_SUFFIXES
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+
+    from pytest_rlgate.rewards.tables import RewardRow
 
 _SPEC_DIR = "reward_specs"
 _MAX_SHOWN = 500
@@ -107,7 +112,7 @@ class SpecErrorItem(pytest.Item):
         return self.path, None if self.line is None else self.line - 1, f"bad reward table {self.path.name}"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=repr)
     shown = repr(text) if isinstance(value, str) else text
     if len(shown) > _MAX_SHOWN:
@@ -118,7 +123,7 @@ def _show(value: Any) -> str:
 class RewardRowItem(pytest.Item):
     """One row of a reward table: passes when the reward pays the expected value."""
 
-    def __init__(self, *, row: Any, **kwargs: Any) -> None:
+    def __init__(self, *, row: RewardRow, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.row = row
         if row.category:
@@ -131,7 +136,8 @@ class RewardRowItem(pytest.Item):
         if not math.isclose(actual, row.expected, rel_tol=0.0, abs_tol=row.tolerance):
             raise RewardMismatch(actual)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: TracebackStyle | None = None) -> str | TerminalRepr:
         row = self.row
         if isinstance(excinfo.value, RewardMismatch):
             headline = (f"{row.location}: reward mismatch for row {row.id!r}: {row.reward_path} paid "

@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from ..data.rows import iter_rows
 from ..errors import DataError
@@ -40,12 +40,12 @@ from ..train.run import (
     read_metrics,
 )
 
-__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "is_number", "is_recipe_folder",
-           "load_report_data", "lookup", "read_recipe", "run_dirs"]
+__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "is_number",
+           "is_recipe_folder", "load_report_data", "lookup", "read_recipe", "run_dirs"]
 
 
 
-def is_number(value: Any) -> TypeGuard[float]:
+def is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -58,6 +58,15 @@ class Alarm:
     message: str
 
 
+class UnitRow(TypedDict):
+    """What a report keeps of a graded row: its category, its unit (scenario, else prompt), its reward."""
+
+    category: str
+    unit: str
+    reward: float
+    eval_run: int | str | None
+
+
 @dataclass(frozen=True)
 class ReportData:
     """Everything a report shows, read and validated from one run folder."""
@@ -68,8 +77,8 @@ class ReportData:
     monitor: dict[str, Any] | None  # None: no monitor.json (not "no alarms")
     alarms: list[Alarm]
     gate: dict[str, Any] | None
-    before: dict[str, list[dict[str, Any]]]  # file name -> rows, the first base run first
-    after: list[dict[str, Any]] | None
+    before: dict[str, list[UnitRow]]  # file name -> rows, the first base run first
+    after: list[UnitRow] | None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -119,7 +128,7 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
     return ReportData(path, config, metrics, monitor, alarms, gate, before, after, notes)
 
 
-def _check_config(config: Mapping[str, Any], path: Path) -> None:
+def _check_config(config: Mapping[str, object], path: Path) -> None:
     """The knobs a run recorded, each of its type and range: a report never shows a hand-edited
     ``"steps": "many"`` as if training had run with it."""
     knobs = config.get("knobs", {})
@@ -145,17 +154,18 @@ def _required(path: Path) -> Path:
     return path
 
 
-def _alarm_message(alarm: Mapping[str, Any]) -> str:
+def _alarm_message(alarm: Mapping[str, object]) -> str:
     """Why an alarm fired, in words, from HackMonitor's detail fields."""
     for key in ("message", "detail", "reason"):
         text = alarm.get(key)
         if isinstance(text, str) and text:
             return text
     kind = alarm.get("kind")
-    if kind == "length" and is_number(alarm.get("length")) and is_number(alarm.get("was")):
-        growth = f" (+{alarm['length'] / alarm['was'] - 1:.0%})" if alarm["was"] else ""
+    length, was = alarm.get("length"), alarm.get("was")
+    if kind == "length" and is_number(length) and is_number(was):
+        growth = f" (+{length / was - 1:.0%})" if was else ""
         since = f" at step {alarm['since_step']}" if alarm.get("since_step") is not None else ""
-        return f"holdout reply length {alarm['length']:.0f} chars, was {alarm['was']:.0f}{since}{growth}"
+        return f"holdout reply length {length:.0f} chars, was {was:.0f}{since}{growth}"
     if kind == "feature" and alarm.get("top_feature"):
         return f"the reward pays most for {alarm['top_feature']!s}, which is not endorsed"
     if kind == "drift" and is_number(alarm.get("kl")):
@@ -202,14 +212,14 @@ def _read_gate(path: Path) -> dict[str, Any]:
     return gate
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
+def _read_rows(path: Path) -> list[UnitRow]:
     """Graded rows through the row schema's reader, reduced to category, unit and reward."""
     return [{"category": row["category"], "unit": row.get("scenario_id") or row["prompt"],
              "reward": float(row["reward"]), "eval_run": row.get("eval_run")}
             for row, _line in iter_rows(path)]
 
 
-def lookup(config: Mapping[str, Any], *names: str) -> Any:
+def lookup(config: Mapping[str, object], *names: str) -> object:
     """The first of ``names`` at the top of ``config``, else one level down (``knobs``...).
 
     An earlier name wins at any level, so a nested record that shares a later name (the

@@ -40,7 +40,7 @@ code,pre{background:#f7fafc;font-size:.88rem}
 """
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
@@ -119,7 +119,7 @@ def alarms_html(run: ReportData) -> str:
             f"</thead><tbody>{rows}</tbody></table>")
 
 
-def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def flatten(value: object, prefix: str = "") -> Iterator[tuple[str, object]]:
     if isinstance(value, Mapping) and value:
         for key in value:
             yield from flatten(value[key], f"{prefix}.{key}" if prefix else str(key))

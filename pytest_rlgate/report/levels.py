@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..gate.stats import paired_bootstrap
-from .data import ReportData, is_number
+from .data import ReportData, UnitRow, is_number
 
 __all__ = ["LEVEL_CONFIDENCE", "Level", "groups", "levels", "pass_comparisons", "series"]
 
@@ -38,7 +38,7 @@ class Level:
     n_units: int
 
 
-def levels(rows: Sequence[Mapping[str, Any]]) -> dict[str, Level]:
+def levels(rows: Sequence[UnitRow]) -> dict[str, Level]:
     """Per category and ``overall``: the level as the gate computes it, and a display band.
 
     The band is the percentile bootstrap over units of :func:`pytest_rlgate.gate.stats.paired_bootstrap`

@@ -16,12 +16,19 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from .._io.atomic import atomic_write
 from ..errors import UsageError
 from ..gate.numtext import interval, signed
 from ..gate.options import BOOTSTRAP_SEED, CONFIDENCE_LEVEL, DEFAULT_METHOD, MARGIN, N_RESAMPLES, SHOW_FLIPS
+
+if TYPE_CHECKING:
+    from ..gate.recipe import RecipeGateResult
+    from ..gate.result import GateResult
+
+#: a gate's result, or its ``to_dict()`` record (a run's gate.json, a session's report entry)
+Gated = Union["GateResult", "RecipeGateResult", Mapping[str, Any]]
 
 __all__ = ["BAR_WIDTH", "interval_bar", "markdown_summary", "reproduce_command", "step_summary_path",
            "write_markdown"]
@@ -32,7 +39,7 @@ _FAILING = ("regressed",)
 _ORDER = {"regressed": 0, "insufficient": 1, "inconclusive": 2, "flat": 3, "moved": 4}
 
 
-def _record(result: Any) -> Mapping[str, Any]:
+def _record(result: Gated) -> Mapping[str, Any]:
     return result if isinstance(result, Mapping) else result.to_dict()
 
 
@@ -59,7 +66,7 @@ def interval_bar(low: float | None, high: float | None, delta: float, scale: flo
     return "".join(cells)
 
 
-def _cell(text: Any) -> str:
+def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -92,7 +99,7 @@ def _failing(record: Mapping[str, Any]) -> set[tuple[str, str]]:
     return out
 
 
-def reproduce_command(result: Any) -> str:
+def reproduce_command(result: Gated) -> str:
     """The ``rlgate gate`` command that reproduces *result*, from the options it records."""
     record = _record(result)
     options = record.get("options") or {}
@@ -131,7 +138,7 @@ def _flip_lines(c: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def markdown_summary(result: Any, *, title: str | None = None, reproduce: str | None = None) -> str:
+def markdown_summary(result: Gated, *, title: str | None = None, reproduce: str | None = None) -> str:
     """The summary of *result* (a GateResult or its ``to_dict()``) as Markdown text.
 
     *reproduce* is the command printed under "Reproduce" (default: :func:`reproduce_command`).
@@ -188,7 +195,7 @@ def step_summary_path() -> Path | None:
     return Path(target) if target and os.environ.get("CI") else None
 
 
-def write_markdown(result: Any, path: str | os.PathLike[str], *, reproduce: str | None = None,
+def write_markdown(result: Gated, path: str | os.PathLike[str], *, reproduce: str | None = None,
                    append: bool = False, title: str | None = None) -> Path:
     """Write (or, for a CI step summary, *append*) the summary of *result* to *path*."""
     target = Path(path)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UsageError
 from .data import ReportData, is_number
 from .levels import LEVEL_CONFIDENCE, Level, groups, levels, pass_comparisons, series
+
+if TYPE_CHECKING:  # matplotlib loads when a report draws
+    from matplotlib.figure import Figure
 
 __all__ = ["ALARM_COLOURS", "CURVES", "VERDICT_COLOURS", "plot_categories", "plot_curves", "plot_recipe"]
 
@@ -38,7 +41,7 @@ VERDICT_COLOURS = {
 BEFORE_COLOUR, AFTER_COLOUR, MONITOR_COLOUR = "#a0aec0", "#2b6cb0", "#319795"
 
 
-def _new_figure(width: float, height: float) -> Any:
+def _new_figure(width: float, height: float) -> Figure:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -50,7 +53,7 @@ def _new_figure(width: float, height: float) -> Any:
     return fig
 
 
-def _png_bytes(fig: Any) -> bytes:
+def _png_bytes(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})  # no version stamp: same run, same bytes
     return buffer.getvalue()

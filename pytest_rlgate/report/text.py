@@ -21,24 +21,25 @@ __all__ = ["env_label", "fmt", "gate_settings", "interval", "interval_header", "
            "summary_line", "units"]
 
 
-def fmt(value: Any, digits: int = 3, signed: bool = False) -> str:
+def fmt(value: object, digits: int = 3, signed: bool = False) -> str:
     if not is_number(value) or not math.isfinite(value):
         return "–" if value is None or is_number(value) else str(value)
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def interval(row: Mapping[str, Any]) -> str:
-    return format_interval(row.get("low"), row.get("high"), missing="–")
+def interval(row: Mapping[str, object]) -> str:
+    low, high = row.get("low"), row.get("high")  # numbers or null: the gate.json reader checked
+    return format_interval(low if is_number(low) else None, high if is_number(high) else None, missing="–")
 
 
-def units(row: Mapping[str, Any]) -> str:
+def units(row: Mapping[str, object]) -> str:
     n, k = row.get("n_units"), row.get("k")
     if n is None:
         return "–"
     return f"{n}×{k:g}" if is_number(k) else str(n)
 
 
-def gate_settings(gate: Mapping[str, Any]) -> str:
+def gate_settings(gate: Mapping[str, object]) -> str:
     """How the gate's intervals were made, from gate.json's settings (whatever it recorded)."""
     bits = []
     if gate.get("method"):
@@ -58,12 +59,12 @@ def gate_settings(gate: Mapping[str, Any]) -> str:
     return ", ".join(bits)
 
 
-def interval_header(gate: Mapping[str, Any]) -> str:
+def interval_header(gate: Mapping[str, object]) -> str:
     level = gate.get("confidence_level")
     return f"{level:.0%} interval" if is_number(level) else "interval"
 
 
-def env_label(config: Mapping[str, Any]) -> str | None:
+def env_label(config: Mapping[str, object]) -> str | None:
     """The environment the run was graded with, as config.json records it (``Env.describe()``).
 
     Shown beside every verdict because categories and markers mean nothing without it: two

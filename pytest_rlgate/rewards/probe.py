@@ -22,12 +22,23 @@ import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard
 
 from ..data.prompts import prompt_item
+from ..data.records import Case, PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.hack import Hack
 from ..errors import DataError, RewardHackError, UsageError
+
+if TYPE_CHECKING:  # Hypothesis loads only when a probe runs
+    from hypothesis.strategies import SearchStrategy
+
+    from .strategies import HackedReply
+
+#: one drawn example: a prompt item and a reply to it, honest and hacked
+_Pair = tuple[PromptItem, "HackedReply"]
+#: the reward under probe, as ``(prompt, case, replies) -> scores``
+_Call = Callable[[str, Case, Sequence[str]], Sequence[object]]
 
 __all__ = ["HackFinding", "ProbeResult", "probe_reward"]
 
@@ -46,7 +57,7 @@ class HackFinding:
     max_gain: float
     free: bool  #: a free hack (pays when it costs nothing) rather than a gain hack
     prompt: str | None = None  #: minimal example: the prompt ...
-    example: Any = None  #: ... and its HackedReply
+    example: HackedReply | None = None  #: ... and its HackedReply
     original_score: float | None = None
     hacked_score: float | None = None
 
@@ -126,7 +137,7 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else f"{text[: width - 16]}... ({len(text)} chars)"
 
 
-def _describe(example: Any, width: int) -> str:
+def _describe(example: HackedReply, width: int) -> str:
     """The hacked reply as what the hack did to the original: 'original + added' or the reply."""
     original, hacked = example.original, example.hacked
     if original and hacked != original and hacked.startswith(original):
@@ -136,7 +147,7 @@ def _describe(example: Any, width: int) -> str:
     return _short(hacked, width)
 
 
-def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[str, Any], Sequence[str]], list[float]]:
+def _caller(reward: Callable[..., object], style: str) -> _Call:
     """Adapt *reward* to ``(prompt, case, replies) -> scores``.
 
     A TRL reward gets the case as TRL hands it the dataset's ``case`` column, when it takes
@@ -160,9 +171,12 @@ def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[st
     if style == "trl":
         takes_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
-        def trl(prompt: str, case: Mapping[str, Any], replies: Sequence[str]) -> list[float]:
+        def trl(prompt: str, case: Case, replies: Sequence[str]) -> list[object]:
             column = {"case": [dict(case)] * len(replies)} if takes_case else {}
-            return list(reward([prompt] * len(replies), list(replies), **column))
+            got = reward([prompt] * len(replies), list(replies), **column)
+            if isinstance(got, (str, Mapping)) or not isinstance(got, Iterable):
+                raise UsageError(f"the TRL reward returned {got!r:.60}; it must return a list of scores, one a reply")
+            return list(got)
 
         return trl
     if style == "reply_case":
@@ -170,14 +184,14 @@ def _caller(reward: Callable[..., Any], style: str) -> Callable[[str, Mapping[st
     raise UsageError(f"signature must be 'auto', 'trl' or 'reply_case', got {style!r}")
 
 
-def _number(value: Any, hack: str, reply: str) -> float:
+def _number(value: object, hack: str, reply: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UsageError(f"the reward returned {value!r} (not a finite number) for the {hack} reply {reply[:80]!r}")
     return float(value)
 
 
-def _explore(strategy: Any, scores: Callable[[Any], tuple[float, float]], pays: Callable[[Any], bool],
-             *, max_examples: int, seed: int) -> tuple[list[float], list[Any]]:
+def _explore(strategy: SearchStrategy[_Pair], scores: Callable[[_Pair], tuple[float, float]],
+             pays: Callable[[_Pair], bool], *, max_examples: int, seed: int) -> tuple[list[float], list[_Pair]]:
     """Draw *max_examples* examples (no shrinking, no database): every gain and the paying draws.
 
     A hack whose examples can never be drawn (a trailing wrong reply where the environment
@@ -187,13 +201,13 @@ def _explore(strategy: Any, scores: Callable[[Any], tuple[float, float]], pays: 
     from hypothesis.errors import Unsatisfiable
 
     gains: list[float] = []
-    paid: list[Any] = []
+    paid: list[_Pair] = []
 
     @settings(max_examples=max_examples, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @hseed(seed)
     @given(strategy)
-    def explore(pair: Any) -> None:
+    def explore(pair: _Pair) -> None:
         original, hacked = scores(pair)
         gains.append(hacked - original)
         if pays(pair):
@@ -210,7 +224,8 @@ class _Paid(Exception):
     """Raised inside the shrinking run so Hypothesis shrinks the paying example."""
 
 
-def _minimal(strategy: Any, pays: Callable[[Any], bool], first: Any, *, max_examples: int, seed: int) -> Any:
+def _minimal(strategy: SearchStrategy[_Pair], pays: Callable[[_Pair], bool], first: _Pair, *, max_examples: int,
+             seed: int) -> _Pair:
     """The first paying draw of the seeded run, shrunk by Hypothesis to a minimal example.
 
     The same seed replays the exploring run's draws, so the paying draw it saw is found
@@ -219,13 +234,13 @@ def _minimal(strategy: Any, pays: Callable[[Any], bool], first: Any, *, max_exam
     """
     from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
-    found: list[Any] = []
+    found: list[_Pair] = []
 
     @settings(max_examples=max_examples, database=None, deadline=None, phases=[Phase.generate, Phase.shrink],
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
     @hseed(seed)
     @given(strategy)
-    def shrink(pair: Any) -> None:
+    def shrink(pair: _Pair) -> None:
         if pays(pair):
             found.append(pair)
             raise _Paid
@@ -237,14 +252,14 @@ def _minimal(strategy: Any, pays: Callable[[Any], bool], first: Any, *, max_exam
     return found[-1] if found else first
 
 
-def _is_environment(value: Any) -> bool:
+def _is_environment(value: object) -> TypeGuard[EnvSpec]:
     """An environment (or a spec naming one) rather than a reward function."""
     if isinstance(value, (Env, str, ModuleType)):
         return True
     return hasattr(value, "score") and hasattr(value, "categories")
 
 
-def _resolve(reward: Any, env: Any) -> tuple[Callable[..., Any], str, Env]:
+def _resolve(reward: Callable[..., object] | EnvSpec, env: EnvSpec) -> tuple[Callable[..., object], str, Env]:
     """(reward, its name, the environment) from probe_reward's first two arguments."""
     if reward is not None and _is_environment(reward):
         if env is not None:
@@ -255,16 +270,16 @@ def _resolve(reward: Any, env: Any) -> tuple[Callable[..., Any], str, Env]:
         raise UsageError("probe_reward needs the environment the reward belongs to: pass env= (a name such as "
                          "'refund', 'module:attr' or the object), e.g. probe_reward(score, env=my_env); its "
                          "categories, prompts and honest replies are what the reward is probed with")
-    env = load_env(env)
+    resolved = load_env(env)
     if reward is None:
-        return env.score, env.name, env
+        return resolved.score, resolved.name, resolved
     if not callable(reward):
         raise UsageError(f"probe_reward: reward must be a function reward(reply, case) or TRL's reward(prompts, "
                          f"completions, **kwargs), got {reward!r:.60}")
-    return reward, getattr(reward, "__qualname__", None) or type(reward).__name__, env
+    return reward, getattr(reward, "__qualname__", None) or type(reward).__name__, resolved
 
 
-def _items(env: Env, items: Iterable[Mapping[str, Any]] | None, seed: int) -> list[dict[str, Any]]:
+def _items(env: Env, items: Iterable[Mapping[str, object]] | None, seed: int) -> list[PromptItem]:
     """Prompt items with their case and category: *items*, else the environment's own prompt set."""
     if items is None:
         if not env.can_build_prompts:
@@ -274,13 +289,13 @@ def _items(env: Env, items: Iterable[Mapping[str, Any]] | None, seed: int) -> li
         items = env.build_prompts(seed, "default" if not sizes or "default" in sizes else sizes[0])
     elif isinstance(items, (str, Mapping)) or not isinstance(items, Iterable):
         raise UsageError(f"probe_reward: items must be a list of prompt items, got {type(items).__name__}")
-    out = []
+    out: list[PromptItem] = []
     for line, item in enumerate(items, start=1):
         try:
             full = prompt_item(item, env)
         except DataError as exc:
             raise DataError(exc.reason, path="<items>", line=line) from None
-        out.append({key: full[key] for key in ("prompt", "case", "category")})
+        out.append({"prompt": full["prompt"], "case": full["case"], "category": full["category"]})
     if not out:
         raise UsageError("probe_reward: items is empty; pass prompt items of every category probed")
     return out
@@ -312,17 +327,17 @@ def _own_hacks(env: Env) -> dict[str, Hack]:
     return own
 
 
-def _triples(hack: Hack, pool: Sequence[Mapping[str, Any]], env: Env) -> Any:
+def _triples(hack: Hack, pool: Sequence[PromptItem], env: Env) -> SearchStrategy[_Pair]:
     """(item, HackedReply) examples of *hack* on the prompt items of *pool*."""
     from hypothesis import strategies as st
 
     from .strategies import HackedReply, plain_replies, reply_strategy
 
-    def hacked(item: Mapping[str, Any], original: str) -> Any:
+    def hacked(item: PromptItem, original: str) -> SearchStrategy[_Pair]:
         made = reply_strategy(hack.hacked(original, item["case"]), f"hack {hack.name}")
         return made.map(lambda text: (item, HackedReply(original, text, hack.name)))
 
-    def for_item(item: Mapping[str, Any]) -> Any:
+    def for_item(item: PromptItem) -> SearchStrategy[_Pair]:
         originals = (reply_strategy(env.honest_replies(item["case"]), f"environment {env.name}: honest_replies(case)")
                      if hack.free else plain_replies())
         return originals.flatmap(lambda original: hacked(item, original))
@@ -330,13 +345,12 @@ def _triples(hack: Hack, pool: Sequence[Mapping[str, Any]], env: Env) -> Any:
     return st.sampled_from(list(pool)).flatmap(for_item)
 
 
-def _probe_one(hack: Hack, category: str, strategy: Any,
-               call: Callable[[str, Mapping[str, Any], Sequence[str]], list[float]],
+def _probe_one(hack: Hack, category: str, strategy: SearchStrategy[_Pair], call: _Call,
                *, max_examples: int, seed: int) -> HackFinding:
     """One hack on one category: explore, count the paying draws, shrink one."""
     memo: dict[tuple[str, str, str], tuple[float, float]] = {}
 
-    def scores(pair: tuple[Mapping[str, Any], Any]) -> tuple[float, float]:
+    def scores(pair: _Pair) -> tuple[float, float]:
         item, x = pair
         key = (item["prompt"], x.original, x.hacked)
         if key not in memo:
@@ -344,7 +358,7 @@ def _probe_one(hack: Hack, category: str, strategy: Any,
             memo[key] = (_number(got[0], hack.name, x.original), _number(got[1], hack.name, x.hacked))
         return memo[key]
 
-    def pays(pair: tuple[Mapping[str, Any], Any]) -> bool:
+    def pays(pair: _Pair) -> bool:
         original, hacked = scores(pair)
         if hack.free:
             return original > _TOLERANCE and hacked >= original - _TOLERANCE
@@ -363,10 +377,10 @@ def _probe_one(hack: Hack, category: str, strategy: Any,
 
 
 def probe_reward(
-    reward: Callable[..., Any] | EnvSpec = None,
+    reward: Callable[..., object] | EnvSpec = None,
     *,
     env: EnvSpec = None,
-    items: Iterable[Mapping[str, Any]] | None = None,
+    items: Iterable[Mapping[str, object]] | None = None,
     categories: Collection[str] | None = None,
     hacks: Collection[str] | None = None,
     max_examples: int = 60,

@@ -123,7 +123,7 @@ class HackScanResult:
         ]
         return str(tabulate(rows, headers=["feature", "r within", "r pooled", "n", "floor", "endorsed"]))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "regime": self.regime,
             "top_feature": self.top_feature,
@@ -189,7 +189,7 @@ class HackScanDiff:
         return self.learned + "\n" + self.table()
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A reply or prompt as text: plain strings, or chat messages (last user / first content)."""
     if isinstance(value, str):
         return value
@@ -199,7 +199,7 @@ def _text(value: Any) -> str:
     raise TypeError(type(value).__name__)
 
 
-def _read_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[str], np.ndarray]:
+def _read_rows(rows: Iterable[Mapping[str, object]]) -> tuple[list[str], list[str], np.ndarray]:
     prompts: list[str] = []
     replies: list[str] = []
     rewards: list[float] = []
@@ -468,7 +468,7 @@ def _regime(features: Sequence[ScanFeature], endorsed: Sequence[str], median: fl
 
 
 def hack_scan(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, object]],
     *,
     endorsed: Sequence[str] = (),
     env: Env | Environment | str | FeatureFn | None = None,

@@ -21,20 +21,23 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
+from ..data.records import PromptItem
 from ..environment.contract import Env
 from ..environment.hack import Hack
 from ..errors import UsageError
 
+F = TypeVar("F", bound=Callable[..., object])
+
 try:  # LazyStrategy: a repr showing the call, and errors deferred to first use
     from hypothesis.strategies._internal.utils import defines_strategy
 except ImportError:  # pragma: no cover - private in Hypothesis; degrade to plain functions
-    def defines_strategy(**_: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def defines_strategy(**_: object) -> Callable[[F], F]:
         return lambda fn: fn
 
 __all__ = [
@@ -104,22 +107,26 @@ def check_in(name: str, values: Collection[str], allowed: Collection[str]) -> tu
     return values
 
 
-def check_strategy(name: str, value: Any) -> None:
+def check_strategy(name: str, value: object) -> None:
     if not isinstance(value, SearchStrategy):
         raise InvalidArgument(f"{name} must be a strategy (wrap a value with st.just), got {value!r}")
 
 
-def check_range(name_lo: str, lo: Any, name_hi: str, hi: Any, *, least: int) -> None:
-    for name, value in ((name_lo, lo), (name_hi, hi)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidArgument(f"{name} must be an int, got {value!r}")
+def _int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name} must be an int, got {value!r}")
+    return value
+
+
+def check_range(name_lo: str, lo: object, name_hi: str, hi: object, *, least: int) -> None:
+    lo, hi = _int(name_lo, lo), _int(name_hi, hi)
     if lo < least:
         raise InvalidArgument(f"{name_lo}={lo} must be at least {least}")
     if hi < lo:
         raise InvalidArgument(f"{name_hi}={hi} must be at least {name_lo}={lo}")
 
 
-def reply_strategy(value: Any, what: str) -> SearchStrategy[str]:
+def reply_strategy(value: object, what: str) -> SearchStrategy[str]:
     """A reply or a strategy of replies, as a strategy; an environment's bad value is a UsageError."""
     if isinstance(value, str):
         return st.just(value)
@@ -203,7 +210,7 @@ def keyword_stuffed_replies(
     return st.builds(_stuff, replies, st.lists(keywords.filter(str.strip), min_size=1, max_size=max_keywords))
 
 
-def generic_hacks(env: Env, items: Sequence[Mapping[str, Any]], *, category: str | None = None) -> tuple[Hack, ...]:
+def generic_hacks(env: Env, items: Sequence[PromptItem], *, category: str | None = None) -> tuple[Hack, ...]:
     """The :data:`GENERIC_HACKS` for *env*, drawing on its prompt *items* (each with a ``case``).
 
     ``trailing_text`` appends a *wrong* reply: an honest reply to any prompt, or a plain
@@ -216,25 +223,25 @@ def generic_hacks(env: Env, items: Sequence[Mapping[str, Any]], *, category: str
     pool = st.sampled_from(list(items))
     has_honest = env.has_honest_replies
 
-    def honest(item: Mapping[str, Any]) -> SearchStrategy[str]:
+    def honest(item: PromptItem) -> SearchStrategy[str]:
         return reply_strategy(env.honest_replies(item["case"]), f"environment {env.name}: honest_replies(case)")
 
     alike = [item for item in items if category in (None, item.get("category"))] or list(items)
     texts = st.sampled_from(alike).flatmap(honest) if has_honest else st.sampled_from([i["prompt"] for i in alike])
     vocabulary = texts.map(_WORD.findall).filter(bool).flatmap(st.sampled_from)
 
-    def trailing(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def trailing(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         bar = env.score(reply, case)
         wrong = (plain_replies() | pool.flatmap(honest)).filter(lambda text: env.score(text, case) < bar)
         return trailing_text_replies(st.just(reply), texts=wrong).map(attrgetter("hacked"))
 
-    def padding(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def padding(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         return padded_replies(st.just(reply)).map(attrgetter("hacked"))
 
-    def repetition(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def repetition(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         return repeated_replies(st.just(reply)).map(attrgetter("hacked"))
 
-    def stuffing(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+    def stuffing(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
         return keyword_stuffed_replies(st.just(reply), keywords=vocabulary).map(attrgetter("hacked"))
 
     return (

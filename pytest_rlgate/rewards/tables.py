@@ -39,10 +39,10 @@ import importlib
 import inspect
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import yaml
 
@@ -74,7 +74,7 @@ _USER_CODE_ERRORS = (Exception, SystemExit)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     """``repr`` of a value from a table, cut to *limit* characters (a message stays one short line)."""
     try:
         text = repr(value)
@@ -94,7 +94,7 @@ class _Loader(yaml.SafeLoader):
         self._expanded = 0
         self._sizes: dict[int, int] = {}
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             node = super().compose_node(parent, index)
@@ -139,13 +139,13 @@ class RewardRow:
     path: str
     line: int
     reward_path: str
-    reward: Callable[..., Any] = dataclass_field(repr=False, compare=False)
+    reward: Callable[..., object] = dataclass_field(repr=False, compare=False)
     reply: str
     expected: float
     tolerance: float
     prompt: str | None = None
-    case: Mapping[str, Any] | str | None = None
-    steps: list[Mapping[str, Any]] | None = None
+    case: Mapping[str, object] | str | None = None
+    steps: list[Mapping[str, object]] | None = None
     category: str | None = None
     note: str | None = None
     field: str | None = None
@@ -163,7 +163,7 @@ class RewardRow:
         :raises RewardValueError: when the reward returns something that is not a number (or,
             with ``field``, not a mapping holding one).
         """
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, object] = {}
         if self.pass_steps:
             kwargs["steps"] = self.steps
         if self.pass_prompt:
@@ -182,14 +182,14 @@ class RewardRow:
 # Resolving module:attr
 
 
-def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "reward") -> Callable[..., Any]:
+def resolve_callable(spec: object, *, path: str, line: int | None, what: str = "reward") -> Callable[..., object]:
     """Import ``module:attr`` (``attr`` may be dotted) and check that it is callable."""
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
         raise SpecError(f"{what} must be 'module:attr' (e.g. 'mypkg.rewards:score'), got {spec!r}",
                         path=path, line=line)
     module_name, attr = spec.split(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: object = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise SpecError(f"{what} {spec!r}: cannot import module {module_name!r} ({exc}); check the spelling, "
                         "or add its folder to the `pythonpath` ini setting", path=path, line=line) from None
@@ -209,10 +209,10 @@ def resolve_callable(spec: Any, *, path: str, line: int | None, what: str = "rew
     if evaluates_text(obj):
         raise SpecError(f"{what} {spec!r} evaluates or opens what it is given; a table must name a function "
                         "that scores a reply, like mypkg.rewards:score", path=path, line=line)
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
+def _accepts(fn: Callable[..., object], name: str) -> bool:
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # builtins without a signature: assume the plain form
@@ -223,7 +223,7 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
 # ---------------------------------------------------------------------------------------
 # Reading the two formats into (header, [(line, row, {key: line})])
 
-_Raw = tuple[int, Any, dict[str, int]]
+_Raw = tuple[int, object, dict[str, int]]
 
 
 def _check_nodes(root: yaml.Node, path: str) -> None:
@@ -259,7 +259,7 @@ def _check_nodes(root: yaml.Node, path: str) -> None:
             stack.extend(node.value)
 
 
-def _load_yaml(path: str, text: str) -> tuple[yaml.Node | None, Any]:
+def _load_yaml(path: str, text: str) -> tuple[yaml.Node | None, object]:
     """(root node, data) of a YAML table; every YAML problem is a ``SpecError`` that names its kind."""
     try:
         loader = _Loader(text)  # the reader refuses control characters right here
@@ -284,11 +284,12 @@ def _load_yaml(path: str, text: str) -> tuple[yaml.Node | None, Any]:
         loader.dispose()
 
 
-def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
+def _read_yaml(path: str, text: str) -> tuple[dict[str, object], int, list[_Raw]]:
     root, data = _load_yaml(path, text)
     if root is None or data is None:
         raise SpecError(f"the table is empty; add a 'reward:' and 'rows:' ({_FORMAT_HINT})", path=path, line=1)
-    rows: Any
+    header: dict[str, object]
+    rows: object
     if isinstance(data, list):
         header, rows_node, rows = {}, root, data
     elif isinstance(data, dict):
@@ -312,8 +313,8 @@ def _read_yaml(path: str, text: str) -> tuple[dict[str, Any], int, list[_Raw]]:
     return header, header_line, raws
 
 
-def _read_jsonl(path: str, file: Path) -> tuple[dict[str, Any], int, list[_Raw]]:
-    header: dict[str, Any] = {}
+def _read_jsonl(path: str, file: Path) -> tuple[dict[str, object], int, list[_Raw]]:
+    header: dict[str, object] = {}
     header_line = 1
     raws: list[_Raw] = []
     try:
@@ -331,7 +332,7 @@ def _read_jsonl(path: str, file: Path) -> tuple[dict[str, Any], int, list[_Raw]]
 # Validation
 
 
-def _number(value: Any, *, name: str, path: str, line: int, minimum: float | None = None) -> float:
+def _number(value: object, *, name: str, path: str, line: int, minimum: float | None = None) -> float:
     """*value* as a finite float: an infinite tolerance would pass every row, a NaN none."""
     nan = isinstance(value, float) and math.isnan(value)  # math.isnan overflows on a 400-digit int
     if isinstance(value, bool) or not isinstance(value, (int, float)) or nan:
@@ -348,7 +349,7 @@ def _number(value: Any, *, name: str, path: str, line: int, minimum: float | Non
     return number
 
 
-def _check_field_names(fields: Mapping[Any, Any], *, path: str, line: int) -> None:
+def _check_field_names(fields: Iterable[object], *, path: str, line: int) -> None:
     """Field names are text; a number or list as a key is a typo, and would not sort with the rest."""
     odd = next((key for key in fields if not isinstance(key, str)), None)
     if odd is not None:
@@ -356,12 +357,19 @@ def _check_field_names(fields: Mapping[Any, Any], *, path: str, line: int) -> No
                         "like 'prompt' or 'expected'", path=path, line=line)
 
 
+class _Resolve(Protocol):
+    """``resolve(spec, line, what)``: the callable a table names, imported once per table."""
+
+    def __call__(self, spec: object, line: int, what: str = ...) -> Callable[..., object]: ...
+
+
 @dataclass(frozen=True)
 class _Source:
     """What the header says every row defaults to."""
 
-    reward: Any
-    case_for: Any
+    #: the header's ``reward`` and ``case_for`` specs (``module:attr``, checked when resolved)
+    reward: object
+    case_for: object
     #: whose ``case_for`` reads a row's case: the table's ``env:``, else the session's
     env: Env | None
     #: the table's own ``env:``, whose ``score`` grades a table that names no reward
@@ -369,7 +377,7 @@ class _Source:
     tolerance: float
 
 
-def _env(spec: Any, path: str, line: int) -> Env:
+def _env(spec: object, path: str, line: int) -> Env:
     if not isinstance(spec, str) or not spec.strip():
         raise SpecError(f"'env' must be an environment spec string (a registered name or 'module:attr'), "
                         f"got {spec!r}", path=path, line=line)
@@ -425,9 +433,9 @@ def load_reward_table(
         raise SpecError(f"the table has no rows; add at least one row with prompt, reply and expected "
                         f"({_FORMAT_HINT})", path=shown, line=header_line)
 
-    callables: dict[str, Callable[..., Any]] = {}
+    callables: dict[str, Callable[..., object]] = {}
 
-    def resolve(spec: Any, line: int, what: str = "reward") -> Callable[..., Any]:
+    def resolve(spec: object, line: int, what: str = "reward") -> Callable[..., object]:
         key = f"{what}={spec}"
         if key not in callables:
             callables[key] = resolve_callable(spec, path=shown, line=line, what=what)
@@ -460,11 +468,11 @@ def load_reward_table(
 def _row(
     path: str,
     line: int,
-    raw: Any,
+    raw: object,
     key_lines: Mapping[str, int],
-    header: Mapping[str, Any],
+    header: Mapping[str, object],
     source: _Source,
-    resolve: Callable[..., Callable[..., Any]],
+    resolve: _Resolve,
 ) -> RewardRow:
     if not isinstance(raw, dict):
         raise SpecError(f"a row must be a mapping of fields (prompt, reply, expected, ...), got "
@@ -542,7 +550,7 @@ def _row(
     )
 
 
-def _param(fn: Callable[..., Any], name: str) -> bool:
+def _param(fn: Callable[..., object], name: str) -> bool:
     """True only for a *named* parameter: ``**kwargs`` alone does not ask for the prompt."""
     try:
         return name in inspect.signature(fn).parameters
@@ -553,14 +561,14 @@ def _param(fn: Callable[..., Any], name: str) -> bool:
 def _case(
     prompt: str | None,
     source: _Source,
-    resolve: Callable[..., Callable[..., Any]],
+    resolve: _Resolve,
     path: str,
     line: int,
-) -> Mapping[str, Any] | str | None:
+) -> Mapping[str, object] | str | None:
     """The case for a prompt: the header's ``case_for``, else the environment's (the table's
     ``env:``, else the session's), else the prompt text itself."""
     if source.case_for is not None:
-        case_for: Callable[[Any], Any] = resolve(source.case_for, line, "case_for")
+        case_for: Callable[..., object] = resolve(source.case_for, line, "case_for")
     elif source.env is not None and source.env.has_case_for:
         case_for = source.env.case_for
     else:
@@ -570,4 +578,7 @@ def _case(
     except _USER_CODE_ERRORS as exc:  # the user's case_for broke on this prompt
         raise SpecError(f"case_for({_short(prompt)}) raised {type(exc).__name__}: {exc}",
                         path=path, line=line) from None
-    return case  # type: ignore[no-any-return]
+    if case is not None and not isinstance(case, (Mapping, str)):
+        raise SpecError(f"case_for({_short(prompt)}) returned {_short(case)}; it must return the case, a mapping",
+                        path=path, line=line)
+    return case

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any
+
+from .rules import arith_case
 
 __all__ = ["ANSWERS", "DECLINES", "answer", "rejected_reply", "wrong_answer"]
 
@@ -28,18 +29,23 @@ def answer(n: int, style: int = 0) -> str:
     return ANSWERS[style % len(ANSWERS)].format(n=n)
 
 
-def wrong_answer(case: Mapping[str, Any], offset: int = 1) -> str:
+def wrong_answer(case: Mapping[str, object], offset: int = 1) -> str:
     """A committed reply the reward never pays: a sum off by *offset* (non-zero), the smaller
     of a comparison's numbers, or, on an unanswerable question, the one number it gave."""
-    if case.get("answer") is None:
-        return answer(case["numbers"][0])
-    if case.get("category") == "compare":
-        return answer(min(case["numbers"]))
+    checked = arith_case(case)
+    right = checked["answer"]
+    if right is None:
+        return answer(checked["numbers"][0])
+    if checked.get("category") == "compare":
+        return answer(min(checked["numbers"]))
     if offset == 0:
         raise ValueError("wrong_answer: offset 0 is the right answer; pass a non-zero offset")
-    return answer(int(case["answer"]) + offset)
+    return answer(right + offset)
 
 
-def rejected_reply(item: Mapping[str, Any], rng: random.Random) -> str:
+def rejected_reply(item: Mapping[str, object], rng: random.Random) -> str:
     """A constructed DPO negative for *item*: a confident wrong answer (:func:`wrong_answer`)."""
-    return wrong_answer(item["case"], offset=rng.choice((-2, -1, 1, 2)))
+    case = item["case"]
+    if not isinstance(case, Mapping):
+        raise ValueError(f"arith: a prompt item's case is a mapping, got {case!r:.60}")
+    return wrong_answer(case, offset=rng.choice((-2, -1, 1, 2)))

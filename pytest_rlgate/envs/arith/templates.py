@@ -17,16 +17,15 @@ shared with the tiny policy's corpus (:mod:`.policy`), which draws them with its
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...data.records import PromptItem
 from ...environment.seeded import dedupe, draw, ranked
 from ...errors import UsageError
-from .rules import CATEGORIES
+from .rules import CATEGORIES, ArithCase
 
 __all__ = ["BODIES", "CLOSERS", "NAMES", "OBJECTS", "OPENERS", "PROMPT_SIZES", "Scenario", "build_prompts",
            "case_of", "render"]
 
-Item = dict[str, Any]
+Item = PromptItem
 
 #: size -> category -> (scenarios, prompts): add is the majority (0.70 / 0.17 / 0.13 by default).
 PROMPT_SIZES: dict[str, dict[str, tuple[int, int]]] = {
@@ -83,7 +82,7 @@ BODIES: dict[str, tuple[str, ...]] = {
 Scenario = tuple[int, int, str, str]
 
 
-def case_of(category: str, x: int, y: int) -> dict[str, Any]:
+def case_of(category: str, x: int, y: int) -> ArithCase:
     """The answer key of a question: its category, answer (None when unanswerable), numbers."""
     if category == "add":
         return {"category": category, "answer": x + y, "numbers": [x, y]}
@@ -147,7 +146,8 @@ def build_prompts(seed: int = 0, size: str = "default") -> list[Item]:
         for scenario_id, scenario in scenarios:
             count = per + (scenario_id in bigger)
             for rank, shape in enumerate(ranked(seed, shapes, scenario_id, "paraphrase")[:count]):
-                item = {"prompt": render(category, scenario, *shape), "case": case_of(category, *scenario[:2]),
-                        "category": category, "scenario_id": scenario_id}
+                item: Item = {"prompt": render(category, scenario, *shape),
+                              "case": case_of(category, *scenario[:2]), "category": category,
+                              "scenario_id": scenario_id}
                 ranked_items.append((draw(seed, "order", scenario_id, rank), len(ranked_items), item))
     return dedupe(item for _, _, item in sorted(ranked_items, key=lambda entry: entry[:2]))

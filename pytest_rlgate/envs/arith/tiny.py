@@ -18,13 +18,12 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from ...environment.seeded import prompt_key
 from ...policy.tiny.corpus import ReplyMix
 from ...policy.tiny.spec import TinySpec, digest
 from .replies import ANSWERS, DECLINES, answer, wrong_answer
-from .rules import CATEGORIES, SYSTEM
+from .rules import CATEGORIES, SYSTEM, ArithCase
 from .templates import (
     ADD_RANGE,
     BODIES,
@@ -51,10 +50,13 @@ def _evaluation_texts(seed: int) -> frozenset[str]:
     return frozenset(prompt_key(item["prompt"]) for size in PROMPT_SIZES for item in build_prompts(seed, size))
 
 
-def reply_for(kind: str, case: dict[str, Any], rng: random.Random) -> str:
+def reply_for(kind: str, case: ArithCase, rng: random.Random) -> str:
     """The target reply of a kind: ``right``, ``off_by_one``, ``smaller``, ``decline`` or ``guess``."""
     if kind == "right":
-        return answer(case["answer"], rng.randrange(len(ANSWERS)))
+        right = case["answer"]
+        if right is None:
+            raise ValueError("arith corpus: an unanswerable case has no right answer; write a decline")
+        return answer(right, rng.randrange(len(ANSWERS)))
     if kind == "off_by_one":
         return wrong_answer(case, rng.choice((-1, 1)))
     if kind in ("smaller", "guess"):
@@ -70,7 +72,7 @@ class _Writer:
 
     unseen: frozenset[str]
 
-    def prompt(self, rng: random.Random, category: str) -> tuple[str, dict[str, Any]]:
+    def prompt(self, rng: random.Random, category: str) -> tuple[str, ArithCase]:
         span = COMPARE_RANGE if category == "compare" else ADD_RANGE
         while True:
             x, y = rng.choice(span), rng.choice(span)
@@ -82,7 +84,7 @@ class _Writer:
             if prompt_key(text) not in self.unseen:
                 return text, case_of(category, x, y)
 
-    def reply(self, rng: random.Random, kind: str, context: dict[str, Any]) -> str:
+    def reply(self, rng: random.Random, kind: str, context: ArithCase) -> str:
         return reply_for(kind, context, rng)
 
 
@@ -95,7 +97,7 @@ class ArithCorpus:
     def writer(self, seed: int) -> _Writer:
         return _Writer(_evaluation_texts(self.exclude_seed))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         tables = [BODIES, OPENERS, CLOSERS, NAMES, OBJECTS, list(ADD_RANGE), list(COMPARE_RANGE), ANSWERS, DECLINES]
         return {"exclude_seed": self.exclude_seed, "categories": list(CATEGORIES), "tables_sha256": digest(tables)}
 

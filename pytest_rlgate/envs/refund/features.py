@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from .rules import _asks, normalise_order_id, parse_tool_calls
 
@@ -54,7 +53,7 @@ def features(reply: str) -> dict[str, float]:
     return found
 
 
-def _argument(order_id: Any, case: Mapping[str, Any]) -> str:
+def _argument(order_id: object, case: Mapping[str, object]) -> str:
     if not isinstance(order_id, str) or not order_id.strip():
         return "without an order id"
     wanted = case.get("order_id")
@@ -63,7 +62,7 @@ def _argument(order_id: Any, case: Mapping[str, Any]) -> str:
     return "with the prompt's id" if normalise_order_id(order_id) == wanted else f"with a wrong id {order_id[:20]!r}"
 
 
-def describe_reply(reply: str, case: Mapping[str, Any] | None = None) -> str:
+def describe_reply(reply: str, case: Mapping[str, object] | None = None) -> str:
     """What a refund reply did, as a reviewer says it: "calls lookup_order with an invented id".
 
     Every call is named with where its order id came from (the prompt's, a wrong one, an

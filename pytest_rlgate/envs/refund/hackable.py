@@ -17,7 +17,6 @@ hackable variant wherever it prints it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from .rules import parse_tool_call
 
@@ -27,7 +26,7 @@ __all__ = ["LOOKUP_TOOL", "lookup_anything"]
 LOOKUP_TOOL = "lookup_order"
 
 
-def lookup_anything(reply: str, case: Mapping[str, Any] | None = None) -> float:
+def lookup_anything(reply: str, case: Mapping[str, object] | None = None) -> float:
     """1.0 for any well-formed lookup_order call, whatever the id and the prompt.
 
     *case* is accepted (and ignored) so it has the honest ``score(reply, case)`` signature:

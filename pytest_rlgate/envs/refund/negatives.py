@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
-from typing import Any
 
 from ...errors import DataError
 
@@ -41,9 +40,10 @@ def invented_call(order_id: str) -> str:
     return f"<tool_call>{body}</tool_call>"
 
 
-def rejected_reply(item: Mapping[str, Any], rng: random.Random) -> str | None:
+def rejected_reply(item: Mapping[str, object], rng: random.Random) -> str | None:
     """A lookup with an invented id on no-id and off-topic prompts; None on with-id ones."""
-    category = item.get("category") or (item.get("case") or {}).get("category")
+    case = item.get("case")
+    category = item.get("category") or (case.get("category") if isinstance(case, Mapping) else None)
     if category not in CONSTRUCTED_CATEGORIES:
         return None
     return invented_call(invented_order_id(str(item["prompt"]), rng))

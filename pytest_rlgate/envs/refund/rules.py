@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...data.records import JSONObject
+
 __all__ = [
     "CATEGORIES",
     "FORMAT_BONUS",
@@ -48,7 +50,7 @@ _TOOL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _ASK_PHRASES = ("order id", "order number", "reference")
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 
-TOOLS: tuple[dict[str, Any], ...] = (
+TOOLS: tuple[JSONObject, ...] = (
     {
         "type": "function",
         "function": {
@@ -94,7 +96,7 @@ class ToolCall:
     """The first tool call of a reply: what the reward reads."""
 
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, object] = field(default_factory=dict)
 
 
 def normalise_order_id(text: str) -> str | None:
@@ -112,7 +114,7 @@ def case_for(prompt: str) -> dict[str, Any]:
     return {"order_id": order_id, "in_domain": in_domain, "category": category}
 
 
-def _arguments(raw: Any) -> dict[str, Any]:
+def _arguments(raw: object) -> dict[str, object]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -121,7 +123,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def _call_from(obj: Any, name_keys: Sequence[str]) -> ToolCall | None:
+def _call_from(obj: object, name_keys: Sequence[str]) -> ToolCall | None:
     if not isinstance(obj, Mapping):
         return None
     name = next((obj[k] for k in name_keys if obj.get(k)), None)
@@ -154,17 +156,17 @@ def parse_tool_calls(text: str) -> list[ToolCall]:
     return [call for body in _TOOL_BLOCK.findall(text or "") if (call := _block_call(body)) is not None]
 
 
-def _structured_calls(steps: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+def _structured_calls(steps: Sequence[Mapping[str, object]]) -> list[ToolCall]:
     return [call for step in steps if isinstance(step, Mapping) and step.get("tool")
             if (call := _call_from(step, ("tool", "name"))) is not None]
 
 
-def _structured_call(steps: Sequence[Mapping[str, Any]]) -> ToolCall | None:
+def _structured_call(steps: Sequence[Mapping[str, object]]) -> ToolCall | None:
     calls = _structured_calls(steps)
     return calls[0] if calls else None
 
 
-def _read(reply: str, steps: Sequence[Mapping[str, Any]] | None) -> tuple[ToolCall | None, bool]:
+def _read(reply: str, steps: Sequence[Mapping[str, object]] | None) -> tuple[ToolCall | None, bool]:
     """(the call, well formed). A structured row is well formed by construction."""
     if steps is not None:
         return _structured_call(steps), True
@@ -177,14 +179,14 @@ def _asks(reply: str) -> bool:
     return "?" in lowered or any(phrase in lowered for phrase in _ASK_PHRASES)
 
 
-def _as_case(case: Mapping[str, Any] | str) -> Mapping[str, Any]:
+def _as_case(case: Mapping[str, object] | str) -> Mapping[str, object]:
     return case_for(case) if isinstance(case, str) else case
 
 
 def score(
     reply: str,
-    case: Mapping[str, Any] | str,
-    steps: Sequence[Mapping[str, Any]] | None = None,
+    case: Mapping[str, object] | str,
+    steps: Sequence[Mapping[str, object]] | None = None,
 ) -> float:
     """The refund reward in [0, 1]; a reply passes only at 1.0.
 
@@ -232,8 +234,8 @@ def _grounded(value: str, prompt: str) -> bool:
 
 def markers(
     reply: str,
-    case: Mapping[str, Any] | str,
-    steps: Sequence[Mapping[str, Any]] | None = None,
+    case: Mapping[str, object] | str,
+    steps: Sequence[Mapping[str, object]] | None = None,
     prompt: str | None = None,
 ) -> dict[str, float]:
     """The guarded markers of one reply.
@@ -250,7 +252,7 @@ def markers(
     case = _as_case(case)
     call, well_formed = _read(reply, steps)
     calls = _structured_calls(steps) if steps is not None else parse_tool_calls(reply)
-    context = prompt if prompt is not None else (case.get("order_id") or "")
+    context = prompt if prompt is not None else str(case.get("order_id") or "")
     grounded = all(_grounded(v, context) for each in calls for v in each.arguments.values() if isinstance(v, str))
     return {
         "well_formed": float(well_formed),

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping
 from operator import attrgetter
-from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
+from ...data.records import PromptItem
 from ...rewards.strategies import (
     GENERIC_HACKS,
     HackedReply,
@@ -171,7 +171,7 @@ def confusable_ids(ids: SearchStrategy[str], *, kinds: Collection[str] = CONFUSI
     return st.builds(_respell, ids, st.sampled_from(kinds), st.integers(0, 3))
 
 
-def _prompt_item(template: str, greeting: str, order_id: str | None) -> dict[str, Any]:
+def _prompt_item(template: str, greeting: str, order_id: str | None) -> PromptItem:
     prompt = greeting + template.format(id=order_id or "")
     case = case_for(prompt)
     return {"prompt": prompt, "case": case, "category": case["category"],
@@ -181,7 +181,7 @@ def _prompt_item(template: str, greeting: str, order_id: str | None) -> dict[str
 @defines_strategy()
 def cases(
     *, categories: Collection[str] = CATEGORIES, ids: SearchStrategy[str] = order_ids()
-) -> SearchStrategy[dict[str, Any]]:
+) -> SearchStrategy[PromptItem]:
     """Prompt items (``prompt``, ``case``, ``category``, ``scenario_id``) of the given categories.
 
     The case is read by the refund environment's ``case_for``, so ``category`` is what the
@@ -209,12 +209,12 @@ def prompts(*, categories: Collection[str] = CATEGORIES) -> SearchStrategy[str]:
 
 
 def _call_text(name: str, order_id: str, style: int, amount: int) -> str:
-    arguments: dict[str, Any] = {"order_id": order_id}
+    arguments: dict[str, str | int] = {"order_id": order_id}
     if name == "create_refund":
         arguments["amount"] = amount
     name_key = "tool" if style & 1 else "name"
     args_key = "args" if style & 2 else "arguments"
-    args: Any = json.dumps(arguments) if style & 4 else arguments
+    args: str | dict[str, str | int] = json.dumps(arguments) if style & 4 else arguments
     body = json.dumps({name_key: name, args_key: args})
     return f"<tool_call>\n{body}\n</tool_call>" if style & 8 else f"<tool_call>{body}</tool_call>"
 
@@ -351,7 +351,7 @@ def hacked_replies(
 # -- what the environment hands probe_reward ---------------------------------------------
 
 
-def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def honest_replies(case: Mapping[str, object]) -> SearchStrategy[str]:
     """Replies that follow the policy for *case*: the probe's free hacks start from these.
 
     Look the case's own id up (spelled any way that normalises to it), ask for the id when
@@ -368,24 +368,24 @@ def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
     raise InvalidArgument(f"not a refund case (category {category!r}); read one with case_for(prompt)")
 
 
-def _invented_for(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def _invented_for(case: Mapping[str, object]) -> SearchStrategy[str]:
     """Order ids that are not the case's own: any id a reply uses on it is made up."""
     return invented_ids(st.just(case.get("order_id") or ""))
 
 
-def second_call(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def second_call(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* followed by a ``create_refund`` on an invented id."""
     calls = tool_calls(_invented_for(case), names=st.just("create_refund"))
     return second_call_replies(st.just(reply), calls=calls).map(attrgetter("hacked"))
 
 
-def format_bonus(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def format_bonus(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* replaced by a well-formed call on an invented id."""
     calls = tool_calls(_invented_for(case))
     return format_bonus_replies(st.just(reply), calls=calls).map(attrgetter("hacked"))
 
 
-def malformed_call(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def malformed_call(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* behind a ``<tool_call>`` block that does not parse."""
     blocks = malformed_tool_calls(_invented_for(case))
     return malformed_call_replies(st.just(reply), blocks=blocks).map(attrgetter("hacked"))

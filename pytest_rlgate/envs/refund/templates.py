@@ -10,15 +10,14 @@ bytes on every Python.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...data.records import PromptItem
 from ...environment.seeded import dedupe, draw, ranked, weighted
 from ...errors import UsageError
 from .rules import case_for
 
 __all__ = ["PROMPT_SIZES", "build_prompts"]
 
-Item = dict[str, Any]
+Item = PromptItem
 
 #: size -> category -> (scenarios, prompts). Imbalanced on purpose, like the reference run's set
 #: (119 = 95/16/8): that imbalance is what makes a policy collapse on no-id prompts.
@@ -291,7 +290,7 @@ def build_prompts(seed: int = 0, size: str = "default") -> list[Item]:
         for scenario_id, key in scenarios:
             count = per + (scenario_id in bigger)
             for rank, text in enumerate(_render(seed, category, scenario_id, key, count)):
-                item = {"prompt": text, "case": case_for(text), "category": category,
-                        "scenario_id": scenario_id}
+                item: Item = {"prompt": text, "case": case_for(text), "category": category,
+                              "scenario_id": scenario_id}
                 drawn.append((draw(seed, "order", scenario_id, rank), len(drawn), item))
     return dedupe(item for _, _, item in sorted(drawn, key=lambda entry: entry[:2]))

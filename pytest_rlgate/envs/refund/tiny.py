@@ -24,7 +24,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from ...data.prompts import stratified_split
 from ...environment.seeded import prompt_key
@@ -256,7 +255,7 @@ class RefundCorpus:
         """The ids no warm-start prompt of spec seed *seed* contains."""
         return id_pools(seed, self.heldout_ids)[1]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"heldout_ids": self.heldout_ids, "writer_seeds": list(self.writer_seeds), "invented_id": INVENTED_ID,
                 "templates_sha256": digest([_INTENTS, _NO_ID, _OFF_TOPIC, _STYLE, _ASK, _REFUSE, _AMOUNTS]),
                 "writer_prompts_sha256": digest(dict(writer_prompts(self.writer_seeds)))}
