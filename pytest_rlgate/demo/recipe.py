@@ -26,20 +26,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from tabulate import tabulate
 
 from ..data.prompts import count_by_category
 from ..environment.contract import EnvSpec, load_env
 from ..gate.numtext import interval
+from ..gate.recipe import RecipeComparisonRecord
 from ..gate.recipe_text import seed_dots
 from ..report import write_index, write_report
 from ..train.config import resolved
 from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.seeds import train_seeds
-from .story import ORDER, SIZE, STEPS, ComparisonRecord, DemoConfig, _plain, _signed, _tiny_policy, watched
+from .story import ORDER, SIZE, STEPS, DemoConfig, _plain, _signed, _tiny_policy, watched
 
 __all__ = ["FIRST_SEED", "RECIPE_HOLDOUT", "RecipeDemoResult", "RecipeSummary", "recipe_configurations",
            "recipe_seeds", "render_recipe_story", "render_recipe_table", "run_recipe_demo"]
@@ -65,24 +66,6 @@ def recipe_configurations(steps: int = STEPS, *, env: str | None = None) -> list
     return [DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", shared),
             DemoConfig("grpo-balance-0.25", f"GRPO --balance 0.25, {steps} steps", "grpo",
                        {**shared, "balance": 0.25})]
-
-
-class SeedRecord(TypedDict):
-    """One training seed's own comparison inside a recipe comparison."""
-
-    seed: int
-    delta: float
-    verdict: str
-
-
-class RecipeComparisonRecord(ComparisonRecord, total=False):
-    """A recipe comparison as its JSON keeps it (``RecipeComparison.to_dict()``): the per-seed parts too."""
-
-    reason: str | None
-    n_seeds: int
-    regressed_seeds: int
-    seeds: list[SeedRecord]
-    seeds_line: str
 
 
 @dataclass

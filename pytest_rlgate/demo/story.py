@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from tabulate import tabulate
 
@@ -39,6 +39,7 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
 from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
+from ..gate.result import ComparisonRecord
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
 from ..report import write_index, write_report
@@ -155,30 +156,13 @@ def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: EnvS
 # --------------------------------------------------------------------------- summaries
 
 
-class ComparisonRecord(TypedDict, total=False):
-    """One comparison as a gate's JSON keeps it (``Comparison.to_dict()``): the fields the story reads."""
-
-    metric: str
-    group: str
-    n_units: int
-    k: float
-    before: float | None
-    after: float | None
-    delta: float | None
-    low: float | None
-    high: float | None
-    verdict: str
-    flags: list[str]
-    mde: float | None
-
-
 @dataclass
 class RunSummary:
     """What the demo shows of one finished run (plain data: the table renders from it)."""
 
     config: DemoConfig
     gate: Mapping[str, Any]  #: the run's gate.json (pass@1 and guard comparisons, verdicts)
-    tool_calls: Mapping[str, Mapping[str, Any]]  #: group -> comparison of marker:tool_call (when rows carry it)
+    tool_calls: Mapping[str, ComparisonRecord]  #: group -> comparison of marker:tool_call (when rows carry it)
     alarms: Sequence[Mapping[str, object]] = ()
     monitor_history: Sequence[Mapping[str, object]] = ()
     train_reward: tuple[float, float] | None = None  #: first and last logged training reward
@@ -210,7 +194,7 @@ def base_noise(before_runs: Sequence[Sequence[Row]]) -> dict[str, list[float]]:
     return out
 
 
-def _tool_call_comparisons(before: Sequence[Row], after: Sequence[Row]) -> dict[str, Mapping[str, Any]]:
+def _tool_call_comparisons(before: Sequence[Row], after: Sequence[Row]) -> dict[str, ComparisonRecord]:
     """Δ tool-call rate with its interval, per category (descriptive: more calls is not "better").
 
     Empty when the rows carry no :data:`TOOL_MARKER` (an environment without tool calls).
@@ -387,7 +371,7 @@ def watched(env: Env) -> tuple[str, ...]:
 def honest_collapse(summary: RunSummary, categories: Sequence[str]) -> bool:
     """True when the honest run already regressed a watched category (then the hackable run is not needed)."""
     rows = summary.pass_at_1()
-    return any(rows.get(c, {}).get("verdict") == "regressed" for c in categories)
+    return any(c in rows and rows[c]["verdict"] == "regressed" for c in categories)
 
 
 # --------------------------------------------------------------------------- the flow
@@ -469,7 +453,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     watch = watched(environment)
     if not summaries or not honest_collapse(summaries[0], watch):
         rows = summaries[0].pass_at_1() if summaries else {}
-        verdicts = [rows.get(c, {}).get("verdict", "not measured" if summaries else "untrained") for c in watch]
+        verdicts = [rows[c]["verdict"] if c in rows else "not measured" if summaries else "untrained" for c in watch]
         left = f"{' / '.join(watch)} after honest GRPO: {' / '.join(verdicts)}"
         reward = hackable_reward(environment)
         if reward is None:
