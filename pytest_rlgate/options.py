@@ -20,9 +20,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T")
 
 __all__ = ["FILE_NUMBER", "HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number", "ReadOptions",
            "add_env_argument", "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file",
@@ -203,9 +208,21 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
                         help="let transformers/TRL/datasets warnings, logs and progress bars through")
 
 
-def knob(default: Any, help: str | Callable[[], str], *, group: str, bound: Number | None = None,
-         parse: Callable[[str], Any] | None = None, metavar: str | tuple[str, ...] | None = None,
-         nargs: int | None = None, aliases: tuple[str, ...] = ()) -> Any:
+class KnobMeta(TypedDict):
+    """What :func:`knob` declares about a field beside its default (its ``metadata``)."""
+
+    help: str | Callable[[], str]
+    group: str
+    bound: Number | None
+    parse: Callable[[str], object] | None
+    metavar: str | tuple[str, ...] | None
+    nargs: int | None
+    aliases: tuple[str, ...]
+
+
+def knob(default: _T, help: str | Callable[[], str], *, group: str, bound: Number | None = None,
+         parse: Callable[[str], object] | None = None, metavar: str | tuple[str, ...] | None = None,
+         nargs: int | None = None, aliases: tuple[str, ...] = ()) -> _T:
     """A dataclass field declared once, the TRL way: its default, its help, its range and how its
     flag parses live in the field, and the CLI generates ``--<name>`` from it.
 
@@ -213,12 +230,21 @@ def knob(default: Any, help: str | Callable[[], str], *, group: str, bound: Numb
     is the ``--help`` section; *aliases* are older spellings of the flag, still accepted
     with a deprecation warning.
     """
-    return dataclasses.field(default=default, metadata={
-        "help": help, "group": group, "bound": bound, "parse": parse, "metavar": metavar, "nargs": nargs,
-        "aliases": aliases})
+    meta: KnobMeta = {"help": help, "group": group, "bound": bound, "parse": parse, "metavar": metavar,
+                      "nargs": nargs, "aliases": aliases}
+    return dataclasses.field(default=default, metadata=meta)
 
 
-def bounds_of(cls_or_obj: Any) -> dict[str, Number]:
+def knob_meta(spec: dataclasses.Field[object]) -> KnobMeta | None:
+    """What :func:`knob` declared about the field *spec*; None for a field it did not make."""
+    meta = spec.metadata
+    if "help" not in meta or "group" not in meta:
+        return None
+    return KnobMeta(help=meta["help"], group=meta["group"], bound=meta["bound"], parse=meta["parse"],
+                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"])
+
+
+def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[str, Number]:
     """Every numeric knob's range, by field name, read from the fields' :func:`knob` metadata."""
     return {f.name: f.metadata["bound"] for f in dataclasses.fields(cls_or_obj) if f.metadata.get("bound")}
 
@@ -230,7 +256,7 @@ class Deprecated(argparse.Action):
         self.old = old
         super().__init__(*args, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
         if option_string in self.old:
             warnings.warn(f"{option_string} is now {self.option_strings[0]}; {option_string} will be removed",
@@ -238,7 +264,7 @@ class Deprecated(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _read(default: Any, help: str, *, flag: str | None, metavar: str | None = None) -> Any:
+def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = None) -> _T:
     """A :class:`ReadOptions` field: its *help*, the ``rlgate gate``/``rlgate convert`` *flag*
     (the plugin's setting is ``--rlgate-`` + the flag's name) and its *metavar*; no flag: per path only."""
     return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar})
@@ -296,7 +322,7 @@ class ReadOptions:
         if not isinstance(self.allow_prompt_change, bool):
             raise UsageError(f"allow_prompt_change={self.allow_prompt_change!r}: expected True or False")
 
-    def shaping(self) -> dict[str, Any]:
+    def shaping(self) -> dict[str, object]:
         """The options that decide what a row means (the header records them; both sides must agree)."""
         return {k: v for k, v in dataclasses.asdict(self).items()
                 if k not in ("format", "provider", "allow_prompt_change")}
@@ -306,6 +332,6 @@ class ReadOptions:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def flags(cls) -> dict[str, dataclasses.Field[Any]]:
+    def flags(cls) -> dict[str, dataclasses.Field[object]]:
         """flag name without its dashes (``category-key``) -> its field, for every option a door sets for all paths."""
         return {f.metadata["flag"][2:]: f for f in dataclasses.fields(cls) if f.metadata["flag"]}

@@ -26,10 +26,13 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from .stale import OWNER, sweep, token
+
+if TYPE_CHECKING:
+    from ..data.records import JSON
 
 __all__ = ["CACHE_ENV", "MARKER", "cache_key", "cache_root", "cached_dir", "is_complete", "key"]
 
@@ -55,14 +58,14 @@ def cache_root(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(root).expanduser()
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> JSON:
     """Reduce *value* to JSON types so equal inputs always hash alike."""
     if isinstance(value, Mapping):
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
     if isinstance(value, os.PathLike):
-        return os.fspath(value)
+        return os.fsdecode(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise UsageError(f"cache key part {value!r} is not a finite number; pass a string instead")
     if value is None or isinstance(value, (str, int, float, bool)):
@@ -73,7 +76,7 @@ def _canonical(value: Any) -> Any:
     )
 
 
-def key(**parts: Any) -> str:
+def key(**parts: object) -> str:
     """SHA-256 (hex) of the canonical JSON of *parts* (sorted keys, no whitespace)."""
     text = json.dumps(_canonical(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -27,7 +27,11 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 __all__ = ["bar", "progress_enabled", "third_party_quiet", "trainer_progress"]
 
@@ -56,7 +60,7 @@ def progress_enabled(progress: bool | None) -> bool:
     return bool(isatty and isatty())
 
 
-def bar(total: int | None, desc: str, progress: bool | None, *, unit: str = "it", leave: bool = True) -> Any:
+def bar(total: int | None, desc: str, progress: bool | None, *, unit: str = "it", leave: bool = True) -> tqdm:
     """A tqdm bar named *desc* on stderr, or a silent one when :func:`progress_enabled` says no.
 
     The silent bar is tqdm's own (``disable=True``), so callers update and close it alike.
@@ -68,7 +72,7 @@ def bar(total: int | None, desc: str, progress: bool | None, *, unit: str = "it"
                 disable=not progress_enabled(progress))
 
 
-def trainer_progress(desc: str, progress: bool | None) -> Any:
+def trainer_progress(desc: str, progress: bool | None) -> TrainerCallback:
     """A ``TrainerCallback`` showing one bar of optimizer steps named *desc*, with the last
     logged reward, loss and KL beside it.
 
@@ -80,22 +84,26 @@ def trainer_progress(desc: str, progress: bool | None) -> Any:
 
     class _StepBar(TrainerCallback):
         def __init__(self) -> None:
-            self.bar: Any = None
+            self.bar: tqdm | None = None
 
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                           **kw: object) -> None:
             self.bar = bar(state.max_steps, desc, progress, unit="step")
 
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.bar.update(state.global_step - self.bar.n)
+        def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                        **kw: object) -> None:
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
-                   **kw: Any) -> None:
+        def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                   logs: Mapping[str, float] | None = None, **kw: object) -> None:
             logs = logs or {}
             shown = {key: f"{logs[key]:.3g}" for key in _POSTFIX_KEYS if isinstance(logs.get(key), (int, float))}
             if self.bar is not None and shown:
                 self.bar.set_postfix(shown, refresh=False)
 
-        def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                         **kw: object) -> None:
             if self.bar is not None:
                 self.bar.close()
 

@@ -26,17 +26,20 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..errors import RankError, RlgateError
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 __all__ = ["agree", "barrier", "broadcast", "finish", "gather", "group_size", "init_from_launcher", "is_main_process",
            "rank", "run_everywhere", "stopped_cleanly", "together", "wait_for_main", "world_size"]
 
 T = TypeVar("T")
-_objects_group: list[Any] = []  # the gloo group for object collectives, made on first use
+_objects_group: list[ProcessGroup] = []  # the gloo group for object collectives, made on first use
 _started_here: list[bool] = []
 
 
@@ -47,13 +50,13 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-def _dist() -> Any:
+def _dist() -> ModuleType | None:
     """``torch.distributed`` when this process is one of an initialised group, else None."""
     torch = sys.modules.get("torch")  # never imported here: a group exists only if torch is loaded
     if torch is None:
         return None
-    dist: object | None = getattr(torch, "distributed", None)
-    if dist is None or not dist.is_available() or not dist.is_initialized():  # type: ignore[attr-defined]
+    dist: ModuleType | None = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
     return dist
 
@@ -109,8 +112,7 @@ def finish() -> None:
         _started_here.clear()
 
 
-def _group() -> Any:
-    dist = _dist()
+def _group(dist: ModuleType) -> ProcessGroup | None:
     if dist.get_backend() == "gloo":
         return None  # the default group already moves objects on the CPU
     if not _objects_group:
@@ -122,7 +124,7 @@ def barrier() -> None:
     """Wait until every rank gets here (a no-op without a group)."""
     dist = _dist()
     if dist is not None:
-        dist.barrier(group=_group())
+        dist.barrier(group=_group(dist))
 
 
 def gather(obj: T) -> list[T]:
@@ -130,9 +132,9 @@ def gather(obj: T) -> list[T]:
     dist = _dist()
     if dist is None:
         return [obj]
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj, group=_group())
-    return out
+    out: list[object] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj, group=_group(dist))
+    return cast("list[T]", out)
 
 
 def broadcast(obj: T) -> T:
@@ -140,8 +142,8 @@ def broadcast(obj: T) -> T:
     dist = _dist()
     if dist is None:
         return obj
-    box: list[Any] = [obj]
-    dist.broadcast_object_list(box, src=0, group=_group())
+    box: list[object] = [obj]
+    dist.broadcast_object_list(box, src=0, group=_group(dist))
     return cast(T, box[0])
 
 
@@ -189,7 +191,7 @@ def stopped_cleanly() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _outcome(work: Callable[[], T]) -> tuple[str, Any]:
+def _outcome(work: Callable[[], T]) -> tuple[str, object]:
     try:
         return "ok", work()
     except Exception as exc:
@@ -200,7 +202,7 @@ def _outcome(work: Callable[[], T]) -> tuple[str, Any]:
         return "bug", f"{type(exc).__name__}: {exc}"
 
 
-def _raise_first(statuses: list[tuple[str, str]]) -> None:
+def _raise_first(statuses: Sequence[tuple[str, object]]) -> None:
     for index, (status, message) in enumerate(statuses):
         if status != "ok":
             raise RankError(f"rank {index} of {len(statuses)} failed: {message}", rank=index,

@@ -17,8 +17,8 @@ from typing import Any
 from .._io import ranks
 from ..errors import DataError, UsageError
 from ..gate.result import GateResult
-from ..options import SEED, Deprecated, add_env_argument, add_output_arguments
-from ..train.config import PROMPTS, SAMPLING, GRPOKnobs
+from ..options import SEED, Deprecated, add_env_argument, add_output_arguments, knob_meta
+from ..train.config import PROMPTS, SAMPLING, GRPOKnobs, RunKnobs
 from ..train.difficulty import describe
 from ..train.dpo import train_dpo
 from ..train.dpo_config import DPOKnobs
@@ -30,13 +30,14 @@ from ..train.seeds import train_seeds
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
 
 
-def add_knob_arguments(parser: argparse.ArgumentParser, knobs_cls: type) -> dict[str, Any]:
+def add_knob_arguments(parser: argparse.ArgumentParser,
+                       knobs_cls: type[RunKnobs]) -> dict[str, argparse._ArgumentGroup]:
     """One ``--<name>`` flag per knob of *knobs_cls*, generated from its fields (default, help,
     range and parser are declared once, in the field); returns the ``--help`` sections by title."""
-    groups: dict[str, Any] = {}
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for f in dataclasses.fields(knobs_cls):
-        meta = f.metadata
-        if "help" not in meta:
+        meta = knob_meta(f)
+        if meta is None:
             continue
         if meta["group"] not in groups:
             groups[meta["group"]] = parser.add_argument_group(meta["group"])
@@ -46,14 +47,17 @@ def add_knob_arguments(parser: argparse.ArgumentParser, knobs_cls: type) -> dict
             groups[meta["group"]].add_argument(*flags, action="store_true", help=help_)
             continue
         kwargs: dict[str, Any] = {"default": f.default, "help": help_, "type": meta["bound"] or meta["parse"]}
-        kwargs.update({k: meta[k] for k in ("metavar", "nargs") if meta[k] is not None})
+        if meta["metavar"] is not None:
+            kwargs["metavar"] = meta["metavar"]
+        if meta["nargs"] is not None:
+            kwargs["nargs"] = meta["nargs"]
         if meta["aliases"]:
             kwargs.update(action=Deprecated, old=meta["aliases"])
         groups[meta["group"]].add_argument(*flags, **kwargs)
     return groups
 
 
-def add_run_arguments(p: argparse.ArgumentParser, knobs_cls: type) -> None:
+def add_run_arguments(p: argparse.ArgumentParser, knobs_cls: type[RunKnobs]) -> None:
     """The flags of *knobs_cls*, the environment, and the flags that are not knobs."""
     add_env_argument(p)
     groups = add_knob_arguments(p, knobs_cls)
@@ -68,18 +72,18 @@ def add_run_arguments(p: argparse.ArgumentParser, knobs_cls: type) -> None:
     add_output_arguments(p)
 
 
-def knob_values(args: argparse.Namespace, knobs_cls: type) -> dict[str, Any]:
+def knob_values(args: argparse.Namespace, knobs_cls: type[RunKnobs]) -> dict[str, Any]:
     """The parsed flags that are fields of *knobs_cls*."""
     names = {f.name for f in dataclasses.fields(knobs_cls) if f.init}
     return {k: v for k, v in vars(args).items() if k in names}
 
 
-def _run_grpo(args: argparse.Namespace) -> Any:
+def _run_grpo(args: argparse.Namespace) -> RunFolder:
     return train_grpo(GRPOKnobs(**knob_values(args, GRPOKnobs)), progress=args.progress,
                       report_to=args.report_to, overwrite=args.overwrite)
 
 
-def _run_dpo(args: argparse.Namespace) -> Any:
+def _run_dpo(args: argparse.Namespace) -> RunFolder:
     folder = train_dpo(DPOKnobs(**knob_values(args, DPOKnobs)), progress=args.progress,
                        report_to=args.report_to, overwrite=args.overwrite)
     if not ranks.is_main_process():
@@ -96,7 +100,7 @@ def _run_dpo(args: argparse.Namespace) -> Any:
 
 
 #: method -> (its knobs, run it -> RunFolder, help). A new method adds one entry.
-METHODS: dict[str, tuple[type, Callable[[argparse.Namespace], Any], str]] = {
+METHODS: dict[str, tuple[type[RunKnobs], Callable[[argparse.Namespace], RunFolder], str]] = {
     "grpo": (GRPOKnobs, _run_grpo, "GRPO with TRL's GRPOTrainer and a LoRA adapter"),
     "dpo": (DPOKnobs, _run_dpo, "DPO on on-policy pairs with TRL's DPOTrainer and a LoRA adapter"),
 }

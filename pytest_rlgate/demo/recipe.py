@@ -33,8 +33,10 @@ from tabulate import tabulate
 from ..data.prompts import count_by_category
 from ..environment.contract import EnvSpec, load_env
 from ..gate.numtext import interval
+from ..gate.recipe import RecipeComparisonRecord
 from ..gate.recipe_text import seed_dots
 from ..report import write_index, write_report
+from ..train.config import resolved
 from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.seeds import train_seeds
@@ -58,7 +60,7 @@ def recipe_seeds(n: int) -> tuple[int, ...]:
 
 def recipe_configurations(steps: int = STEPS, *, env: str | None = None) -> list[DemoConfig]:
     """The two honest recipes: GRPO on the imbalanced split, and balanced to 0.25 (on *env*'s spec)."""
-    shared: dict[str, Any] = {"size": SIZE, "holdout": RECIPE_HOLDOUT, "steps": steps}
+    shared: dict[str, object] = {"size": SIZE, "holdout": RECIPE_HOLDOUT, "steps": steps}
     if env is not None:
         shared["env"] = env
     return [DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", shared),
@@ -79,7 +81,7 @@ class RecipeSummary:
     def passed(self) -> bool:
         return bool(self.gate.get("passed"))
 
-    def pass_at_1(self) -> dict[str, Mapping[str, Any]]:
+    def pass_at_1(self) -> dict[str, RecipeComparisonRecord]:
         return {c["group"]: c for c in self.gate.get("comparisons", []) if c["metric"] == "pass@1"}
 
 
@@ -88,7 +90,7 @@ def _groups(summaries: Sequence[RecipeSummary]) -> list[str]:
     return [g for g in ORDER if g in seen] + sorted(seen - set(ORDER))
 
 
-def _interval(c: Mapping[str, Any]) -> str:
+def _interval(c: RecipeComparisonRecord) -> str:
     return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
 
 
@@ -125,7 +127,7 @@ def render_recipe_table(summaries: Sequence[RecipeSummary]) -> str:
                     "how many seeds regressed on their own")
 
 
-def _describe(group: str, c: Mapping[str, Any]) -> str:
+def _describe(group: str, c: RecipeComparisonRecord) -> str:
     """One clause per category, led by the recipe verdict, then the seeds on their own."""
     span = f"Δ {_signed(c['delta'])} {_interval(c)} over {c['n_units']} scenarios × {c['n_seeds']} seeds"
     verdict = c["verdict"]
@@ -139,7 +141,8 @@ def _describe(group: str, c: Mapping[str, Any]) -> str:
         lead = (f"{group} is inconclusive as a recipe ({span}: a drop smaller than the MDE {_plain(c['mde'])} "
                 "could go unseen)")
     else:
-        lead = f"{group} is {verdict} ({span}{': ' + c['reason'] if c.get('reason') else ''})"
+        reason = c.get("reason")
+        lead = f"{group} is {verdict} ({span}{': ' + reason if reason else ''})"
     seeds = ", ".join(f"{s['seed']} {_signed(s['delta'])} {_shown(s['verdict'])}" for s in c["seeds"])
     return f"{lead}; seed by seed {seeds}: {c['seeds_line']}"
 
@@ -193,7 +196,7 @@ def run_recipe_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, seeds: in
     configs = recipe_configurations(steps, env=env if isinstance(env, str) else None)
     trainer_seeds = recipe_seeds(seeds)
     first = make_knobs(configs[0].method, **configs[0].knobs)
-    _tiny_policy(first.base_model, say)
+    _tiny_policy(resolved(first.base_model, "base_model"), say)
     sets = load_prompts(first)
     say(f"prompts: {sets.source} held out at {RECIPE_HOLDOUT}; train {count_by_category(sets.train)}, "
         f"holdout {count_by_category(sets.holdout)} (each run folder keeps its holdout prompts)")

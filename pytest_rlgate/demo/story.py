@@ -33,15 +33,18 @@ from typing import Any
 from tabulate import tabulate
 
 from ..data.prompts import count_by_category, write_prompts
+from ..data.records import Row
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
 from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
+from ..gate.result import ComparisonRecord
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
 from ..report import write_index, write_report
 from ..train.cached import cached_run
+from ..train.config import RunKnobs, resolved
 from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.run import RunFolder
@@ -95,7 +98,7 @@ class DemoConfig:
     name: str
     title: str
     method: str
-    knobs: Mapping[str, Any] = field(default_factory=dict)
+    knobs: Mapping[str, object] = field(default_factory=dict)
     hackable: bool = False
 
     @property
@@ -103,9 +106,9 @@ class DemoConfig:
         return self.title + (" *" if self.hackable else "")
 
 
-def _shared(quick: bool, env: EnvSpec) -> dict[str, Any]:
+def _shared(quick: bool, env: EnvSpec) -> dict[str, object]:
     """Knobs every demo run shares (the examples' markers use the same ones, so they share runs)."""
-    knobs: dict[str, Any] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
+    knobs: dict[str, object] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
     if env is not None:
         knobs["env"] = env
     if quick:
@@ -117,7 +120,7 @@ def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = No
     """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec;
     an episode environment trains no DPO round, which pairs one-turn replies)."""
     shared = _shared(quick, env)
-    dpo_extra: dict[str, Any] = {"pair_samples": 4} if quick else {}
+    dpo_extra: dict[str, object] = {"pair_samples": 4} if quick else {}
     runs = [
         DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", {**shared, "steps": steps}),
         DemoConfig("grpo-balance-0.25", f"GRPO --balance 0.25, {steps} steps", "grpo",
@@ -159,9 +162,9 @@ class RunSummary:
 
     config: DemoConfig
     gate: Mapping[str, Any]  #: the run's gate.json (pass@1 and guard comparisons, verdicts)
-    tool_calls: Mapping[str, Mapping[str, Any]]  #: group -> comparison of marker:tool_call (when rows carry it)
-    alarms: Sequence[Mapping[str, Any]] = ()
-    monitor_history: Sequence[Mapping[str, Any]] = ()
+    tool_calls: Mapping[str, ComparisonRecord]  #: group -> comparison of marker:tool_call (when rows carry it)
+    alarms: Sequence[Mapping[str, object]] = ()
+    monitor_history: Sequence[Mapping[str, object]] = ()
     train_reward: tuple[float, float] | None = None  #: first and last logged training reward
     seconds: float = 0.0
     from_cache: bool = False
@@ -171,11 +174,11 @@ class RunSummary:
     def passed(self) -> bool:
         return bool(self.gate.get("passed"))
 
-    def pass_at_1(self) -> dict[str, Mapping[str, Any]]:
+    def pass_at_1(self) -> dict[str, ComparisonRecord]:
         return {c["group"]: c for c in self.gate.get("comparisons", []) if c["metric"] == "pass@1"}
 
 
-def base_noise(before_runs: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, list[float]]:
+def base_noise(before_runs: Sequence[Sequence[Row]]) -> dict[str, list[float]]:
     """pass@1 per category of each base run (mean over scenarios of each scenario's mean)."""
     out: dict[str, list[float]] = {}
     for rows in before_runs:
@@ -191,7 +194,7 @@ def base_noise(before_runs: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, 
     return out
 
 
-def _tool_call_comparisons(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _tool_call_comparisons(before: Sequence[Row], after: Sequence[Row]) -> dict[str, ComparisonRecord]:
     """Δ tool-call rate with its interval, per category (descriptive: more calls is not "better").
 
     Empty when the rows carry no :data:`TOOL_MARKER` (an environment without tool calls).
@@ -202,7 +205,7 @@ def _tool_call_comparisons(before: Sequence[Mapping[str, Any]], after: Sequence[
     return {c.group: c.to_dict() for c in result.comparisons if c.metric == f"marker:{TOOL_MARKER}"}
 
 
-def summarise(config: DemoConfig, folder: Any, *, seconds: float = 0.0, from_cache: bool = False) -> RunSummary:
+def summarise(config: DemoConfig, folder: RunFolder, *, seconds: float = 0.0, from_cache: bool = False) -> RunSummary:
     """Read a finished run folder (``train.run.RunFolder``) into what the demo prints."""
     before = [row for path in folder.before_files for row in read_rows(path)]
     after = list(read_rows(folder.after_file))
@@ -227,11 +230,11 @@ def _plain(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _interval(c: Mapping[str, Any]) -> str:
+def _interval(c: ComparisonRecord) -> str:
     return interval(c.get("low"), c.get("high"), 2, missing="no interval", minus="−")
 
 
-def _verdict(c: Mapping[str, Any]) -> str:
+def _verdict(c: ComparisonRecord) -> str:
     verdict = str(c.get("verdict", "?"))
     shown = verdict.upper() if verdict == "regressed" else verdict
     flags = [f for f in c.get("flags") or [] if f == "within noise"]
@@ -288,7 +291,7 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     return table + "\n" + "\n".join(notes)
 
 
-def _describe_move(group: str, c: Mapping[str, Any]) -> str:
+def _describe_move(group: str, c: ComparisonRecord) -> str:
     """One clause per category, led by the verdict (the flags only add why)."""
     verdict = c.get("verdict")
     span = f"{_plain(c['before'])} → {_plain(c['after'])}"
@@ -322,7 +325,7 @@ def _monitor_words(s: RunSummary) -> str:
     return "; ".join(parts)
 
 
-def _alarm_detail(alarm: Mapping[str, Any]) -> str:
+def _alarm_detail(alarm: Mapping[str, object]) -> str:
     where = [str(alarm[k]) for k in ("top_feature", "category") if alarm.get(k)]
     return f" ({' on '.join(where)})" if where else ""
 
@@ -368,7 +371,7 @@ def watched(env: Env) -> tuple[str, ...]:
 def honest_collapse(summary: RunSummary, categories: Sequence[str]) -> bool:
     """True when the honest run already regressed a watched category (then the hackable run is not needed)."""
     rows = summary.pass_at_1()
-    return any(rows.get(c, {}).get("verdict") == "regressed" for c in categories)
+    return any(c in rows and rows[c]["verdict"] == "regressed" for c in categories)
 
 
 # --------------------------------------------------------------------------- the flow
@@ -403,7 +406,7 @@ def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *,
     return summarise(config, folder, seconds=seconds, from_cache=served.hit)
 
 
-def _write_prompt_files(runs_dir: Path, knobs: Any, say: Callable[[str], None]) -> None:
+def _write_prompt_files(runs_dir: Path, knobs: RunKnobs, say: Callable[[str], None]) -> None:
     sets = load_prompts(knobs)
     folder = runs_dir / "prompts"
     folder.mkdir(parents=True, exist_ok=True)
@@ -440,7 +443,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
 
     honest = configurations(steps, quick=quick, env=env)
     first = make_knobs(honest[0].method, **honest[0].knobs)
-    _tiny_policy(first.base_model, say)
+    _tiny_policy(resolved(first.base_model, "base_model"), say)
     _write_prompt_files(root, first, say)
 
     say("training (each run samples the holdout of the base 3 times - the noise floor - then trains, "
@@ -450,7 +453,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     watch = watched(environment)
     if not summaries or not honest_collapse(summaries[0], watch):
         rows = summaries[0].pass_at_1() if summaries else {}
-        verdicts = [rows.get(c, {}).get("verdict", "not measured" if summaries else "untrained") for c in watch]
+        verdicts = [rows[c]["verdict"] if c in rows else "not measured" if summaries else "untrained" for c in watch]
         left = f"{' / '.join(watch)} after honest GRPO: {' / '.join(verdicts)}"
         reward = hackable_reward(environment)
         if reward is None:
@@ -469,9 +472,9 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
 
     if not summaries:
         raise DataError("no demo run could be trained; see the lines above", path=root)
-    first = summaries[0].path
-    assert first is not None  # a trained summary always names its run folder
-    base = base_noise([list(read_rows(p)) for p in RunFolder.open(first).before_files])
+    first_run = summaries[0].path
+    assert first_run is not None  # a trained summary always names its run folder
+    base = base_noise([list(read_rows(p)) for p in RunFolder.open(first_run).before_files])
     index = write_index(root)
     say("")
     say(render_table(base, summaries, hackable=note))

@@ -15,6 +15,7 @@ inside functions: this module loads in every pytest run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,12 @@ from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.plugin.harness import candidate_rows
 
 if TYPE_CHECKING:
-    from pytest_rlgate.environment.contract import Env
+    from pytest_rlgate.data.readers import RowSource
+    from pytest_rlgate.data.records import Row
+    from pytest_rlgate.data.rows import Rows
+    from pytest_rlgate.environment.contract import Env, EnvSpec
+    from pytest_rlgate.train.config import RunKnobs
+    from pytest_rlgate.train.run import RunFolder
 
 #: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
 SAMPLING_KNOBS = ("env", "seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed",
@@ -66,11 +72,11 @@ class TrainedAdapter:
 
     adapter: Path
     base_model: str
-    knobs: Any
-    run: Any = None
+    knobs: RunKnobs
+    run: RunFolder | None = None
     from_cache: bool = False
     key: str = ""
-    _rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _rows: dict[str, Rows] = field(default_factory=dict, repr=False)
 
     @property
     def handed_in(self) -> bool:
@@ -89,15 +95,16 @@ class AdapterFactory:
         self.base_model = setting(config, "base-model")
         self._made: dict[str, TrainedAdapter] = {}
 
-    def __call__(self, method: str = "grpo", env: Any = None, **knobs: Any) -> TrainedAdapter:
+    def __call__(self, method: str = "grpo", env: EnvSpec = None, **knobs: object) -> TrainedAdapter:
         try:
             return self._make(method, marker_env(self.config, env), knobs)
         except RlgateError as exc:
             fail(f"rlgate: {exc}")
 
-    def _make(self, method: str, env: Env, values: dict[str, Any]) -> TrainedAdapter:
+    def _make(self, method: str, env: Env, values: dict[str, object]) -> TrainedAdapter:
         from pytest_rlgate.train.adapters import check_adapter
         from pytest_rlgate.train.cached import cached_run
+        from pytest_rlgate.train.config import resolved
         from pytest_rlgate.train.methods import make_knobs
 
         values = {**values, "env": env}
@@ -109,18 +116,21 @@ class AdapterFactory:
             memo = f"handed:{self.handed_in}:{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
             if memo not in self._made:
                 path = check_adapter(Path(self.handed_in).expanduser(), flag="--rlgate-adapter")
-                self._made[memo] = TrainedAdapter(adapter=path, base_model=knobs.base_model, knobs=knobs)
+                self._made[memo] = TrainedAdapter(adapter=path, base_model=resolved(knobs.base_model, "base_model"),
+                                                   knobs=knobs)
             return self._made[memo]
 
         knobs = make_knobs(method, **values)
         memo = f"{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
         if memo not in self._made:
             served = cached_run(knobs)
-            self._made[memo] = TrainedAdapter(adapter=served.adapter, base_model=knobs.base_model, knobs=knobs,
+            self._made[memo] = TrainedAdapter(adapter=served.adapter,
+                                              base_model=resolved(knobs.base_model, "base_model"), knobs=knobs,
                                               run=served.run, from_cache=served.hit, key=served.key)
         return self._made[memo]
 
-    def per_seed(self, method: str, seeds: Any, env: Any = None, **knobs: Any) -> dict[int | str, TrainedAdapter]:
+    def per_seed(self, method: str, seeds: Sequence[int], env: EnvSpec = None,
+                 **knobs: object) -> dict[int | str, TrainedAdapter]:
         """One adapter per trainer seed (its ``sample_seed``) of one recipe: seed -> adapter.
 
         A handed-in adapter (``--rlgate-adapter``) is one adapter whatever the seeds: the
@@ -141,7 +151,7 @@ class AdapterFactory:
             return {str(adapter.adapter): adapter}
         return {seed: self(method, env, **knobs, sample_seed=seed) for seed in seeds}
 
-    def rows(self, trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+    def rows(self, trained: TrainedAdapter, side: str) -> Rows:
         """The before (every base run) or after rows of *trained*, sampled once."""
         if side not in trained._rows:
             try:
@@ -151,7 +161,7 @@ class AdapterFactory:
         return trained._rows[side]
 
 
-def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+def _rows(trained: TrainedAdapter, side: str) -> Rows:
     from pytest_rlgate.train.baseline import run_rows
 
     if trained.run is not None:
@@ -159,21 +169,22 @@ def _rows(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
     return _sample_handed_in(trained, side)
 
 
-def _sample_handed_in(trained: TrainedAdapter, side: str) -> list[dict[str, Any]]:
+def _sample_handed_in(trained: TrainedAdapter, side: str) -> Rows:
     from pytest_rlgate.train.adapters import attach_adapter, load_base
     from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, env_identity
     from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
 
     knobs = trained.knobs
+    base = trained.base_model
     holdout = load_prompts(knobs).holdout
     sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS and k != "env"}
-    parts = {"side": side, "base": base_identity(knobs.base_model), "env": env_identity(knobs.environment),
+    parts = {"side": side, "base": base_identity(base), "env": env_identity(knobs.environment),
              "sampling": sampling, "versions": versions()}
     if side == "after":
         parts["adapter"] = adapter_identity(trained.adapter)
 
-    def sample() -> list[dict[str, Any]]:
-        model, tok = load_base(knobs.base_model, flag="--rlgate-base-model")
+    def sample() -> list[Row]:
+        model, tok = load_base(base, flag="--rlgate-base-model")
         if side == "before":
             return [row for i, seed in enumerate(base_seeds(knobs))
                     for row in holdout_rows(model, tok, holdout, knobs, seed=seed, policy="base",
@@ -222,7 +233,8 @@ def rlgate_adapter(
 
 
 @pytest.fixture
-def rlgate_before_rows(request: pytest.FixtureRequest, rlgate_baseline_rows: list[dict] | None) -> list[dict]:
+def rlgate_before_rows(request: pytest.FixtureRequest,
+                       rlgate_baseline_rows: Rows | RowSource | None) -> Rows | RowSource:
     """Graded holdout rows of the base policy, every base run (seeds 17, 18, 19); with
     ``--rlgate-baseline``, the stored rows instead, and no adapter or model is made for them."""
     if rlgate_baseline_rows is not None:
@@ -236,7 +248,7 @@ def rlgate_before_rows(request: pytest.FixtureRequest, rlgate_baseline_rows: lis
 @pytest.fixture
 def rlgate_after_rows(
     request: pytest.FixtureRequest, rlgate_adapter_factory: AdapterFactory
-) -> Any:
+) -> Rows | RowSource | dict[int | str, Rows]:
     """Graded holdout rows of the base with the adapter, sampled at the first base run's seed;
     with ``seeds=(...)``, a mapping seed -> rows, each seed's adapter sampled at its own seed.
     With ``--rlgate-candidate PATH``, that candidate's rows or eval-harness log, and no adapter

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, TypedDict
 
 from .._io.progress import bar, progress_enabled
 from ..data.episodes import grade_episodes
 from ..data.provenance import row_header
+from ..data.records import PromptItem
 from ..data.rows import Rows
 from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
@@ -44,16 +46,22 @@ from .generate import (
     generate_batch,
     reply_seed,
 )
+from .handles import Message, Policy, PolicyFunction, Prompts, RowMeta, SampleOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs, Unpack
+
+    from .handles import Model, Tokenizer
 
 __all__ = ["is_policy_function", "sample_episode_rows", "sample_episodes", "sample_texts"]
 
 
-def is_policy_function(model: Any) -> bool:
+def is_policy_function(model: object) -> TypeIs[PolicyFunction]:
     """A plain callable policy (messages -> reply), not a model or a vLLM sampler."""
     return callable(model) and not hasattr(model, "generate") and not isinstance(model, VllmSampler)
 
 
-def _item_case(env: Env, item: Any) -> tuple[str, dict[str, Any]]:
+def _item_case(env: Env, item: str | Mapping[str, object]) -> tuple[str, dict[str, object]]:
     prompt = item if isinstance(item, str) else item.get("prompt") if isinstance(item, Mapping) else None
     if not isinstance(prompt, str):
         raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
@@ -63,10 +71,12 @@ def _item_case(env: Env, item: Any) -> tuple[str, dict[str, Any]]:
     if case is None:
         raise UsageError(f"environment {env.name} reads no case from a prompt text (it has no case_for): "
                          f"give each prompt item its case ({prompt[:60]!r})")
+    if not isinstance(case, Mapping):
+        raise UsageError(f"a prompt item's case must be a mapping of its fields, got {case!r:.80}")
     return prompt, dict(case)
 
 
-def _takes_seed(fn: Callable[..., Any]) -> bool:
+def _takes_seed(fn: Callable[..., object]) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -74,18 +84,31 @@ def _takes_seed(fn: Callable[..., Any]) -> bool:
     return any(p.name == "seed" or p.kind is p.VAR_KEYWORD for p in params)
 
 
+class _Options(TypedDict):
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+
+
 class _Backend:
     """Renders chats and generates one turn for many of them: transformers, vLLM or a callable."""
 
-    def __init__(self, model: Any, tokenizer: Any, env: Env, *, temperature: float, top_p: float,
+    def __init__(self, model: Policy, tokenizer: Tokenizer | None, env: Env, *, temperature: float, top_p: float,
                  max_new_tokens: int, adapter: bool) -> None:
-        self.model, self.env = model, env
-        self.options: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.env = env
+        self.options: _Options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         self.adapter = adapter
-        self.kind = "function" if is_policy_function(model) else "vllm" if isinstance(model, VllmSampler) \
-            else "transformers"
-        self.tokenizer = model.llm.get_tokenizer() if self.kind == "vllm" else tokenizer
-        self.takes_seed = self.kind == "function" and _takes_seed(model)
+        self.function: PolicyFunction | None = None
+        self.sampler: VllmSampler | None = None
+        self.lm: Model | None = None  # the transformers model, for the "transformers" kind
+        if is_policy_function(model):
+            self.kind, self.function = "function", model
+        elif isinstance(model, VllmSampler):
+            self.kind, self.sampler = "vllm", model
+        else:
+            self.kind, self.lm = "transformers", model
+        self.tokenizer = self.sampler.llm.get_tokenizer() if self.sampler is not None else tokenizer
+        self.takes_seed = self.function is not None and _takes_seed(self.function)
         self.tools = env.tool_functions() if env.is_episodic else None
         if self.kind != "function":
             if self.tokenizer is None or getattr(self.tokenizer, "chat_template", None) is None:
@@ -93,37 +116,37 @@ class _Backend:
                                  "(or set tokenizer.chat_template) so episodes render as conversations")
             self.limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
-    def render(self, messages: list[dict[str, Any]]) -> str:
-        if self.kind == "function":
+    def render(self, messages: Sequence[Message]) -> str:
+        if self.tokenizer is None or self.kind == "function":
             return repr(messages)  # only seeds read it
         extra = {"tools": self.tools} if self.tools else {}
         return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra))
 
     def fits(self, rendered: str) -> bool:
         """Whether another turn fits the model's context after *rendered*."""
-        if self.kind != "transformers" or not self.limit:
+        if self.tokenizer is None or self.kind != "transformers" or not self.limit:
             return True
         width = len(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
         return bool(width + self.options["max_new_tokens"] <= self.limit)
 
-    def generate(self, chats: Sequence[list[dict[str, Any]]], rendered: Sequence[str],
-                 seeds: Sequence[int]) -> list[Any]:
-        if self.kind == "function":
-            call = self.model
+    def generate(self, chats: Sequence[Sequence[Message]], rendered: Sequence[str],
+                 seeds: Sequence[int]) -> Sequence[str | Mapping[str, object]]:
+        if self.function is not None:
+            call = self.function
             return [call([dict(m) for m in chat], seed=s) if self.takes_seed else call([dict(m) for m in chat])
                     for chat, s in zip(chats, seeds)]
-        if self.kind == "vllm":
-            return _vllm_generate(self.model, rendered, seeds, adapter=self.adapter, **self.options)
-        return generate_batch(self.model, self.tokenizer, rendered, seeds, **self.options)
+        if self.sampler is not None:
+            return _vllm_generate(self.sampler, rendered, seeds, adapter=self.adapter, **self.options)
+        return generate_batch(self.lm, self.tokenizer, rendered, seeds, **self.options)
 
-    def tokens(self, text: Any) -> int:
-        if self.kind == "function" or not isinstance(text, str):
+    def tokens(self, text: object) -> int:
+        if self.tokenizer is None or self.kind == "function" or not isinstance(text, str):
             return 0
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _vllm_generate(sampler: Any, rendered: Sequence[str], seeds: Sequence[int], *, temperature: float, top_p: float,
-                   max_new_tokens: int, adapter: bool) -> list[str]:
+def _vllm_generate(sampler: VllmSampler, rendered: Sequence[str], seeds: Sequence[int], *, temperature: float,
+                   top_p: float, max_new_tokens: int, adapter: bool) -> list[str]:
     """One turn on vLLM: one request per chat, each with its own seed (the sampler's engine and LoRA)."""
     params = [sampler._vllm.SamplingParams(n=1, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
                                            seed=s) for s in seeds]
@@ -137,9 +160,9 @@ def _vllm_generate(sampler: Any, rendered: Sequence[str], seeds: Sequence[int], 
 
 
 def sample_episodes(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[Any],
+    model: Policy,
+    tokenizer: Tokenizer | None,
+    prompts: Prompts,
     *,
     env: Env,
     k: int = 4,
@@ -168,15 +191,16 @@ def sample_episodes(
     cases = [_item_case(env, item) for item in prompts]
     runs = [[EpisodeRun(env, case, prompt) for _ in range(k)] for prompt, case in cases]
     used = {(i, j): 0 for i in range(len(runs)) for j in range(k)}
-    switch: Any = contextlib.nullcontext()
+    switch: AbstractContextManager[object] = contextlib.nullcontext()
     training = None
-    if engine.kind == "transformers":
+    lm = engine.lm
+    if lm is not None:
         import torch
 
-        if not adapter and hasattr(model, "disable_adapter"):
-            switch = model.disable_adapter()
-        training = model.training
-        model.eval()
+        if not adapter and hasattr(lm, "disable_adapter"):
+            switch = lm.disable_adapter()
+        training = lm.training
+        lm.eval()
         switch = _both(switch, torch.inference_mode())
     shown = bar(len(runs) * k * env.max_turns, desc, progress, unit="turn", leave=False)
     try:
@@ -203,27 +227,28 @@ def sample_episodes(
                     shown.update(len(chunk))
     finally:
         shown.close()
-        if training is not None:
-            model.train(training)
+        if lm is not None and training is not None:
+            lm.train(training)
     return [[run.finish("max_turns") for run in row] for row in runs]
 
 
 @contextlib.contextmanager
-def _both(first: Any, second: Any) -> Any:
+def _both(first: AbstractContextManager[object], second: AbstractContextManager[object]) -> Iterator[None]:
     with first, second:
         yield
 
 
-def sample_texts(model: Any, tokenizer: Any, prompts: Sequence[Any], *, env: Env, **options: Any) -> list[list[str]]:
+def sample_texts(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, *, env: Env, k: int = 4,
+                 seed: int = SAMPLE_SEED, **options: Unpack[SampleOptions]) -> list[list[str]]:
     """What :func:`~pytest_rlgate.policy.sampling.sample` returns for an episode environment or a
     callable policy: each episode's text form (a one-turn environment's: the reply itself)."""
-    episodes = sample_episodes(model, tokenizer, prompts, env=env, **options)
+    episodes = sample_episodes(model, tokenizer, prompts, env=env, k=k, seed=seed, **options)
     return [[ep.text if env.is_episodic else (ep.turns[0] if ep.turns else "") for ep in row] for row in episodes]
 
 
-def sample_episode_rows(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], *, env: Env, k: int,
-                        seed: int, meta: Mapping[str, Any], prompts_fingerprint: str | None,
-                        **options: Any) -> Rows:
+def sample_episode_rows(model: Policy, tokenizer: Tokenizer | None, items: Sequence[PromptItem], *, env: Env, k: int,
+                        seed: int, meta: RowMeta, prompts_fingerprint: str | None,
+                        **options: Unpack[SampleOptions]) -> Rows:
     """Sampled episodes graded into rows (:func:`~pytest_rlgate.data.episodes.grade_episodes`)."""
     episodes = sample_episodes(model, tokenizer, items, env=env, k=k, seed=seed, **options)
     header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"), seed=seed, k=k,

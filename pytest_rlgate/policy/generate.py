@@ -13,12 +13,19 @@ import hashlib
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._io.progress import progress_enabled
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
+from .handles import Prompts
 from .lora import check_adapter
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import GenerationConfig
+
+    from .handles import Model, Tokenizer
 
 __all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "SAMPLE_SEED", "SAMPLE_TEMPERATURE",
            "SAMPLE_TOP_P", "VllmSampler", "check_sampling", "generate_batch", "prompt_text", "render",
@@ -39,7 +46,7 @@ DEFAULT_MAX_NEW_TOKENS = 160
 DEFAULT_BATCH_SIZE = 16
 
 
-def prompt_text(item: Any) -> str:
+def prompt_text(item: object) -> str:
     if isinstance(item, str):
         return item
     text = item.get("prompt") if isinstance(item, Mapping) else None
@@ -48,12 +55,18 @@ def prompt_text(item: Any) -> str:
     raise UsageError(f"a prompt must be a string or a prompt item with a 'prompt' string, got {item!r:.80}")
 
 
-def render(tokenizer: Any, prompts: Sequence[Any], env: Env) -> list[str]:
-    """The chat each prompt becomes: ``env.messages_for`` through the tokenizer's template."""
-    chats = [env.messages_for(prompt_text(p)) for p in prompts]
-    if getattr(tokenizer, "chat_template", None) is None:
+def chat_tokenizer(tokenizer: Tokenizer | None) -> Tokenizer:
+    """*tokenizer*, checked to have the chat template that renders prompts as conversations."""
+    if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
         raise UsageError("the tokenizer has no chat_template; load an instruct/chat model "
                          "(or set tokenizer.chat_template) so prompts render as conversations")
+    return tokenizer
+
+
+def render(tokenizer: Tokenizer | None, prompts: Prompts, env: Env) -> list[str]:
+    """The chat each prompt becomes: ``env.messages_for`` through the tokenizer's template."""
+    chats = [env.messages_for(prompt_text(p)) for p in prompts]
+    tokenizer = chat_tokenizer(tokenizer)
     return list(tokenizer.apply_chat_template(chats, add_generation_prompt=True, tokenize=False))
 
 
@@ -77,10 +90,10 @@ def check_sampling(k: int, temperature: float, top_p: float, max_new_tokens: int
 class _InverseCdfSampler:
     """A logits processor that samples with per-row uniforms and returns a one-hot score."""
 
-    def __init__(self, uniforms: Any, temperature: float, top_p: float, prompt_width: int) -> None:
+    def __init__(self, uniforms: torch.Tensor, temperature: float, top_p: float, prompt_width: int) -> None:
         self.uniforms, self.temperature, self.top_p, self.prompt_width = uniforms, temperature, top_p, prompt_width
 
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         import torch
 
         step = input_ids.shape[1] - self.prompt_width
@@ -96,14 +109,14 @@ class _InverseCdfSampler:
         return out.scatter_(-1, token, 0.0)
 
 
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+def _eos_ids(model: Model, tokenizer: Tokenizer) -> list[int]:
     eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if eos is None:
         eos = tokenizer.eos_token_id
     return [eos] if isinstance(eos, int) else list(eos or [])
 
 
-def generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: Sequence[int], *,
+def generate_batch(model: Model, tokenizer: Tokenizer, rendered: Sequence[str], seeds: Sequence[int], *,
                     temperature: float, top_p: float, max_new_tokens: int) -> list[str]:
     import torch
     from transformers import GenerationConfig, LogitsProcessorList
@@ -128,7 +141,7 @@ def generate_batch(model: Any, tokenizer: Any, rendered: Sequence[str], seeds: S
 
 
 @contextlib.contextmanager
-def _own_generation_config(model: Any, config: Any) -> Iterator[None]:
+def _own_generation_config(model: Model, config: GenerationConfig) -> Iterator[None]:
     """Generate with *config* alone: ``generate`` fills every field left unset from the model's
     own generation config, and a hub checkpoint's (Qwen2.5's: repetition penalty 1.05, top-k 20,
     temperature 0.7) would change the distribution the rows' header names."""
@@ -153,7 +166,7 @@ class VllmSampler:
     """
 
     def __init__(self, model: str | Path, *, adapter: str | Path | None = None, trust_remote_code: bool = False,
-                 **llm_options: Any) -> None:
+                 **llm_options: object) -> None:
         if not isinstance(trust_remote_code, bool):
             raise UsageError(f"trust_remote_code={trust_remote_code!r}: pass True or False (default False)")
         try:
@@ -175,7 +188,7 @@ class VllmSampler:
                           RlgateWarning, stacklevel=2)
         self.llm = vllm.LLM(model=self.model, trust_remote_code=trust_remote_code, **llm_options)
 
-    def sample(self, prompts: Sequence[Any], *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
+    def sample(self, prompts: Prompts, *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
                top_p: float = SAMPLE_TOP_P, seed: int = SAMPLE_SEED,
                max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True,
                env: EnvSpec = None, progress: bool | None = None) -> list[list[str]]:

@@ -19,7 +19,7 @@ import inspect
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._io import cache
 from ..environment.contract import Env, EnvSpec, load_env
@@ -28,6 +28,19 @@ from .lora import attach_adapter
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
 from .tiny.spec import TINY_POLICY, TINY_PREFIX, TinySpec, spec_of
+
+if TYPE_CHECKING:
+    import torch
+
+    from .handles import Model, Tokenizer
+
+_Loaded = TypeVar("_Loaded", covariant=True)
+
+
+class _Pretrained(Protocol[_Loaded]):
+    """A transformers ``Auto*`` class: what ``from_pretrained`` builds."""
+
+    def from_pretrained(self, source: str, **kwargs: Any) -> _Loaded: ...
 
 __all__ = [
     "SHIPPED_POLICIES",
@@ -133,7 +146,7 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
     return text, False
 
 
-def _from_pretrained(cls: Any, source: str, local: bool, **kwargs: Any) -> Any:
+def _from_pretrained(cls: _Pretrained[_Loaded], source: str, local: bool, **kwargs: object) -> _Loaded:
     """Load from a folder, else the hub cache, else (when online) the hub; errors name the fix."""
     if local:
         return cls.from_pretrained(source, local_files_only=True, trust_remote_code=False, **kwargs)
@@ -166,8 +179,8 @@ def load_policy(
     *,
     adapter: str | os.PathLike[str] | None = None,
     device: str | None = None,
-    dtype: Any = None,
-) -> tuple[Any, Any]:
+    dtype: torch.dtype | str | None = None,
+) -> tuple[Model, Tokenizer]:
     """``(model, tokenizer)`` for a hub id, a local folder or a tiny policy (``rlgate/tiny-<env>``).
 
     *adapter* is a PEFT adapter folder put on top (a ``PeftModel``; sampling can switch it

@@ -20,9 +20,14 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import RlgateWarning, UsageError
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+
+    from .handles import Model
 
 __all__ = ["ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "attach_adapter", "check_adapter"]
 
@@ -41,7 +46,7 @@ def _module(key: str, part: str) -> str:
     return key.split(f".{part}.", 1)[0]
 
 
-def _lora_problem(keys: Sequence[str], config: Mapping[str, Any]) -> str | None:
+def _lora_problem(keys: Sequence[str], config: Mapping[str, object]) -> str | None:
     """None when *keys* (a safetensors file's tensor names) are LoRA weights for *config*, else why not."""
     down = {_module(k, "lora_A") for k in keys if ".lora_A." in k}
     up = {_module(k, "lora_B") for k in keys if ".lora_B." in k}
@@ -59,7 +64,7 @@ def _lora_problem(keys: Sequence[str], config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _read_config(flag: str, folder: Path) -> dict[str, Any]:
+def _read_config(flag: str, folder: Path) -> dict[str, object]:
     path = folder / ADAPTER_CONFIG
     try:
         parsed = json.loads(path.read_text(encoding="utf-8"))
@@ -100,7 +105,7 @@ def check_adapter(path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter
     return folder
 
 
-def _missing_matrices(model: Any, folder: Path) -> list[str]:
+def _missing_matrices(model: PeftModel, folder: Path) -> list[str]:
     """LoRA matrices the attached *model* has that the folder's weights lack (PEFT loads them as zero/random)."""
     from peft.utils import get_peft_model_state_dict
     from safetensors import safe_open
@@ -110,7 +115,7 @@ def _missing_matrices(model: Any, folder: Path) -> list[str]:
     return sorted(set(get_peft_model_state_dict(model)) - saved)
 
 
-def attach_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> Any:
+def attach_adapter(model: Model, path: str | os.PathLike[str], *, flag: str = "--rlgate-adapter") -> PeftModel:
     """Wrap *model* in a ``PeftModel`` with the adapter at *path*, checked before and after loading."""
     from peft import PeftModel
 

@@ -14,14 +14,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._io import ranks
 from .._io.progress import bar
+from ..data.records import PromptItem
 from ..data.resume import PartialRows
 from ..environment.contract import Env
 from ..errors import DataError
+from .handles import GenerationOptions, Policy
 from .sampling import DEFAULT_BATCH_SIZE, sample_rows
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .handles import Tokenizer
 
 __all__ = ["piece_size", "sample_to_file"]
 
@@ -31,7 +38,7 @@ def piece_size(batch_size: int = DEFAULT_BATCH_SIZE) -> int:
     return 2 * batch_size * ranks.group_size()
 
 
-def _check_kept(rows: Sequence[Mapping[str, Any]], work: Sequence[tuple[int, Mapping[str, Any]]], k: int,
+def _check_kept(rows: Sequence[Mapping[str, object]], work: Sequence[tuple[int, PromptItem]], k: int,
                 path: Path) -> int:
     units = min(len(rows) // k, len(work))
     for unit in range(units):
@@ -44,19 +51,19 @@ def _check_kept(rows: Sequence[Mapping[str, Any]], work: Sequence[tuple[int, Map
 
 
 def sample_to_file(
-    model: Any,
-    tokenizer: Any,
-    items: Sequence[Mapping[str, Any]],
+    model: Policy,
+    tokenizer: Tokenizer | None,
+    items: Sequence[PromptItem],
     out: str | os.PathLike[str],
     *,
-    header: Mapping[str, Any],
+    header: Mapping[str, object],
     env: Env,
     seeds: Sequence[int],
     k: int,
     policy: str | None = None,
     restart: bool = False,
     progress: bool | None = None,
-    **options: Any,
+    **options: Unpack[GenerationOptions],
 ) -> tuple[int, int]:
     """Sample *k* replies per item at every seed in *seeds* into *out*; ``(units sampled now, kept)``.
 

@@ -15,13 +15,14 @@ loop of :mod:`.episode` over the same generation.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .._io import ranks
 from .._io.progress import bar
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
+from ..data.records import PromptItem
 from ..data.rows import Rows, grade_replies
 from ..environment.contract import EnvSpec, load_env
 from ..errors import UsageError
@@ -34,12 +35,22 @@ from .generate import (
     SAMPLE_TEMPERATURE,
     SAMPLE_TOP_P,
     VllmSampler,
+    chat_tokenizer,
     check_sampling,
     generate_batch,
     prompt_text,
     render,
     reply_seed,
 )
+from .handles import Policy, Prompts, RowMeta, SampleOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .handles import Tokenizer
+
+#: what a prompt is sampled with on one rank: its scenario, else its prompt text
+_Unit = tuple[str, object]
 
 __all__ = [
     "BASE_RUN_SEEDS",
@@ -56,9 +67,9 @@ __all__ = [
 ]
 
 def sample(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[Any],
+    model: Policy,
+    tokenizer: Tokenizer | None,
+    prompts: Prompts,
     *,
     k: int = 4,
     temperature: float = SAMPLE_TEMPERATURE,
@@ -96,8 +107,12 @@ def sample(
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
     if not prompts:
         return []
+    if isinstance(model, str):
+        raise UsageError(f"model={model!r} is a name: load it with load_policy() first, or sample "
+                         "it with backend='vllm'")
     import torch
 
+    tokenizer = chat_tokenizer(tokenizer)
     rendered = render(tokenizer, prompts, env)
     if tokenizer.pad_token_id is None:
         raise UsageError("the tokenizer has no pad token, which batched sampling needs; load the "
@@ -133,9 +148,9 @@ def sample(
 
 
 def sample_rows(
-    model: Any,
-    tokenizer: Any,
-    items: Sequence[Mapping[str, Any]],
+    model: Policy,
+    tokenizer: Tokenizer | None,
+    items: Sequence[PromptItem],
     *,
     k: int = 4,
     seed: int = SAMPLE_SEED,
@@ -143,7 +158,7 @@ def sample_rows(
     eval_run: str | None = None,
     env: EnvSpec = None,
     shard: bool = True,
-    **options: Any,
+    **options: Unpack[SampleOptions],
 ) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
 
@@ -157,7 +172,7 @@ def sample_rows(
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
     """
     env = load_env(env)
-    meta: dict[str, Any] = {"sample_seed": seed}
+    meta: RowMeta = {"sample_seed": seed}
     if policy is not None:
         meta["policy"] = policy
     if eval_run is not None:
@@ -168,27 +183,27 @@ def sample_rows(
 
     progress = options.pop("progress", None)
 
-    def draw(part: Sequence[Mapping[str, Any]], shown: bool = True) -> Any:
-        return sample(model, tokenizer, part, k=k, seed=seed, env=env, progress=progress if shown else False,
-                      **options)
+    def draw(part: Sequence[PromptItem], shown: bool = True) -> list[list[str]]:
+        settings: SampleOptions = {**options, "progress": progress if shown else False}
+        return sample(model, tokenizer, part, k=k, seed=seed, env=env, **settings)
 
-    replies = _sharded(draw, items) if shard else list(draw(items))
+    replies = _sharded(draw, items) if shard else draw(items)
     header = row_header(env, prompts_fingerprint=_fingerprint(items), policy=policy, seed=seed, k=k,
                         temperature=options.get("temperature", SAMPLE_TEMPERATURE),
                         top_p=options.get("top_p", SAMPLE_TOP_P))
     return Rows(grade_replies(items, replies, env=env, **meta), header=header)
 
 
-def _unit(item: Mapping[str, Any]) -> Any:
+def _unit(item: str | Mapping[str, object]) -> _Unit:
     """What a prompt is sampled with on one rank: its scenario (else the prompt itself)."""
     scenario = item.get("scenario_id") if isinstance(item, Mapping) else None
     return ("scenario", scenario) if scenario is not None else ("prompt", prompt_text(item))
 
 
-def shard(items: Sequence[Any], rank: int, world: int) -> list[int]:
+def shard(items: Prompts, rank: int, world: int) -> list[int]:
     """The positions of *items* rank *rank* of *world* samples: whole units (scenarios), dealt
     longest-first to the least-loaded rank, so every rank has about the same work."""
-    units: dict[Any, list[int]] = {}
+    units: dict[_Unit, list[int]] = {}
     for position, item in enumerate(items):
         units.setdefault(_unit(item), []).append(position)
     load = [0] * world
@@ -201,7 +216,8 @@ def shard(items: Sequence[Any], rank: int, world: int) -> list[int]:
     return sorted(mine)
 
 
-def _sharded(draw: Any, items: Sequence[Any]) -> list[list[str]]:
+def _sharded(draw: Callable[[Sequence[PromptItem], bool], list[list[str]]],
+             items: Sequence[PromptItem]) -> list[list[str]]:
     """``draw(items)``, split across the ranks of a torchrun / accelerate job by unit and gathered.
 
     A reply depends on its seed, rollout and rendered chat only (:func:`reply_seed`), so the
@@ -209,7 +225,7 @@ def _sharded(draw: Any, items: Sequence[Any]) -> list[list[str]]:
     """
     world = ranks.group_size()
     if world == 1:
-        return list(draw(items))
+        return draw(items, True)
     mine = shard(items, ranks.rank(), world)
     parts = ranks.run_everywhere(lambda: list(zip(mine, draw([items[i] for i in mine], ranks.is_main_process()))))
     replies: list[list[str]] = [[] for _ in items]
@@ -219,7 +235,7 @@ def _sharded(draw: Any, items: Sequence[Any]) -> list[list[str]]:
     return replies
 
 
-def _fingerprint(items: Sequence[Mapping[str, Any]]) -> str | None:
+def _fingerprint(items: Sequence[PromptItem]) -> str | None:
     """The prompt set's fingerprint; None (unknown, never checked) for items JSON cannot hold."""
     try:
         return fingerprint(items)

@@ -11,17 +11,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import DataError, UsageError
 from ..policy.load import load_policy
 from ..policy.lora import attach_adapter, check_adapter
 from .run import RunFolder
 
-__all__ = ["attach_adapter", "check_adapter", "load_base", "lora_config", "merge_adapter"]
+if TYPE_CHECKING:
+    from peft import LoraConfig
+
+    from ..policy.handles import Model, Tokenizer
+
+__all__ = ["LineageStep", "attach_adapter", "check_adapter", "load_base", "lora_config", "merge_adapter"]
 
 
-def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Any, Any]:
+class LineageStep(TypedDict):
+    """One finished run a base policy merges (``config.json``'s ``lineage``, oldest first)."""
+
+    run: str
+    path: str
+    method: str | None
+    adapter: str
+
+
+def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Model, Tokenizer]:
     """``policy.load_policy`` with a one-line error when the model cannot be loaded offline."""
     try:
         return load_policy(name_or_path)
@@ -35,7 +49,7 @@ def load_base(name_or_path: str, *, flag: str = "--base-model") -> tuple[Any, An
         ) from None
 
 
-def lora_config(rank: int, alpha: int, targets: Sequence[str]) -> Any:
+def lora_config(rank: int, alpha: int, targets: Sequence[str]) -> LoraConfig:
     """The LoRA every method trains: dropout 0, no bias, causal LM."""
     from peft import LoraConfig
 
@@ -43,7 +57,7 @@ def lora_config(rank: int, alpha: int, targets: Sequence[str]) -> Any:
                       target_modules=list(targets), task_type="CAUSAL_LM")
 
 
-def check_targets(model: Any, targets: Sequence[str]) -> None:
+def check_targets(model: Model, targets: Sequence[str]) -> None:
     """Raise ``UsageError`` when no LoRA target names a module of *model*."""
     names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     if not names & set(targets):
@@ -52,18 +66,18 @@ def check_targets(model: Any, targets: Sequence[str]) -> None:
                          f"choose from {', '.join(linear[:12])}")
 
 
-def merge_adapter(model: Any, path: str | os.PathLike[str], *, flag: str = "--from-run") -> Any:
+def merge_adapter(model: Model, path: str | os.PathLike[str], *, flag: str = "--from-run") -> Model:
     """Merge the adapter at *path* into *model*'s weights (round two's new base)."""
     return attach_adapter(model, path, flag=flag).merge_and_unload()
 
 
-def run_lineage(run_dir: str | os.PathLike[str]) -> tuple[str, list[dict[str, Any]]]:
+def run_lineage(run_dir: str | os.PathLike[str]) -> tuple[str, list[LineageStep]]:
     """(base model, lineage) of a finished run: the adapters to merge, oldest first."""
     try:
         run = RunFolder.open(run_dir)
     except DataError as exc:
         raise UsageError(f"--from-run {str(run_dir)!r}: {exc.reason}") from None
     config = run.config
-    lineage = [*config.get("lineage", []), {"run": run.name, "path": str(run.path.resolve()),
+    lineage: list[LineageStep] = [*config.get("lineage", []), {"run": run.name, "path": str(run.path.resolve()),
                                             "method": config.get("method"), "adapter": str(run.adapter.resolve())}]
     return config["knobs"]["base_model"], lineage

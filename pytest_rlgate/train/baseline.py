@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..data.provenance import row_header
+from ..data.records import Header, Row
 from ..data.rows import Rows, load_rows, write_rows
 from ..errors import DataError, UsageError
 from .run import RunFolder
@@ -29,7 +29,7 @@ def _open(run: RunFolder | str | os.PathLike[str]) -> RunFolder:
     return run if isinstance(run, RunFolder) else RunFolder.open(run)
 
 
-def _header_from_config(run: RunFolder, rows: Sequence[dict[str, Any]], seed: int | None) -> dict[str, Any]:
+def _header_from_config(run: RunFolder, rows: Sequence[Row], seed: int | None) -> Header:
     """A header for a run written before row files had one: its ``config.json`` knows it all."""
     config = run.config
     knobs = config.get("knobs", {})

@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .._io import cache, ranks
-from ..data.rows import load_rows, write_rows
+from ..data.records import Row
+from ..data.rows import Rows, load_rows, write_rows
 from ..environment.contract import Env
 from ..policy.load import tiny_policy_key
 from ..policy.tiny.spec import TINY_PREFIX
@@ -40,7 +40,7 @@ _PLACEMENT = ("run_name", "runs_dir", "auto", "env")
 class CachedRun:
     """A finished run served from (or just written to) the cache."""
 
-    run: Any  #: RunFolder
+    run: RunFolder
     key: str
     hit: bool
 
@@ -66,7 +66,7 @@ def _code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def base_identity(name_or_path: str) -> dict[str, Any]:
+def base_identity(name_or_path: str) -> dict[str, str]:
     """What identifies a base model: a tiny policy's content hash, a folder's files, or a hub id."""
     if name_or_path.startswith(TINY_PREFIX):
         return {"tiny": tiny_policy_key(name_or_path)}
@@ -81,7 +81,7 @@ def base_identity(name_or_path: str) -> dict[str, Any]:
     return {"hub": name_or_path}
 
 
-def env_identity(env: Env) -> dict[str, Any]:
+def env_identity(env: Env) -> dict[str, object]:
     """What identifies an environment in a key: name, version, fingerprint, and the chat it renders
     (its system prompt is not in the fingerprint, yet it changes what a policy learns)."""
     return {**env.describe(), "chat": env.messages_for("{prompt}")}
@@ -96,7 +96,7 @@ def run_key(knobs: RunKnobs) -> str:
                      code=_code_digest())
 
 
-def from_run_identity(knobs: RunKnobs) -> dict[str, Any] | None:
+def from_run_identity(knobs: RunKnobs) -> dict[str, object] | None:
     """What a ``--from-run`` round adds to its key: the adapters it merges, by content, and the
     seed its task selection samples at. With the band and the sampling knobs (in the knobs
     part) they decide round two's kept task list, so another list is always another key."""
@@ -107,7 +107,8 @@ def from_run_identity(knobs: RunKnobs) -> dict[str, Any] | None:
             "selection_seed": selection_seed(knobs.from_run)}
 
 
-def _rank_aware(kind: str, key: str, build: Any, *, root: str | os.PathLike[str] | None, everyone: Any) -> Path:
+def _rank_aware(kind: str, key: str, build: Callable[[Path], object], *, root: str | os.PathLike[str] | None,
+                everyone: Callable[[], object]) -> Path:
     """``cache.cached_dir(kind, key, build)``, in a torchrun / accelerate job too.
 
     Building is collective there (sampling is sharded, training is data-parallel), but the
@@ -147,11 +148,11 @@ def cached_run(knobs: RunKnobs, *, root: str | os.PathLike[str] | None = None,
 
 
 def cached_rows(
-    parts: Mapping[str, Any],
-    sample: Any,
+    parts: Mapping[str, object],
+    sample: Callable[[], Sequence[Row]],
     *,
     root: str | os.PathLike[str] | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[Rows, bool]:
     """Rows that ``sample() -> list[row]`` produces, cached under a key of *parts* (with their header)."""
     key = cache.key(**parts)
     built: list[bool] = []

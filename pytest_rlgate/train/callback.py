@@ -14,19 +14,26 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
 
 from .._io import ranks
 from .._io.atomic import atomic_write
+from ..data.records import PromptItem
 from ..data.rows import Rows, write_rows
 from ..environment.contract import EnvSpec, load_env
 from ..errors import UsageError
 from ..gate.looks import ALPHA, Look, SequentialGate
+from ..policy.handles import GenerationOptions
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample_rows
+
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["GateCallback"]
 
@@ -43,10 +50,10 @@ class GateCallback(TrainerCallback):
 
     def __init__(
         self,
-        holdout: Sequence[Mapping[str, Any]],
+        holdout: Sequence[PromptItem],
         *,
         env: EnvSpec = None,
-        tokenizer: Any = None,
+        tokenizer: Tokenizer | None = None,
         every: int = 50,
         out_dir: str | Path = "rlgate-checkpoints",
         k: int = 4,
@@ -63,24 +70,26 @@ class GateCallback(TrainerCallback):
             raise UsageError(f"every={every!r}: steps between looks, an integer >= 1")
         if not holdout:
             raise UsageError("holdout is empty; pass the prompt items to watch (e.g. a split's holdout)")
-        self.holdout = [dict(item) for item in holdout]
+        self.holdout = [PromptItem(**item) for item in holdout]
         self.env = load_env(env)
         self.tokenizer = tokenizer
         self.every, self.k, self.seed = every, k, seed
         self.out_dir = Path(out_dir)
-        self.settings: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.settings: GenerationOptions = {"temperature": temperature, "top_p": top_p,
+                                            "max_new_tokens": max_new_tokens}
         self.alpha, self.planned, self.guards = alpha, planned_looks, guards
         self.stop_on_regression = stop_on_regression
         self.sequential: SequentialGate | None = None
         self.step0: Rows | None = None
-        self.stopped_at: dict[str, Any] | None = None
+        self.stopped_at: dict[str, object] | None = None
 
     @property
     def looks(self) -> list[Look]:
         return [] if self.sequential is None else self.sequential.looks
 
     # --- TrainerCallback hooks ----------------------------------------------------------
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       model: Model | None = None, **kw: object) -> None:
         planned = self.planned
         if planned is None and getattr(state, "max_steps", 0) > 0:
             planned = max(1, state.max_steps // self.every)
@@ -90,7 +99,8 @@ class GateCallback(TrainerCallback):
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.step0 = self._sample(model, 0)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    model: Model | None = None, **kw: object) -> None:
         step = state.global_step
         if step % self.every or self.sequential is None:
             return
@@ -108,7 +118,7 @@ class GateCallback(TrainerCallback):
             control.should_training_stop = True
 
     # --- sampling and files -------------------------------------------------------------
-    def _sample(self, model: Any, step: int) -> Rows:
+    def _sample(self, model: Model | None, step: int) -> Rows:
         import numpy as np
         import torch
 
@@ -132,7 +142,7 @@ class GateCallback(TrainerCallback):
         atomic_write(self.out_dir / "looks.json", json.dumps(self.summary(), indent=2, sort_keys=True,
                                                               default=str) + "\n")
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """Settings, every look (its level, tests and house gate) and where it stopped."""
         return {
             "settings": {"every": self.every, "k": self.k, "seed": self.seed, "alpha": self.alpha,

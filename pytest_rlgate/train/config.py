@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
@@ -28,6 +28,9 @@ from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPER
 from ..policy.tiny.manifest import BUILD_INFO
 from ..policy.tiny.spec import TINY_PREFIX
 from .reward import score_function
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # --- shared by every method -------------------------------------------------------------
 #: Prompt seed of the template writer: the same seed writes the same prompt set and holdout, byte for byte.
@@ -143,11 +146,11 @@ def is_tiny(base_model: str | None) -> bool:
     return base_model.startswith(TINY_PREFIX) or (Path(base_model) / BUILD_INFO).is_file()
 
 
-def _fail(flag: str, value: Any, fix: str) -> None:
+def _fail(flag: str, value: object, fix: str) -> NoReturn:
     raise UsageError(f"--{flag} {value!r}: {fix}")
 
 
-def check_numbers(knobs: Any) -> None:
+def check_numbers(knobs: DataclassInstance) -> None:
     """Raise ``UsageError`` naming the flag for the first knob outside its range (None = resolved later)."""
     for name, number in bounds_of(knobs).items():
         value = getattr(knobs, name)
@@ -156,7 +159,7 @@ def check_numbers(knobs: Any) -> None:
             _fail(name.replace("_", "-"), value, problem)
 
 
-def _fits(value: Any, hint: Any) -> bool:
+def _fits(value: object, hint: object) -> bool:
     """Whether a value read back from a run's config.json has the type of a knob's annotation."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         return any(_fits(value, arg) for arg in typing.get_args(hint))
@@ -180,7 +183,7 @@ def _fits(value: Any, hint: Any) -> bool:
     return True
 
 
-def recorded_knobs_problem(cls: type, knobs: Mapping[str, Any]) -> str | None:
+def recorded_knobs_problem(cls: type, knobs: Mapping[str, object]) -> str | None:
     """None when *knobs*, read back from a run's ``config.json``, fit the knobs class *cls*: each
     known knob of its annotated type and, when numeric, in its range; else what is wrong."""
     hints = typing.get_type_hints(cls)
@@ -189,7 +192,7 @@ def recorded_knobs_problem(cls: type, knobs: Mapping[str, Any]) -> str | None:
         if declared.name not in knobs:
             continue
         value = knobs[declared.name]
-        if not _fits(value, hints.get(declared.name, Any)):
+        if not _fits(value, hints.get(declared.name, object)):
             wanted = hints[declared.name]
             return (f"knob {declared.name!r} is {type(value).__name__} {repr(value)[:40]}, expected "
                     f"{getattr(wanted, '__name__', None) or str(wanted).replace('typing.', '')}")
@@ -199,7 +202,7 @@ def recorded_knobs_problem(cls: type, knobs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _check_band(band: Any, from_run: str | None) -> None:
+def _check_band(band: object, from_run: str | None) -> None:
     """``--difficulty LOW HIGH``: two pass rates, 0 <= LOW <= HIGH <= 1, and only with ``--from-run``."""
     shown = " ".join(map(str, band)) if isinstance(band, (tuple, list)) else band
     if not isinstance(band, (tuple, list)) or len(band) != 2:
@@ -346,7 +349,7 @@ class RunKnobs:
         if problem is not None:
             _fail("runs-dir", self.runs_dir, problem)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Every knob as JSON-ready values (tuples become lists; an ``Env`` without a spec, its name)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if isinstance(self.env, Env):

@@ -18,20 +18,56 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..data.prompts import count_by_category, fingerprint
+from ..data.records import PromptItem, Row
 from ..errors import DataError, RlgateWarning, UsageError
 from ..policy.sampling import sample_rows
-from .config import RunKnobs
+from .config import RunKnobs, resolved
 from .run import RunFolder
+
+if TYPE_CHECKING:
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["SEED_OFFSET", "Selection", "describe", "pass_rates", "select_by_pass_rate", "select_next_round",
            "selection_seed"]
 
-Item = dict[str, Any]
+Item = PromptItem
+
+
+class CategoryCounts(TypedDict):
+    """One category's train tasks under the selection: how many, kept, solved (above the band), unsolved."""
+
+    tasks: int
+    kept: int
+    solved: int
+    unsolved: int
+
+
+class KeptTask(TypedDict):
+    """A kept task, by its scenario and prompt, with its pass rate."""
+
+    scenario_id: str | None
+    prompt: str
+    pass_rate: float
+
+
+class SelectionRecord(TypedDict):
+    """``config.json``'s ``next_round``: :meth:`Selection.to_dict`."""
+
+    band: list[float]
+    k: int
+    seed: int
+    policy: str
+    tasks: int
+    kept: int
+    by_category: dict[str, CategoryCounts]
+    emptied: list[str]
+    kept_fingerprint: str
+    kept_tasks: list[KeptTask]
 
 #: Added to the round-one run's sample seed: the reference run samples round two's tasks at 17 + 500.
 SEED_OFFSET = 500
@@ -59,8 +95,8 @@ class Selection:
     k: int
     seed: int
     policy: str
-    #: category -> {"tasks", "kept", "solved", "unsolved"}
-    by_category: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: category -> its counts
+    by_category: dict[str, CategoryCounts] = field(default_factory=dict)
     #: the kept tasks' pass rates, in ``kept`` order
     rates: list[float] = field(default_factory=list)
 
@@ -69,7 +105,7 @@ class Selection:
         """Categories that had train tasks and have none left."""
         return [c for c, n in self.by_category.items() if n["tasks"] and not n["kept"]]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SelectionRecord:
         """What the run's ``config.json`` records under ``next_round``."""
         return {
             "band": list(self.band), "k": self.k, "seed": self.seed, "policy": self.policy,
@@ -80,7 +116,7 @@ class Selection:
         }
 
 
-def describe(record: Mapping[str, Any]) -> list[str]:
+def describe(record: SelectionRecord) -> list[str]:
     """The lines ``rlgate train`` prints for a ``next_round`` record (``Selection.to_dict``)."""
     low, high = record["band"]
     head = (f"next round: kept {record['kept']} of {record['tasks']} train tasks with a pass rate in "
@@ -92,7 +128,7 @@ def describe(record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def pass_rates(tasks: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[float]:
+def pass_rates(tasks: Sequence[PromptItem], rows: Sequence[Row]) -> list[float]:
     """Each task's share of passing rows, matched by prompt text (rows carry ``prompt`` and ``reward``)."""
     passed: Counter[str] = Counter()
     seen: Counter[str] = Counter()
@@ -120,7 +156,7 @@ def select_by_pass_rate(
     move it); no task kept at all is a :class:`UsageError`, since there is nothing to train on.
     """
     low, high = band
-    counts: dict[str, dict[str, int]] = {c: {"tasks": 0, "kept": 0, "solved": 0, "unsolved": 0}
+    counts: dict[str, CategoryCounts] = {c: {"tasks": 0, "kept": 0, "solved": 0, "unsolved": 0}
                                          for c in count_by_category(tasks)}
     kept: list[Item] = []
     kept_rates: list[float] = []
@@ -148,7 +184,7 @@ def select_by_pass_rate(
     return selection
 
 
-def select_next_round(model: Any, tokenizer: Any, tasks: Sequence[Item], knobs: RunKnobs, *, policy: str,
+def select_next_round(model: Model, tokenizer: Tokenizer, tasks: Sequence[Item], knobs: RunKnobs, *, policy: str,
                       progress: bool | None = None) -> Selection:
     """Sample each task ``knobs.eval_k`` times under *model* (the round-one policy, merged) and
     keep those inside ``knobs.difficulty``; see :func:`select_by_pass_rate`."""
@@ -158,7 +194,8 @@ def select_next_round(model: Any, tokenizer: Any, tasks: Sequence[Item], knobs: 
     unique = list({task["prompt"]: task for task in tasks}.values())  # a balance copy samples the same replies
     rows = sample_rows(model, tokenizer, unique, k=knobs.eval_k, seed=seed, policy=policy, eval_run="next-round",
                        env=knobs.environment, temperature=knobs.temperature, top_p=knobs.top_p,
-                       max_new_tokens=knobs.max_completion_length, progress=progress,
+                       max_new_tokens=resolved(knobs.max_completion_length, "max_completion_length"),
+                       progress=progress,
                        desc="sampling train tasks (next-round difficulty)")
     low, high = knobs.difficulty
     return select_by_pass_rate(tasks, pass_rates(tasks, rows), (low, high), k=knobs.eval_k, seed=seed,

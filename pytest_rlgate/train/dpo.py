@@ -17,20 +17,29 @@ round-two policy produces.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from ..data.records import PromptItem
 from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
 from ..policy.sampling import sample
-from .adapters import check_targets, lora_config
+from .adapters import LineageStep, check_targets, lora_config
 from .config import resolved
 from .dpo_config import LOSS_TYPE, MIN_PAIRS, DPOKnobs
 from .grpo import _on_cpu
 from .pairs import Pair, PairSet, build_pairs, write_pairs
-from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
-from .run import RunWriter
+from .pipeline import MetricsRecorder, metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
+from .run import RunFolder, RunWriter
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import DPOConfig, DPOTrainer
+
+    from ..policy.handles import Model, Tokenizer
+    from .monitor import HackMonitor, SampleFn
 
 __all__ = ["build_dpo_trainer", "dpo_config", "dpo_dataset", "sample_pairs", "train_dpo"]
 
@@ -46,7 +55,7 @@ METRIC_KEYS: tuple[str, ...] = (
 
 
 # --- pairs from the current policy -------------------------------------------------------
-def sample_pairs(model: Any, tokenizer: Any, items: Sequence[Mapping[str, Any]], knobs: DPOKnobs, *,
+def sample_pairs(model: Model, tokenizer: Tokenizer, items: Sequence[PromptItem], knobs: DPOKnobs, *,
                  progress: bool | None = None) -> PairSet:
     """Sample ``pair_samples`` replies per train prompt at the trainer seed and pair them.
 
@@ -85,7 +94,7 @@ def check_enough_pairs(pair_set: PairSet, knobs: DPOKnobs) -> None:
 
 
 # --- TRL ----------------------------------------------------------------------------------
-def dpo_dataset(pairs: Sequence[Pair], env: Env) -> Any:
+def dpo_dataset(pairs: Sequence[Pair], env: Env) -> Dataset:
     """Conversational DPO rows: the prompt as *env* renders it for the sampler, one assistant turn each side."""
     from datasets import Dataset
 
@@ -98,11 +107,11 @@ def dpo_dataset(pairs: Sequence[Pair], env: Env) -> Any:
 
 
 def dpo_config(knobs: DPOKnobs, output_dir: str, *,
-               report_to: str | list[str] = "none", cpu: bool | None = None) -> Any:
+               report_to: str | list[str] = "none", cpu: bool | None = None) -> DPOConfig:
     """``DPOConfig`` for resolved *knobs* (CPU: ``use_cpu``, no bf16, no checkpointing - G2-G4)."""
     from trl import DPOConfig
 
-    device: dict[str, Any] = {}
+    device: dict[str, bool] = {}
     if _on_cpu() if cpu is None else cpu:
         device = {"use_cpu": True, "bf16": False, "activation_checkpointing": False, "dataloader_pin_memory": False}
     return DPOConfig(
@@ -124,9 +133,9 @@ def dpo_config(knobs: DPOKnobs, output_dir: str, *,
     )
 
 
-def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: DPOKnobs, *, output_dir: str,
-                      callbacks: Sequence[Any] = (), progress: bool | None = None,
-                      report_to: str | list[str] = "none") -> Any:
+def build_dpo_trainer(model: Model, tokenizer: Tokenizer, pairs: Sequence[Pair], knobs: DPOKnobs, *, output_dir: str,
+                      callbacks: Sequence[TrainerCallback] = (), progress: bool | None = None,
+                      report_to: str | list[str] = "none") -> DPOTrainer:
     """A ``DPOTrainer`` training a fresh LoRA on *model*; the reference is *model* with it off.
 
     ``peft_config`` (not a pre-wrapped ``PeftModel``) is what makes TRL use the
@@ -147,7 +156,7 @@ def build_dpo_trainer(model: Any, tokenizer: Any, pairs: Sequence[Pair], knobs: 
     return step_progress(trainer, "DPO steps", progress)
 
 
-def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
+def _check_truncation(trainer: DPOTrainer, n_pairs: int, knobs: DPOKnobs) -> None:
     """TRL silently drops pairs whose prompt alone fills ``max_length``; say so, or stop."""
     import warnings
 
@@ -164,7 +173,7 @@ def _check_truncation(trainer: Any, n_pairs: int, knobs: DPOKnobs) -> None:
                   RlgateWarning, stacklevel=3)
 
 
-def dpo_metrics_recorder() -> Any:
+def dpo_metrics_recorder() -> MetricsRecorder:
     """A TrainerCallback keeping one metrics row per logged DPO step (TRL's key names, which the report plots)."""
     return metrics_recorder({key: key for key in METRIC_KEYS}, when="rewards/margins")
 
@@ -175,7 +184,7 @@ def _sha256(path: Path) -> str | None:
     return hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None
 
 
-def _lineage_record(lineage: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _lineage_record(lineage: Sequence[LineageStep]) -> dict[str, object]:
     """Round number and what the reference was: the base, or the base with earlier adapters merged."""
     return {
         "round": len(lineage) + 1,
@@ -187,7 +196,7 @@ def _lineage_record(lineage: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, report_to: str | list[str] = "none",
-              overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
+              overwrite: bool = False, monitor_sample_fn: SampleFn | None = None, **overrides: Any) -> RunFolder:
     """Run one DPO round end to end and return the published ``RunFolder``.
 
     Keyword arguments are knobs (``steps=20, constructed_negatives=True, from_run="runs/x"``)
@@ -206,11 +215,11 @@ def train_dpo(knobs: DPOKnobs | None = None, *, progress: bool | None = None, re
         check_enough_pairs(pair_set, knobs)
         before = write_base_runs(run, prep, progress=progress)
 
-        def build(output_dir: str, callbacks: list[Any], _monitor: Any) -> Any:
+        def build(output_dir: str, callbacks: list[TrainerCallback], _monitor: HackMonitor) -> DPOTrainer:
             return build_dpo_trainer(prep.model, prep.tokenizer, pair_set.pairs, knobs, output_dir=output_dir,
                                      callbacks=callbacks, progress=progress, report_to=report_to)
 
-        def training(steps_done: int) -> dict[str, Any]:
+        def training(steps_done: int) -> dict[str, object]:
             per_device = resolved(knobs.pairs_per_device, "pairs_per_device")
             return {"pairs_per_step": per_device * knobs.gradient_accumulation,
                     "gradient_accumulation_steps": knobs.gradient_accumulation,

@@ -145,7 +145,7 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return next((d for d in range(min(n, at_most), 0, -1) if n % d == 0), 1)
 
 
-def _lineage_hint(run: str | None) -> list[Any]:
+def _lineage_hint(run: str | None) -> list[object]:
     """The lineage of *run* for naming only; an unreadable run is reported later by ``prepare``."""
     try:
         return list(json.loads((Path(str(run)) / "config.json").read_text(encoding="utf-8")).get("lineage", []))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..data.prompts import fingerprint, read_prompts
 from ..environment.contract import EnvSpec
@@ -13,10 +13,14 @@ from .config import RunKnobs
 from .pipeline import HOLDOUT_PROMPTS, holdout_rows
 from .run import RunFolder
 
+if TYPE_CHECKING:
+    from ..data.rows import Rows
+    from ..policy.handles import Model, Tokenizer
+
 __all__ = ["load_run_policy", "resample_run"]
 
 
-def load_run_policy(folder: RunFolder) -> tuple[Any, Any]:
+def load_run_policy(folder: RunFolder) -> tuple[Model, Tokenizer]:
     """(model, tokenizer) of a finished run: base, lineage merged, the run's adapter on top."""
     config = folder.config
     model, tokenizer = load_base(config["knobs"]["base_model"], flag="--run (its base_model)")
@@ -26,7 +30,7 @@ def load_run_policy(folder: RunFolder) -> tuple[Any, Any]:
 
 
 def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool | None = None,
-                 env: EnvSpec = None) -> list[dict[str, Any]]:
+                 env: EnvSpec = None) -> Rows:
     """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows.
 
     The rows are graded by the environment the run recorded (*env* overrides it; either way

@@ -10,18 +10,27 @@ chats and scores the completions; nothing here knows a task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from .._io import ranks
+from ..data.records import PromptItem
 from ..environment.contract import Env
 from ..errors import UsageError
 from .adapters import check_targets, lora_config
 from .config import GRPOKnobs, resolved
-from .pipeline import metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
+from .pipeline import MetricsRecorder, metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs
 from .reward import RewardFn, env_reward
-from .run import RunWriter
+from .run import RunFolder, RunWriter
 from .tools import completion_budget, tool_trainer_options
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ..policy.handles import Model, Tokenizer
+    from .monitor import HackMonitor, SampleFn
 
 __all__ = ["build_trainer", "grpo_config", "per_device_batch", "grpo_dataset", "grpo_metrics_recorder", "train_grpo"]
 
@@ -42,11 +51,11 @@ def _on_cpu() -> bool:
 
 
 def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str] = "none",
-                cpu: bool | None = None) -> Any:
+                cpu: bool | None = None) -> GRPOConfig:
     """``GRPOConfig`` for resolved *knobs*; TRL's ``report_to`` passes through."""
     from trl import GRPOConfig
 
-    device: dict[str, Any] = {}
+    device: dict[str, bool] = {}
     if _on_cpu() if cpu is None else cpu:
         device = {"use_cpu": True, "bf16": False, "activation_checkpointing": False,
                   "dataloader_pin_memory": False}
@@ -84,7 +93,7 @@ def per_device_batch(completions: int) -> int:
     return completions // world
 
 
-def grpo_dataset(items: Sequence[Mapping[str, Any]], env: Env) -> Any:
+def grpo_dataset(items: Sequence[PromptItem], env: Env) -> Dataset:
     """A ``datasets.Dataset`` of the chats *env* renders (as the sampler does), with the case,
     category and scenario as columns the reward and the monitor receive."""
     from datasets import Dataset
@@ -96,14 +105,14 @@ def grpo_dataset(items: Sequence[Mapping[str, Any]], env: Env) -> Any:
     ])
 
 
-def grpo_metrics_recorder() -> Any:
+def grpo_metrics_recorder() -> MetricsRecorder:
     """A TrainerCallback keeping one metrics row per logged GRPO step (TRL's logs, renamed)."""
     return metrics_recorder(METRIC_KEYS, when="reward")
 
 
-def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str, Any]], knobs: GRPOKnobs, *,
-                  output_dir: str, callbacks: Sequence[Any] = (), reward: RewardFn | None = None,
-                  progress: bool | None = None, report_to: str | list[str] = "none") -> Any:
+def build_trainer(model: Model, tokenizer: Tokenizer, train_items: Sequence[PromptItem], knobs: GRPOKnobs, *,
+                  output_dir: str, callbacks: Sequence[TrainerCallback] = (), reward: RewardFn | None = None,
+                  progress: bool | None = None, report_to: str | list[str] = "none") -> GRPOTrainer:
     """A ``GRPOTrainer`` with the LoRA adapter for resolved *knobs* (the trainer's model wraps *model*).
 
     *reward* defaults to the knobs' environment reward (``--reward``) over the case column.
@@ -115,7 +124,7 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
         raise UsageError("--holdout/--size: the train split is empty; use a larger prompt set or a smaller holdout")
     env = knobs.environment
     args = grpo_config(knobs, output_dir, report_to=report_to)
-    episodes: dict[str, Any] = {}
+    episodes: dict[str, object] = {}
     if env.is_episodic:  # TRL runs the tool loop: train/tools.py holds its experimental API
         episodes = tool_trainer_options(env, tokenizer)
         args.max_tool_calling_iterations = env.max_turns - 1
@@ -134,7 +143,7 @@ def build_trainer(model: Any, tokenizer: Any, train_items: Sequence[Mapping[str,
 
 
 def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, report_to: str | list[str] = "none",
-               overwrite: bool = False, monitor_sample_fn: Any = None, **overrides: Any) -> Any:
+               overwrite: bool = False, monitor_sample_fn: SampleFn | None = None, **overrides: Any) -> RunFolder:
     """Run GRPO end to end and return the published ``RunFolder``.
 
     Keyword arguments are knobs (``steps=10, balance=0.25, ...``) on top of *knobs*.
@@ -146,7 +155,7 @@ def train_grpo(knobs: GRPOKnobs | None = None, *, progress: bool | None = None, 
         knobs = cast(GRPOKnobs, prep.knobs)  # prepare() resolves the knobs it is given
         before = write_base_runs(run, prep, progress=progress)
 
-        def build(output_dir: str, callbacks: list[Any], monitor: Any) -> Any:
+        def build(output_dir: str, callbacks: list[TrainerCallback], monitor: HackMonitor) -> GRPOTrainer:
             return build_trainer(prep.model, prep.tokenizer, prep.prompts.train, knobs, output_dir=output_dir,
                                  callbacks=callbacks, reward=monitor.wrap(env_reward(prep.env, knobs.reward)),
                                  progress=progress, report_to=report_to)

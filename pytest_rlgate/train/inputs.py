@@ -6,9 +6,9 @@ import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from ..data.prompts import TrainSplit, build_prompts, count_by_category, fingerprint, prepare_split, read_prompts
+from ..data.records import PromptItem
 from ..errors import UsageError
 from .config import RunKnobs
 from .difficulty import Selection
@@ -31,14 +31,14 @@ class PromptSets:
     selection: Selection | None = None
 
     @property
-    def train(self) -> list[dict[str, Any]]:
+    def train(self) -> list[PromptItem]:
         return self.split.train
 
     @property
-    def holdout(self) -> list[dict[str, Any]]:
+    def holdout(self) -> list[PromptItem]:
         return self.split.holdout
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         return {
             "source": self.source, "fingerprint": self.fingerprint,
             "train_fingerprint": fingerprint(self.train), "holdout_fingerprint": fingerprint(self.holdout),

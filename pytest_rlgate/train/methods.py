@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from .config import RunKnobs
+    from .run import RunFolder
 
 __all__ = ["METHODS", "knobs_class", "trainer"]
 
@@ -28,21 +32,21 @@ def _check(method: str) -> tuple[str, str, str]:
     return METHODS[method]
 
 
-def knobs_class(method: str) -> type:
+def knobs_class(method: str) -> type[RunKnobs]:
     """The knobs dataclass of *method* (a ``RunKnobs`` subclass)."""
     module, name, _ = _check(method)
-    cls: type = getattr(importlib.import_module(module), name)
+    cls: type[RunKnobs] = getattr(importlib.import_module(module), name)
     return cls
 
 
-def trainer(method: str) -> Callable[..., Any]:
+def trainer(method: str) -> Callable[..., RunFolder]:
     """``train_<method>(knobs=None, **overrides) -> RunFolder``."""
     module, _, target = _check(method)
     mod, func = target.split(":")
-    train: Callable[..., Any] = getattr(importlib.import_module(mod), func)
+    train: Callable[..., RunFolder] = getattr(importlib.import_module(mod), func)
     return train
 
 
-def make_knobs(method: str, **values: Any) -> Any:
+def make_knobs(method: str, **values: Any) -> RunKnobs:
     """Knobs of *method* from keyword values, resolved and validated (unknown names rejected)."""
     return knobs_class(method)().with_overrides(**values)

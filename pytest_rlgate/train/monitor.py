@@ -27,16 +27,25 @@ import random
 import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from transformers import TrainerCallback
 
 from .._io import ranks
+from ..data.records import PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
+from ..policy.handles import GenerationOptions
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
 from ..rewards.scan import hack_scan
 from .reward import completion_text, prompt_text
+from .tools import Chat
+
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+    from typing_extensions import Unpack
+
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["ALARMS", "HackMonitor"]
 
@@ -58,9 +67,30 @@ MIN_SCAN = 8
 SCAN_PERMUTATIONS = 50
 
 SampleFn = Callable[..., list[list[str]]]
+#: an alarm: its kind, the step, and what fired it (the measured values, the category)
+Alarm = dict[str, object]
 
 
-def _default_sampler(env: Env, **settings: Any) -> SampleFn:
+class _Completion(TypedDict):
+    """A training completion the reward wrapper kept, with the reward it got."""
+
+    prompt: str
+    reply: str
+    reward: float
+    category: str | None
+
+
+class _Point(TypedDict):
+    """One evaluation of the live policy on the holdout."""
+
+    step: int
+    proxy_reward: float
+    length: float
+    kl: float | None
+    n: int
+
+
+def _default_sampler(env: Env, **settings: Unpack[GenerationOptions]) -> SampleFn:
     return functools.partial(sample, progress=False, env=env, **settings)
 
 
@@ -69,8 +99,8 @@ class HackMonitor(TrainerCallback):
 
     def __init__(
         self,
-        holdout: Sequence[Mapping[str, Any]],
-        tokenizer: Any,
+        holdout: Sequence[PromptItem],
+        tokenizer: Tokenizer,
         *,
         env: EnvSpec = None,
         every: int = 10,
@@ -86,7 +116,7 @@ class HackMonitor(TrainerCallback):
         top_p: float = SAMPLE_TOP_P,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         sample_fn: SampleFn | None = None,
-        scan_fn: Callable[..., Any] | None = hack_scan,
+        scan_fn: Callable[..., object] | None = hack_scan,
     ) -> None:
         """*scan_fn* None switches the feature alarm off (length and drift alarms still run)."""
         picked = random.Random(0).sample(range(len(holdout)), min(max_prompts, len(holdout)))
@@ -96,15 +126,16 @@ class HackMonitor(TrainerCallback):
         self.every, self.k, self.window = every, k, window
         self.stop_on = tuple(stop_on)
         self.kl_budget, self.length_growth, self.seed = kl_budget, length_growth, seed
-        self.sample_settings = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.sample_settings: GenerationOptions = {"temperature": temperature, "top_p": top_p,
+                                                  "max_new_tokens": max_new_tokens}
         self._sample_fn = sample_fn
         self.scan_fn = scan_fn
-        self.buffer: deque[dict[str, Any]] = deque(maxlen=buffer_size)
-        self.history: list[dict[str, Any]] = []
-        self.alarms: list[dict[str, Any]] = []
-        self.last_scan: dict[str, Any] | None = None
+        self.buffer: deque[_Completion] = deque(maxlen=buffer_size)
+        self.history: list[_Point] = []
+        self.alarms: list[Alarm] = []
+        self.last_scan: dict[str, object] | None = None
         self.last_kl: float | None = None
-        self.stopped_at: dict[str, Any] | None = None
+        self.stopped_at: dict[str, object] | None = None
         self.errors: list[str] = []
         self._pending: dict[str, float] = {}
 
@@ -116,7 +147,7 @@ class HackMonitor(TrainerCallback):
         """
 
         @functools.wraps(reward_fn)  # keeps __name__, so TRL's rewards/<name> columns survive
-        def recorded(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        def recorded(prompts: Sequence[Chat], completions: Sequence[object], **kwargs: Any) -> list[float]:
             rewards = reward_fn(prompts, completions, **kwargs)
             categories = kwargs.get("category") or [None] * len(completions)
             for p, c, r, g in zip(prompts, completions, rewards, categories):
@@ -127,11 +158,13 @@ class HackMonitor(TrainerCallback):
         return recorded
 
     # --- TrainerCallback hooks ----------------------------------------------------------
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       model: Model | None = None, **kw: object) -> None:
         if self.every > 0 and ranks.is_main_process():
             self._evaluate(model, 0)
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, float] | None = None, **kw: object) -> None:
         if logs is not None and self._pending:  # the evaluation joins the trainer's log stream (report_to)
             logs.update(self._pending)
             self._pending = {}
@@ -144,7 +177,8 @@ class HackMonitor(TrainerCallback):
             return  # the drift alarm fires once per crossing of the budget, as the KL is logged
         self._stop_if_wanted([self._alarm("drift", state.global_step, kl=self.last_kl, budget=budget)], control)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    model: Model | None = None, **kw: object) -> None:
         step = state.global_step
         if self.every <= 0 or step % self.every:
             return
@@ -156,7 +190,7 @@ class HackMonitor(TrainerCallback):
             if self.stopped_at is not None:
                 control.should_training_stop = True
 
-    def _stop_if_wanted(self, fired: Sequence[dict[str, Any]], control: Any) -> None:
+    def _stop_if_wanted(self, fired: Sequence[Alarm], control: TrainerControl) -> None:
         wanted = [a for a in fired if "any" in self.stop_on or a["kind"] in self.stop_on]
         if wanted and self.stopped_at is None:
             self.stopped_at = {"step": wanted[0]["step"], "alarm": wanted[0]["kind"], "detail": wanted[0]}
@@ -169,7 +203,7 @@ class HackMonitor(TrainerCallback):
             self._sample_fn = _default_sampler(self.env, **self.sample_settings)
         return self._sample_fn
 
-    def _evaluate(self, model: Any, step: int) -> None:
+    def _evaluate(self, model: Model | None, step: int) -> None:
         if model is None or not self.holdout:
             return
         try:
@@ -180,7 +214,7 @@ class HackMonitor(TrainerCallback):
             return
         scores = [self.env.score(r, item["case"]) for item, rs in zip(self.holdout, replies) for r in rs]
         lengths = [len(r) for rs in replies for r in rs]
-        point: dict[str, Any] = {
+        point: _Point = {
             "step": step,
             "proxy_reward": sum(scores) / max(len(scores), 1),
             "length": sum(lengths) / max(len(lengths), 1),
@@ -190,7 +224,7 @@ class HackMonitor(TrainerCallback):
         self.history.append(point)
         self._pending.update({"monitor/proxy_reward": point["proxy_reward"], "monitor/length": point["length"]})
 
-    def _sample_quietly(self, model: Any) -> list[list[str]]:
+    def _sample_quietly(self, model: Model) -> list[list[str]]:
         """Sample in eval mode inside a forked RNG, so training sees the same random stream."""
         import numpy as np
         import torch
@@ -206,7 +240,7 @@ class HackMonitor(TrainerCallback):
             random.setstate(py_state)
             np.random.set_state(np_state)
 
-    def _check(self, step: int) -> list[dict[str, Any]]:
+    def _check(self, step: int) -> list[Alarm]:
         fired = []
         if len(self.history) >= 2 and self.history[-1]["step"] == step:
             now = self.history[-1]
@@ -221,13 +255,13 @@ class HackMonitor(TrainerCallback):
                     fired.append(self._alarm("feature", step, top_feature=scan.get("top_feature"), **detail))
         return fired
 
-    def _groups(self) -> list[tuple[str | None, tuple[str, ...], list[dict[str, Any]]]]:
+    def _groups(self) -> list[tuple[str | None, tuple[str, ...], list[_Completion]]]:
         """(category or None, endorsed features, buffered rows) for every scan worth running.
 
         A scan needs :data:`MIN_SCAN` completions and something endorsed to judge against.
         """
         rows = list(self.buffer)
-        groups: list[tuple[str | None, tuple[str, ...], list[dict[str, Any]]]]
+        groups: list[tuple[str | None, tuple[str, ...], list[_Completion]]]
         if isinstance(self.env.endorsed, Mapping):
             groups = [(c, self.env.endorsed_for(c), [r for r in rows if r["category"] == c])
                       for c in self.env.categories]
@@ -235,7 +269,7 @@ class HackMonitor(TrainerCallback):
             groups = [(None, self.env.endorsed_for(None), rows)]
         return [(c, endorsed, mine) for c, endorsed, mine in groups if endorsed and len(mine) >= MIN_SCAN]
 
-    def _scans(self) -> list[tuple[str | None, dict[str, Any]]]:
+    def _scans(self) -> list[tuple[str | None, dict[str, object]]]:
         """Scan each group's completions; ``last_scan`` keeps the verdicts (per category when split)."""
         done = []
         for category, endorsed, rows in self._groups():
@@ -249,7 +283,7 @@ class HackMonitor(TrainerCallback):
                 self.last_scan["by_category"] = dict(done)
         return done
 
-    def _scan(self, buffered: Sequence[Mapping[str, Any]], endorsed: tuple[str, ...]) -> dict[str, Any] | None:
+    def _scan(self, buffered: Sequence[_Completion], endorsed: tuple[str, ...]) -> dict[str, object] | None:
         rows = [{**row, "scenario_id": hashlib.sha1(row["prompt"].encode()).hexdigest()[:16],
                  "score": row["reward"], "rollout_index": i} for i, row in enumerate(buffered)]
         assert self.scan_fn is not None  # only called with the feature alarm on
@@ -263,13 +297,13 @@ class HackMonitor(TrainerCallback):
         return {"regime": getattr(result, "regime", None), "top_feature": getattr(top, "name", top),
                 "n": len(rows), "endorsed": list(endorsed)}
 
-    def _alarm(self, kind: str, step: int, **detail: Any) -> dict[str, Any]:
-        alarm = {"kind": kind, "step": step, **detail}
+    def _alarm(self, kind: str, step: int, **detail: object) -> Alarm:
+        alarm: Alarm = {"kind": kind, "step": step, **detail}
         self.alarms.append(alarm)
         self._pending[f"monitor/alarm_{kind}"] = 1.0
         return alarm
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """Settings, every evaluation, every alarm, the last scan and where it stopped."""
         return {
             "settings": {

@@ -37,9 +37,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..data.jsonl import iter_json_lines
+from ..data.records import Case, PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
 from .run import write_jsonl
@@ -89,7 +89,7 @@ class Pair:
     def margin(self) -> float:
         return round(self.chosen_score - self.rejected_score, 3)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "margin": self.margin}
 
 
@@ -98,7 +98,7 @@ class PairSet:
     """The pairs a round trains on and the counts that explain them (for config/summary)."""
 
     pairs: list[Pair]
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, object] = field(default_factory=dict)
 
     @property
     def sampled(self) -> list[Pair]:
@@ -115,7 +115,7 @@ def turn_key(reply: str) -> str:
 
 
 def _scores_for(
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[PromptItem],
     replies: Sequence[Sequence[str]],
     scores: Sequence[Sequence[float]] | None,
     env: Env,
@@ -129,7 +129,7 @@ def _scores_for(
     return [[float(s) for s in group] for group in scores]
 
 
-def _case(item: Mapping[str, Any], env: Env) -> Mapping[str, Any]:
+def _case(item: PromptItem, env: Env) -> Case:
     case = item.get("case")
     if isinstance(case, Mapping):
         return case
@@ -140,12 +140,12 @@ def _case(item: Mapping[str, Any], env: Env) -> Mapping[str, Any]:
     return found
 
 
-def _category(item: Mapping[str, Any], env: Env) -> str:
+def _category(item: PromptItem, env: Env) -> str:
     return str(env.category_of({**item, "case": _case(item, env)}))
 
 
 def sampled_pairs(
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[PromptItem],
     replies: Sequence[Sequence[str]],
     *,
     scores: Sequence[Sequence[float]] | None = None,
@@ -198,7 +198,7 @@ def sampled_pairs(
     return pairs
 
 
-def _clean_pass(env: Env, reply: str, value: float, case: Mapping[str, Any], prompt: str) -> bool:
+def _clean_pass(env: Env, reply: str, value: float, case: Case, prompt: str) -> bool:
     """Passes, and every marker the environment guards is intact (refund: no malformed call block)."""
     if not env.passes(value):
         return False
@@ -207,7 +207,7 @@ def _clean_pass(env: Env, reply: str, value: float, case: Mapping[str, Any], pro
 
 
 def constructed_candidates(
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[PromptItem],
     replies: Sequence[Sequence[str]],
     *,
     seed: int,
@@ -267,7 +267,7 @@ def cap_constructed(candidates: Sequence[Pair], n_sampled: int, cap: float) -> t
 
 
 def build_pairs(
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[PromptItem],
     replies: Sequence[Sequence[str]],
     *,
     seed: int,
@@ -298,7 +298,7 @@ def build_pairs(
         candidates = constructed_candidates(items, replies, seed=seed, scores=scores, env=env)
         kept, limit = cap_constructed(candidates, len(sampled), constructed_cap)
     pairs = sampled + kept
-    stats: dict[str, Any] = {
+    stats: dict[str, object] = {
         "prompts": len(items),
         "replies": sum(len(g) for g in replies),
         "prompts_with_pairs": len({p.item_index for p in sampled}),

@@ -17,21 +17,32 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .._io import ranks
 from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
+from ..data.records import PromptItem, Row
+from ..data.rows import Rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
 from ..gate.adapter import compare_adapter
+from ..gate.result import GateResult
 from ..policy.sampling import sample_rows
-from .adapters import load_base, merge_adapter, run_lineage
+from .adapters import LineageStep, load_base, merge_adapter, run_lineage
 from .cached import base_identity, cached_rows, env_identity
 from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
-from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, before_name
+from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunFolder, RunWriter, before_name
+
+if TYPE_CHECKING:
+    from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+    from ..policy.handles import Model, Tokenizer
+    from .monitor import HackMonitor, SampleFn
+
+_Trainer = TypeVar("_Trainer", bound="Trainer")
 
 __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_runs", "holdout_rows", "load_prompts",
            "metrics_recorder", "prepare", "step_progress", "train_and_gate", "versions", "write_base_runs"]
@@ -40,15 +51,25 @@ __all__ = ["HOLDOUT_PROMPTS", "Prepared", "PromptSets", "config_record", "gate_r
 HOLDOUT_PROMPTS = "holdout_prompts.jsonl"
 
 
+class MetricsRecorder(Protocol):
+    """The callback :func:`metrics_recorder` builds: one ``metrics.jsonl`` row per logged step."""
+
+    rows: list[dict[str, float]]
+
+
+#: *build(output_dir, callbacks, monitor)*: a method's TRL trainer with rlgate's callbacks
+BuildTrainer = Callable[[str, "list[TrainerCallback]", "HackMonitor"], "Trainer"]
+
+
 @dataclass
 class Prepared:
     """What a method needs to train: the policy, the prompts, and where they came from."""
 
     knobs: RunKnobs
-    model: Any
-    tokenizer: Any
+    model: Model
+    tokenizer: Tokenizer
     prompts: PromptSets
-    lineage: list[dict[str, Any]] = field(default_factory=list)
+    lineage: list[LineageStep] = field(default_factory=list)
     started: float = field(default_factory=time.time)
 
     @property
@@ -56,14 +77,14 @@ class Prepared:
         return self.knobs.environment
 
 
-def policy_label(lineage: Sequence[Mapping[str, Any]]) -> str:
+def policy_label(lineage: Sequence[LineageStep]) -> str:
     """How rows name the policy a run starts from: ``base``, or the merged round before it."""
     return "base" if not lineage else f"{lineage[-1]['run']}(merged)"
 
 
 def prepare(knobs: RunKnobs) -> Prepared:
     """Resolve the base (merging ``--from-run`` lineage), load it, build the prompt sets."""
-    lineage: list[dict[str, Any]] = []
+    lineage: list[LineageStep] = []
     base = resolved(knobs.base_model, "base_model")
     if knobs.from_run:
         base, lineage = run_lineage(knobs.from_run)
@@ -82,14 +103,15 @@ def prepare(knobs: RunKnobs) -> Prepared:
 
 
 def holdout_rows(
-    model: Any, tokenizer: Any, holdout: Sequence[Mapping[str, Any]], knobs: RunKnobs, *, seed: int, policy: str,
+    model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
     eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
-) -> list[dict[str, Any]]:
+) -> Rows:
     """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows;
     the progress bar is named *desc*."""
     return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
                        temperature=knobs.temperature, top_p=knobs.top_p, env=knobs.environment,
-                       max_new_tokens=knobs.max_completion_length, progress=progress, desc=desc)
+                       max_new_tokens=resolved(knobs.max_completion_length, "max_completion_length"),
+                       progress=progress, desc=desc)
 
 
 def base_seeds(knobs: RunKnobs) -> list[int]:
@@ -97,14 +119,14 @@ def base_seeds(knobs: RunKnobs) -> list[int]:
     return [knobs.sample_seed + i for i in range(knobs.base_runs)]
 
 
-def write_base_runs(run: Any, prep: Prepared, *, progress: bool | None = None) -> list[list[dict[str, Any]]]:
+def write_base_runs(run: RunWriter, prep: Prepared, *, progress: bool | None = None) -> list[Rows]:
     """Sample the base policy's holdout at every base seed into the run folder (and the holdout prompts)."""
     write_prompts(run.path / HOLDOUT_PROMPTS, prep.prompts.holdout)
     label = policy_label(prep.lineage)
-    before = []
+    before: list[Rows] = []
     seeds = base_seeds(prep.knobs)
     for i, seed in enumerate(seeds):
-        def sample(seed: int = seed, i: int = i) -> list[dict[str, Any]]:
+        def sample(seed: int = seed, i: int = i) -> Rows:
             return holdout_rows(prep.model, prep.tokenizer, prep.prompts.holdout, prep.knobs, seed=seed,
                                 policy=label, eval_run=f"before-{i}", progress=progress,
                                 desc=f"sampling holdout (base run {i + 1}/{len(seeds)})")
@@ -119,7 +141,7 @@ _BASE_SAMPLING = ("temperature", "top_p", "eval_k", "max_completion_length")
 
 
 def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
-                     sample: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+                     sample: Callable[[], Rows]) -> Rows:
     """A base run's rows, sampled once per (base, holdout, sampling knobs, seed) and cached.
 
     Every run on the same base and holdout samples the same base rows; caching them lets the
@@ -136,8 +158,7 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
     return rows
 
 
-def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequence[Mapping[str, Any]],
-              env: EnvSpec = None) -> Any:
+def gate_runs(before_runs: Sequence[Sequence[Row]], after: Sequence[Row], env: EnvSpec = None) -> GateResult:
     """The gate by category, guarding the markers and declaring the categories of *env*, the
     environment that graded the rows (the default one when None).
 
@@ -147,7 +168,7 @@ def gate_runs(before_runs: Sequence[Sequence[Mapping[str, Any]]], after: Sequenc
     return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
 
 
-def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def config_record(prep: Prepared, *, extra: Mapping[str, object] | None = None) -> dict[str, object]:
     """``config.json``: every knob, which were auto-chosen, versions, prompts, seeds, lineage."""
     import torch
 
@@ -173,7 +194,7 @@ def config_record(prep: Prepared, *, extra: Mapping[str, Any] | None = None) -> 
     }
 
 
-def step_progress(trainer: Any, desc: str, progress: bool | None) -> Any:
+def step_progress(trainer: _Trainer, desc: str, progress: bool | None) -> _Trainer:
     """Give *trainer* rlgate's step bar named *desc* (:func:`~pytest_rlgate._io.progress.trainer_progress`).
 
     The trainers run with ``disable_tqdm=True``, so transformers adds its PrinterCallback,
@@ -187,17 +208,17 @@ def step_progress(trainer: Any, desc: str, progress: bool | None) -> Any:
 
 
 def train_and_gate(
-    run: Any,
+    run: RunWriter,
     prep: Prepared,
-    before: Sequence[Sequence[Mapping[str, Any]]],
+    before: Sequence[Sequence[Row]],
     *,
-    build: Any,
-    recorder: Any,
-    monitor_sample_fn: Any = None,
+    build: BuildTrainer,
+    recorder: MetricsRecorder,
+    monitor_sample_fn: SampleFn | None = None,
     progress: bool | None = None,
-    training: Any = None,
-    extra: Mapping[str, Any] | None = None,
-) -> Any:
+    training: Callable[[int], Mapping[str, object]] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> RunFolder:
     """Train under a HackMonitor, sample the holdout after, gate, finish and publish *run*.
 
     *build(output_dir, callbacks, monitor)* returns the method's TRL trainer; *recorder*
@@ -242,7 +263,7 @@ def train_and_gate(
     return run.publish()
 
 
-def metrics_recorder(keys: Mapping[str, str], *, when: str) -> Any:
+def metrics_recorder(keys: Mapping[str, str], *, when: str) -> MetricsRecorder:
     """A TrainerCallback keeping one ``metrics.jsonl`` row per logged training step.
 
     *keys* maps our column names to TRL's log keys; a log without *when* (an evaluation or
@@ -253,13 +274,13 @@ def metrics_recorder(keys: Mapping[str, str], *, when: str) -> Any:
 
     class _Recorder(TrainerCallback):
         def __init__(self) -> None:
-            self.rows: list[dict[str, Any]] = []
+            self.rows: list[dict[str, float]] = []
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
-                   **kw: Any) -> None:
+        def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                   logs: Mapping[str, float] | None = None, **kw: object) -> None:
             if not logs or when not in logs:
                 return
-            row: dict[str, Any] = {"step": state.global_step}
+            row: dict[str, float] = {"step": state.global_step}
             row.update({name: float(logs[key]) for name, key in keys.items()
                         if isinstance(logs.get(key), (int, float))})
             row.update({key: float(value) for key, value in logs.items() if key.startswith("monitor/")})

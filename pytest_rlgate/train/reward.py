@@ -15,23 +15,23 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from ..data.records import Case
 from ..environment.calls import scorer
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import messages_text
 from ..environment.trust import evaluates_text
 from ..errors import DataError, UsageError
-from .tools import episode_reward
+from .tools import Chat, episode_reward
 
 __all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
 
-ScoreFn = Callable[[str, Mapping[str, Any]], float]
+ScoreFn = Callable[[str, Mapping[str, object]], float]
 #: TRL's reward-function shape: (prompts, completions, **dataset columns) -> one float each.
 RewardFn = Callable[..., list[float]]
 
 
-def completion_text(completion: Any) -> str:
+def completion_text(completion: object) -> str:
     """The text of a TRL completion: a plain string or ``[{"role": ..., "content": ...}]``; a
     tool-loop completion (calls, tool messages, more turns) is the episode's text form."""
     if isinstance(completion, str):
@@ -43,7 +43,7 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
-def prompt_text(prompt: Any) -> str:
+def prompt_text(prompt: Chat) -> str:
     """The last user turn of a conversational prompt, or the prompt itself."""
     if isinstance(prompt, str):
         return prompt
@@ -51,10 +51,10 @@ def prompt_text(prompt: Any) -> str:
     return str(users[-1]) if users else ""
 
 
-def _imported(spec: str) -> Any:
+def _imported(spec: str) -> ScoreFn:
     module_name, _, attr = spec.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        target: object = importlib.import_module(module_name)
         for part in attr.split("."):
             target = getattr(target, part)
     except ImportError as exc:
@@ -97,8 +97,8 @@ def env_reward(env: EnvSpec = None, name: str | None = None) -> RewardFn:
                                                      else str(name).rpartition(":")[2])
         return episodic
 
-    def reward(prompts: Sequence[Any], completions: Sequence[Any],
-               case: Sequence[Mapping[str, Any] | None] | None = None, **_: Any) -> list[float]:
+    def reward(prompts: Sequence[Chat], completions: Sequence[object],
+               case: Sequence[Mapping[str, object] | None] | None = None, **_: object) -> list[float]:
         cases = list(case) if case is not None else [None] * len(completions)
         return [float(score(completion_text(c), dict(k) if k is not None else _case_for(env, prompt_text(p))))
                 for p, c, k in zip(prompts, completions, cases)]
@@ -108,7 +108,7 @@ def env_reward(env: EnvSpec = None, name: str | None = None) -> RewardFn:
     return reward
 
 
-def _case_for(env: Env, prompt: str) -> dict[str, Any]:
+def _case_for(env: Env, prompt: str) -> Case:
     case = env.case_for(prompt)
     if case is None:
         raise DataError(f"a training prompt has no case and environment {env.name} reads none from the text "

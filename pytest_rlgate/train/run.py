@@ -30,6 +30,7 @@ from .._io.atomic import atomic_write, public_mode
 from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
 from ..data.jsonl import iter_json_lines, loads_bounded
+from ..data.records import Row
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
@@ -63,12 +64,12 @@ def before_name(index: int, seed: int) -> str:
     return "holdout_before.jsonl" if index == 0 else f"holdout_before_seed{seed}.jsonl"
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: object) -> None:
     """Write *obj* as indented, key-sorted JSON, atomically."""
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, object]]) -> None:
     """Write one JSON object per line, atomically."""
     atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
 
@@ -109,15 +110,15 @@ class RunWriter:
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
-    def json(self, name: str, obj: Any) -> Path:
+    def json(self, name: str, obj: object) -> Path:
         write_json(self.path / name, obj)
         return self.path / name
 
-    def jsonl(self, name: str, rows: Iterable[Mapping[str, Any]]) -> Path:
+    def jsonl(self, name: str, rows: Iterable[Mapping[str, object]]) -> Path:
         write_jsonl(self.path / name, rows)
         return self.path / name
 
-    def rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> Path:
+    def rows(self, name: str, rows: Sequence[Row]) -> Path:
         """Graded rows through the row schema's own writer (validated)."""
         write_rows(self.path / name, rows)
         return self.path / name
@@ -230,7 +231,7 @@ class RunFolder:
                             "with (--env)", path=self.path / CONFIG)
         return found
 
-    def _recorded_environment(self, spec: Any, recorded: dict[str, Any]) -> Env:
+    def _recorded_environment(self, spec: EnvSpec, recorded: Mapping[str, object]) -> Env:
         try:
             return load_env(spec)
         except UsageError as exc:
@@ -268,7 +269,7 @@ class RunFolder:
 _RERUN = "re-run `rlgate train` for this run"
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

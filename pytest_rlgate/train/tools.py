@@ -21,32 +21,39 @@ What we hand TRL:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..environment.contract import Env
 from ..environment.episode import episode_from_messages
 from ..errors import UsageError
 
+if TYPE_CHECKING:
+    from ..policy.handles import Tokenizer
+
 __all__ = ["completion_budget", "episode_reward", "tool_trainer_options", "trl_environment_factory"]
 
 RewardFn = Callable[..., list[float]]
+#: a prompt or a completion as TRL hands it to a reward: a text, or chat messages
+Chat = str | Sequence[Mapping[str, object]]
 
 
-def trl_environment_factory(env: Env) -> Callable[[], Any]:
+def trl_environment_factory(env: Env) -> Callable[[], object]:
     """The environment's factory in TRL's shape: ``reset(**row)`` resets with ``row["case"]``."""
     factory = env.factory
     if factory is None:
         raise UsageError(f"environment {env.name} has no environment_factory")
     base = type(factory())
+    # called on instances of the subclass below, which the type checker cannot see: any self
+    base_reset: Callable[..., object] = base.reset
 
-    def reset(self: Any, **row: Any) -> Any:
+    def reset(self: object, **row: object) -> object:
         case = row.get("case")
-        return base.reset(self, **dict(case if isinstance(case, Mapping) else {}))
+        return base_reset(self, **dict(case if isinstance(case, Mapping) else {}))
 
     adapted = type(base.__name__, (base,), {"reset": reset, "get_reward": None, "__module__": base.__module__,
                                             "__doc__": base.__doc__, "__qualname__": base.__qualname__})
 
-    def make() -> Any:
+    def make() -> object:
         instance = factory()
         instance.__class__ = adapted
         return instance
@@ -54,7 +61,7 @@ def trl_environment_factory(env: Env) -> Callable[[], Any]:
     return make
 
 
-def _chat(prompt: Any, completion: Any) -> list[dict[str, Any]]:
+def _chat(prompt: Chat, completion: Chat) -> list[dict[str, object]]:
     head = [dict(m) for m in prompt] if isinstance(prompt, Sequence) and not isinstance(prompt, str) else \
         [{"role": "user", "content": str(prompt)}]
     if isinstance(completion, str):
@@ -66,8 +73,8 @@ def episode_reward(env: Env, score: Callable[..., float]) -> RewardFn:
     """TRL's reward over whole episodes: each completion (the assistant and tool messages TRL's
     loop produced) is replayed in a fresh instance and scored by *score* (an Episode, a case)."""
 
-    def reward(prompts: Sequence[Any], completions: Sequence[Any],
-               case: Sequence[Mapping[str, Any] | None] | None = None, **_: Any) -> list[float]:
+    def reward(prompts: Sequence[Chat], completions: Sequence[Chat],
+               case: Sequence[Mapping[str, object] | None] | None = None, **_: object) -> list[float]:
         cases = list(case) if case is not None else [None] * len(completions)
         out = []
         for prompt, completion, each in zip(prompts, completions, cases):
@@ -85,7 +92,7 @@ def completion_budget(env: Env, per_turn: int) -> int:
     return per_turn * env.max_turns * 2
 
 
-def tool_trainer_options(env: Env, tokenizer: Any) -> dict[str, Any]:
+def tool_trainer_options(env: Env, tokenizer: Tokenizer) -> dict[str, object]:
     """The ``GRPOTrainer`` keyword arguments that switch on TRL's tool loop for *env*."""
     import os
 

@@ -14,13 +14,12 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from ..._io.progress import bar
 from ...environment.contract import Env
 from .copyhead import CopyHead
 from .corpus import dialogues
-from .manifest import BUILD_INFO, content_hash, file_digests
+from .manifest import BUILD_INFO, BuildInfo, content_hash, file_digests
 from .model import new_model
 from .spec import TinySpec, spec_of
 from .tokenizer import build_tokenizer
@@ -33,7 +32,7 @@ _ROLE_LINES = ["system\n", "user\n", "assistant\n"] * 50
 
 
 def build_policy(out: Path, env: Env, spec: TinySpec | None = None, *,
-                 progress: bool | None = None) -> dict[str, Any]:
+                 progress: bool | None = None) -> BuildInfo:
     """Build *env*'s tiny policy (or *spec*, a variant) into the existing folder *out*.
 
     *progress* shows the warm-start steps as a bar (None: when stderr is a terminal).
@@ -82,7 +81,7 @@ def build_policy(out: Path, env: Env, spec: TinySpec | None = None, *,
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     files = file_digests(out)
-    info = {
+    info: BuildInfo = {
         "name": spec.name,
         "environment": env.describe(),
         "recipe": spec.as_dict(),

@@ -23,7 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils.hooks import RemovableHandle
+
+    from ..handles import Model, Tokenizer
+
+#: rows or columns of a weight: a tensor of indices or a list of them
+_Index = Union["torch.Tensor", list[int], None]
 
 __all__ = ["CODE_DIGITS", "CopyHead"]
 
@@ -46,12 +55,12 @@ class CopyHead:
     seed: int
     c_scale: float = 0.3
     qk_scale: float = 1.5
-    _hooks: list[Any] = field(default_factory=list, repr=False)
-    _c: Any = None
-    _non_id: Any = None
+    _hooks: list[RemovableHandle] = field(default_factory=list, repr=False)
+    _c: torch.Tensor | None = None
+    _non_id: torch.Tensor | None = None
 
     @classmethod
-    def for_tokens(cls, tokenizer: Any, tokens: Sequence[str], *, seed: int) -> CopyHead:
+    def for_tokens(cls, tokenizer: Tokenizer, tokens: Sequence[str], *, seed: int) -> CopyHead:
         """The head over *tokens* (each ends in four digits and is one token of *tokenizer*)."""
         bad = next((t for t in tokens if len(t) <= CODE_DIGITS or not t[-CODE_DIGITS:].isdigit()), None)
         if bad is not None or not tokens:
@@ -60,7 +69,7 @@ class CopyHead:
         ids = tokenizer.convert_tokens_to_ids(list(tokens))
         return cls(ids, [t[-CODE_DIGITS:] for t in tokens], seed=seed)
 
-    def install(self, model: Any) -> None:
+    def install(self, model: Model) -> None:
         import torch
 
         cfg = model.config
@@ -105,7 +114,7 @@ class CopyHead:
         self._freeze(attn.v_proj.weight, rows=v_rows)
         self._freeze(attn.o_proj.weight, cols=v_rows)
 
-    def _freeze(self, weight: Any, *, rows: Any = None, cols: Any = None) -> None:
+    def _freeze(self, weight: torch.Tensor, *, rows: _Index = None, cols: _Index = None) -> None:
         import torch
 
         mask = torch.ones_like(weight)
@@ -115,7 +124,7 @@ class CopyHead:
             mask[:, cols] = 0.0
         self._hooks.append(weight.register_hook(lambda grad: grad * mask))
 
-    def after_step(self, model: Any) -> None:
+    def after_step(self, model: Model) -> None:
         """Re-set the shared ``c`` component of every non-id embedding (the query signal)."""
         import torch
 

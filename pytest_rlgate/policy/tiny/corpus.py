@@ -34,7 +34,7 @@ class Dialogue:
     reply: str
     category: str
     kind: str
-    history: tuple[Mapping[str, Any], ...] = ()
+    history: tuple[Mapping[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class ReplyMix:
                 raise ValueError(f"ReplyMix.{where}: weights must be non-negative numbers with a positive sum, "
                                  f"got {dict(weights)!r}")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"category_share": dict(self.category_share),
                 "kinds": {category: dict(kinds) for category, kinds in self.kinds.items()}}
 
@@ -88,7 +88,7 @@ class Corpus(Protocol):
 
     def writer(self, seed: int) -> DialogueWriter: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> dict[str, object]: ...
 
 
 def pick(rng: random.Random, weights: Mapping[str, float]) -> str:

@@ -12,11 +12,28 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from ...errors import UsageError
+from .warmstart import LossCurve
 
-__all__ = ["BUILD_INFO", "content_hash", "file_digests", "read_build_info", "verify"]
+__all__ = ["BUILD_INFO", "BuildInfo", "content_hash", "file_digests", "read_build_info", "verify"]
+
+
+class BuildInfo(LossCurve, total=False):
+    """What a build records beside the weights (:data:`BUILD_INFO`): the spec, the versions,
+    the data mix, the warm start's loss curve and timings, every file's SHA-256."""
+
+    name: str
+    environment: dict[str, str]
+    recipe: dict[str, object]
+    versions: dict[str, str]
+    parameters: int
+    data_kinds: dict[str, int]
+    build_seconds: float
+    build_cpu_seconds: float
+    files: dict[str, str]
+    content_sha256: str
 
 #: Written next to the weights: the spec, versions, timings, loss curve, file hashes.
 BUILD_INFO = "rlgate_policy.json"
@@ -43,7 +60,7 @@ def content_hash(digests: dict[str, str]) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def read_build_info(folder: str | os.PathLike[str]) -> dict[str, Any]:
+def read_build_info(folder: str | os.PathLike[str]) -> BuildInfo:
     """The folder's build info, or a :class:`UsageError` naming the file and the fix."""
     path = Path(folder) / BUILD_INFO
     try:
@@ -54,13 +71,13 @@ def read_build_info(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(info, dict) or not isinstance(info.get("files"), dict):
         raise UsageError("tiny policy build info has no 'files' hashes; rebuild it with "
                          "`rlgate policy build --env ENV --out DIR`", path=path)
-    return info
+    return cast(BuildInfo, info)  # its file hashes are checked above; the rest is what the build wrote
 
 
-def verify(folder: str | os.PathLike[str]) -> dict[str, Any]:
+def verify(folder: str | os.PathLike[str]) -> BuildInfo:
     """The build info after checking every recorded file's SHA-256 and the content hash."""
     info = read_build_info(folder)
-    recorded: dict[str, str] = info["files"]
+    recorded = info["files"]
     found = file_digests(folder)
     bad = sorted(name for name in recorded if found.get(name) != recorded[name])
     if bad or content_hash(recorded) != info.get("content_sha256"):

@@ -8,7 +8,12 @@ A plain ``LlamaForCausalLM`` with tied embeddings, so the saved checkpoint loads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import LlamaForCausalLM
+
+    from ..handles import Tokenizer
 
 __all__ = ["ModelShape", "new_model"]
 
@@ -24,7 +29,7 @@ class ModelShape:
     max_positions: int = 512
 
 
-def new_model(tokenizer: Any, shape: ModelShape, *, seed: int) -> Any:  # a LlamaForCausalLM
+def new_model(tokenizer: Tokenizer, shape: ModelShape, *, seed: int) -> LlamaForCausalLM:
     """A freshly initialised model sized for *tokenizer* (seeded, float32)."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM

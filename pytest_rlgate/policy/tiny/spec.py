@@ -14,7 +14,6 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ...environment.contract import Env
 from ...errors import UsageError
@@ -33,7 +32,7 @@ TINY_POLICY = TINY_PREFIX + "refund"
 _NAME = re.compile(re.escape(TINY_PREFIX) + r"[a-z0-9][a-z0-9_-]*")
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     """SHA-256 of *value*'s canonical JSON: how a spec records long lists and the tables its
     corpus draws from, so a changed text changes the record (and a local build's cache key)."""
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
@@ -81,7 +80,7 @@ class TinySpec:
         """The shipped folder's name: the part after ``rlgate/``."""
         return self.name.split("/", 1)[1]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """JSON of the spec; long token lists are recorded by count and SHA-256."""
         return {
             "name": self.name,

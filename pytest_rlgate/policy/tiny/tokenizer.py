@@ -16,7 +16,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 __all__ = ["CHAT_TEMPLATE", "EOS", "PAD", "SPECIALS", "TOOL_CHAT_TEMPLATE", "build_tokenizer"]
 
@@ -100,7 +103,7 @@ def build_tokenizer(
     words: Sequence[str] = (),
     phrases: Sequence[str] = (),
     chat_template: str = CHAT_TEMPLATE,
-) -> Any:  # a PreTrainedTokenizerFast
+) -> PreTrainedTokenizerFast:
     """Train the BPE on *lines*, add *words* then *phrases*, wrap it for transformers."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

@@ -11,11 +11,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..handles import Message, Model, Tokenizer
 
 from .corpus import Dialogue
 
-__all__ = ["TrainSchedule", "encode_dialogues", "warm_start"]
+__all__ = ["LossCurve", "TrainSchedule", "encode_dialogues", "warm_start"]
+
+
+class LossCurve(TypedDict):
+    """How the warm start went: the first and last loss, a thinned curve, the seconds it took."""
+
+    loss_first: float
+    loss_last: float
+    loss_curve: list[float]
+    train_seconds: float
 
 
 @dataclass(frozen=True)
@@ -30,10 +44,10 @@ class TrainSchedule:
 
 
 def encode_dialogues(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     dialogues: Sequence[Dialogue],
-    messages_for: Callable[[str], list[dict[str, str]]],
-    tools: Sequence[Any] | None = None,
+    messages_for: Callable[[str], Sequence[Message]],
+    tools: Sequence[Callable[..., object]] | None = None,
 ) -> list[tuple[list[int], int]]:
     """(token ids, index of the first reply token) per dialogue, through the chat template.
 
@@ -53,7 +67,7 @@ def encode_dialogues(
     return [(p + r, len(p)) for p, r in zip(prompt_ids, reply_ids)]
 
 
-def _batch(examples: Sequence[tuple[list[int], int]], pad_id: int) -> tuple[Any, Any, Any]:
+def _batch(examples: Sequence[tuple[list[int], int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     import torch
 
     width = max(len(ids) for ids, _ in examples)
@@ -68,15 +82,15 @@ def _batch(examples: Sequence[tuple[list[int], int]], pad_id: int) -> tuple[Any,
 
 
 def warm_start(
-    model: Any,
+    model: Model,
     examples: Sequence[tuple[list[int], int]],
     schedule: TrainSchedule,
     *,
     seed: int,
     pad_id: int,
-    after_step: Callable[[Any], None] | None = None,
+    after_step: Callable[[Model], None] | None = None,
     log: Callable[[int, float], None] | None = None,
-) -> dict[str, Any]:
+) -> LossCurve:
     """Train *model* in place on *examples* (cycled in order); returns the loss curve."""
     import torch
     import torch.nn.functional as F
