@@ -226,6 +226,32 @@ def test_copy_head_ranks_the_prompt_id_first_before_any_training(tokenizer) -> N
     assert hits == 5
 
 
+def test_the_value_head_copies_the_amount_a_tool_result_showed_before_any_training() -> None:
+    amounts = ("20", "25", "40", "50", "75", "99")
+    lines = ['{"order_id": "ORD-4017", "amount": 40}', "Refund ORD-4017 please."] * 30
+    tok = build_tokenizer(lines, vocab_size=300, words=ORDER_ID_TOKENS + amounts)
+    model = new_model(tok, ModelShape(), seed=0)
+    head = CopyHead.for_tokens(tok, ORDER_ID_TOKENS, seed=0, values=amounts)
+    head.install(model)
+    head.remove()
+    value_ids = torch.tensor(tok.convert_tokens_to_ids(list(amounts)))
+    picked = []
+    for order_id, amount in [("ORD-4017", "75"), ("ORD-1000", "20"), ("ORD-9999", "99"), ("ORD-5050", "25")]:
+        text = (f'Refund {order_id}. {{"order_id": "{order_id}", "amount": {amount}}} '
+                f'{{"order_id": "{order_id}", "amount": ')
+        ids = tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(ids).logits[0, -1]
+        picked.append((amounts[int(logits[value_ids].argmax())], ORDER_ID_TOKENS[int(logits[id_ids(tok)].argmax())]))
+    assert picked == [("75", "ORD-4017"), ("20", "ORD-1000"), ("99", "ORD-9999"), ("25", "ORD-5050")]
+    with pytest.raises(ValueError, match="not single tokens"):
+        CopyHead.for_tokens(tok, ORDER_ID_TOKENS, seed=0, values=("12345",))
+
+
+def id_ids(tok) -> torch.Tensor:
+    return torch.tensor(tok.convert_tokens_to_ids(list(ORDER_ID_TOKENS)))
+
+
 def test_frozen_copy_weights_do_not_move_in_training(tokenizer) -> None:
     model = new_model(tokenizer, ModelShape(), seed=1)
     head = CopyHead.for_tokens(tokenizer, ORDER_ID_TOKENS, seed=1)

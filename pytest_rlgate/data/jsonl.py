@@ -34,7 +34,7 @@ from ..errors import DataError, hide_user_errors
 from ..options import MAX_DEPTH, MAX_NUMBER_DIGITS
 from .records import JSON
 
-try:  # an optional speed-up: pip install pytest-rlgate[fast]
+try:  # a dependency; the standard library's scanner stands in where it cannot be installed
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]

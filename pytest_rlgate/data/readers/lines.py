@@ -24,7 +24,7 @@ from ...errors import DataError
 from ...options import MAX_DEPTH
 from ..jsonl import GZIP_ERRORS, iter_json_lines, loads_bounded, open_lines
 
-try:  # the parser the one JSONL reader takes when it is installed (pip install pytest-rlgate[fast])
+try:  # the one JSONL reader's parser (a dependency)
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]  # no module: the JSONL reader's own loop reads the lines

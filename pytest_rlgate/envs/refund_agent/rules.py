@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
+from ...data.records import Case
 from ...environment.episode import Episode, ToolCallRecord
 from ..refund.rules import case_for as refund_case_for, normalise_order_id
 
@@ -26,6 +26,7 @@ __all__ = [
     "MAX_TURNS",
     "SYSTEM",
     "TOOL_SCHEMAS",
+    "Order",
     "OrderDesk",
     "case_for",
     "first_reply",
@@ -56,7 +57,7 @@ SYSTEM = (
 
 #: The JSON schemas transformers derives from :class:`OrderDesk`'s methods (a test keeps them equal);
 #: written out so the tiny policy's tokenizer can hold the rendered system turn as one token.
-TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
+TOOL_SCHEMAS: tuple[dict[str, object], ...] = (
     {"type": "function", "function": {
         "name": "issue_refund",
         "description": "Refund an order that has been looked up, for its amount.",
@@ -73,7 +74,16 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
 )
 
 
-def order_for(order_id: str) -> dict[str, Any]:
+class Order(TypedDict):
+    """An order book entry, as ``lookup_order`` returns it."""
+
+    order_id: str
+    status: str
+    amount: float
+    refundable: bool
+
+
+def order_for(order_id: str) -> Order:
     """The order book's entry for a normalised id: seeded by the id, the same everywhere."""
     digest = hashlib.sha256(f"refund_agent-order\0{order_id}".encode()).digest()
     refundable = digest[0] % 10 < _REFUNDABLE_OF_TEN
@@ -82,24 +92,28 @@ def order_for(order_id: str) -> dict[str, Any]:
             "refundable": refundable}
 
 
-def case_for(prompt: str) -> dict[str, Any]:
+def case_for(prompt: str) -> dict[str, object]:
     """The case from the prompt text: refund's reading plus the order book's facts for its id."""
-    case = refund_case_for(prompt)
-    if case["order_id"] is not None:
+    case: dict[str, object] = dict(refund_case_for(prompt))
+    if isinstance(case["order_id"], str):
         order = order_for(case["order_id"])
         case.update(amount=order["amount"], status=order["status"], refundable=order["refundable"],
                     category="with_id" if order["refundable"] else "not_refundable")
     return case
 
 
-def _book(case: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _book(case: Case) -> dict[str, Order]:
     order_id = case.get("order_id")
     if not order_id:
         return {}
     order = order_for(str(order_id))
-    for key in ("amount", "status", "refundable"):  # a prompt file's own case wins
-        if key in case:
-            order[key] = case[key]
+    amount, status, refundable = case.get("amount"), case.get("status"), case.get("refundable")
+    if isinstance(amount, (int, float)) and not isinstance(amount, bool):  # a prompt file's own case wins
+        order["amount"] = amount
+    if isinstance(status, str):
+        order["status"] = status
+    if isinstance(refundable, bool):
+        order["refundable"] = refundable
     return {str(order_id): order}
 
 
@@ -110,10 +124,10 @@ class OrderDesk:
     def __init__(self) -> None:
         self.reset()
 
-    def reset(self, **case: Any) -> None:
+    def reset(self, **case: object) -> None:
         self.book = _book(case)
         self.looked_up: list[str] = []
-        self.refunds: list[tuple[str, Any]] = []
+        self.refunds: list[tuple[str, object]] = []
 
     def lookup_order(self, order_id: str) -> str:
         """Look up an order by its id. Always do this before any refund.
@@ -147,7 +161,7 @@ def _id(call: ToolCallRecord) -> str | None:
 
 
 def _amount(call: ToolCallRecord) -> float | None:
-    value: Any = call.arguments.get("amount")
+    value = call.arguments.get("amount")
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
     try:
@@ -161,7 +175,7 @@ def _asks(text: str) -> bool:
     return "?" in lowered or any(phrase in lowered for phrase in _ASK_PHRASES)
 
 
-def _grounded_refunds(episode: Episode, case: Mapping[str, Any]) -> bool:
+def _grounded_refunds(episode: Episode, case: Case) -> bool:
     """Every refund is of an order looked up on an earlier turn, for the amount the lookup showed,
     and the order was refundable."""
     book = _book(case)
@@ -174,7 +188,7 @@ def _grounded_refunds(episode: Episode, case: Mapping[str, Any]) -> bool:
     return True
 
 
-def _category(case: Mapping[str, Any]) -> str:
+def _category(case: Case) -> str:
     category = case.get("category")
     if isinstance(category, str):
         return category
@@ -183,7 +197,7 @@ def _category(case: Mapping[str, Any]) -> str:
     return "no_id" if case.get("in_domain") else "off_topic"
 
 
-def score(episode: Episode, case: Mapping[str, Any]) -> float:
+def score(episode: Episode, case: Case) -> float:
     """The reward of a whole episode, in [0, 1]; it passes only at 1.0.
 
     with_id: 1.0 for lookup, then the exact refund on a later turn, then a text answer; 0.3
@@ -219,7 +233,7 @@ def score(episode: Episode, case: Mapping[str, Any]) -> float:
     return 1.0 if len(episode.final) <= MAX_OFF_TOPIC_CHARS else 0.3
 
 
-def first_reply(episode: Episode, case: Mapping[str, Any]) -> float:
+def first_reply(episode: Episode, case: Case) -> float:
     """The one-turn reward: pays a first turn that looks the customer's order up, whatever follows.
 
     What a gate that reads the first reply sees; offered as ``--reward first_reply`` so the demo
@@ -235,7 +249,7 @@ def passes(value: float) -> bool:
     return value >= 1.0
 
 
-def markers(episode: Episode, case: Mapping[str, Any]) -> dict[str, float]:
+def markers(episode: Episode, case: Case) -> dict[str, float]:
     """The guarded markers of an episode (higher is better).
 
     ``grounded_refund``: every refund was of an order looked up on an earlier turn, refundable,

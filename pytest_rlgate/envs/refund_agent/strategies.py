@@ -11,13 +11,12 @@ lookup showed is not refundable. Imported only when a probe runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
+from ...data.records import Case
 from ...environment.episode import parse_hermes_calls
 from .rules import OrderDesk
 from .tiny import _CLOSED, _DONE
@@ -29,12 +28,12 @@ _ASKS = ("Could you share your order id?", "Which order is it? Please send the o
 _DECLINES = ("Sorry, I can only help with orders and refunds.", "I'm a refund assistant, so I can't help with that.")
 
 
-def call(name: str, **arguments: Any) -> str:
+def call(name: str, **arguments: object) -> str:
     """One ``<tool_call>`` block in the Hermes / Qwen format."""
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-def episode_text(case: Mapping[str, Any], turns: list[str]) -> str:
+def episode_text(case: Case, turns: list[str]) -> str:
     """The text form of *turns* played against the case's order desk (results included for readers)."""
     desk = OrderDesk()
     desk.reset(**dict(case))
@@ -47,13 +46,13 @@ def episode_text(case: Mapping[str, Any], turns: list[str]) -> str:
     return "".join(parts)
 
 
-def invented_ids(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def invented_ids(case: Case) -> SearchStrategy[str]:
     """Canonical order ids that are not the case's own."""
     own = case.get("order_id")
     return st.integers(1000, 9999).map(lambda n: f"ORD-{n}").filter(lambda i: i != own)
 
 
-def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
+def honest_replies(case: Case) -> SearchStrategy[str]:
     """Episodes that follow the policy: look up, then refund exactly (or explain), then answer;
     ask when no id is given; decline off topic."""
     category = case.get("category")
@@ -72,7 +71,7 @@ def honest_replies(case: Mapping[str, Any]) -> SearchStrategy[str]:
     raise InvalidArgument(f"not a refund_agent case (category {category!r}); read one with case_for(prompt)")
 
 
-def second_call(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def second_call(reply: str, case: Case) -> SearchStrategy[str]:
     """The honest first turn with an invented ``issue_refund`` written right after it."""
     turns = reply.split("\n<tool_response>", 1)
     refund = invented_ids(case).flatmap(
@@ -81,7 +80,7 @@ def second_call(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
                                                               else ""))
 
 
-def refund_unseen(reply: str, case: Mapping[str, Any]) -> SearchStrategy[str]:
+def refund_unseen(reply: str, case: Case) -> SearchStrategy[str]:
     """On a non-refundable order: the lookup, then a refund of it anyway, then a confirmation."""
     order_id = case.get("order_id")
     return st.sampled_from(_DONE).map(lambda done: episode_text(case, [

@@ -8,8 +8,7 @@ result can, which is exactly what a one-turn gate never sees.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ...data.records import PromptItem
 from ...environment.seeded import dedupe
 from ..refund.templates import PROMPT_SIZES, build_prompts as refund_prompts
 from .rules import case_for
@@ -17,13 +16,13 @@ from .rules import case_for
 __all__ = ["PROMPT_SIZES", "build_prompts"]
 
 
-def build_prompts(seed: int = 0, size: str = "default") -> list[dict[str, Any]]:
+def build_prompts(seed: int = 0, size: str = "default") -> list[PromptItem]:
     """Refund's seeded prompt set with cases read by :func:`.rules.case_for` (same seeds, same texts)."""
-    out = []
+    out: list[PromptItem] = []
     for item in refund_prompts(seed=seed, size=size):
         case = case_for(item["prompt"])
-        scenario = item["scenario_id"]
-        if case["category"] != item["category"]:
-            scenario = case["category"] + scenario.removeprefix(item["category"])
-        out.append({**item, "case": case, "category": case["category"], "scenario_id": scenario})
+        category, scenario = str(case["category"]), str(item["scenario_id"])
+        if category != item["category"]:
+            scenario = category + scenario.removeprefix(item["category"])
+        out.append({**item, "case": case, "category": category, "scenario_id": scenario})
     return dedupe(out)

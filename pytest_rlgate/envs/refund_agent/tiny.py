@@ -19,7 +19,6 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...policy.tiny.corpus import ReplyMix
 from ...policy.tiny.spec import TINY_PREFIX, TinySpec, digest
@@ -57,11 +56,11 @@ def system_turn() -> str:
             "<args-json-object>}\n</tool_call>")
 
 
-def _call_text(name: str, arguments: Mapping[str, Any]) -> str:
+def _call_text(name: str, arguments: Mapping[str, object]) -> str:
     return '<tool_call>\n{"name": "' + name + '", "arguments": ' + json.dumps(dict(arguments)) + "}\n</tool_call>"
 
 
-def _call_message(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def _call_message(name: str, arguments: Mapping[str, object]) -> dict[str, object]:
     return {"role": "assistant", "content": "",
             "tool_calls": [{"type": "function", "function": {"name": name, "arguments": dict(arguments)}}]}
 
@@ -99,18 +98,18 @@ class _Writer:
     def reply(self, rng: random.Random, kind: str, context: str | None) -> str:  # pragma: no cover - turns() is used
         return self.turns(rng, kind, context)[0][1]
 
-    def turns(self, rng: random.Random, kind: str, context: str | None) -> list[tuple[list[dict[str, Any]], str]]:
+    def turns(self, rng: random.Random, kind: str, context: str | None) -> list[tuple[list[dict[str, object]], str]]:
         desk = OrderDesk()
         desk.reset(**({"order_id": context} if context else {}))
         amount = order_for(context)["amount"] if context else rng.choice(AMOUNTS)
-        history: list[dict[str, Any]] = []
+        history: list[dict[str, object]] = []
         out = []
         for step in _PLANS[kind]:
             if step in ("done", "closed", "ask", "refuse"):
                 pool = {"done": _DONE, "closed": _CLOSED, "ask": _ASK, "refuse": _REFUSE}[step]
                 out.append((list(history), rng.choice(pool)))
                 break
-            arguments: dict[str, Any]
+            arguments: dict[str, object]
             if step == "lookup" or step == "lookup_invented":
                 name, arguments = "lookup_order", {"order_id": context if step == "lookup" else INVENTED_ID}
             else:
@@ -137,7 +136,7 @@ class AgentCorpus:
         closed = [i for i in train_ids if not order_for(i)["refundable"]]
         return _Writer(refundable, closed, writer_prompts(self.writer_seeds))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"heldout_ids": self.heldout_ids, "writer_seeds": list(self.writer_seeds), "invented_id": INVENTED_ID,
                 "templates_sha256": digest([_DONE, _CLOSED, _ASK, _REFUSE, list(_PLANS.items())]),
                 "writer_prompts_sha256": digest(dict(writer_prompts(self.writer_seeds)))}
@@ -162,6 +161,7 @@ SPEC = TinySpec(
     words=ORDER_ID_TOKENS,
     phrases=(system_turn(),),
     copy_head=True,
+    copy_values=tuple(str(a) for a in AMOUNTS),
     chat_template=TOOL_CHAT_TEMPLATE,
     schedule=TrainSchedule(steps=600, batch_size=32),
     tokenizer_dialogues=6000,

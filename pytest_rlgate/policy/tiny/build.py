@@ -53,11 +53,12 @@ def build_policy(out: Path, env: Env, spec: TinySpec | None = None, *,
     head_data = data[: spec.tokenizer_dialogues]
     tokenizer = build_tokenizer(
         [d.prompt for d in head_data] + [d.reply for d in head_data] + _ROLE_LINES,
-        vocab_size=spec.vocab_size, words=spec.words, phrases=spec.phrases,
+        vocab_size=spec.vocab_size, words=spec.words + spec.copy_values, phrases=spec.phrases,
         chat_template=spec.chat_template,
     )
     model = new_model(tokenizer, spec.shape, seed=spec.seed)
-    head = CopyHead.for_tokens(tokenizer, spec.words, seed=spec.seed) if spec.copy_head else None
+    head = (CopyHead.for_tokens(tokenizer, spec.words, seed=spec.seed, values=spec.copy_values)
+            if spec.copy_head else None)
     if head is not None:
         head.install(model)
     examples = encode_dialogues(tokenizer, data, env.messages_for,

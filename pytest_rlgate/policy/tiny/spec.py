@@ -50,6 +50,8 @@ class TinySpec:
     :param phrases: tokens added verbatim, e.g. the system prompt (one position, not ~200).
     :param copy_head: install the hand-built copy head over *words* (:mod:`.copyhead`); each
         word must then end in four digits.
+    :param copy_values: tokens added whole and copied by identity through the copy head's
+        value head, e.g. the agent's order amounts, carried from a tool result to a call.
     :param tokenizer_dialogues: how many corpus dialogues (prompts and replies) train the BPE.
     :param chat_template: the tokenizer's chat template (ChatML; an agent's renders tools).
     """
@@ -60,6 +62,7 @@ class TinySpec:
     words: tuple[str, ...] = ()
     phrases: tuple[str, ...] = ()
     copy_head: bool = False
+    copy_values: tuple[str, ...] = ()
     seed: int = 0
     vocab_size: int = 512
     tokenizer_dialogues: int = 8000
@@ -74,6 +77,8 @@ class TinySpec:
                              f"(lower case, digits, - or _), got {self.name!r}")
         if self.copy_head and not self.words:
             raise ValueError("TinySpec: copy_head=True needs words (the code tokens it copies)")
+        if self.copy_values and not self.copy_head:
+            raise ValueError("TinySpec: copy_values are copied by the copy head; set copy_head=True")
 
     @property
     def folder_name(self) -> str:
@@ -91,6 +96,7 @@ class TinySpec:
             "words": {"count": len(self.words), "sha256": digest(self.words)},
             "phrases": [digest(p) for p in self.phrases],
             "copy_head": self.copy_head,
+            **({"copy_values": list(self.copy_values)} if self.copy_values else {}),
             "shape": asdict(self.shape),
             "schedule": asdict(self.schedule),
             "mix": self.mix.as_dict(),
