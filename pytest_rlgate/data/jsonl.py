@@ -235,6 +235,7 @@ def iter_checked_lines(
     fix: str = "",
     on_error: Callable[[DataError], None] | None = None,
     check: Callable[[JSON], bool] | None = None,
+    nesting: bool = True,
 ) -> Generator[tuple[int, JSON, bool], None, None]:
     """:func:`iter_json_lines` for a hot loop: ``(line, value, checked)``, *check* applied on the way.
 
@@ -243,9 +244,15 @@ def iter_checked_lines(
     other line is read by the exact parser (orjson reads an integer beyond 64 bits as a
     float: the caller then judges the value the standard library reads) and comes with
     ``checked`` False, for the caller's full validation.
+
+    ``nesting=False`` leaves out the bracket count that rules out deep nesting (up to a
+    third of the parse of a long line) for a caller that keeps a few fields of each line and
+    checks their depth itself; it takes effect only with orjson, which refuses more than
+    1,024 levels without recursing.
     """
     label = os.fspath(path)
     fast = _FAST
+    count = nesting or _orjson is None
     handle = open_lines(path, what=what, fix=fix)
     try:
         for number, raw in enumerate(handle, 1):
@@ -259,7 +266,7 @@ def iter_checked_lines(
                     if not raw.strip():
                         continue
             else:
-                if raw.count(b"{") + raw.count(b"[") < MAX_DEPTH and (check is None or check(value)):
+                if (not count or raw.count(b"{") + raw.count(b"[") < MAX_DEPTH) and (check is None or check(value)):
                     yield number, value, check is not None
                     continue
             # the exact verdict: the line is refused, too bracketed to rule out deep nesting,

@@ -16,24 +16,17 @@ may hold (:func:`check_depth`). Without orjson it is :func:`parsed_lines`.
 
 from __future__ import annotations
 
-import codecs
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from ...errors import DataError
 from ...options import MAX_DEPTH
-from ..jsonl import GZIP_ERRORS, iter_json_lines, loads_bounded, open_lines
-
-try:  # the one JSONL reader's parser (a dependency)
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None  # type: ignore[assignment]  # no module: the JSONL reader's own loop reads the lines
+from ..jsonl import iter_checked_lines, iter_json_lines
 
 __all__ = ["check_depth", "json_lines", "not_an_object", "parsed_lines", "record_lines"]
 
 _WHAT = "harness log"
 _FIX = "point at the file or folder the harness wrote"
-_BOM = codecs.BOM_UTF8
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -42,38 +35,13 @@ def parsed_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, object]]:
     return iter_json_lines(path, what=_WHAT, fix=_FIX)
 
 
-def record_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, object]]:
-    """:func:`parsed_lines` for a reader that keeps a few fields of each line and checks their depth.
+def record_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, object, bool]]:
+    """``(line, value, checked)`` for a reader that keeps a few fields of each line and checks their depth.
 
-    Blank lines are skipped, a byte-order mark on the first line is an editor's habit, and
-    any line the fast parser refuses gets the one JSONL reader's exact verdict at
+    Any line the fast parser refuses gets the one JSONL reader's exact verdict at
     ``file:line``; only the nesting of values the reader never looks at goes unchecked.
     """
-    if _orjson is None:
-        return parsed_lines(path)
-    return _fast_lines(path, _orjson.loads)
-
-
-def _fast_lines(path: str | os.PathLike[str], loads: Callable[[bytes], object]) -> Iterator[tuple[int, object]]:
-    label = os.fspath(path)
-    handle = open_lines(path, what=_WHAT, fix=_FIX)
-    try:
-        for number, raw in enumerate(handle, 1):
-            try:
-                value = loads(raw)
-            except ValueError:  # orjson's JSONDecodeError is one
-                if not raw.strip():
-                    continue
-                if number == 1 and raw.startswith(_BOM):
-                    raw = raw[len(_BOM):]
-                    if not raw.strip():
-                        continue
-                value = loads_bounded(raw, label, number, what=_WHAT)  # the exact verdict, naming the field
-            yield number, value
-    except GZIP_ERRORS as exc:
-        raise DataError(f"damaged or truncated gzip file ({exc}); write it again", path=label) from None
-    finally:
-        handle.close()
+    return iter_checked_lines(path, what=_WHAT, fix=_FIX, nesting=False)
 
 
 def _depth(value: object) -> int:

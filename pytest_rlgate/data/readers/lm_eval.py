@@ -257,7 +257,7 @@ def _rows(source: RowSource, files: list[_File], options: ReadOptions) -> Genera
         counts: dict[tuple[str, str], int] = {}
         fixed_category = task if category_key == "task" else group or task
         kept = 0
-        for line, rec in record_lines(file):
+        for line, rec, _checked in record_lines(file):
             if type(rec) is not dict:
                 raise not_an_object(rec, label, line)
             name = rec.get("filter", "none")
