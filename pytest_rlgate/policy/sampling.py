@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .._io import ranks
 from .._io.progress import bar
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 #: what a prompt is sampled with on one rank: its scenario, else its prompt text
 _Unit = tuple[str, object]
+#: what one item's draw is: its k replies, or its k graded episodes
+_Drawn = TypeVar("_Drawn")
 
 __all__ = [
     "BASE_RUN_SEEDS",
@@ -177,11 +179,19 @@ def sample_rows(
         meta["policy"] = policy
     if eval_run is not None:
         meta["eval_run"] = eval_run
-    if env.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
-        return sample_episode_rows(model, tokenizer, items, env=env, k=k, seed=seed, meta=meta,
-                                   prompts_fingerprint=_fingerprint(items), **options)
-
     progress = options.pop("progress", None)
+    if env.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
+        fingerprint = _fingerprint(items)
+
+        def episodes(part: Sequence[PromptItem], shown: bool = True) -> list[Rows]:
+            settings: SampleOptions = {**options, "progress": progress if shown else False}
+            rows = sample_episode_rows(model, tokenizer, part, env=env, k=k, seed=seed, meta=meta,
+                                       prompts_fingerprint=fingerprint, **settings)
+            return [Rows(rows[i * k:(i + 1) * k], header=rows.header) for i in range(len(part))]
+
+        per_item = _sharded(episodes, items) if shard else episodes(items)
+        header = per_item[0].header if per_item else None
+        return Rows([row for rows in per_item for row in rows], header=header)
 
     def draw(part: Sequence[PromptItem], shown: bool = True) -> list[list[str]]:
         settings: SampleOptions = {**options, "progress": progress if shown else False}
@@ -216,23 +226,21 @@ def shard(items: Prompts, rank: int, world: int) -> list[int]:
     return sorted(mine)
 
 
-def _sharded(draw: Callable[[Sequence[PromptItem], bool], list[list[str]]],
-             items: Sequence[PromptItem]) -> list[list[str]]:
-    """``draw(items)``, split across the ranks of a torchrun / accelerate job by unit and gathered.
+def _sharded(draw: Callable[[Sequence[PromptItem], bool], list[_Drawn]], items: Sequence[PromptItem]) -> list[_Drawn]:
+    """``draw(items)`` (one result per item), split across the ranks of a torchrun / accelerate
+    job by unit and gathered in the items' order.
 
-    A reply depends on its seed, rollout and rendered chat only (:func:`reply_seed`), so the
-    gathered replies are the ones one process draws. Only the main process shows a bar.
+    A reply (or an episode's turn) depends on its seed, rollout and rendered chat only
+    (:func:`reply_seed`), so the gathered results are the ones one process draws. Only the
+    main process shows a bar.
     """
     world = ranks.group_size()
     if world == 1:
         return draw(items, True)
     mine = shard(items, ranks.rank(), world)
     parts = ranks.run_everywhere(lambda: list(zip(mine, draw([items[i] for i in mine], ranks.is_main_process()))))
-    replies: list[list[str]] = [[] for _ in items]
-    for part in parts:
-        for position, texts in part:
-            replies[position] = texts
-    return replies
+    drawn = dict(position_result for part in parts for position_result in part)
+    return [drawn[position] for position in range(len(items))]
 
 
 def _fingerprint(items: Sequence[PromptItem]) -> str | None:
