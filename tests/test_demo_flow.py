@@ -76,3 +76,12 @@ def test_the_hackable_run_appears_only_when_honest_grpo_left_no_id_alone(quick_d
     hackable = (runs / "grpo-hackable-reward").is_dir()
     assert hackable == (no_id["verdict"] != "regressed")
     assert (note in out) == hackable
+
+
+def test_the_story_says_when_the_hackable_run_did_not_collapse_either(quick_demo):
+    _, out, runs = quick_demo
+    if not (runs / "grpo-hackable-reward").is_dir():
+        pytest.skip("honest GRPO regressed no_id in this run: no hackable run to describe")
+    gate = json.loads((runs / "grpo-hackable-reward" / "gate.json").read_text())
+    no_id = next(c for c in gate["comparisons"] if c["metric"] == "pass@1" and c["group"] == "no_id")
+    assert ("did not collapse no-id either" in out) == (no_id["verdict"] != "regressed")

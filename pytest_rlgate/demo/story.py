@@ -469,6 +469,8 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
             hacked = _train(hackable_configuration(steps, quick=quick, env=env, reward=reward), root, say,
                             progress=progress)
             summaries += [hacked] if hacked is not None else []
+            if hacked is not None and not honest_collapse(hacked, watch):
+                reason += f" Within {steps} steps it did not collapse {collapse} either."
 
     if not summaries:
         raise DataError("no demo run could be trained; see the lines above", path=root)
