@@ -19,6 +19,12 @@ _EXPORTS: dict[str, str] = {
     "DataError": "errors",
     "UsageError": "errors",
     "RlgateWarning": "errors",
+    # the records every part passes (TypedDicts: plain dicts, typed)
+    "Row": "data.records",
+    "PromptItem": "data.records",
+    "Case": "data.records",
+    "Markers": "data.records",
+    "Turn": "data.records",
     "RegressionError": "errors",
     "RewardHackError": "errors",
     "RewardMismatch": "errors",
@@ -183,6 +189,13 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         detect_format as detect_format,
         read_rows as read_rows,
         reader_names as reader_names,
+    )
+    from .data.records import (
+        Case as Case,
+        Markers as Markers,
+        PromptItem as PromptItem,
+        Row as Row,
+        Turn as Turn,
     )
     from .data.replies import grade_file as grade_file
     from .data.rows import (
