@@ -37,6 +37,7 @@ from .afters import SeedSources, is_seed_sources, open_afters, seed_labels
 from .options import METHOD_NAMES, GateOptions
 from .recipe_stats import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .recipe_text import render_failure, render_report, render_table, settings_line
+from .result import ComparisonKeys
 from .sides import Paired, Side, groups, open_side, pair_units, ratio_k, read_sides, resample_stream, warn_caller
 
 __all__ = ["RecipeComparison", "RecipeComparisonRecord", "RecipeGateResult", "RecipeRecord", "SeedRecord",
@@ -60,22 +61,10 @@ class SeedRecord(TypedDict):
     mde: float | None
 
 
-class RecipeComparisonRecord(TypedDict):
+class RecipeComparisonRecord(ComparisonKeys):
     """:meth:`RecipeComparison.to_dict`: a gate comparison's keys plus the recipe's."""
 
-    metric: str
-    group: str
-    n_units: int
-    k: float
-    before: float
-    after: float
-    delta: float
-    low: float | None
-    high: float | None
-    verdict: str
     reason: str
-    mde: float | None
-    flags: list[str]
     k_before: float | None
     k_after: float | None
     n_seeds: int

@@ -14,11 +14,11 @@ from ..errors import DataError
 from .flips import Flip
 from .text import render_failure, render_report, render_table, settings_line
 
-__all__ = ["Comparison", "ComparisonRecord", "GateRecord", "GateResult"]
+__all__ = ["Comparison", "ComparisonKeys", "ComparisonRecord", "GateRecord", "GateResult"]
 
 
-class ComparisonRecord(TypedDict):
-    """:meth:`Comparison.to_dict`: one row of ``rlgate gate --json`` and of a run's gate.json."""
+class ComparisonKeys(TypedDict):
+    """The keys every comparison record has, one adapter's or a recipe's: what reports read."""
 
     metric: str
     group: str
@@ -31,10 +31,15 @@ class ComparisonRecord(TypedDict):
     high: float | None
     verdict: str
     mde: float | None
+    flags: list[str]
+
+
+class ComparisonRecord(ComparisonKeys):
+    """:meth:`Comparison.to_dict`: one row of ``rlgate gate --json`` and of a run's gate.json."""
+
     p_less: float | None
     p_adjusted: float | None
     noise: float | None
-    flags: list[str]
     k_before: float | None
     k_after: float | None
     flips: list[Mapping[str, object]]

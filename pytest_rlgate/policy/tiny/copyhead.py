@@ -125,7 +125,7 @@ class CopyHead:
         v_rows = [h * head_dim + j for h in heads for j in range(head_dim)]
         with torch.no_grad():
             attn.q_proj.weight[qk_rows] = self.qk_scale * c
-            attn.k_proj.weight[qk_rows] = self.qk_scale * torch.stack([u, u, w][: len(heads)])
+            attn.k_proj.weight[qk_rows] = self.qk_scale * torch.stack([u] * len(_COPY_HEADS) + [w] * bool(n_values))
             attn.v_proj.weight[v_rows] = 0.0
             attn.o_proj.weight[:, v_rows] = 0.0
             for n, h in enumerate(_COPY_HEADS):
