@@ -57,3 +57,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         example = getattr(item, "example", None)
         if example is not None and any(word in str(example.parsed) for word in _TRAINS):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """``-n N`` deals tests out one by one, which would split a docs page whose blocks share one
+    namespace across workers; deal whole files instead (``--dist loadfile``), so a page runs on
+    one worker, top to bottom."""
+    if getattr(config.option, "dist", None) == "load":
+        config.option.dist = "loadfile"
