@@ -18,12 +18,19 @@ import statistics
 import tempfile
 import time
 
+from pytest_rlgate.environment.contract import load_env
+from pytest_rlgate.envs.refund import messages_for
+from pytest_rlgate.train.adapters import load_base
+from pytest_rlgate.train.config import GRPOKnobs
+from pytest_rlgate.train.grpo import build_trainer, grpo_metrics_recorder
+from pytest_rlgate.train.monitor import HackMonitor
+from pytest_rlgate.train.pipeline import load_prompts
+from pytest_rlgate.train.reward import env_reward
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def _policy(base: str):
-    from pytest_rlgate.train.adapters import load_base
-
     return load_base(base)
 
 
@@ -33,9 +40,6 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from pytest_rlgate.environment.contract import load_env
-    from pytest_rlgate.envs.refund import messages_for
-    from pytest_rlgate.train.reward import env_reward
 
     refund_reward = env_reward(load_env("refund"))
 
@@ -58,11 +62,6 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
 
 def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: int = 0) -> float:
     """rlgate: build_trainer with the wrapped case-column reward, recorder and HackMonitor."""
-    from pytest_rlgate.environment.contract import load_env
-    from pytest_rlgate.train.grpo import build_trainer, grpo_metrics_recorder
-    from pytest_rlgate.train.monitor import HackMonitor
-    from pytest_rlgate.train.reward import env_reward
-
     refund_reward = env_reward(load_env("refund"))
 
     model, tok = _policy(base)
@@ -86,8 +85,6 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from pytest_rlgate.train.config import GRPOKnobs
-    from pytest_rlgate.train.pipeline import load_prompts
 
     knobs = GRPOKnobs(base_model=args.base_model, steps=args.steps).resolve()
     sets = load_prompts(knobs)

@@ -23,12 +23,16 @@ from pathlib import Path
 
 import torch
 
+from pytest_rlgate.data.prompts import stratified_split
+from pytest_rlgate.environment.contract import load_env
+from pytest_rlgate.policy.load import build_tiny_policy, load_policy, tiny_policy_dir
+from pytest_rlgate.policy.sampling import BASE_RUN_SEEDS, sample_rows
+from pytest_rlgate.policy.tiny.manifest import read_build_info
+from pytest_rlgate.policy.tiny.spec import spec_of
+
 
 def policies(env, args) -> list[tuple[str, Path]]:
     """(label, folder) of each policy to measure: the shipped one, or fresh builds."""
-    from pytest_rlgate.policy.load import build_tiny_policy, tiny_policy_dir
-    from pytest_rlgate.policy.tiny.spec import spec_of
-
     recipe = spec_of(env)
     if not args.fresh and args.recipe_seeds is None:
         return [(f"shipped {recipe.name}", tiny_policy_dir(recipe.name))]
@@ -51,11 +55,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from pytest_rlgate.data.prompts import stratified_split
-    from pytest_rlgate.environment.contract import load_env
-    from pytest_rlgate.policy.load import load_policy
-    from pytest_rlgate.policy.sampling import BASE_RUN_SEEDS, sample_rows
-    from pytest_rlgate.policy.tiny.manifest import read_build_info
 
     env = load_env(args.env)
     results = []

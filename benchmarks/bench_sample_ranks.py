@@ -21,6 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from pytest_rlgate._io import ranks
+from pytest_rlgate.data.prompts import build_prompts
+from pytest_rlgate.policy.load import load_policy
+from pytest_rlgate.policy.sampling import sample_rows
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -30,10 +35,6 @@ def inner(prompts: int, k: int, tokens: int) -> None:
 
     import torch
 
-    from pytest_rlgate._io import ranks
-    from pytest_rlgate.data.prompts import build_prompts
-    from pytest_rlgate.policy.load import load_policy
-    from pytest_rlgate.policy.sampling import sample_rows
 
     torch.set_num_threads(1)
     ranks.init_from_launcher()

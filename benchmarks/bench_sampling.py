@@ -17,6 +17,11 @@ import time
 
 import torch
 
+from pytest_rlgate.data import prompts
+from pytest_rlgate.envs import refund
+from pytest_rlgate.policy.load import TINY_POLICY, load_policy
+from pytest_rlgate.policy.sampling import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
+
 
 def raw_generate(model, tok, rendered, *, k, batch_size, temperature, top_p, max_new_tokens):
     replies = []
@@ -40,10 +45,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from pytest_rlgate.data import prompts
-    from pytest_rlgate.envs import refund
-    from pytest_rlgate.policy.load import TINY_POLICY, load_policy
-    from pytest_rlgate.policy.sampling import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
 
     model, tok = load_policy(args.policy or TINY_POLICY)
     items = prompts.build_prompts(seed=0, size="large")[: args.prompts]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_rlgate.data.prompts import build_prompts
 from pytest_rlgate.envs.refund import SYSTEM, TOOLS, messages_for
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -93,8 +94,6 @@ TEMPLATE = (
 
 
 def _corpus() -> list[str]:
-    from pytest_rlgate.data.prompts import build_prompts
-
     lines = [SYSTEM, DEFAULT_SYSTEM, "system\n", "user\n", "assistant\n"]
     lines += [m["content"] for item in build_prompts(0, "default") for m in messages_for(item["prompt"])]
     lines += [str(tool) for tool in TOOLS]

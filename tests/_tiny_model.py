@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_rlgate.data.prompts import build_prompts
 from pytest_rlgate.envs.refund import SYSTEM, messages_for
 
 SPECIALS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -22,7 +23,6 @@ def build_tiny(folder: str | Path, seed: int = 0) -> tuple[Any, Any]:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from pytest_rlgate.data.prompts import build_prompts
 
     lines = [SYSTEM] + [m["content"] for item in build_prompts(0, "default") for m in messages_for(item["prompt"])]
     lines += ['<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-4017"}}</tool_call>'] * 5

@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from pytest_rlgate._io import cache
+from pytest_rlgate.data.rows import grade_replies
 from pytest_rlgate.errors import UsageError
+from pytest_rlgate.train.cached import run_key
+from pytest_rlgate.train.methods import make_knobs
+from pytest_rlgate.train.pipeline import Prepared, _cached_base_run, load_prompts
 
 
 def test_key_is_canonical_json_sha256() -> None:
@@ -151,8 +155,6 @@ class StrictCalc:
 def test_run_keys_carry_the_environment_fingerprint(tmp_path: Path) -> None:
     from _calc_env import CalcEnv, SumsEnv, write_calc_prompts
 
-    from pytest_rlgate.train.cached import run_key
-    from pytest_rlgate.train.methods import make_knobs
 
     prompts = str(write_calc_prompts(tmp_path / "calc.jsonl"))
 
@@ -167,9 +169,6 @@ def test_run_keys_carry_the_environment_fingerprint(tmp_path: Path) -> None:
 def test_base_rows_graded_by_another_reward_are_never_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from _calc_env import CalcEnv, calc_reply, write_calc_prompts
 
-    from pytest_rlgate.data.rows import grade_replies
-    from pytest_rlgate.train.methods import make_knobs
-    from pytest_rlgate.train.pipeline import Prepared, _cached_base_run, load_prompts
 
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
     prompts = str(write_calc_prompts(tmp_path / "calc.jsonl"))

@@ -11,8 +11,10 @@ import json
 import pytest
 from _calc_env import CalcEnv
 
+from pytest_rlgate.cli import main
 from pytest_rlgate.data.prompts import build_prompts, stratified_split
 from pytest_rlgate.data.rows import grade_replies
+from pytest_rlgate.demo.recipe import recipe_configurations, recipe_seeds
 from pytest_rlgate.demo.story import (
     DemoConfig,
     RunSummary,
@@ -31,7 +33,12 @@ from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, score
 from pytest_rlgate.envs.refund.hackable import lookup_anything
 from pytest_rlgate.errors import UsageError
+from pytest_rlgate.train.config import GRPOKnobs
+from pytest_rlgate.train.methods import make_knobs
+from pytest_rlgate.train.pipeline import gate_runs
 from pytest_rlgate.train.reward import env_reward
+from pytest_rlgate.train.run import RunWriter
+from pytest_rlgate.train.seeds import publish_copy
 
 REFUND = load_env("refund")
 HACKABLE_NOTE = hackable_note(REFUND, "lookup_anything")
@@ -77,8 +84,6 @@ def test_the_trl_form_reads_conversational_completions_and_ignores_the_case():
 
 
 def test_refund_offers_it_by_name_and_grpo_rejects_unknown_names():
-    from pytest_rlgate.train.config import GRPOKnobs
-
     assert REFUND.rewards == {"lookup_anything": lookup_anything}
     assert REFUND.reward("lookup_anything").__wrapped__ is lookup_anything  # called through the user-code door
     assert GRPOKnobs().reward is None and REFUND.reward(GRPOKnobs().reward) == REFUND.score
@@ -231,10 +236,6 @@ def test_base_noise_is_pass_at_1_per_category_per_run():
 
 @pytest.mark.filterwarnings("ignore::pytest_rlgate.errors.RlgateWarning")  # well_formed is constant here
 def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
-    from pytest_rlgate.train.pipeline import gate_runs
-    from pytest_rlgate.train.run import RunWriter
-    from pytest_rlgate.train.seeds import publish_copy
-
     before = [_rows(_good, f"before-{i}") for i in range(3)]
     after = _rows(_invents, "after")
     with RunWriter(tmp_path, "synthetic") as run:
@@ -262,8 +263,6 @@ def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
 
 
 def test_the_cli_registers_demo_and_rejects_zero_steps(capsys):
-    from pytest_rlgate.cli import main
-
     with pytest.raises(SystemExit) as refused:  # refused while parsing, before anything loads
         main(["demo", "--steps", "0"])
     assert refused.value.code == 2
@@ -280,8 +279,6 @@ def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_
     import importlib.util
     from pathlib import Path
 
-    from pytest_rlgate.demo.recipe import recipe_configurations, recipe_seeds
-    from pytest_rlgate.train.methods import make_knobs
 
     path = Path(__file__).parents[1] / "examples" / "refund" / "test_training_gate.py"
     spec = importlib.util.spec_from_file_location("example_training_gate", path)

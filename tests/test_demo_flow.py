@@ -11,6 +11,11 @@ import json
 
 import pytest
 
+from pytest_rlgate.cli import main
+from pytest_rlgate.demo.story import hackable_note
+from pytest_rlgate.environment.contract import load_env
+from pytest_rlgate.train.run import RunFolder
+
 pytest.importorskip("trl")
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::pytest_rlgate.errors.RlgateWarning")]
@@ -24,7 +29,6 @@ def quick_demo(tmp_path_factory):
 
     import torch
 
-    from pytest_rlgate.cli import main
 
     torch.set_num_threads(1)
     runs = tmp_path_factory.mktemp("demo") / "runs"
@@ -44,8 +48,6 @@ def test_the_quick_demo_exits_0_and_prints_the_table_and_the_story(quick_demo):
 
 
 def test_it_leaves_finished_run_folders_prompt_files_reports_and_an_index(quick_demo):
-    from pytest_rlgate.train.run import RunFolder
-
     _, _, runs = quick_demo
     folders = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "prompts"]
     assert {"grpo", "grpo-balance-0.25"} <= {p.name for p in folders}
@@ -66,9 +68,6 @@ def test_the_printed_numbers_are_the_run_folders_numbers(quick_demo):
 
 
 def test_the_hackable_run_appears_only_when_honest_grpo_left_no_id_alone(quick_demo):
-    from pytest_rlgate.demo.story import hackable_note
-    from pytest_rlgate.environment.contract import load_env
-
     note = hackable_note(load_env("refund"), "lookup_anything")
     _, out, runs = quick_demo
     gate = json.loads((runs / "grpo" / "gate.json").read_text())

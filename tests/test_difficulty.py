@@ -17,6 +17,7 @@ import pytest
 from pytest_rlgate import RlgateWarning
 from pytest_rlgate.cli import main
 from pytest_rlgate.errors import UsageError
+from pytest_rlgate.train.cached import run_key
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.difficulty import (
     describe,
@@ -24,6 +25,7 @@ from pytest_rlgate.train.difficulty import (
     select_by_pass_rate,
     selection_seed,
 )
+from pytest_rlgate.train.grpo import train_grpo
 
 #: the tiny policies' guards are constant over a one-step round: the gate says so, which is not this test's topic
 pytestmark = pytest.mark.filterwarnings("ignore:guard .* is constant:pytest_rlgate.RlgateWarning")
@@ -103,8 +105,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _round_one(runs: Path, env: str) -> Path:
-    from pytest_rlgate.train.grpo import train_grpo
-
     return train_grpo(env=env, base_model=f"rlgate/tiny-{env}", runs_dir=str(runs), run_name=f"{env}-r1", **FAST).path
 
 
@@ -135,8 +135,6 @@ def test_round_two_on_refund_keeps_the_half_solved_tasks_and_records_them(runs: 
 def test_round_two_on_arith_and_its_cache_key(runs: Path) -> None:
     import dataclasses
 
-    from pytest_rlgate.train.cached import run_key
-    from pytest_rlgate.train.grpo import train_grpo
 
     r1 = _round_one(runs, "arith")
     knobs = dict(FAST, env="arith", from_run=str(r1), runs_dir=str(runs), eval_k=4)

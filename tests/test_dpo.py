@@ -17,7 +17,8 @@ from _tiny_model import build_tiny  # noqa: E402
 from pytest_rlgate.environment.contract import load_env  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
 from pytest_rlgate.envs.refund.negatives import invented_call  # noqa: E402
-from pytest_rlgate.errors import UsageError  # noqa: E402
+from pytest_rlgate.errors import RlgateWarning, UsageError  # noqa: E402
+from pytest_rlgate.train.adapters import merge_adapter  # noqa: E402
 from pytest_rlgate.train.dpo import (  # noqa: E402
     build_dpo_trainer,
     check_enough_pairs,
@@ -169,8 +170,6 @@ def test_dpo_trains_against_the_adapter_off_base(tiny_dir, tmp_path) -> None:
 
 
 def test_round_two_reference_is_the_merged_policy(tiny_dir, tmp_path) -> None:
-    from pytest_rlgate.train.adapters import merge_adapter
-
     model, tok = _load(tiny_dir)
     first = build_dpo_trainer(model, tok, _pairs(8), _knobs(tiny_dir), output_dir=str(tmp_path / "r1"))
     first.train()
@@ -230,8 +229,6 @@ def test_pairs_truncated_away_by_max_length_are_a_usage_error(tiny_dir, tmp_path
 
 
 def test_some_pairs_truncated_away_warn_with_the_count(tiny_dir, tmp_path) -> None:
-    from pytest_rlgate.errors import RlgateWarning
-
     model, tok = _load(tiny_dir)
     lengths = {p: len(tok(tok.apply_chat_template(refund.messages_for(p), tokenize=False, add_generation_prompt=True),
                           add_special_tokens=False)["input_ids"]) for p in PROMPTS}

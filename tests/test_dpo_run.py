@@ -15,9 +15,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from pytest_rlgate import cli  # noqa: E402
+from pytest_rlgate.data.prompts import build_prompts  # noqa: E402
 from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
-from pytest_rlgate.policy.load import TINY_POLICY  # noqa: E402
+from pytest_rlgate.errors import UsageError  # noqa: E402
+from pytest_rlgate.policy.load import TINY_POLICY, load_policy  # noqa: E402
 from pytest_rlgate.train.dpo import DPOKnobs, sample_pairs, train_dpo  # noqa: E402
 from pytest_rlgate.train.pairs import read_pairs, turn_key  # noqa: E402
 from pytest_rlgate.train.run import RunFolder  # noqa: E402
@@ -80,9 +82,6 @@ def test_round_one_pairs_obey_the_rules_and_the_cap(round_one: RunFolder) -> Non
 
 
 def test_pairs_are_deterministic_for_a_seed() -> None:
-    from pytest_rlgate.data.prompts import build_prompts
-    from pytest_rlgate.policy.load import load_policy
-
     model, tok = load_policy(TINY_POLICY)
     items = build_prompts(seed=0, size="small")[:12]
     knobs = DPOKnobs(pair_samples=4, constructed_negatives=True, constructed_cap=1.0).resolve()
@@ -121,8 +120,6 @@ def test_round_two_from_the_cli_merges_round_one_and_records_lineage(round_one: 
 
 
 def test_too_few_pairs_is_a_usage_error_and_leaves_no_run(runs_dir) -> None:
-    from pytest_rlgate.errors import UsageError
-
     with pytest.raises(UsageError, match=r"DPO found \d+ preference pair"):
         train_dpo(base_model=TINY_POLICY, runs_dir=str(runs_dir), run_name="starved", size="small",
                   min_margin=1.0, pair_samples=2, temperature=0.05, base_runs=1, monitor_every=0)

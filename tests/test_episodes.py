@@ -11,7 +11,11 @@ import pytest
 
 import pytest_rlgate as rg
 from pytest_rlgate.environment.episode import Episode, messages_text, parse_hermes_calls, split_turns
+from pytest_rlgate.envs.refund_agent.rules import TOOL_SCHEMAS
+from pytest_rlgate.envs.refund_agent.tiny import system_turn
 from pytest_rlgate.errors import UsageError
+from pytest_rlgate.policy.tiny.tokenizer import TOOL_CHAT_TEMPLATE
+from pytest_rlgate.train.tools import trl_environment_factory
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environments.md"
 
@@ -163,9 +167,6 @@ def test_refund_agent_tool_schemas_are_what_transformers_derives() -> None:
     from transformers.utils import get_json_schema
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from pytest_rlgate.envs.refund_agent.rules import TOOL_SCHEMAS
-    from pytest_rlgate.envs.refund_agent.tiny import system_turn
-    from pytest_rlgate.policy.tiny.tokenizer import TOOL_CHAT_TEMPLATE
 
     env = rg.load_env("refund_agent")
     schemas = [get_json_schema(fn) for fn in env.tool_functions()]
@@ -178,7 +179,6 @@ def test_refund_agent_tool_schemas_are_what_transformers_derives() -> None:
 def test_the_tool_chat_template_is_the_one_trl_knows() -> None:
     import importlib.util
 
-    from pytest_rlgate.policy.tiny.tokenizer import TOOL_CHAT_TEMPLATE
 
     spec = importlib.util.find_spec("trl")  # read TRL's template file without importing TRL (seconds)
     if spec is None or not spec.submodule_search_locations:
@@ -188,8 +188,6 @@ def test_the_tool_chat_template_is_the_one_trl_knows() -> None:
 
 
 def test_trl_factory_resets_with_the_case_and_owns_no_reward() -> None:
-    from pytest_rlgate.train.tools import trl_environment_factory
-
     class Scored(_Desk):
         def get_reward(self) -> float:
             return 1.0

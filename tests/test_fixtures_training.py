@@ -15,6 +15,9 @@ import peft  # noqa: E402,F401
 from _tiny_model import build_tiny  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402,F401
 
+from pytest_rlgate.train.cached import run_key  # noqa: E402
+from pytest_rlgate.train.methods import make_knobs  # noqa: E402
+
 torch.set_num_threads(1)
 
 KNOBS = 'size="small", steps=2, max_completion_length=16, monitor_every=0, base_runs=2'
@@ -79,9 +82,6 @@ def test_the_adapter_is_trained_once_then_served_from_the_cache(pytester, env):
 
 
 def test_a_changed_knob_is_a_different_cache_entry(pytester, env):
-    from pytest_rlgate.train.cached import run_key
-    from pytest_rlgate.train.methods import make_knobs
-
     base = __import__("os").environ["TINY_BASE"]
     a = run_key(make_knobs("grpo", base_model=base, size="small", steps=2))
     assert a == run_key(make_knobs("grpo", base_model=base, size="small", steps=2, run_name="elsewhere"))

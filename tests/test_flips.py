@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from _hackable_run import ASK, holdout, write_run
 
-from pytest_rlgate import RegressionError, assert_no_regression, compare, load_env
+from pytest_rlgate import GateResult, RegressionError, assert_no_regression, compare, load_env
 from pytest_rlgate.cli import main
 from pytest_rlgate.gate.flips import Flip, shorten
+from pytest_rlgate.report import report_text, write_report
 from pytest_rlgate.report.html import gate_html
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")  # well_formed is constant here
@@ -92,8 +93,6 @@ def test_the_html_report_shows_the_recorded_flips(run: tuple[Path, Path]) -> Non
 
 
 def test_flips_survive_the_json_round_trip(run: tuple[Path, Path]) -> None:
-    from pytest_rlgate import GateResult
-
     result = compare(*run, env="refund")
     again = GateResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again.comparisons == result.comparisons and isinstance(again.comparisons[1].flips[0], Flip)
@@ -154,7 +153,6 @@ def test_session_default(rlgate):
 def test_a_run_report_shows_the_flips_its_gate_recorded(tmp_path: Path) -> None:
     from report_fixtures import make_run
 
-    from pytest_rlgate.report import report_text, write_report
 
     run = make_run(tmp_path)  # the collapsing story: no_id regressed
     gate = json.loads((run / "gate.json").read_text())

@@ -26,6 +26,7 @@ from pytest_rlgate.data.jsonl import loads_bounded
 from pytest_rlgate.data.prompts import read_prompts
 from pytest_rlgate.data.rows import REQUIRED_FIELDS, read_rows, validate_row
 from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.options import CONFIDENCE, HOLDOUT_FRACTION, RESAMPLES, SEED, SHARE
 from pytest_rlgate.rewards.tables import load_reward_table
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -225,7 +226,6 @@ def test_prompt_files_and_reward_tables_read_the_same_lines_with_the_same_bounds
 def test_every_numeric_flag_accepts_its_range_or_refuses_in_one_line(text: str) -> None:
     import argparse
 
-    from pytest_rlgate.options import CONFIDENCE, HOLDOUT_FRACTION, RESAMPLES, SEED, SHARE
 
     for number in (CONFIDENCE, HOLDOUT_FRACTION, RESAMPLES, SEED, SHARE):
         try:

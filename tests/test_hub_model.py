@@ -6,6 +6,7 @@ import pytest
 from _hub_model import TOOL_TAGS, model_and_tokenizer
 
 from pytest_rlgate.envs.refund import TOOLS
+from pytest_rlgate.policy import generate
 from pytest_rlgate.policy.load import load_policy
 from pytest_rlgate.policy.sampling import sample
 
@@ -56,7 +57,5 @@ def test_sampling_ignores_the_checkpoints_own_sampling_defaults(hub_model_dir) -
 
 
 def test_generation_stops_at_either_eos(hub_model_dir) -> None:
-    from pytest_rlgate.policy import generate
-
     model, tok = load_policy(hub_model_dir, device="cpu")
     assert generate._eos_ids(model, tok) == tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])

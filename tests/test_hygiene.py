@@ -91,8 +91,6 @@ def test_decontaminate_rejects_bad_parameters(kwargs: dict, needle: str) -> None
 
 
 def test_stratified_template_sets_drop_nothing() -> None:
-    from pytest_rlgate.data.prompts import build_prompts, stratified_split
-
     for size in ("default", "large"):
         split = stratified_split(build_prompts(0, size), 0.2)
         assert decontaminate(split.train, split.holdout).dropped == []

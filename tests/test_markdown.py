@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _hackable_run import write_run
 
-from pytest_rlgate import GateResult, compare
+from pytest_rlgate import GateResult, compare, write_rows
 from pytest_rlgate.cli import main
 from pytest_rlgate.report.markdown import interval_bar, markdown_summary, reproduce_command
 
@@ -143,7 +143,6 @@ def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path], tmp_path: Path) ->
 def test_an_inconclusive_summary_points_at_rlgate_plan(tmp_path: Path) -> None:
     from test_gate import table_rows
 
-    from pytest_rlgate import write_rows
 
     before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
     write_rows(before, table_rows("no_id", [0] * 6))

@@ -14,6 +14,8 @@ from transformers import TrainerControl  # noqa: E402
 
 from pytest_rlgate.data.prompts import build_prompts, stratified_split  # noqa: E402
 from pytest_rlgate.environment.contract import load_env  # noqa: E402
+from pytest_rlgate.train.config import GRPOKnobs  # noqa: E402
+from pytest_rlgate.train.grpo import build_trainer  # noqa: E402
 from pytest_rlgate.train.monitor import HackMonitor  # noqa: E402
 from pytest_rlgate.train.reward import completion_text, env_reward  # noqa: E402
 
@@ -228,8 +230,6 @@ def tiny(tmp_path_factory):
 def _trainer(tiny, tmp_path, callbacks, reward):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pytest_rlgate.train.config import GRPOKnobs
-    from pytest_rlgate.train.grpo import build_trainer
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
     model = AutoModelForCausalLM.from_pretrained(str(tiny))
@@ -253,7 +253,6 @@ def test_stop_on_length_stops_a_real_grpo_run_early(tiny, tmp_path):
 
 def test_watching_a_run_does_not_change_what_it_learns(tiny, tmp_path):
     """The monitor samples inside a forked RNG: the same seed trains the same adapter with it or without."""
-
     def adapter(callbacks, reward):
         trainer, _, _ = _trainer(tiny, tmp_path, callbacks, reward)
         trainer.args.max_steps = 2

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_gate import table_rows
 
-from pytest_rlgate import UsageError, plan, write_rows
+from pytest_rlgate import UsageError, compare, plan, write_rows
 from pytest_rlgate.cli import main
 from pytest_rlgate.gate.plan import after_rates, needed_units
 from pytest_rlgate.gate.stats import paired_bootstrap
@@ -106,8 +106,6 @@ def test_cli_prints_the_plan_and_writes_json(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_an_inconclusive_verdict_points_at_rlgate_plan(tmp_path: Path) -> None:
-    from pytest_rlgate import compare
-
     before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
     write_rows(before, table_rows("no_id", [0, 0, 0, 0, 0, 0]))
     write_rows(after, table_rows("no_id", [4, 0, 0, 0, 0, 0]))  # one scenario collapses: 6 cannot tell

@@ -14,6 +14,7 @@ import pytest
 from pytest_rlgate import DataError, ProbeResult, RewardHackError, UsageError, load_env, probe_reward
 from pytest_rlgate.environment.hack import Hack
 from pytest_rlgate.envs import refund
+from pytest_rlgate.train.reward import env_reward
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "refund" / "test_hackability.py"
 KNOWN = {"second_call", "trailing_text", "format_bonus", "padding", "malformed_call"}
@@ -109,8 +110,6 @@ def test_probe_is_deterministic_for_a_seed(original):
 
 
 def test_trl_signature_is_detected_and_agrees(original):
-    from pytest_rlgate.train.reward import env_reward
-
     trl = probe_reward(env_reward(load_env("refund")), env="refund", max_examples=25, seed=0,
                        hacks=["format_bonus", "padding"])
     assert trl.reward_name == "refund_reward"

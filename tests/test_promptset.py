@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rlgate.cli import main
-from pytest_rlgate.data.prompts import build_prompts, read_prompts, stratified_split
+from pytest_rlgate.data.prompts import build_prompts, read_prompts, stratified_split, write_prompts
 from pytest_rlgate.data.promptset import SET_FILES, write_prompt_set
 from pytest_rlgate.errors import DataError, UsageError
 
@@ -163,7 +163,5 @@ def test_prompts_with_unicode_line_separators_round_trip(tmp_path: Path, env: st
 
 
 def _write(path: Path, items: list[dict]) -> Path:
-    from pytest_rlgate.data.prompts import write_prompts
-
     write_prompts(path, items)
     return path

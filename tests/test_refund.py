@@ -18,6 +18,7 @@ from pytest_rlgate.envs.refund import (
     passes,
     score,
 )
+from pytest_rlgate.train.reward import env_reward
 
 WITH_ID = "please check ORD-4017 for me"
 NO_ID = "I need help with a refund"
@@ -307,8 +308,6 @@ def test_messages_for() -> None:
 
 
 def test_trl_reward_takes_plain_and_conversational_inputs() -> None:
-    from pytest_rlgate.train.reward import env_reward
-
     reward_func = env_reward(refund)
 
     conversational = [[{"role": "assistant", "content": LOOKUP}], [{"role": "assistant", "content": "Refunded."}]]

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from pytest_rlgate.cli import main
-from pytest_rlgate.data.prompts import build_prompts, write_prompts
+from pytest_rlgate.data.prompts import build_prompts, read_prompts, write_prompts
 from pytest_rlgate.data.rows import load_rows, read_header
 from pytest_rlgate.policy import resumable
+from pytest_rlgate.policy.load import load_policy
+from pytest_rlgate.policy.sampling import sample_rows
 
 pytest.importorskip("torch")
 
@@ -30,10 +32,6 @@ def _sample(out: Path, prompts: Path, *extra: str, model: str = "rlgate/tiny-ref
 
 
 def test_rows_are_the_fixtures_sampler_rows_with_a_provenance_header(prompts: Path, tmp_path: Path) -> None:
-    from pytest_rlgate.data.prompts import read_prompts
-    from pytest_rlgate.policy.load import load_policy
-    from pytest_rlgate.policy.sampling import sample_rows
-
     out = tmp_path / "rows.jsonl"
     assert _sample(out, prompts) == 0
     rows = load_rows(out)

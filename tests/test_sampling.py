@@ -12,9 +12,11 @@ torch.set_num_threads(1)
 
 from _calc_env import CalcEnv, calc_items
 
+from pytest_rlgate.data import prompts
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.policy import generate, sampling
+from pytest_rlgate.policy.load import load_policy
 from pytest_rlgate.policy.tiny import build as tiny_build
 from pytest_rlgate.policy.tiny.spec import spec_of
 from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
@@ -34,8 +36,6 @@ FAST = {"max_new_tokens": 12, "progress": False}
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory: pytest.TempPathFactory):
-    from pytest_rlgate.policy.load import load_policy
-
     out = tmp_path_factory.mktemp("mini-policy")
     tiny_build.build_policy(out, load_env(None), MINI)
     return load_policy(out, device="cpu")
@@ -126,7 +126,6 @@ def test_adapter_on_and_off(policy, tmp_path: Path) -> None:
 
 def test_sample_rows_grades_every_reply(policy) -> None:
     model, tok = policy
-    from pytest_rlgate.data import prompts
 
     items = prompts.build_prompts(seed=0)[:3]
     rows = sampling.sample_rows(model, tok, items, k=2, seed=18, policy="mini", **FAST)

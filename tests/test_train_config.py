@@ -10,11 +10,16 @@ import pytest
 from _calc_env import CalcEnv, SumsEnv, write_calc_prompts
 
 from pytest_rlgate import cli
+from pytest_rlgate.cli import train
+from pytest_rlgate.cli.train import add_run_arguments
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import DataError, UsageError
+from pytest_rlgate.options import bounds_of
 from pytest_rlgate.train import config as C
+from pytest_rlgate.train.adapters import check_adapter, load_base
 from pytest_rlgate.train.config import GRPOKnobs, RunKnobs, trl_loss_types
 from pytest_rlgate.train.dpo_config import DPOKnobs
+from pytest_rlgate.train.grpo import grpo_config
 from pytest_rlgate.train.run import COMPLETE, RunFolder, RunWriter
 
 
@@ -141,8 +146,6 @@ def test_cli_turns_a_bad_flag_into_one_line_and_exit_2(capsys):
 
 
 def test_cli_has_a_slot_per_method(capsys):
-    from pytest_rlgate.cli import train
-
     assert "grpo" in train.METHODS
     with pytest.raises(SystemExit):
         cli.main(["train", "grpo", "--help"])
@@ -176,8 +179,6 @@ def _adapter(folder, *, config="ok", weights="ok"):
 
 
 def test_check_adapter_accepts_a_good_folder(tmp_path):
-    from pytest_rlgate.train.adapters import check_adapter
-
     assert check_adapter(_adapter(tmp_path / "a")) == tmp_path / "a"
 
 
@@ -192,8 +193,6 @@ def test_check_adapter_accepts_a_good_folder(tmp_path):
     ],
 )
 def test_bad_adapter_folders_are_one_line_usage_errors(tmp_path, config, weights, says):
-    from pytest_rlgate.train.adapters import check_adapter
-
     folder = tmp_path / "nope" if config == "missing-folder" else _adapter(tmp_path / "a", config=config,
                                                                           weights=weights)
     with pytest.raises(UsageError) as info:
@@ -203,8 +202,6 @@ def test_bad_adapter_folders_are_one_line_usage_errors(tmp_path, config, weights
 
 
 def test_a_base_model_that_cannot_be_loaded_offline_is_a_usage_error(tmp_path, monkeypatch):
-    from pytest_rlgate.train.adapters import load_base
-
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for name in (str(tmp_path / "no-such-model"), "nobody/no-such-model-xyz"):
         with pytest.raises(UsageError) as info:
@@ -263,8 +260,6 @@ def test_run_knobs_is_the_shared_base_for_methods():
 
 
 def test_knobs_map_onto_grpo_config(tmp_path):
-    from pytest_rlgate.train.grpo import grpo_config
-
     k = GRPOKnobs(base_model="Qwen/Qwen2.5-0.5B-Instruct", loss_type="dr_grpo", no_scale_rewards=True,
                   epsilon_high=0.28, mask_truncated=True, steps=7, num_generations=4, batch_size=8).resolve()
     cfg = grpo_config(k, str(tmp_path), cpu=True)
@@ -293,8 +288,6 @@ def test_every_knob_is_one_generated_flag_with_its_field_default_and_range(cls: 
     import argparse
     import dataclasses
 
-    from pytest_rlgate.cli.train import add_run_arguments
-    from pytest_rlgate.options import bounds_of
 
     parser = argparse.ArgumentParser()
     add_run_arguments(parser, cls)
@@ -313,7 +306,6 @@ def test_every_knob_is_one_generated_flag_with_its_field_default_and_range(cls: 
 def test_the_old_seed_spellings_still_work_with_a_deprecation_warning() -> None:
     import argparse
 
-    from pytest_rlgate.cli.train import add_run_arguments
 
     parser = argparse.ArgumentParser()
     add_run_arguments(parser, GRPOKnobs)

@@ -17,9 +17,14 @@ pytest.importorskip("trl")
 from _tiny_model import build_tiny  # noqa: E402
 
 from pytest_rlgate import cli  # noqa: E402
+from pytest_rlgate.data.prompts import build_prompts  # noqa: E402
 from pytest_rlgate.data.rows import read_rows  # noqa: E402
+from pytest_rlgate.environment.contract import load_env  # noqa: E402
+from pytest_rlgate.envs.refund import case_for  # noqa: E402
 from pytest_rlgate.errors import UsageError  # noqa: E402
-from pytest_rlgate.train.grpo import train_grpo  # noqa: E402
+from pytest_rlgate.train.config import GRPOKnobs  # noqa: E402
+from pytest_rlgate.train.grpo import build_trainer, train_grpo  # noqa: E402
+from pytest_rlgate.train.reward import env_reward, prompt_text  # noqa: E402
 from pytest_rlgate.train.run import RunFolder  # noqa: E402
 
 torch.set_num_threads(1)
@@ -69,7 +74,6 @@ def test_config_records_every_knob_versions_prompts_and_seeds(run, base_dir):
     assert sum(config["prompts"]["holdout"].values()) == len(list(read_rows(run.after_file))) // 4
     assert {"torch", "trl", "peft", "transformers"} <= set(config["versions"])
     assert config["lineage"] == [] and config["training"]["steps_done"] == 3
-    from pytest_rlgate.environment.contract import load_env
 
     assert config["env"] == load_env("refund").describe() and knobs["env"] == "refund"
 
@@ -164,8 +168,6 @@ def _recorded_step(base_dir, tmp_path, items, knobs):
     """One GRPO step with the knobs' environment reward, recording what TRL hands the reward."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pytest_rlgate.train.grpo import build_trainer
-    from pytest_rlgate.train.reward import env_reward
 
     seen = []
     scored = env_reward(knobs.environment, knobs.reward)
@@ -181,11 +183,6 @@ def _recorded_step(base_dir, tmp_path, items, knobs):
 
 
 def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp_path):
-    from pytest_rlgate.data.prompts import build_prompts
-    from pytest_rlgate.envs.refund import case_for
-    from pytest_rlgate.train.config import GRPOKnobs
-    from pytest_rlgate.train.reward import prompt_text
-
     knobs = GRPOKnobs(base_model=base_dir, steps=1, max_completion_length=8).resolve()
     prompts, columns = _recorded_step(base_dir, tmp_path, build_prompts(0, "small"), knobs)
     assert len(columns["case"]) == len(prompts) == knobs.batch_size
@@ -197,7 +194,6 @@ def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp
 def test_one_grpo_step_on_an_environment_of_its_own(base_dir, tmp_path):
     from _calc_env import CalcEnv, calc_items
 
-    from pytest_rlgate.train.config import GRPOKnobs
 
     items = calc_items(4)
     knobs = GRPOKnobs(env=CalcEnv(), base_model=base_dir, steps=1, max_completion_length=8).resolve()
