@@ -60,7 +60,7 @@ def helpers(reply: str, case: Mapping[str, Any]) -> float:
 
 
 def parsed(reply: str, case: Mapping[str, Any]) -> float:
-    """Split on the one ``Answer:``; what follows must be the number and nothing else."""
+    """The last line starts with the one ``Answer:``; what follows must be the number and nothing else."""
     text = reply.strip()
     if not text:
         return 0.0
@@ -68,14 +68,20 @@ def parsed(reply: str, case: Mapping[str, Any]) -> float:
         if any(ch.isdigit() for ch in text) or "answer:" in text.lower():
             return 0.0
         return (1.0 if "?" in text else 0.5) if _DECLINE.search(text) else 0.0
-    low = text.lower()
-    if low.count("answer:") != 1:
-        return 0.0
-    tail = text[low.index("answer:") + len("answer:"):].strip().removesuffix(".")
+    tail = _tail(text)
     try:
-        return float(int(tail) == case["answer"])
+        return float(tail is not None and int(tail.removesuffix(".")) == case["answer"])
     except ValueError:
         return 0.0
+
+
+def _tail(text: str) -> str | None:
+    """What follows the one ``Answer:`` when the last line starts with it, else None."""
+    low = text.lower()
+    last = text.splitlines()[-1].strip()
+    if low.count("answer:") != 1 or not last.lower().startswith("answer:"):
+        return None
+    return last[len("answer:"):].strip()
 
 
 # -- flawed ----------------------------------------------------------------------------------
@@ -104,12 +110,9 @@ def relative_tol(reply: str, case: Mapping[str, Any]) -> float:
     text = reply.strip()
     if case["answer"] is None or not text:
         return parsed(reply, case)
-    low = text.lower()
-    if low.count("answer:") != 1:
-        return 0.0
-    tail = text[low.index("answer:") + len("answer:"):].strip().removesuffix(".")
+    tail = _tail(text)
     try:
-        return float(math.isclose(float(tail), case["answer"], rel_tol=0.15))
+        return float(tail is not None and math.isclose(float(tail.removesuffix(".")), case["answer"], rel_tol=0.15))
     except ValueError:
         return 0.0
 
@@ -155,10 +158,8 @@ def drops_sign(reply: str, case: Mapping[str, Any]) -> float:
     text = reply.strip()
     if case["answer"] is None or not text:
         return parsed(reply, case)
-    low = text.lower()
-    if low.count("answer:") != 1:
-        return 0.0
-    digits = re.sub(r"[^0-9]", "", text[low.index("answer:"):])
+    tail = _tail(text)
+    digits = re.sub(r"[^0-9]", "", tail or "")
     return float(bool(digits) and int(digits) == case["answer"])
 
 
