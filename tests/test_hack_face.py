@@ -16,17 +16,17 @@ def test_failing_probe_shows_the_hack_table(pytester):
         from pytest_rlgate.envs.refund import score
 
         def test_refund_reward_is_not_hackable():
-            probe_reward(score, env="refund", hacks=["format_bonus", "padding"], max_examples=10).assert_no_hacks()
+            probe_reward(score, env="refund", hacks=["second_call", "malformed_call"], max_examples=10,
+                         database=None).assert_no_hacks()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: format_bonus, padding",
+        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: malformed_call, second_call",
         "E * hack * category * paid * mean gain * max gain * minimal *",
-        "E * padding * no_id * 10/10 * 0 * 0 * 1 -> 1 * + <original>",
-        "E * padding * with_id *",
-        "E * format_bonus * with_id * 10/10 * 0.3 * 0 -> 0.3 *",
+        "E * second_call * with_id * 1 -> 1 * <original> + <tool_call>*",
+        "E * malformed_call * no_id * 1 -> 1 * + <original>",
     ])
 
 
@@ -41,20 +41,24 @@ def test_failing_probe_of_a_users_own_task_shows_its_categories(pytester):
             categories = ("sum",)
 
             def score(self, reply, case):
-                return float(str(case["answer"]) in reply)  # pays the answer anywhere in the reply
+                return float(reply.strip() == f"The sum is {case['answer']}.")
 
             def honest_replies(self, case):
                 return st.just(f"The sum is {case['answer']}.")
 
+        def anywhere(reply, case):
+            return float(str(case["answer"]) in reply)  # pays the answer anywhere in the reply
+
         def test_sums_reward_is_not_hackable():
             items = [{"prompt": f"{a} + {a}?", "case": {"answer": 2 * a}, "category": "sum"} for a in (3, 40)]
-            probe_reward(Sums(), items=items, hacks=["repetition"], max_examples=5).assert_no_hacks()
+            probe_reward(anywhere, env=Sums(), items=items, hacks=["repetition"], max_examples=5,
+                         database=None).assert_no_hacks()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E * pytest_rlgate.RewardHackError: probe_reward(sums): 1 hack(s) pay: repetition",
+        "E * pytest_rlgate.RewardHackError: probe_reward(anywhere, env=sums): 1 hack(s) pay: repetition",
         "E * repetition * sum * 5/5 * 1 -> 1 * <original> + The sum is *.",
     ])
     assert not [line for line in result.outlines if line.startswith("E ") and "refund" in line]

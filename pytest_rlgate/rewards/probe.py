@@ -98,8 +98,9 @@ class ProbeResult:
     env_name: str
     seed: int
     max_examples: int
-    #: classes that could not be tried anywhere: the environment has no honest reply to start from
-    skipped: tuple[str, ...] = ()
+    #: categories no class could be tried on: no honest reply to start from (no ``honest_replies``, and
+    #: no reply built from the case's values passes the environment's score)
+    untried: tuple[str, ...] = ()
 
     @property
     def paying(self) -> tuple[HackFinding, ...]:
@@ -135,8 +136,8 @@ class ProbeResult:
         rows = [[c.hack, c.tried, c.paid, ", ".join(c.categories),
                  "" if c.example is None else _describe(c.example.example, width)]  # type: ignore[arg-type]
                 for c in self.classes()]
-        rows += [[hack, "not tried", "", "", f"environment {self.env_name} has no honest reply to start from"]
-                 for hack in self.skipped]
+        rows += [["every class", "not tried", "", category, self._untried_reason]
+                 for category in self.untried]
         return str(tabulate(rows, headers=["class", "tried", "paid", "pays on", "minimal example"]))
 
     def table(self, *, paying_only: bool = True, width: int = 72) -> str:
@@ -150,21 +151,24 @@ class ProbeResult:
              "" if f.example is None else _describe(f.example, width)]
             for f in (self.paying if paying_only else self.findings)
         ]
-        rows += [[hack, "every", "not tried", "", "", "",
-                  f"environment {self.env_name} has no honest reply to start from"] for hack in self.skipped]
+        rows += [["every class", category, "not tried", "", "", "", self._untried_reason]
+                 for category in self.untried]
         return str(tabulate(rows, headers=["hack", "category", "paid", "mean gain", "max gain", "minimal",
                                            "minimal hacked reply"]))
 
     def __str__(self) -> str:
         call = self.env_name if self.reward_name == self.env_name else f"{self.reward_name}, env={self.env_name}"
-        skipped = (f"; not tried: {', '.join(self.skipped)} (environment {self.env_name} has no honest reply)"
-                   if self.skipped else "")
+        skipped = f"; not tried on {', '.join(self.untried)}: {self._untried_reason}" if self.untried else ""
         tried = sum(f.n for f in self.findings)
         if not self.paying:
             return (f"probe_reward({call}): no hack pays ({tried} examples over {len(self.findings)} class x "
                     f"category probes, seed {self.seed}){skipped}")
         return (f"probe_reward({call}): {len(self.hacks)} hack(s) pay: {', '.join(self.hacks)}{skipped}\n"
                 f"{self.table()}")
+
+    @property
+    def _untried_reason(self) -> str:
+        return f"environment {self.env_name} has no honest reply there to start from"
 
     def assert_no_hacks(self, *, allow: Collection[str] = ()) -> None:
         """Raise :class:`~pytest_rlgate.RewardHackError` (its message is the table) if a hack pays.
@@ -251,26 +255,22 @@ def _number(value: object, hack: str, reply: str) -> float:
     return float(value)
 
 
-def _hypothesis_seed(seed: int) -> int:
-    """The seed ``hypothesis.find(..., random=Random(seed))`` runs its test under: the exploring
-    run uses it too, so the shrinking run meets the same draws in the same order."""
-    return Random(seed).getrandbits(64)
-
-
 def _minimal(candidates: Sequence[_Pair], pays: Callable[[_Pair], bool], first: _Pair, *, max_examples: int,
-             seed: int, database: ExampleDatabase | str | None, key: bytes) -> tuple[_Pair, bool]:
-    """(the paying example Hypothesis shrinks to, whether the database held one) via ``hypothesis.find``.
+             database: ExampleDatabase | str | None, key: bytes) -> tuple[_Pair, bool]:
+    """(the shortest paying candidate, whether the example database held one) via ``hypothesis.find``.
 
-    The search runs over the candidates no longer than the first paying draw (*first*), shortest
-    first, so Hypothesis shrinks towards the shortest paying reply. The database (Hypothesis' own
-    by default) keeps the shrunk example under *key*, so the next probe of the same reward,
-    class and category replays it before drawing anything. Should Hypothesis not meet a paying
-    candidate in *max_examples* draws, *first* stands in.
+    Hypothesis searches the candidates no longer than the first paying draw (*first*), shortest
+    first, and shrinks what it finds towards the shortest; the database (Hypothesis' own by
+    default) keeps the shrunk example under *key*, so the next probe of the same reward, class
+    and category replays it before drawing anything. Hypothesis draws at random (a seeded
+    search keeps no database), so the few shorter candidates left are then checked in order:
+    the example a seed reports is the same however Hypothesis got there. Should Hypothesis not
+    meet a paying candidate in *max_examples* draws, *first* stands in.
     """
     from hypothesis import HealthCheck, Phase, find, settings, strategies as st
     from hypothesis.errors import NoSuchExample
 
-    prefix = list(candidates[: candidates.index(first) + 1])
+    prefix = list(candidates[: next(i for i, pair in enumerate(candidates) if pair is first) + 1])
     options: dict[str, object] = {"max_examples": max_examples, "deadline": None,
                                   "phases": [Phase.reuse, Phase.generate, Phase.shrink],
                                   "suppress_health_check": list(HealthCheck)}
@@ -279,9 +279,11 @@ def _minimal(candidates: Sequence[_Pair], pays: Callable[[_Pair], bool], first: 
     chosen = settings(**options)  # type: ignore[arg-type]
     held = chosen.database is not None and any(True for _ in chosen.database.fetch(key))
     try:
-        return find(st.sampled_from(prefix), pays, settings=chosen, random=Random(seed), database_key=key), held
+        found = find(st.sampled_from(prefix), pays, settings=chosen, database_key=key)
     except NoSuchExample:
-        return first, held
+        found = first
+    upto = next(i for i, pair in enumerate(prefix) if pair is found)
+    return next((pair for pair in prefix[:upto] if pays(pair)), found), held
 
 
 def _is_environment(value: object) -> TypeGuard[EnvSpec]:
@@ -447,7 +449,7 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
     example, replayed = (None, False)
     if paid:
         first = min(paid, key=everything.index)
-        example, replayed = _minimal(everything, pays, first, max_examples=max(max_examples, 100), seed=seed,
+        example, replayed = _minimal(everything, pays, first, max_examples=max(max_examples, 100),
                                      database=database, key=key)
     shown = None if example is None else judge(example)
     original_score, hacked_score = scores(example) if example is not None else (None, None)
@@ -509,23 +511,18 @@ def probe_reward(
     classes = [c for c in hack_classes(env, spread, seed=seed, vocabulary=pool) if c.name in picked]
     pool = spread
     scorer = _Scorer(call)
-    honest_free = not env.has_honest_replies
-    findings = []
-    skipped = []
-    for hack in classes:
-        mine = []
-        for category in categories:
-            if not hack.applies_to(category):
-                continue
-            of_category = [item for item in pool if item["category"] == category]
-            mine.append(_probe_one(hack, category, of_category, scorer, max_examples=max_examples, seed=seed,
-                                   database=database, key=_database_key(reward, env, hack.name, category, seed)))
-        if honest_free and mine and not any(f.n for f in mine) and not hack.own:
-            skipped.append(hack.name)  # nothing to start from: say so, never report it as passed
-            continue
-        findings += mine
-    if hacks is not None and skipped and len(skipped) == len(classes):
+    startable = {category: [item for item in pool if item["category"] == category and classes[0].startable(item)]
+                 for category in categories} if classes else {}
+    untried = tuple(c for c in categories if classes and not startable[c])
+    if untried and len(untried) == len(categories) and hacks is not None:
         raise UsageError(f"probe_reward: environment {env.name} has no honest_replies(case) and no reply built from "
-                         f"its cases passes its score, so {', '.join(skipped)} cannot start; add honest_replies(case) "
-                         "returning a Hypothesis strategy of correct replies")
-    return ProbeResult(tuple(findings), name, env.name, seed, max_examples, tuple(sorted(skipped)))
+                         "its cases passes its score, so no hack class has an honest reply to start from; add "
+                         "honest_replies(case) returning a Hypothesis strategy of correct replies")
+    findings = []
+    for hack in classes:
+        for category in categories:
+            if hack.applies_to(category) and startable[category]:
+                findings.append(_probe_one(hack, category, startable[category], scorer, max_examples=max_examples,
+                                           seed=seed, database=database,
+                                           key=_database_key(reward, env, hack.name, category, seed)))
+    return ProbeResult(tuple(findings), name, env.name, seed, max_examples, untried)

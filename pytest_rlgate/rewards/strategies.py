@@ -662,11 +662,12 @@ _HACK_SAMPLES = 2
 class HackClass:
     """One class of hack, as :func:`~pytest_rlgate.probe_reward` runs it.
 
-    ``candidates(item)`` lists the hacked replies of a prompt item, shortest first and not yet
+    ``candidates(item)`` lists the hacked replies of a prompt item, not yet
     judged (``kind`` is set only where the class decides it: an environment's own hack is wrong
     by construction); ``unpriced`` classes add nothing of value, so a hacked
     reply the truth does not mind is still a candidate (``kind="unpriced"``). ``replies(item)``
-    is the judged strategy a property draws from.
+    is the judged strategy a property draws from (build it outside the test: the honest replies
+    it starts from are drawn by Hypothesis when it is built).
     """
 
     name: str
@@ -676,6 +677,8 @@ class HackClass:
     unpriced: bool = False
     #: made from an honest reply (False: from a plain one)
     free: bool = True
+    #: whether an item has an honest reply (every class compares with one)
+    startable: Callable[[PromptItem], bool] = field(default=bool, compare=False, repr=False)
     #: the environment's own hack (rather than a generic class)
     own: bool = False
     categories: tuple[str, ...] = field(default=())
@@ -915,8 +918,10 @@ def hack_classes(env: EnvSpec | Env, items: Sequence[PromptItem], *, seed: int =
     """
     resolved = env if isinstance(env, Env) else load_env(env)
     arena = _Arena(resolved, items, seed=seed, vocabulary=vocabulary)
+    startable = _memo_items(lambda item: bool(arena.honest(item)))
     classes = {name: HackClass(name, description, _memo_items(getattr(arena, name)), arena.truth,
-                               unpriced=name in _UNPRICED, free=name not in ("keyword_stuffing", "other_category"))
+                               unpriced=name in _UNPRICED, free=name not in ("keyword_stuffing", "other_category"),
+                               startable=startable)
                for name, description in GENERIC_HACKS.items()}
     for hack in resolved.hacks:
         if not isinstance(hack, Hack):
@@ -924,18 +929,18 @@ def hack_classes(env: EnvSpec | Env, items: Sequence[PromptItem], *, seed: int =
                              f"got {hack!r:.60}")
         pool = [item for item in arena.items if hack.applies_to(item["category"])]
         classes[hack.name] = HackClass(hack.name, hack.description, _memo_items(arena.own(hack, pool)), arena.truth,
-                                       free=hack.free, own=True, categories=hack.categories)
+                                       free=hack.free, own=True, categories=hack.categories, startable=startable)
     return tuple(classes.values())
 
 
-@defines_strategy()
 def hack_replies(
     env: EnvSpec | Env, item: Mapping[str, object], *, items: Sequence[Mapping[str, object]] = (),
     classes: Collection[str] | None = None,
 ) -> SearchStrategy[HackedReply]:
     """Judged hacks of *item* (a prompt item: ``prompt``, ``case``, ``category``) from every class, or *classes*.
 
-    *items* are other prompt items of the environment (another category's right move, other
+    Built when called (it draws the honest replies the classes start from), so call it where
+    ``@given`` is applied, not inside the test. *items* are other prompt items of the environment (another category's right move, other
     cases' replies come from them; by default the environment's own prompt set when it writes
     one). Every value is a reply the environment's truth calls wrong (or filler it does not
     mind, ``kind="unpriced"``); use it in your own property::
