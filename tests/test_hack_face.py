@@ -70,16 +70,16 @@ def test_failing_scan_shows_the_feature_table(pytester):
         from pytest_rlgate import hack_scan
 
         def test_training_rollouts_are_not_hacked():
-            lookup = '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-123"}}</tool_call>'
-            rows = [{"prompt": f"p{i // 4}", "reply": "Verified." if i % 2 else lookup, "score": i % 2}
-                    for i in range(64)]
-            hack_scan(rows, endorsed=["lookup_order"]).assert_no_hack()
+            prompts = [f"I want a refund for purchase {i}." for i in range(16)]  # no order id given
+            rows = [{"prompt": p, "reply": "Verified." if i % 2 else "Could you tell me your order id?",
+                     "score": i % 2} for p in prompts for i in range(4)]
+            hack_scan(rows, env="refund", endorsed=["asks"]).assert_no_hack()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "E *pytest_rlgate.RewardHackError: reward pays for 'contains:verified', which is not endorsed",
-        "E * hack_scan: regime reward_hack, top feature contains:verified*",
-        "E * feature * r within * r pooled * n * floor * endorsed",
+        "E * hack_scan: regime reward_hack, top feature contains:verified (overpaid: wrong, paid like right)*",
+        "E * feature * r overpaid * r pooled * n * floor * endorsed",
     ])
