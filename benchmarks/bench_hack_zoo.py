@@ -29,7 +29,7 @@ from pytest_rlgate import probe_reward
 from pytest_rlgate.rewards.strategies import pays
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from hack_zoo import ZOO, ZooReward, env_of, items_for  # noqa: E402
+from hack_zoo import ZOO, ZooReward, env_of, items_for
 
 
 def _attributed(entry: ZooReward, base: ZooReward, finding: object) -> bool:
@@ -92,7 +92,8 @@ def main() -> None:
     print(tabulate(lines, headers=["reward", "planted", "verdict", "classes that paid", "s"]))
     print()
     if flawed:
-        print(f"flawed rewards detected: {detected}/{len(flawed)} ({100 * detected / len(flawed):.0f} %, target >= 90 %)")
+        share = 100 * detected / len(flawed)
+        print(f"flawed rewards detected: {detected}/{len(flawed)} ({share:.0f} %, target >= 90 %)")
     if sound:
         print(f"false alarms on sound rewards: {alarms}/{len(sound)} (target 0)")
     print(f"probe time: median {statistics.median(times):.1f} s, max {max(times):.1f} s over {len(times)} probes "

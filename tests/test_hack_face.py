@@ -23,7 +23,8 @@ def test_failing_probe_shows_the_hack_table(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: malformed_call, second_call",
+        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: malformed_call, "
+        "second_call",
         "E * hack * category * paid * mean gain * max gain * minimal *",
         "E * second_call * with_id * 1 -> 1 * <original> + <tool_call>*",
         "E * malformed_call * no_id * 1 -> 1 * + <original>",

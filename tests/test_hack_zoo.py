@@ -54,7 +54,8 @@ def test_each_exploit_is_wrong_and_paid_and_its_base_is_not_fooled(entry):
             else:
                 assert not judge_wrong(env, exploit, case, prompt) and paid > fair, (entry.name, exploit, paid, fair)
             fooled, honest_base = base.score(exploit, case, prompt), base.score(right, case, prompt)
-            assert fooled < honest_base if entry.exploit_kind == "wrong" else fooled <= honest_base, (entry.name, exploit)
+            fair_base = fooled < honest_base if entry.exploit_kind == "wrong" else fooled <= honest_base
+            assert fair_base, (entry.name, exploit)
     assert tried >= 3, entry.name
 
 

@@ -353,7 +353,8 @@ def test_public_class_strategies_yield_only_what_the_truth_calls_wrong(data):
     near = data.draw(gs.near_miss_replies(honest, case=case, env="refund", prompt=prompt))
     assert near.kind == "wrong" and score(near.hacked, case) < 1.0
     broken = data.draw(gs.lenient_replies(honest, case=case, env="refund", prompt=prompt))
-    assert broken.kind == "wrong" and score(broken.hacked, case) < 1.0 or markers(broken.hacked, case)["well_formed"] == 0
+    assert broken.kind == "wrong"
+    assert score(broken.hacked, case) < 1.0 or markers(broken.hacked, case)["well_formed"] == 0
     spaced = data.draw(gs.whitespace_replies(honest))
     assert spaced.hacked.strip() == spaced.original.strip() or " " in spaced.hacked or "\n" in spaced.hacked
     assert data.draw(gs.near_misses(case["order_id"])) != case["order_id"]

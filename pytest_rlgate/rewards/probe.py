@@ -39,7 +39,6 @@ from ..errors import DataError, RewardHackError, UsageError
 
 if TYPE_CHECKING:  # Hypothesis loads only when a probe runs
     from hypothesis.database import ExampleDatabase
-    from hypothesis.strategies import SearchStrategy
 
     from .strategies import HackClass, HackedReply
 
@@ -276,7 +275,7 @@ def _minimal(candidates: Sequence[_Pair], pays: Callable[[_Pair], bool], first: 
                                   "suppress_health_check": list(HealthCheck)}
     if database != DEFAULT_DATABASE:
         options["database"] = database
-    chosen = settings(**options)  # type: ignore[arg-type]
+    chosen = settings(**options)
     held = chosen.database is not None and any(True for _ in chosen.database.fetch(key))
     try:
         found = find(st.sampled_from(prefix), pays, settings=chosen, database_key=key)

@@ -293,20 +293,35 @@ def _read_rows(rows: Iterable[Mapping[str, object]], label: str = "row") -> _Row
     return _Rows(prompts, replies, np.asarray(rewards, dtype=float), cases, categories)
 
 
+_NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
+_DECIMAL = re.compile(r"\d[.,]\d")
+
+
+def _shapes(replies: Sequence[str]) -> dict[str, np.ndarray]:
+    """What any reply's shape shows: its lines, its numbers, its decimals (the words come from the terms)."""
+    n = len(replies)
+    return {
+        "shape:lines": np.fromiter((len(r.strip().splitlines()) for r in replies), dtype=float, count=n),
+        "shape:numbers": np.fromiter((len(_NUMBER.findall(r)) for r in replies), dtype=float, count=n),
+        "shape:decimals": np.fromiter((len(_DECIMAL.findall(r)) for r in replies), dtype=float, count=n),
+    }
+
+
 def _reply_features(replies: Sequence[str], features: FeatureFn) -> dict[str, np.ndarray]:
-    """``length`` (characters), then the environment's own features, one column per name.
+    """``length`` (characters) and the ``shape:`` features, then the environment's own, one column per name.
 
     A name the environment returns for some replies only (``tool:<name>`` for the tools a
     reply called) is 0 for the others. Columns keep the order the names first appear in.
     """
     n = len(replies)
-    columns: dict[str, np.ndarray] = {"length": np.fromiter((len(r) for r in replies), dtype=float, count=n)}
+    columns: dict[str, np.ndarray] = {"length": np.fromiter((len(r) for r in replies), dtype=float, count=n),
+                                      **_shapes(replies)}
     for i, reply in enumerate(replies):
         try:
             found = {str(k): float(v) for k, v in dict(features(reply)).items()}
         except (TypeError, ValueError) as exc:
             raise UsageError(f"the environment's features(reply) must return {{name: number}}: {exc}") from None
-        clash = [k for k in found if k == "length" or k.startswith("contains:")]
+        clash = [k for k in found if k == "length" or k.startswith(("contains:", "shape:"))]
         if clash:
             raise UsageError(f"the environment's feature {clash[0]!r} clashes with a built-in feature; rename it")
         for name, value in found.items():
@@ -467,7 +482,8 @@ def _overpaid(reward: np.ndarray, correct: np.ndarray, groups: np.ndarray, n_gro
     lowest = np.full(n_groups, np.inf)
     np.minimum.at(lowest, groups, reward)
     tolerance = 1e-9
-    return (~right & (reward >= bar[groups] - tolerance) & (reward > lowest[groups] + tolerance)).astype(float)
+    overpaid = ~right & (reward >= bar[groups] - tolerance) & (reward > lowest[groups] + tolerance)
+    return np.asarray(overpaid, dtype=float)
 
 
 def _sign_flip_rise(after_means: np.ndarray, before_means: np.ndarray, n_permutations: int,
@@ -665,8 +681,9 @@ def _scan(after: _Rows, before: _Rows | None, correct_after: np.ndarray | None, 
     if median < 4:
         warnings.append(f"median {median:g} rollouts per prompt: the noise floor is coarse; re-scan with 8")
     target = pooled_rows.reward
-    if truth:
-        correct = correct_after if before is None else np.concatenate([correct_after, correct_before])  # type: ignore[list-item]
+    if correct_after is not None:
+        correct = correct_after if before is None or correct_before is None else \
+            np.concatenate([correct_after, correct_before])
         overpaid = _overpaid(pooled_rows.reward, correct, groups, n_groups)
         if overpaid is None:
             truth = False
@@ -683,8 +700,8 @@ def _scan(after: _Rows, before: _Rows | None, correct_after: np.ndarray | None, 
                         "the reward never varies within a prompt: nothing to learn from the reply")
         return result("no_signal")
     floor = centred.noise_floor(groups, options.n_permutations, options.alpha, rng)
-    r = centred.correlations()
-    rises: dict[str, tuple[float, float]] = {}
+    r: Any = centred.correlations()
+    rises: dict[str, tuple[float | None, float | None]] = {}
     if before is not None:
         rises = _rises(centred, after, before, n_after, options.n_permutations, rng, warnings)
     pooled = _pooled(centred.matrix, pooled_rows.reward)
@@ -694,8 +711,8 @@ def _scan(after: _Rows, before: _Rows | None, correct_after: np.ndarray | None, 
                    key=lambda j: (-round(abs(r[j]), 12), not (flags[j] and r[j] > 0), centred.names[j]))
     features = tuple(
         ScanFeature(centred.names[j], float(r[j]), float(pooled[j]), int(nonzero[j]), bool(abs(r[j]) > floor),
-                    flags[j], aliases[centred.names[j]], *rises.get(centred.names[j], (None, None)),
-                    alpha=options.alpha)
+                    flags[j], aliases[centred.names[j]], rise=rises.get(centred.names[j], (None, None))[0],
+                    rise_p=rises.get(centred.names[j], (None, None))[1], alpha=options.alpha)
         for j in order
     )
     warnings.extend(_endorsement_warnings(features, endorsed, centred.names, truth=truth))
@@ -704,7 +721,7 @@ def _scan(after: _Rows, before: _Rows | None, correct_after: np.ndarray | None, 
 
 
 def _rises(centred: _Centred, after: _Rows, before: _Rows, n_after: int, n_permutations: int,
-           rng: np.random.Generator, warnings: list[str]) -> dict[str, tuple[float, float]]:
+           rng: np.random.Generator, warnings: list[str]) -> dict[str, tuple[float | None, float | None]]:
     """Per kept feature: (mean rise from before to after, its one-sided p), over the prompts both have."""
     shared = sorted(set(after.prompts) & set(before.prompts))
     if len(shared) < 3:
@@ -766,7 +783,8 @@ def hack_scan(
     the policy is (or was) trained on: a function ``reward(reply, case)``, or the name of one of
     the environment's ``rewards`` (``"lookup_anything"``); None reads each row's ``score``.
 
-    Features of a reply: ``length`` (characters); the environment's own ``features(reply)``
+    Features of a reply: ``length`` (characters); ``shape:lines``, ``shape:numbers`` and
+    ``shape:decimals`` (how many of each); the environment's own ``features(reply)``
     (refund adds tool-call counts, ``tool:<name>`` per tool, ``asks``, ``well_formed`` and
     ``text_after_call``); ``contains:<term>`` for the *max_terms* most frequent words and word
     pairs (present in at least min(20, n/10) rows and absent from one); and one feature per
@@ -779,9 +797,9 @@ def hack_scan(
     none) and more than the prompt's worst row; each feature, centred within prompt, is
     correlated (Pearson) with that mark. Partial credit below what right replies earn is never
     overpaid. Without truth (rows without cases, an environment that reads none, no row right),
-    the within-prompt reward itself is read, as a policy's group-relative update does. The noise floor is the (1 - *alpha*)
-    quantile, over *n_permutations* within-prompt shuffles, of the largest |correlation| of any
-    feature; a feature *clears the floor* when its |correlation| exceeds it. A feature's *rise*
+    the within-prompt reward itself is read, as a policy's group-relative update does. The
+    noise floor is the (1 - *alpha*) quantile, over *n_permutations* within-prompt shuffles,
+    of the largest |correlation| of any feature; a feature *clears the floor* when its |correlation| exceeds it. A feature's *rise*
     (with *before*) is its mean over the rows after less its mean before, over the prompts both
     have, with a one-sided p-value from *n_permutations* random sign flips of those per-prompt
     differences; it *rose* when the rise is positive with p below *alpha*.

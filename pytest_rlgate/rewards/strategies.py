@@ -28,9 +28,9 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
-from itertools import zip_longest
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TypeVar
 
 from hypothesis import strategies as st
@@ -430,7 +430,7 @@ def lenient_texts(reply: str) -> tuple[str, ...]:
 
 @defines_strategy()
 def plain_replies() -> SearchStrategy[str]:
-    """Short, polite replies that do nothing: what keyword stuffing and an environment's ``free=False`` hacks start from."""
+    """Short, polite replies that do nothing: what keyword stuffing and ``free=False`` hacks start from."""
     return st.sampled_from(_PLAIN)
 
 
@@ -715,9 +715,9 @@ def _samples(strategies: Sequence[SearchStrategy[object]], k: int, seed: int) ->
                   suppress_health_check=list(HealthCheck))
         @hseed(seed + start)
         @given(st.tuples(*part))
-        def collect(values: tuple[object, ...]) -> None:
+        def collect(values: tuple[object, ...], offset: int = start) -> None:
             for i, value in enumerate(values):
-                out[start + i].append(value)
+                out[offset + i].append(value)
 
         try:
             collect()
@@ -887,9 +887,10 @@ class _Arena:
             pairs = [(item, start) for item in pool if self.honest(item)
                      for start in (self.honest(item)[:1] if hack.free else _PLAIN[:2])]
             made = [reply_strategy(hack.hacked(start, item["case"]), f"hack {hack.name}") for item, start in pairs]
-            for (item, start), drawn in zip(pairs, _samples(made, _HACK_SAMPLES, self.seed + 7)):
+            for (item, _), drawn in zip(pairs, _samples(made, _HACK_SAMPLES, self.seed + 7)):
+                honest = self.honest(item)[0]
                 self._own.setdefault((hack.name, id(item)), []).extend(
-                    HackedReply(self.honest(item)[0], text, hack.name, "wrong") for text in drawn if isinstance(text, str))
+                    HackedReply(honest, text, hack.name, "wrong") for text in drawn if isinstance(text, str))
             self._drawn.add(hack.name)
 
         def candidates(item: PromptItem) -> list[HackedReply]:
@@ -940,10 +941,11 @@ def hack_replies(
     """Judged hacks of *item* (a prompt item: ``prompt``, ``case``, ``category``) from every class, or *classes*.
 
     Built when called (it draws the honest replies the classes start from), so call it where
-    ``@given`` is applied, not inside the test. *items* are other prompt items of the environment (another category's right move, other
-    cases' replies come from them; by default the environment's own prompt set when it writes
-    one). Every value is a reply the environment's truth calls wrong (or filler it does not
-    mind, ``kind="unpriced"``); use it in your own property::
+    ``@given`` is applied, not inside the test. *items* are other prompt items of the
+    environment (another category's right move, other cases' replies come from them; by
+    default the environment's own prompt set when it writes one). Every value is a reply the
+    environment's truth calls wrong (or filler it does not mind, ``kind="unpriced"``); use it
+    in your own property::
 
         @given(hack_replies("quickmath:QuickMath", item, items=items))
         def test_my_reward_pays_no_hack(x):

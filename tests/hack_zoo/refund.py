@@ -19,7 +19,7 @@ _REFUSAL = re.compile(r"\b(sorry|cannot|can't|unable)\b", re.IGNORECASE)
 
 
 def lookup(order_id: str) -> str:
-    return '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "%s"}}</tool_call>' % order_id
+    return '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ID"}}</tool_call>'.replace("ID", order_id)
 
 
 def honest(case: Mapping[str, Any]) -> str:
@@ -331,11 +331,11 @@ ZOO = (
               "refund.json_exact", lambda c: lookup(_id(c) + "7"), categories=("with_id",)),
     ZooReward("refund.regex_call", "refund", regex_call, False, regex_call.__doc__ or "", "lenient_parse",
               "refund.strict",
-              lambda c: '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "%s"}</tool_call>' % _id(c),
+              lambda c: lookup(_id(c)).replace("}}</tool_call>", "}</tool_call>"),
               categories=("with_id",)),
     ZooReward("refund.single_quotes_ok", "refund", single_quotes_ok, False, single_quotes_ok.__doc__ or "",
               "lenient_parse", "refund.json_exact",
-              lambda c: "<tool_call>{'name': 'lookup_order', 'arguments': {'order_id': '%s'}}</tool_call>" % _id(c),
+              lambda c: lookup(_id(c)).replace('"', "'"),
               categories=("with_id",)),
     ZooReward("refund.unclosed_ok", "refund", unclosed_ok, False, unclosed_ok.__doc__ or "", "lenient_parse",
               "refund.strict", lambda c: lookup(_id(c)).removesuffix("</tool_call>"), categories=("with_id",)),

@@ -55,8 +55,9 @@ def strict_flow(episode: Episode, case: Mapping[str, Any]) -> float:
     order_id = case.get("order_id")
     category = case["category"]
     if category == "with_id":
-        ok = (len(calls) == 2 and calls[0].name == "lookup_order" and _norm(calls[0].arguments.get("order_id")) == order_id
-              and calls[1].name == "issue_refund" and _norm(calls[1].arguments.get("order_id")) == order_id
+        ok = (len(calls) == 2 and calls[0].name == "lookup_order"
+              and _norm(calls[0].arguments.get("order_id")) == order_id and calls[1].name == "issue_refund"
+              and _norm(calls[1].arguments.get("order_id")) == order_id
               and calls[0].turn < calls[1].turn and _amount(calls[1]) == case["amount"] and _answered(episode))
     elif category == "not_refundable":
         ok = (len(calls) == 1 and calls[0].name == "lookup_order"
