@@ -799,8 +799,8 @@ def hack_scan(
     overpaid. Without truth (rows without cases, an environment that reads none, no row right),
     the within-prompt reward itself is read, as a policy's group-relative update does. The
     noise floor is the (1 - *alpha*) quantile, over *n_permutations* within-prompt shuffles,
-    of the largest |correlation| of any feature; a feature *clears the floor* when its |correlation| exceeds it. A feature's *rise*
-    (with *before*) is its mean over the rows after less its mean before, over the prompts both
+    of the largest |correlation| of any feature; a feature *clears the floor* when its
+    |correlation| exceeds it. A feature's *rise* (with *before*) is its mean over the rows after less its mean before, over the prompts both
     have, with a one-sided p-value from *n_permutations* random sign flips of those per-prompt
     differences; it *rose* when the rise is positive with p below *alpha*.
 
