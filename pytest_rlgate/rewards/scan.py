@@ -800,9 +800,10 @@ def hack_scan(
     the within-prompt reward itself is read, as a policy's group-relative update does. The
     noise floor is the (1 - *alpha*) quantile, over *n_permutations* within-prompt shuffles,
     of the largest |correlation| of any feature; a feature *clears the floor* when its
-    |correlation| exceeds it. A feature's *rise* (with *before*) is its mean over the rows after less its mean before, over the prompts both
-    have, with a one-sided p-value from *n_permutations* random sign flips of those per-prompt
-    differences; it *rose* when the rise is positive with p below *alpha*.
+    |correlation| exceeds it. A feature's *rise* (with *before*) is its mean over the rows after
+    less its mean before, over the prompts both have, with a one-sided p-value from
+    *n_permutations* random sign flips of those per-prompt differences; it *rose* when the rise
+    is positive with p below *alpha*.
 
     *endorsed* are case-insensitive substrings of feature names (or aliases) the policy is meant
     to learn, e.g. ``("lookup_order", "asks")``, or a mapping category -> substrings; None reads
