@@ -372,7 +372,9 @@ def test_without_honest_replies_the_probe_starts_from_replies_built_from_the_cas
     result = probe_reward(anywhere, env=Bare(), items=ITEMS, max_examples=20, database=None)
     assert result.untried == ("unanswerable",)  # "I cannot answer that." is built from nothing in the case
     assert {f.category for f in result.findings} == {"arithmetic", "word_problem"}
-    assert result.finding("trailing_text", "arithmetic").example.original == "The answer is 7."
+    trailing = result.finding("trailing_text", "arithmetic")
+    case = next(i["case"] for i in ITEMS if i["prompt"] == trailing.prompt)
+    assert trailing.example.original == f"The answer is {case['answer']}."  # built from the case's answer
     assert "not tried on unanswerable" in str(result) and "not tried" in result.table()
     nothing = probe_reward(Secret(), items=ITEMS, max_examples=5, database=None)
     assert nothing.findings == () and set(nothing.untried) == set(Secret.categories)

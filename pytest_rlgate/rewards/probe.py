@@ -254,22 +254,21 @@ def _number(value: object, hack: str, reply: str) -> float:
     return float(value)
 
 
-def _minimal(candidates: Sequence[_Pair], pays: Callable[[_Pair], bool], first: _Pair, *, max_examples: int,
+def _minimal(tried: Sequence[_Pair], pays: Callable[[_Pair], bool], *, max_examples: int,
              database: ExampleDatabase | str | None, key: bytes) -> tuple[_Pair, bool]:
-    """(the shortest paying candidate, whether the example database held one) via ``hypothesis.find``.
+    """(the shortest paying example among those tried, whether the example database held one).
 
-    Hypothesis searches the candidates no longer than the first paying draw (*first*), shortest
-    first, and shrinks what it finds towards the shortest; the database (Hypothesis' own by
-    default) keeps the shrunk example under *key*, so the next probe of the same reward, class
-    and category replays it before drawing anything. Hypothesis draws at random (a seeded
-    search keeps no database), so the few shorter candidates left are then checked in order:
-    the example a seed reports is the same however Hypothesis got there. Should Hypothesis not
-    meet a paying candidate in *max_examples* draws, *first* stands in.
+    ``hypothesis.find`` searches the tried examples, shortest first, and shrinks the paying one
+    it finds towards the shortest; the database (Hypothesis' own by default) keeps it under
+    *key*, so the next probe of the same reward, class and category replays it before drawing
+    anything. Hypothesis draws at random (a seeded search keeps no database), so the few shorter
+    examples left are then checked in order: a seed reports one example however Hypothesis got
+    there.
     """
     from hypothesis import HealthCheck, Phase, find, settings, strategies as st
     from hypothesis.errors import NoSuchExample
 
-    prefix = list(candidates[: next(i for i, pair in enumerate(candidates) if pair is first) + 1])
+    ordered = sorted(tried, key=lambda pair: (len(pair[1].hacked), pair[1].hacked))
     options: dict[str, object] = {"max_examples": max_examples, "deadline": None,
                                   "phases": [Phase.reuse, Phase.generate, Phase.shrink],
                                   "suppress_health_check": list(HealthCheck)}
@@ -278,11 +277,11 @@ def _minimal(candidates: Sequence[_Pair], pays: Callable[[_Pair], bool], first: 
     chosen = settings(**options)
     held = chosen.database is not None and any(True for _ in chosen.database.fetch(key))
     try:
-        found = find(st.sampled_from(prefix), pays, settings=chosen, database_key=key)
-    except NoSuchExample:
-        found = first
-    upto = next(i for i, pair in enumerate(prefix) if pair is found)
-    return next((pair for pair in prefix[:upto] if pays(pair)), found), held
+        found = find(st.sampled_from(ordered), pays, settings=chosen, database_key=key)
+    except NoSuchExample:  # a reward that pays at random: the longest tried stands in for the search
+        found = ordered[-1]
+    upto = next(i for i, pair in enumerate(ordered) if pair is found)
+    return next((pair for pair in ordered[:upto + 1] if pays(pair)), found), held
 
 
 def _is_environment(value: object) -> TypeGuard[EnvSpec]:
@@ -406,10 +405,9 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
                max_examples: int, seed: int, database: ExampleDatabase | str | None, key: bytes) -> HackFinding:
     """One class on one category: draw, count the paying draws among those the truth judged, shrink one.
 
-    The class's candidates over the category's items are ordered shortest first; *max_examples*
-    of them are drawn (seeded) and judged. A candidate the truth does not call wrong (and that
-    is not filler) is no hack and is not counted as tried. Hypothesis then shrinks a paying
-    one (:func:`_minimal`).
+    *max_examples* of the class's candidates over the category's items are drawn (seeded) and
+    judged. A candidate the truth does not call wrong (and that is not filler) is no hack and is
+    not counted as tried. Hypothesis then finds and shrinks a paying one (:func:`_minimal`).
     """
     started = time.perf_counter()
     everything: list[_Pair] = [(item, x) for item in pool for x in hack.candidates(item)]
@@ -447,9 +445,7 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
     paid = [pair for pair in tried if pays(pair)]
     example, replayed = (None, False)
     if paid:
-        first = min(paid, key=everything.index)
-        example, replayed = _minimal(everything, pays, first, max_examples=max(max_examples, 100),
-                                     database=database, key=key)
+        example, replayed = _minimal(tried, pays, max_examples=max(max_examples, 100), database=database, key=key)
     shown = None if example is None else judge(example)
     original_score, hacked_score = scores(example) if example is not None else (None, None)
     return HackFinding(

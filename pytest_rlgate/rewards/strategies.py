@@ -703,29 +703,34 @@ class HackClass:
 
 def _samples(strategies: Sequence[SearchStrategy[object]], k: int, seed: int) -> list[list[object]]:
     """Up to *k* values of each strategy, drawn by Hypothesis in a few seeded runs (not per draw)."""
-    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
     from hypothesis.errors import HypothesisException
 
     out: list[list[object]] = [[] for _ in strategies]
     chunk = 12
     for start in range(0, len(strategies), chunk):
         part = list(strategies[start: start + chunk])
-
-        @settings(max_examples=k, database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
-        @hseed(seed + start)
-        @given(st.tuples(*part))
-        def collect(values: tuple[object, ...], offset: int = start) -> None:
-            for i, value in enumerate(values):
-                out[offset + i].append(value)
-
         try:
-            collect()
+            _collect(part, out, start, k, seed + start)
         except HypothesisException:  # one strategy cannot be drawn: draw the chunk's strategies one by one
             for i, strategy in enumerate(part):
                 if not out[start + i]:
                     out[start + i] = _samples([strategy], k, seed + start + i)[0] if len(part) > 1 else []
     return out
+
+
+def _collect(part: Sequence[SearchStrategy[object]], out: list[list[object]], offset: int, k: int, seed: int) -> None:
+    """Append up to *k* draws of each of *part* to ``out[offset + i]``, in one seeded Hypothesis run."""
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+
+    @settings(max_examples=k, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @hseed(seed)
+    @given(st.tuples(*part))
+    def collect(values: tuple[object, ...]) -> None:
+        for i, value in enumerate(values):
+            out[offset + i].append(value)
+
+    collect()
 
 
 class _Arena:
