@@ -1,6 +1,6 @@
 """probe_reward on the hack zoo: detection of planted flaws, false alarms on sound rewards, time per class.
 
-Run: OMP_NUM_THREADS=1 taskset -c 0 .venv/bin/python benchmarks/bench_hack_zoo.py [--only NAME ...]
+Run: OMP_NUM_THREADS=1 taskset -c 0 .venv/bin/python benchmarks/bench_hack_zoo.py [--only NAME ...] [--seed N]
 
 The zoo (``tests/hack_zoo/``) holds rewards for refund, arith, refund_agent and quickmath that
 the probe was not built on: sound ones written several ways, and flawed ones, each a sound
@@ -47,6 +47,7 @@ def _attributed(entry: ZooReward, base: ZooReward, finding: object) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="zoo entries to run (names)")
+    parser.add_argument("--seed", type=int, default=0, help="the probe's seed (default 0, the probe's own)")
     args = parser.parse_args()
     by_name = {e.name: e for e in ZOO}
     chosen = [e for e in ZOO if not args.only or e.name in args.only]
@@ -57,7 +58,7 @@ def main() -> None:
     for entry in chosen:
         kwargs = {"items": list(items_for(entry.env))} if entry.env == "quickmath" else {}
         started = time.perf_counter()
-        result = probe_reward(entry.reward, env=env_of(entry.env), database=None, **kwargs)
+        result = probe_reward(entry.reward, env=env_of(entry.env), database=None, seed=args.seed, **kwargs)
         seconds = time.perf_counter() - started
         times.append(seconds)
         caught = []

@@ -73,3 +73,31 @@ def test_each_sound_reward_pays_honest_replies_and_no_exploit(entry):
                     continue
                 paid = entry.score(exploit, case, prompt)
                 assert paid < right if flawed.exploit_kind == "wrong" else paid <= right, (flawed.name, exploit)
+
+
+@pytest.mark.slow
+def test_the_probe_detects_ninety_percent_of_the_flawed_rewards_and_no_sound_one():
+    """What ``benchmarks/bench_hack_zoo.py`` measures, held as a test: every zoo reward probed at the defaults."""
+    from pytest_rlgate import probe_reward
+    from pytest_rlgate.rewards.strategies import pays
+
+    def attributed(entry, finding) -> bool:
+        base, example, prompt = BY_NAME[entry.base], finding.example, finding.prompt
+        case = next(i["case"] for i in items_for(entry.env) if i["prompt"] == prompt)
+
+        def paid_by(who) -> bool:
+            return pays(example.kind, who.score(example.original, case, prompt),
+                        who.score(example.hacked, case, prompt), lambda: who.score("", case, prompt))
+
+        return paid_by(entry) and not paid_by(base)
+
+    detected, alarms = [], []
+    for entry in ZOO:
+        kwargs = {"items": list(items_for(entry.env))} if entry.env == "quickmath" else {}
+        result = probe_reward(entry.reward, env=env_of(entry.env), database=None, **kwargs)
+        if entry.sound and result.hacks:
+            alarms.append(entry.name)
+        if not entry.sound and any(attributed(entry, f) for f in result.paying):
+            detected.append(entry.name)
+    assert alarms == []
+    assert len(detected) >= 0.9 * len(FLAWED), sorted({e.name for e in FLAWED} - set(detected))
