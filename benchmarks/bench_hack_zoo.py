@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 from tabulate import tabulate
@@ -32,10 +33,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hack_zoo import ZOO, ZooReward, env_of, items_for
 
 
-def _attributed(entry: ZooReward, base: ZooReward, finding: object) -> bool:
+@cache
+def _cases(env_name: str, seed: int) -> dict[str, object]:
+    """Prompt -> case of the items a probe at *seed* reads (quickmath's file, else the seed's prompt set)."""
+    env = env_of(env_name)
+    items = list(items_for(env_name)) + (env.build_prompts(seed, "default") if env.can_build_prompts else [])
+    return {str(i["prompt"]): i["case"] for i in items}
+
+
+def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -> bool:
     """The minimal example pays on *entry* and its sound *base* does not pay it."""
     example, prompt = finding.example, finding.prompt  # type: ignore[attr-defined]
-    case = next(i["case"] for i in items_for(entry.env) if i["prompt"] == prompt)
+    case = _cases(entry.env, seed)[prompt]
 
     def paid_by(who: ZooReward) -> bool:
         return pays(example.kind, who.score(example.original, case, prompt), who.score(example.hacked, case, prompt),
@@ -71,7 +80,8 @@ def main() -> None:
                 continue
             if entry.sound:
                 stats["false_alarms"] += 1
-            elif any(_attributed(entry, by_name[entry.base], f) for f in result.paying if f.hack == summary.hack):
+            elif any(_attributed(entry, by_name[entry.base], f, args.seed) for f in result.paying
+                     if f.hack == summary.hack):
                 stats["caught"] += 1
                 caught.append(summary.hack)
             else:

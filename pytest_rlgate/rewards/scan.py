@@ -308,14 +308,13 @@ def _shapes(replies: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def _reply_features(replies: Sequence[str], features: FeatureFn) -> dict[str, np.ndarray]:
-    """``length`` (characters) and the ``shape:`` features, then the environment's own, one column per name.
+    """``length`` (characters), the environment's own features, then the ``shape:`` ones, one column per name.
 
     A name the environment returns for some replies only (``tool:<name>`` for the tools a
     reply called) is 0 for the others. Columns keep the order the names first appear in.
     """
     n = len(replies)
-    columns: dict[str, np.ndarray] = {"length": np.fromiter((len(r) for r in replies), dtype=float, count=n),
-                                      **_shapes(replies)}
+    columns: dict[str, np.ndarray] = {"length": np.fromiter((len(r) for r in replies), dtype=float, count=n)}
     for i, reply in enumerate(replies):
         try:
             found = {str(k): float(v) for k, v in dict(features(reply)).items()}
@@ -326,6 +325,7 @@ def _reply_features(replies: Sequence[str], features: FeatureFn) -> dict[str, np
             raise UsageError(f"the environment's feature {clash[0]!r} clashes with a built-in feature; rename it")
         for name, value in found.items():
             columns.setdefault(name, np.zeros(n))[i] = value
+    columns.update(_shapes(replies))  # after the environment's: a merged column keeps the environment's name
     return columns
 
 
