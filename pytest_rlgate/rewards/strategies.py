@@ -72,6 +72,7 @@ __all__ = [
     "near_miss_values",
     "near_misses",
     "padded_replies",
+    "pays",
     "plain_replies",
     "repeated_replies",
     "reply_strategy",
@@ -911,6 +912,8 @@ def _random(seed: int, text: str) -> random.Random:
 
 
 _UNPRICED = ("padding", "whitespace", "repetition")
+#: Other prompt items of each category hack_replies draws on (as many as a probe uses).
+_POOL_PER_CATEGORY = 8
 
 
 def hack_classes(env: EnvSpec | Env, items: Sequence[PromptItem], *, seed: int = 0,
@@ -964,7 +967,13 @@ def hack_replies(
     full: PromptItem = {"prompt": str(item["prompt"]), "case": case,
                         "category": str(item.get("category") or case.get("category"))}
     pool = [dict(i) for i in items] if items else (resolved.build_prompts(0) if resolved.can_build_prompts else [])
-    everything: list[PromptItem] = [*pool, full]  # type: ignore[list-item]
+    kept: list[Mapping[str, object]] = []
+    seen: dict[object, int] = {}
+    for other in pool:  # as many of each category as a probe uses: the honest replies are drawn for each
+        seen[other.get("category")] = seen.get(other.get("category"), 0) + 1
+        if seen[other.get("category")] <= _POOL_PER_CATEGORY:
+            kept.append(other)
+    everything: list[PromptItem] = [*kept, full]  # type: ignore[list-item]
     known = hack_classes(resolved, everything)
     names = [c.name for c in known]
     chosen = check_in("classes", classes, names) if classes is not None else names
