@@ -33,7 +33,7 @@ from tabulate import tabulate
 from ..data.prompts import count_by_category
 from ..environment.contract import EnvSpec, load_env
 from ..gate.numtext import interval
-from ..gate.recipe import RecipeComparisonRecord
+from ..gate.record import Record as RecipeComparisonRecord
 from ..gate.recipe_text import seed_dots
 from ..report import write_index, write_report
 from ..train.config import resolved

@@ -39,7 +39,8 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
 from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
-from ..gate.result import ComparisonRecord
+from ..gate.verdicts import verdict_word
+from ..gate.record import Record as ComparisonRecord
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
 from ..report import write_index, write_report
@@ -236,7 +237,7 @@ def _interval(c: ComparisonRecord) -> str:
 
 def _verdict(c: ComparisonRecord) -> str:
     verdict = str(c.get("verdict", "?"))
-    shown = verdict.upper() if verdict == "regressed" else verdict
+    shown = verdict_word(verdict, c.get("failure") is not None)
     flags = [f for f in c.get("flags") or [] if f == "within noise"]
     return shown + (f" ({flags[0]})" if flags else "")
 
