@@ -122,7 +122,7 @@ def render_recipe_table(summaries: Sequence[RecipeSummary]) -> str:
     rows = [[s.config.title, *(_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"] for s in summaries]
     table = str(tabulate(rows, headers=["recipe", *map(head, groups), "recipe gate"], tablefmt="grid",
                          disable_numparse=True))
-    return table + ("\ncells: pass@1 before → after (mean over seeds); recipe Δ [95% CI over scenarios and seeds]; "
+    return table + ("\ncells: pass@1 before → after (mean over seeds); recipe Δ [interval over scenarios and seeds, a recipe's comparisons held together at 5%]; "
                     "verdict, minimum detectable effect; each seed's Δ as a dot ([──] the interval, | zero); "
                     "how many seeds regressed on their own")
 

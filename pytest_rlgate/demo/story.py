@@ -286,7 +286,8 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
         rows.append([s.config.label, *(_run_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"])
     table = str(tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True))
     tools = "; tool-call rate before → after" if any(s.tool_calls for s in summaries) else ""
-    notes = [f"cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict{tools}"]
+    notes = [f"cells: pass@1 before → after; Δ [interval over scenarios, every comparison of a run held together "
+             f"at a 5% run-level false-fail]; verdict{tools}"]
     if hackable and any(s.config.hackable for s in summaries):
         notes.append(hackable)
     return table + "\n" + "\n".join(notes)

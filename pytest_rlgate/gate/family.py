@@ -223,6 +223,7 @@ def family_test(members: Sequence[FamilyMember], *, n_units: int, level: float =
             adjusted[j] = 1.0 / (draws + 1)
             continue
         cuts = np.array([_NORMAL.inv_cdf(min(1 - 1e-16, max(1e-300, wk * p / w))) for wk in weights])
+        cuts += 1e-9 * (1.0 + np.abs(cuts))  # a draw tied with the observed counts (the round trip through p)
         adjusted[j] = min(1.0, (1 + int(np.count_nonzero(np.any(z <= cuts, axis=1)))) / (draws + 1))
     critical = tuple(-z_to_t(_NORMAL.inv_cdf(min(0.5, max(marginal * m.weight, 1e-300))), max(df, 1.0))
                      for m, df in zip(members, dfs))
