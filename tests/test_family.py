@@ -85,8 +85,8 @@ def test_an_unchanged_family_fails_at_most_its_level() -> None:
     for run in range(runs):
         rates = rng.beta(2, 2, size=36)
         d = (rng.binomial(4, rates) - rng.binomial(4, rates)) / 4
-        members = [_member(list(d), noise=0.1)] + [_member(list(d[c * 12:(c + 1) * 12]), list(range(c * 12, c * 12 + 12)),
-                                                           noise=0.1) for c in range(3)]
+        members = [_member(list(d), noise=0.1)] + [
+            _member(list(d[c * 12:(c + 1) * 12]), list(range(c * 12, c * 12 + 12)), noise=0.1) for c in range(3)]
         test = family_test(members, n_units=36, draws=2000, rng=run)
         fails += any(m.deltas.mean() / m.standard_error() < -crit for m, crit in zip(members, test.critical))
     # exact at 5 %: 15 of 300 expected; 3 standard errors above is 26

@@ -31,7 +31,8 @@ def _simulation():
 def test_default_interval_is_calibrated(n: int) -> None:
     sim = _simulation()
     reps = 1500
-    coverage, low, high, false_rate, worst = sim.calibrate((n,), reps=reps, method=BOOTSTRAP_METHOD, n_resamples=2000)[n]
+    coverage, low, high, false_rate, worst = sim.calibrate((n,), reps=reps, method=BOOTSTRAP_METHOD,
+                                                           n_resamples=2000)[n]
     se = math.sqrt(0.95 * 0.05 / (reps * len(sim.PRIORS) * len(sim.EFFECTS)))
     print(f"n={n}: coverage {coverage:.4f} (cells {low:.3f}-{high:.3f}, s.e. {se:.4f}), "
           f"false regressed {false_rate:.4f} (worst cell {worst:.4f})")

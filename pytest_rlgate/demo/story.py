@@ -39,8 +39,8 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
 from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
-from ..gate.verdicts import verdict_word
 from ..gate.record import Record as ComparisonRecord
+from ..gate.verdicts import verdict_word
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
 from ..report import write_index, write_report

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from ..environment.contract import EnvSpec
     from .release import ReleasePolicy
 
-__all__ = ["BOOTSTRAP_METHOD", "BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FAMILY_LEVEL", "FLIPS_IN",
-           "MARGIN", "METHODS", "METHOD_NAMES", "N_RESAMPLES", "SHOW_FLIPS", "Choice", "GateOptions", "Method", "OrNone",
-           "parse_metric", "shown_default"]
+__all__ = ["BOOTSTRAP_METHOD", "BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FAMILY_LEVEL",
+           "FLIPS_IN", "MARGIN", "METHODS", "METHOD_NAMES", "N_RESAMPLES", "SHOW_FLIPS", "Choice", "GateOptions",
+           "Method", "OrNone", "parse_metric", "shown_default"]
 
 T = TypeVar("T")
 

@@ -20,8 +20,8 @@ from .verdicts import BORDERLINE, VERDICTS, verdict_word
 if TYPE_CHECKING:  # pragma: no cover
     from .result import Comparison, GateResult
 
-__all__ = ["comparison_row", "flip_headings", "interval_heading", "is_borderline", "plan_hint", "render_failure", "render_flips",
-           "render_report", "render_table", "settings_line", "summary_line", "units_label"]
+__all__ = ["comparison_row", "flip_headings", "interval_heading", "is_borderline", "plan_hint", "render_failure",
+           "render_flips", "render_report", "render_table", "settings_line", "summary_line", "units_label"]
 
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level}", "MDE", "verdict", "flags")
 REMEDY = (
