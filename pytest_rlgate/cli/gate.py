@@ -37,7 +37,7 @@ from .._io.atomic import atomic_write
 from ..data.readers import RowSource, as_side, read_rows, reader_names
 from ..errors import RlgateWarning, UsageError
 from ..gate import compare
-from ..gate.options import GateOptions, shown_default
+from ..gate.options import GateOptions, OrNone, shown_default
 from ..options import Number, ReadOptions, output_file
 from ..report.markdown import step_summary_path, write_markdown
 
@@ -45,7 +45,7 @@ HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
              "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
-             "policy": "FILE"}
+             "policy": "FILE", "family_level": "L", "metrics": "pass^K"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,15 +66,13 @@ def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
     meta = spec.metadata
     kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}  # add_argument's
-    if spec.name in ("guards", "categories"):
-        kwargs.update(action="append", default=None)
-    elif spec.name == "holm":
-        kwargs["action"] = argparse.BooleanOptionalAction
+    if spec.name in ("guards", "categories", "metrics"):
+        kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
         kwargs["action"] = "store_true"
     else:
         bound = meta["bound"]
-        if isinstance(bound, Number):
+        if isinstance(bound, (Number, OrNone)):
             kwargs["type"] = bound
         elif bound is not None:
             kwargs["choices"] = bound.choices
@@ -113,6 +111,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     values = {name: getattr(args, name) for name in GateOptions.names()}
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
+    values["metrics"] = tuple(values["metrics"] or ())
     return GateOptions(**values)
 
 
