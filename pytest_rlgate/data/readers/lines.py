@@ -19,11 +19,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 
-from ...errors import DataError
+from ...errors import DataError, hide_user_errors
 from ...options import MAX_DEPTH
 from ..jsonl import iter_checked_lines, iter_json_lines
 
 __all__ = ["check_depth", "json_lines", "not_an_object", "parsed_lines", "record_lines"]
+
+#: a bad log read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 _WHAT = "harness log"
 _FIX = "point at the file or folder the harness wrote"
