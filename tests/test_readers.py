@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pkgutil
 import re
 import sys
@@ -258,3 +259,41 @@ def test_rows_a_reader_made_are_checked_in_place_and_others_are_copied() -> None
     bad = Fresh([{**_rows("a", [1])[0], "score": float("nan")}])
     with pytest.raises(DataError, match="score"), RowReader(bad, name="<fresh>") as reader:
         list(reader)
+
+
+BAD_LOGS = """
+import pytest_rlgate as rg
+
+def test_rows():
+    list(rg.read_rows("broken.jsonl"))
+
+def test_iterated_by_hand():
+    rows = rg.read_rows("broken.jsonl")
+    next(rows)
+
+def test_harness_log():
+    list(rg.read_rows("broken_samples.jsonl"))
+
+def test_gate():
+    rg.compare(rg.read_rows("broken_samples.jsonl"), rg.read_rows("broken_samples.jsonl"))
+
+def test_bad_option():
+    rg.read_rows("broken.jsonl#colour=red")
+"""
+
+
+def test_a_bad_log_read_in_a_users_test_shows_no_library_frame(pytester: pytest.Pytester) -> None:
+    (pytester.path / "broken.jsonl").write_text('{"prompt": "x", "category": "no_id"}\n', encoding="utf-8")
+    record = {"schema_version": "0.3.0", "evaluation_id": "e", "model_id": "o/m", "evaluation_name": "t",
+              "sample_id": "1", "interaction_type": "single_turn", "input": {"raw": "q", "reference": ["a"]},
+              "output": {"raw": ["a"]}, "answer_attribution": [], "evaluation": {"score": "high", "is_correct": True}}
+    (pytester.path / "broken_samples.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    pytester.makepyfile(test_bad=BAD_LOGS)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=5)
+    out = result.stdout.str()
+    errors = [line for line in out.splitlines() if line.startswith("E ")]
+    assert sum("pytest_rlgate.DataError: broken.jsonl:1: " in line for line in errors) == 2, errors
+    assert sum("broken_samples.jsonl:1: metric 't (evaluation.score)' is 'high'" in line for line in errors) == 2
+    assert any("unknown read option(s) colour" in line for line in errors), errors
+    assert "pytest_rlgate/" not in out and "pytest_rlgate" + os.sep not in out, out  # no frame of the library

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -151,14 +151,19 @@ class EveryEvalEverReader:
 
         def rows(record: Pass) -> Iterator[Row]:
             category, unit = Pick("category", options.category), Pick("unit", options.unit)
+            kept = 0
             for samples, _aggregate in pairs:
-                yield from _rows(record, samples, options, wanted, lower, category, unit)
+                kept += yield from _rows(record, samples, options, wanted, lower, category, unit)
+            if not kept:
+                raise DataError(f"no records of --metric {options.metric} here (read a samples file's "
+                                "evaluation_result_id values)", path=path)
 
         return Opened(header, rows)
 
 
 def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | None, lower: set[str],
-          category: Pick, unit: Pick) -> Iterator[Row]:
+          category: Pick, unit: Pick) -> Generator[Row, None, int]:
+    """One samples file's rows, streamed; returns how many records the metric kept."""
     label = os.fspath(file)
     counts: dict[tuple[str, str], int] = {}
     results: dict[str, str] = {}  #: evaluation name -> the one result its records count toward
@@ -205,8 +210,7 @@ def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | Non
                "rollout_index": index, "reply": _reply(rec), "score": score, "reward": reward, "markers": {},
                "case": {"evaluation_name": evaluation, "evaluation_result_id": result, "sample_id": sample,
                         "interaction_type": rec.get("interaction_type"), "reference": given.get("reference")}}
-    if wanted is not None and not kept:
-        raise DataError(f"no records of --metric {options.metric} here", path=label)
+    return kept
 
 
 def _text(value: object) -> str | None:
@@ -293,6 +297,7 @@ def eee_record(result: Gated, *, model: str | None = None, retrieved: float | No
         "source_metadata": {"source_name": "pytest-rlgate", "source_type": "evaluation_run",
                             "source_organization_name": "pytest-rlgate", "evaluator_relationship": "other"},
         "eval_library": {"name": "pytest-rlgate", "version": __version__},
-        "model_info": {"name": name, "id": name},
+        "model_info": {"name": name, "id": name,
+                       "additional_details": {"deployment_type": "unknown", "model_availability": "unknown"}},
         "evaluation_results": entries,
     }
