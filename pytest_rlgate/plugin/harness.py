@@ -50,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             add_setting(parser, name, metavar=spec.metadata["metavar"], help=help_,
                         type=float if spec.name == "pass_threshold" else str)
-    group.addoption("--rlgate-read", dest=_READ, action="append", default=[], metavar="NAME=VALUE",
+    group.addoption("--rlgate-read", dest=_READ, action="append", default=None, metavar="NAME=VALUE",
                     help="harness logs: a read option a reader declares for itself (e.g. filter=strict-match for "
                          "lm-eval, findings=scans/ for Inspect); repeatable")
     parser.addini(_READ, help="harness logs: reader options NAME=VALUE, one per line (ini twin of --rlgate-read)",
