@@ -76,26 +76,37 @@ def test_the_docs_table_of_formats_is_the_registry() -> None:
             assert f"<!-- format: {name} -->" in text, f"docs/harnesses.md has no section for {name}"
 
 
+def _under(folder: Path, depth: int = 2) -> list[Path]:
+    """*folder* and what lies in it, *depth* levels down."""
+    out = [folder]
+    if depth and folder.is_dir():
+        for entry in sorted(folder.iterdir()):
+            out += _under(entry, depth - 1)
+    return out
+
+
 def _sample_paths(tmp_path: Path) -> dict[str, list[Path]]:
-    """Paths each built-in format must claim (files the tools wrote, where the repository has them)."""
-    rows = write_rows(tmp_path / "rows.jsonl", _rows("a", [1, 0]))
-    lm_eval = LM_EVAL / "base"
-    eee = HARNESS_DATA / "eee" / "base"
+    """Paths each built-in format must claim: what a format's tool wrote under tests/data/harness/<module>/
+    (found by looking, as the formats are), and small files from the schemas of the tools not run here."""
+    found = {name: _under(HARNESS_DATA / target.split(":")[0].rsplit(".", 1)[1]) for name, target in BUILTIN.items()}
+    found = {name: paths for name, paths in found.items() if paths[0].is_dir()}
+    found["rlgate"] = [write_rows(tmp_path / "rows.jsonl", _rows("a", [1, 0]))]
+    found["inspect"] = [*(HARNESS_DATA / "scout").glob("*/*.eval"), *(HARNESS_DATA / "scout").glob("base")]
     (tmp_path / "pf").mkdir()
     promptfoo = tmp_path / "pf" / "results.json"
     promptfoo.write_text(json.dumps({"evalId": "e", "results": {"version": 3, "results": [
         {"promptIdx": 0, "testIdx": 0, "provider": {"id": "p"}, "score": 1.0, "success": True}]}}))
+    found["promptfoo"] = [promptfoo]
     (tmp_path / "vf").mkdir()
     verifiers = tmp_path / "vf" / "results.jsonl"
     verifiers.write_text(json.dumps({"example_id": 0, "prompt": [], "completion": [], "reward": 1.0}) + "\n")
+    found["verifiers"] = [verifiers.parent, verifiers]
     bundle = tmp_path / "nemo" / "bench"
     bundle.mkdir(parents=True)
     (bundle / "eval-1.json").write_text(json.dumps({"benchmark": {"name": "bench"}}))
     (bundle / "results.jsonl").write_text(json.dumps({"problem_idx": 0, "reward": 1.0}) + "\n")
-    return {"rlgate": [rows], "lm-eval": [lm_eval, *sorted(lm_eval.iterdir())],
-            "eee": [eee, *sorted(eee.glob("*/*"))], "promptfoo": [promptfoo],
-            "verifiers": [verifiers.parent, verifiers],
-            "nemo": [bundle.parent, bundle, bundle / "eval-1.json"]}
+    found["nemo"] = [bundle.parent, bundle, bundle / "eval-1.json"]
+    return found
 
 
 def test_each_format_claims_its_own_files_and_no_other_does(tmp_path: Path) -> None:

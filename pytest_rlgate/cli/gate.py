@@ -143,6 +143,9 @@ def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | 
 
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
+    if args.json_format == "eee" and len(args.after) > 1:
+        raise UsageError("--json-format eee writes one gate's comparisons; a recipe gate (several AFTER, one per "
+                         "seed) has no single interval per comparison to write: pass one AFTER, or drop it")
     sources = read_sources([args.before, *args.after], args)
     before, *afters = (as_side(source) for source in sources)
     with warnings.catch_warnings(record=True) as caught:

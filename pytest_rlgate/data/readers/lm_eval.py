@@ -243,6 +243,7 @@ def _file_rows(file: _File, record: Pass, keys: _Keys, options: ReadOptions) -> 
     others: set[str] = set()
     kept = 0
     low, high = FILE_NUMBER.low, FILE_NUMBER.high
+    pairs, category_of, unit_of = record.pairs, None if keys.fixed else keys.category, keys.unit
     for line, rec, _checked in record_lines(file.path):
         if type(rec) is not dict:
             raise not_an_object(rec, label, line)
@@ -277,25 +278,31 @@ def _file_rows(file: _File, record: Pass, keys: _Keys, options: ReadOptions) -> 
             reward = int(score)
         else:
             reward = pass_of(score, threshold, higher_is_better=higher, metric=metric, path=label, line=line)
-        category = fixed if keys.fixed else keys.category(rec, fixed, path=label, line=line)
-        prompt = _prompt(rec) or f"{task}/{doc_id}"
-        if keys.unit is None:
+        category = fixed if category_of is None else category_of(rec, fixed, path=label, line=line)
+        args = rec.get("arguments")  # the prompt: the first request's first argument, the common shape inline
+        request = args.get("gen_args_0") if type(args) is dict else None
+        prompt = request.get("arg_0") if type(request) is dict else None
+        if type(prompt) is not str or not prompt:
+            prompt = _prompt(rec) or f"{task}/{doc_id}"
+        if unit_of is None:
             unit, index = f"{task}/{doc_id}", 0
             if doc_id in docs:
                 raise _repeated(unit, prompt, label, line)
             docs.add(doc_id)
         else:
-            unit = keys.unit(rec, "", path=label, line=line)
+            unit = unit_of(rec, "", path=label, line=line)
             index = counts.get((unit, prompt), 0)
             counts[(unit, prompt)] = index + 1
         if type(doc_hash) is str and type(target_hash) is str and type(prompt_hash) is str:  # three digests
             packed = doc_hash[:HASH_DIGITS] + target_hash[:HASH_DIGITS] + prompt_hash[:HASH_DIGITS]
         else:
             packed = ""
-        record.pairs[(task, doc_id)] = packed if len(packed) == 3 * HASH_DIGITS else pack(
+        pairs[(task, doc_id)] = packed if len(packed) == 3 * HASH_DIGITS else pack(
             _text(doc_hash), _text(target_hash), _text(prompt_hash))
+        resps = rec.get("filtered_resps")  # the reply: the filtered generation, the common shape inline
+        reply = resps[0] if type(resps) is list and resps and type(resps[0]) is str else _reply(rec)
         yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index,
-               "reply": _reply(rec), "score": score, "reward": reward, "markers": {},
+               "reply": reply, "score": score, "reward": reward, "markers": {},
                "case": {"task": task, "doc_id": doc_id, "filter": name, "target": target,
                         "doc_hash": doc_hash, "prompt_hash": prompt_hash, "target_hash": target_hash}}
     if not kept and others:

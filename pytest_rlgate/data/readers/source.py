@@ -319,6 +319,17 @@ def lookup(record: object, dotted: str) -> object:
 def path_getter(dotted: str) -> Callable[[object], object]:
     """:func:`lookup` for one dotted path, compiled once: plain dicts take the fast road (a row each)."""
     parts = tuple(dotted.split("."))
+    if len(parts) == 2:  # the common doc.subject, metadata.category: two lookups inline
+        first, second = parts
+
+        def get_two(record: object) -> object:
+            if type(record) is dict:
+                inner = record.get(first, MISSING)
+                if type(inner) is dict:
+                    return inner.get(second, MISSING)
+            return lookup(record, dotted)
+
+        return get_two
 
     def get(record: object) -> object:
         value = record
@@ -379,6 +390,16 @@ class Pick:
 
     def __call__(self, record: object, default: str, *, path: str, line: int | None = None,
                  where: str | None = None) -> str:
+        get = self._get
+        if get is not None:
+            found = get(record)
+            if type(found) is str and found:
+                return found
+        elif self._probe is None:
+            return default
+        return self._slow(record, default, path=path, line=line, where=where)
+
+    def _slow(self, record: object, default: str, *, path: str, line: int | None, where: str | None) -> str:
         get = self._get
         if get is None:
             if self._probe is None:
