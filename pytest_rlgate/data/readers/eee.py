@@ -28,7 +28,6 @@ results are the gate's comparisons, each delta with its interval in
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -38,7 +37,7 @@ from typing import Protocol
 from ..._version import __version__
 from ...errors import DataError, hide_user_errors
 from ..records import Row
-from .lines import json_lines
+from .lines import json_lines, json_object
 from .source import Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, short_hash, source_header
 
 __all__ = ["READER", "SCHEMA_VERSION", "eee_record"]
@@ -84,11 +83,8 @@ def _samples_under(folder: Path, depth: int = 3) -> Iterator[Path]:
 def _load(aggregate: Path | None) -> dict[str, object]:
     if aggregate is None:
         return {}
-    try:
-        data = json.loads(aggregate.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"not an Every Eval Ever aggregate file: {exc}", path=aggregate) from None
-    if not isinstance(data, dict) or not isinstance(data.get("evaluation_results"), list):
+    data = json_object(aggregate, "an Every Eval Ever aggregate file")
+    if not isinstance(data.get("evaluation_results"), list):
         raise DataError("not an Every Eval Ever aggregate file (no evaluation_results list)", path=aggregate)
     return data
 

@@ -22,7 +22,6 @@ keeps).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -33,7 +32,7 @@ from ...errors import DataError, hide_user_errors
 from ...options import FILE_NUMBER
 from ..records import Row
 from .hashes import HASH_DIGITS, pack
-from .lines import check_depth, not_an_object, record_lines
+from .lines import check_depth, json_object, not_an_object, record_lines
 from .source import MISSING, Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, source_header
 
 __all__ = ["READER"]
@@ -84,16 +83,7 @@ def _layout(path: Path) -> tuple[list[tuple[str, Path]], Path | None]:
 
 
 def _load_results(path: Path | None) -> dict[str, object]:
-    if path is None:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"not an lm-eval results file: {exc}", path=path) from None
-    if not isinstance(data, dict):
-        raise DataError("not an lm-eval results file (expected a JSON object)", path=path)
-    return data
+    return {} if path is None else json_object(path, "an lm-eval results file")
 
 
 def _filters(results: Mapping[str, object], task: str) -> list[str]:

@@ -16,14 +16,13 @@ with an ``error``) stays gated as nel scored it, and is counted and reported.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import DataError, hide_user_errors
 from ..records import Row
-from .lines import json_lines
+from .lines import json_lines, json_object
 from .source import (
     MISSING,
     Opened,
@@ -72,11 +71,8 @@ def _bundles(path: Path) -> list[tuple[Path, Path]]:
 
 
 def _load(bundle: Path) -> dict[str, object]:
-    try:
-        data = json.loads(bundle.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"not a NeMo Evaluator bundle: {exc}", path=bundle) from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmark"), dict):
+    data = json_object(bundle, "a NeMo Evaluator bundle")
+    if not isinstance(data.get("benchmark"), dict):
         raise DataError("not a NeMo Evaluator bundle (no 'benchmark' object)", path=bundle)
     return data
 

@@ -433,20 +433,13 @@ def pass_of(score: float, threshold: float | None, *, higher_is_better: bool, me
 
 
 def number(value: object, *, metric: str, path: str, line: int | None) -> float:
-    """A score as a finite float (booleans are 1/0), or a DataError naming the metric."""
+    """A score as a finite float (booleans are 1/0, numeric text is read), or a DataError naming the metric."""
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float, str)):
         try:
             parsed = float(value)
-        except OverflowError:
-            parsed = math.inf
-        if math.isfinite(parsed):
-            return parsed
-    if isinstance(value, str):
-        try:
-            parsed = float(value)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or an int past a double's range
             parsed = math.nan
         if math.isfinite(parsed):
             return parsed

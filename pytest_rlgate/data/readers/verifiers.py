@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ...errors import DataError, hide_user_errors
 from ..records import Row
-from .lines import json_lines
+from .lines import json_lines, json_object
 from .source import (
     MISSING,
     Opened,
@@ -111,10 +111,7 @@ class VerifiersReader:
         meta_path = file.parent / "metadata.json"
         meta: dict[str, object] = {}
         if meta_path.is_file():
-            try:
-                meta = as_dict(json.loads(meta_path.read_text(encoding="utf-8")))
-            except ValueError as exc:
-                raise DataError(f"not JSON: {exc}", path=meta_path) from None
+            meta = json_object(meta_path, "a verifiers metadata.json")
         env = str(meta.get("env_id") or meta.get("env") or file.parent.name)
         model = meta.get("model")
         header = source_header("verifiers", version=meta.get("verifiers_version") or meta.get("version"),
