@@ -102,6 +102,7 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["metavar"] = meta["metavar"]
             if spec.name == "format":
                 kwargs["choices"] = reader_names()
+                kwargs["help"] = f"{meta['help']}: {', '.join(reader_names())}"
             elif spec.name == "pass_threshold":
                 kwargs["type"] = float
         group.add_argument(meta["flag"], **kwargs)
