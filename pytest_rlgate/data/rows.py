@@ -21,6 +21,7 @@ and the fix.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -38,8 +39,8 @@ from .records import Case, Header, Markers, Row
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
-           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
-           "write_rows"]
+           "iter_checked", "iter_rows", "load_rows", "naming_the_row", "read_header", "read_rows", "regrade_rows",
+           "validate_row", "write_rows"]
 
 #: a bad row file read from a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -481,17 +482,36 @@ def grade_replies(
                             path=where)
         env.check_category(category, path=where)
         for index, reply in enumerate(sampled):
+            with naming_the_row(prompt, item.get("scenario_id"), index):
+                graded = _grade(env, reply, case, prompt)
             rows.append(cast(Row, {  # graded here; the meta keys clash with no graded field
                 "prompt": prompt,
                 "scenario_id": item.get("scenario_id"),
                 "category": category,
                 "rollout_index": index,
                 "reply": reply,
-                **_grade(env, reply, case, prompt),
+                **graded,
                 "case": case,
                 **meta,
             }))
     return rows
+
+
+@contextlib.contextmanager
+def naming_the_row(prompt: str, scenario: object, index: int, *, path: str | None = None,
+                   line: int | None = None) -> Iterator[None]:
+    """A user's score or markers that fail while one row is graded (a NaN, ``10**400``, text, an
+    exception) say which row: its prompt, scenario and rollout, or its file and line."""
+    try:
+        yield
+    except UsageError as exc:
+        if path is not None:
+            named = UsageError(exc.reason, path=path, line=line)
+        else:
+            where = f"scenario {scenario!r:.60}, " if scenario is not None else ""
+            named = UsageError(f"{exc} (grading rollout {index} of {where}prompt {_short(prompt)})")
+        named.original = getattr(exc, "original", exc)  # type: ignore[attr-defined]  # for whoever debugs it
+        raise named from None
 
 
 def _case(value: object, where: str) -> Case:
@@ -541,7 +561,9 @@ def regrade_rows(source: RowInput, env: EnvSpec = None) -> Rows:
                                 "(it has no case_for), so the reply cannot be re-scored; re-sample these rows",
                                 path=label, line=line)
         env.check_category(row["category"], path=label, line=line)
-        out.append({**row, **_grade(env, row["reply"], case, row["prompt"])})
+        with naming_the_row(row["prompt"], row.get("scenario_id"), row["rollout_index"], path=label, line=line):
+            graded = _grade(env, row["reply"], case, row["prompt"])
+        out.append({**row, **graded})
     if header is None:
         policies = {row.get("policy") for row in out}
         seeds = {row.get("sample_seed") for row in out}
