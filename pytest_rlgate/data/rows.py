@@ -39,8 +39,8 @@ from .records import Case, Header, Markers, Row
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
-           "iter_checked", "iter_rows", "load_rows", "naming_the_row", "read_header", "read_rows", "regrade_rows",
-           "validate_row", "write_rows"]
+           "iter_checked", "iter_rows", "load_rows", "naming_the_row", "read_header", "read_rows",
+           "refuse_silent_sides", "regrade_rows", "validate_row", "write_rows"]
 
 #: a bad row file read from a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -271,6 +271,10 @@ class RowReader:
         self._lines: Generator[_Line, None, None] | None = None
         self._first: list[_Line] = []  #: the first row's line when the file has no header
         self._used = False
+        #: after a whole pass: True when every row read had an empty reply (rlgate's own rows; an
+        #: eval harness's reader may leave replies out, and is never called silent)
+        self.silent = False
+        self._watch = not getattr(source, "fresh_rows", False)
         self.header: Header | None
         if isinstance(source, (str, os.PathLike)):
             self._lines = lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
@@ -302,8 +306,9 @@ class RowReader:
                 rows = ((line, row, _fast_row(row)) for line, row in enumerate(source, 1))
             else:  # the caller's rows: validate_row copies what it normalises, so they stay as they were
                 rows = ((line, row, False) for line, row in enumerate(source, 1))
-            return _checked(rows, self.label, file=False, handle=None)
-        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines)
+            return _checked(rows, self.label, file=False, handle=None, reader=self)
+        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines,
+                        reader=self)
 
     def close(self) -> None:
         if self._lines is not None:
@@ -317,8 +322,8 @@ class RowReader:
         self.close()
 
 
-def _checked(lines: Iterable[_Line], label: str, *, file: bool,
-             handle: Generator[_Line, None, None] | None) -> Iterator[tuple[Row, int, int]]:
+def _checked(lines: Iterable[_Line], label: str, *, file: bool, handle: Generator[_Line, None, None] | None,
+             reader: RowReader | None = None) -> Iterator[tuple[Row, int, int]]:
     """The one loop every row passes through: validate, refuse duplicates, stream.
 
     *lines* are (line number, value, checked) of a file after its header, as the JSONL
@@ -337,6 +342,7 @@ def _checked(lines: Iterable[_Line], label: str, *, file: bool,
     large: set[tuple[int, int]] = set()
     key: _Key | None = None
     mask = count = slot = 0
+    spoke = reader is None or not reader._watch  # a row with a reply that is not empty was seen
     obj: Row  # a checked line's value is a Row (the fast check said so); validate_row makes the others one
     try:
         for line, obj, checked in lines:
@@ -367,13 +373,31 @@ def _checked(lines: Iterable[_Line], label: str, *, file: bool,
             else:
                 large.add((slot, index))
             count += 1
+            if not spoke:
+                spoke = bool(obj["reply"].strip())
             yield obj, line, state
     finally:
         if handle is not None:
             handle.close()
+    if reader is not None:
+        reader.silent = count > 0 and not spoke
     if count == 0:
         raise DataError("empty row file (no rows; grade some replies first)" if file else
                         "no rows (an empty gate proves nothing; grade some replies first)", path=label)
+
+
+def refuse_silent_sides(readers: Iterable[object]) -> None:
+    """After a gate has read its sides: a side whose every reply is empty is a :class:`DataError`.
+
+    Rows of nothing (a policy that wrote no word, an agent whose chat never fitted its
+    context) would otherwise compare as two equal sides and pass. Readers of other tools'
+    formats are never called silent (a harness may keep no reply text).
+    """
+    for reader in readers:
+        if getattr(reader, "silent", False):
+            raise DataError("every reply in these rows is empty: the policy sampled nothing (a chat longer than the "
+                            "model's context? a broken chat template?), so a gate of them compares nothing; "
+                            "re-sample them", path=getattr(reader, "label", None) or "<rows>")
 
 
 def read_header(path: str | os.PathLike[str]) -> Header | None:
