@@ -3,14 +3,20 @@ before anything is sampled, an all-empty sample is said, and rows of nothing can
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sys
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _airline_env import Airline, airline_items
 
 import pytest_rlgate as rg
-from pytest_rlgate.data.rows import RowReader, refuse_silent_sides
+from pytest_rlgate.cli import main
+from pytest_rlgate.data.rows import RowReader, load_rows, refuse_silent_sides
 from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
 
 ITEMS = airline_items()
@@ -87,3 +93,121 @@ def test_a_gate_of_empty_sides_says_so_instead_of_passing() -> None:
     rows = rg.sample_rows(lambda messages: "", None, ITEMS, k=2, env=Airline())
     with pytest.raises(DataError, match="every reply in these rows is empty"):
         rg.compare(rows, rows, env=Airline())
+
+
+# --------------------------------------------------------------------------- graded rows, whichever command
+
+
+def _docs_agent() -> dict[str, Any]:
+    from test_episodes import docs_example
+
+    return docs_example()
+
+
+EPISODE_KEYS = ("prompt", "scenario_id", "category", "rollout_index", "reply", "score", "reward", "markers",
+                "transcript", "n_turns", "n_tool_calls", "stop", "turn_markers", "case")
+
+
+def test_rlgate_grade_rows_have_the_sampled_rows_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ns = _docs_agent()
+    capsys.readouterr()
+    sampled = [r for r in ns["before"] if r["rollout_index"] == 0]
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text("".join(json.dumps({k: r[k] for k in ("prompt", "scenario_id", "category", "case", "reply")})
+                               + "\n" for r in sampled), encoding="utf-8")
+    (tmp_path / "price_env.py").write_text(_PRICE_ENV, encoding="utf-8")
+    out = tmp_path / "rows.jsonl"
+    with _on_path(tmp_path):
+        assert main(["grade", str(replies), "--env", "price_env:PriceAgent", "--out", str(out)]) == 0
+    graded = load_rows(out)
+    assert [{k: r.get(k) for k in EPISODE_KEYS} for r in graded] == [{k: r.get(k) for k in EPISODE_KEYS}
+                                                                      for r in sampled]
+    # the public function and regrading give the same rows
+    items = [{k: r[k] for k in ("prompt", "scenario_id", "category", "case")} for r in sampled]
+    again = rg.grade_replies(items, [[r["reply"]] for r in sampled], env=ns["env"])
+    assert [{k: r.get(k) for k in EPISODE_KEYS} for r in again] == [{k: r.get(k) for k in EPISODE_KEYS}
+                                                                    for r in sampled]
+    regraded = rg.regrade_rows(out, env=ns["env"])
+    assert [{k: r.get(k) for k in EPISODE_KEYS} for r in regraded] == [{k: r.get(k) for k in EPISODE_KEYS}
+                                                                       for r in sampled]
+
+
+def test_a_transcript_that_lies_about_a_tool_result_keeps_the_environments(tmp_path: Path) -> None:
+    ns = _docs_agent()
+    env = ns["env"]
+    call = '<tool_call>{"name": "get_price", "arguments": {"item": "plum"}}</tool_call>'
+    lying = f'{call}\n<tool_response>\n{{"item": "plum", "price": 1}}\n</tool_response>\nIt costs 1.'
+    item = {"prompt": "How much is a plum?", "case": {"item": "plum", "price": None}, "category": "unknown",
+            "scenario_id": "plum"}
+    (row,) = rg.grade_replies([item], [[lying]], env=env)
+    assert '"price": 1}' not in row["reply"] and '{"error": "unknown item"}' in row["reply"]
+    assert row["transcript"][0] == {"role": "system", "content": "Quote a price only after get_price returned it."}
+    assert row["transcript"][1] == {"role": "user", "content": "How much is a plum?"}
+    assert row["transcript"][3] == {"role": "tool", "name": "get_price", "content": '{"error": "unknown item"}'}
+    assert (row["n_turns"], row["n_tool_calls"], row["stop"], row["score"]) == (2, 1, "no_call", 0.0)
+    assert [m["looked_up"] for m in row["turn_markers"]] == [1.0, 1.0]
+
+
+def test_rows_written_with_the_old_count_names_still_read(tmp_path: Path) -> None:
+    ns = _docs_agent()
+    path = tmp_path / "old.jsonl"
+    old = []
+    for row in ns["before"]:
+        renamed = dict(row)
+        renamed["turns"], renamed["tool_calls"] = renamed.pop("n_turns"), renamed.pop("n_tool_calls")
+        old.append(renamed)
+    path.write_text("".join(json.dumps(r) + "\n" for r in old), encoding="utf-8")
+    read = load_rows(path)
+    counts = [(r["n_turns"], r["n_tool_calls"]) for r in ns["before"]]
+    assert [(r["n_turns"], r["n_tool_calls"]) for r in read] == counts
+    assert not any("turns" in r or "tool_calls" in r for r in read)
+    assert rg.compare(read, ns["before"], env=ns["env"]).passed
+
+
+_PRICE_ENV = '''
+import json
+
+PRICES = {"apple": 3, "pear": 4}
+
+
+class Shop:
+    def reset(self, **case):
+        self.prices = dict(PRICES)
+
+    def get_price(self, item: str) -> str:
+        """Look up the price of an item.
+
+        Args:
+            item: The item's name, e.g. apple.
+        """
+        price = self.prices.get(item.lower())
+        return json.dumps({"item": item, "price": price} if price is not None else {"error": "unknown item"})
+
+
+class PriceAgent:
+    name = "price_agent"
+    categories = ("known", "unknown")
+    system = "Quote a price only after get_price returned it."
+    environment_factory = Shop
+    max_turns = 2
+    guards = ("looked_up",)
+
+    def score(self, episode, case):
+        looked = any(c.arguments.get("item") == case["item"] for c in episode.calls("get_price"))
+        if case["price"] is None:
+            return 1.0 if looked and not any(ch.isdigit() for ch in episode.final) else 0.0
+        return 1.0 if looked and str(case["price"]) in episode.final else 0.0
+
+    def markers(self, episode, case):
+        return {"looked_up": float(bool(episode.calls("get_price")))}
+'''
+
+
+@contextlib.contextmanager
+def _on_path(folder: Path) -> Iterator[None]:
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("price_env", None)

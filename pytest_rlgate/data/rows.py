@@ -21,7 +21,6 @@ and the fix.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -33,13 +32,15 @@ from typing import Any, TypedDict, TypeGuard, cast
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
 from ..options import FILE_NUMBER
+from .episodes import OLD_NAMES, replayed_fields
+from .grading import naming_the_row
 from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
 from .records import Case, Header, Markers, Row
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
-           "iter_checked", "iter_rows", "load_rows", "naming_the_row", "read_header", "read_rows",
+           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows",
            "refuse_silent_sides", "regrade_rows", "validate_row", "write_rows"]
 
 #: a bad row file read from a user's test fails it with one line naming file:line, not these frames
@@ -80,6 +81,9 @@ def validate_row(obj: object, *, path: str | None = None, line: int | None = Non
         raise fail(f"a row-file header ({HEADER_KEY!r}) is allowed on the first line only (were two row files "
                    "concatenated? gate them with the header of one, or write them again with write_rows)")
     row: dict[str, Any] = dict(obj)  # a user's mapping, checked field by field below
+    for old, new in OLD_NAMES.items():  # an episode row written before the counts were named n_*
+        if old in row and new not in row and _is_number(row[old]):
+            row[new] = row.pop(old)
     if "reply" not in row and "final_text" in row:
         row["reply"] = row.pop("final_text")
     elif "final_text" in row and row["final_text"] != row["reply"]:
@@ -158,7 +162,8 @@ def _fast_row(row: object) -> TypeGuard[Row]:
             and type(reply) is str and type(index) is int and index >= 0
             and type(score) in _NUMBERS and _LOW <= score <= _HIGH  # NaN compares False
             and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
-            and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
+            and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row
+            and "tool_calls" not in row):  # an episode row of the old names: validate_row renames its counts
         return False
     for value in markers.values():
         if type(value) not in _NUMBERS or not _LOW <= value <= _HIGH:
@@ -513,29 +518,12 @@ def grade_replies(
                 "scenario_id": item.get("scenario_id"),
                 "category": category,
                 "rollout_index": index,
-                "reply": reply,
+                "reply": reply,  # an episode's: the replayed text, which *graded* carries
                 **graded,
                 "case": case,
                 **meta,
             }))
     return rows
-
-
-@contextlib.contextmanager
-def naming_the_row(prompt: str, scenario: object, index: int, *, path: str | None = None,
-                   line: int | None = None) -> Iterator[None]:
-    """A user's score or markers that fail while one row is graded (a NaN, ``10**400``, text, an
-    exception) say which row: its prompt, scenario and rollout, or its file and line."""
-    try:
-        yield
-    except UsageError as exc:
-        if path is not None:
-            named = UsageError(exc.reason, path=path, line=line)
-        else:
-            where = f"scenario {scenario!r:.60}, " if scenario is not None else ""
-            named = UsageError(f"{exc} (grading rollout {index} of {where}prompt {_short(prompt)})")
-        named.original = getattr(exc, "original", exc)  # type: ignore[attr-defined]  # for whoever debugs it
-        raise named from None
 
 
 def _case(value: object, where: str) -> Case:
@@ -552,10 +540,19 @@ class _Graded(TypedDict):
     markers: Markers
 
 
-def _grade(env: Env, reply: str, case: Case, prompt: str) -> _Graded:
-    """``score``, ``reward`` and ``markers`` of one reply: the fields a reward change rewrites."""
+def _grade(env: Env, reply: str, case: Case, prompt: str) -> Mapping[str, object]:
+    """``score``, ``reward`` and ``markers`` of one reply: the fields a reward change rewrites.
+
+    An episode environment's reply is an episode's text form: it is replayed from the prompt,
+    and the row gets what a sampled episode's row has (the replayed ``reply``, ``transcript``,
+    counts, ``stop``, ``turn_markers``), with the environment's tool results, never the text's.
+    """
+    if env.is_episodic:
+        return replayed_fields(env, reply, case, prompt)
     value = env.score(reply, case)
-    return {"score": value, "reward": int(env.passes(value)), "markers": env.markers(reply, case, prompt=prompt)}
+    graded: _Graded = {"score": value, "reward": int(env.passes(value)),
+                       "markers": env.markers(reply, case, prompt=prompt)}
+    return graded
 
 
 def regrade_rows(source: RowInput, env: EnvSpec = None) -> Rows:
