@@ -584,7 +584,7 @@ def regrade_rows(source: RowInput, env: EnvSpec = None) -> Rows:
         env.check_category(row["category"], path=label, line=line)
         with naming_the_row(row["prompt"], row.get("scenario_id"), row["rollout_index"], path=label, line=line):
             graded = _grade(env, row["reply"], case, row["prompt"])
-        out.append({**row, **graded})
+        out.append(cast(Row, {**row, **graded}))  # the graded fields replace the old ones
     if header is None:
         policies = {row.get("policy") for row in out}
         seeds = {row.get("sample_seed") for row in out}

@@ -111,11 +111,14 @@ class _Backend:
         self.tokenizer = self.sampler.llm.get_tokenizer() if self.sampler is not None else tokenizer
         self.takes_seed = self.function is not None and _takes_seed(self.function)
         self.tools = env.tool_functions() if env.is_episodic else None
+        #: the model's context in positions (0: it declares none, or it is not a transformers model)
+        self.limit = 0
         if self.kind != "function":
             if self.tokenizer is None or getattr(self.tokenizer, "chat_template", None) is None:
                 raise UsageError("the tokenizer has no chat_template; load an instruct/chat model "
                                  "(or set tokenizer.chat_template) so episodes render as conversations")
-            self.limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+            limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+            self.limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
 
     def render(self, messages: Sequence[Message]) -> str:
         if self.tokenizer is None or self.kind == "function":

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io.atomic import atomic_write, public_mode
+from .._io.atomic import atomic_write, disk_errors, disk_problem, public_mode
 from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
 from ..data.jsonl import GZIP_ERRORS, loads_bounded, open_lines
@@ -130,11 +130,12 @@ class RunWriter:
             raise UsageError(
                 f"--run-name {name!r}: {self.final} already exists; pick another --run-name or delete the folder"
             )
-        self.final.parent.mkdir(parents=True, exist_ok=True)
         #: only the main process of a launch publishes; another rank's files are its scratch
         self.main = is_main_process()
         scratch = "" if self.main else f".rank{rank()}"
-        self.path = Path(tempfile.mkdtemp(prefix=f".{name}{scratch}.partial-{token()}-", dir=self.final.parent))
+        with disk_errors(self.final, "the run folder"):
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.path = Path(tempfile.mkdtemp(prefix=f".{name}{scratch}.partial-{token()}-", dir=self.final.parent))
         self.overwrite = overwrite
         self._signals = contextlib.ExitStack()
 
@@ -148,6 +149,11 @@ class RunWriter:
                 self.discard()
         finally:
             self._signals.close()
+        # a full disk met anywhere in the run (the trainer's checkpoints, the adapter, a row file) is
+        # the machine's state, not a bug: one line, after the partial folder is gone
+        problem = disk_problem(exc, "the run folder", self.final) if isinstance(exc, OSError) else None
+        if problem is not None:
+            raise problem from None
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -188,7 +194,8 @@ class RunWriter:
             wait_for_main()
             return RunFolder(self.final)
         try:
-            return self._publish()
+            with disk_errors(self.final, "the run folder"):
+                return self._publish()
         finally:
             wait_for_main()
 
