@@ -150,3 +150,12 @@ def test_the_errors_name_what_works_for_a_tool_environment(tmp_path: Path) -> No
     knobs = rg.GRPOKnobs(env=Airline(), base_model=None)
     with pytest.raises(UsageError, match=r"a tiny agent built for it \(`rlgate policy build --env SPEC --out DIR`"):
         knobs.resolve()
+
+
+def test_training_a_tool_environment_on_a_one_turn_policy_names_what_works() -> None:
+    from pytest_rlgate.train.tools import tool_trainer_options
+
+    _model, tokenizer = rg.load_policy("rlgate/tiny-refund", device="cpu")
+    with pytest.raises(UsageError, match=r"cannot render tool calls and results; .*a tiny agent built for it "
+                                         r"offline \(`rlgate policy build --env SPEC --out DIR`"):
+        tool_trainer_options(rg.load_env(Airline()), tokenizer)
