@@ -44,7 +44,7 @@ def test_a_chat_longer_than_the_context_is_refused_before_sampling(tiny_agent: t
     assert 700 < width < 900  # the system prompt and two tool schemas, byte-level BPE'd
     assert "(the system prompt, 2 tool schemas and the prompt) and a turn may add 48, but the model's context " \
            "is 512 positions" in text
-    assert "`rlgate policy build --env MODULE:CLASS --out DIR`, then --base-model DIR" in text
+    assert "`rlgate policy build --env MODULE:CLASS --out DIR`, then --base-model DIR or --model DIR)" in text
 
 
 def test_the_fix_is_named_only_when_it_helps(tiny_agent: tuple[Any, Any]) -> None:

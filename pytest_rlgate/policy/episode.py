@@ -158,7 +158,7 @@ class _Backend:
             f"(max_position_embeddings); every episode would stop before its first turn. Use a model with a longer "
             f"context{lower}, shorten the environment's system prompt or tools, or build a tiny policy for this "
             f"environment, whose system turn is one token (`rlgate policy build --env {self.env.spec or 'MODULE:CLASS'}"
-            " --out DIR`, then --base-model DIR)")
+            " --out DIR`, then --base-model DIR or --model DIR)")
 
     def generate(self, chats: Sequence[Sequence[Message]], rendered: Sequence[str],
                  seeds: Sequence[int]) -> Sequence[str | Mapping[str, object]]:
