@@ -1,0 +1,175 @@
+"""The gate on real sampling noise: SmolLM2-135M-Instruct against itself, many reruns.
+
+Base against base: "before" and "after" are the same model at different sample seeds, so
+every regression the gate reports is a false fail and every interval should hold 0. The
+replies are sampled ONCE into a pool (``--pool-k`` replies per prompt of a small arith
+holdout, with ``rlgate sample``; reply ``j`` has its own seed, so the pool is many seeds of
+one reply each), and each rerun draws ``--k`` replies per prompt for "before" and ``--k``
+other ones for "after" from it. The draws of one prompt are then independent draws of that
+prompt's real reply distribution, exactly as two sample seeds of the model would give, and
+the reruns take seconds: only ``rg.compare`` runs. Beside it the same gate on a simulation
+of the same shape: per prompt, Bernoulli draws at that prompt's pool pass rate (what the
+statistics' own calibration assumes), so the two columns differ only by what real replies
+add (rewards between 0 and 1, markers, whatever else real noise is).
+
+Printed per comparison (category x metric, as ``rg.compare`` reports them): the false-fail
+rate (verdict ``regressed``), the coverage of the true delta 0 by the interval, and at run
+level the share of reruns whose gate failed. Then ``hack_scan`` and ``probe_reward`` on the
+real replies.
+
+    # once (minutes on CPU): fetch the model, sample the pool (resumable)
+    rlgate models fetch smollm2-135m
+    OMP_NUM_THREADS=1 python benchmarks/bench_real_calibration.py --sample
+    # the gate part, from the cached pool (seconds)
+    OMP_NUM_THREADS=1 python benchmarks/bench_real_calibration.py [--reruns 400] [--k 4]
+
+The pool lives under ``$RLGATE_CACHE_DIR/bench-real/`` (``--pool`` moves it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest_rlgate as rg
+from pytest_rlgate._io.cache import cache_root
+
+MODEL = "smollm2-135m"
+ENV = "arith"
+PER_CATEGORY = 12
+POOL_K = 12
+MAX_NEW_TOKENS = 32
+
+
+def default_pool() -> Path:
+    return cache_root() / "bench-real" / f"{MODEL}-{ENV}-pool-k{POOL_K}.jsonl"
+
+
+def holdout(per_category: int = PER_CATEGORY) -> list[rg.PromptItem]:
+    """The first *per_category* prompts of each category of the large arith holdout (seed 0)."""
+    env = rg.load_env(ENV)
+    split = rg.stratified_split(rg.build_prompts(0, "large", env=env), 0.2, env=env)
+    taken: dict[str, int] = collections.Counter()
+    out = []
+    for item in split.holdout:
+        if taken[item["category"]] < per_category:
+            taken[item["category"]] += 1
+            out.append(item)
+    return out
+
+
+def sample_pool(pool: Path, pool_k: int) -> None:
+    from pytest_rlgate.data.prompts import write_prompts
+
+    pool.parent.mkdir(parents=True, exist_ok=True)
+    prompts = pool.with_suffix(".prompts.jsonl")
+    write_prompts(prompts, holdout())
+    command = [sys.executable, "-m", "pytest_rlgate.cli", "sample", "--model", MODEL, "--env", ENV,
+               "--prompts", str(prompts), "--k", str(pool_k), "--max-new-tokens", str(MAX_NEW_TOKENS),
+               "--batch-size", "4", "--out", str(pool)]
+    print("$", " ".join(command[1:]), flush=True)
+    started = time.time()
+    subprocess.run(command, check=True)
+    print(f"pool sampled in {time.time() - started:.0f} s", flush=True)
+
+
+def by_prompt(rows: list[rg.Row]) -> dict[str, list[rg.Row]]:
+    grouped: dict[str, list[rg.Row]] = collections.defaultdict(list)
+    for row in rows:
+        grouped[row["scenario_id"]].append(row)
+    return dict(grouped)
+
+
+def draw(grouped: dict[str, list[rg.Row]], k: int, rng: random.Random) -> tuple[list[rg.Row], list[rg.Row]]:
+    """One rerun: *k* replies per prompt for each side, disjoint, from the prompt's pool."""
+    before, after = [], []
+    for rows in grouped.values():
+        picked = rng.sample(rows, 2 * k)
+        before += picked[:k]
+        after += picked[k:]
+    return before, after
+
+
+def simulated(grouped: dict[str, list[rg.Row]], k: int, rng: random.Random) -> tuple[list[rg.Row], list[rg.Row]]:
+    """The simulation's rerun: per prompt, Bernoulli(pool pass rate) rewards, no markers."""
+    sides: tuple[list[rg.Row], list[rg.Row]] = ([], [])
+    for rows in grouped.values():
+        rate = statistics.fmean(float(r["passed"]) for r in rows)
+        for side in sides:
+            for j in range(k):
+                hit = rng.random() < rate
+                side.append({"scenario_id": rows[0]["scenario_id"], "category": rows[0]["category"],
+                             "rollout": j, "reward": float(hit), "passed": hit})
+    return sides
+
+
+def tally(name: str, grouped: dict[str, list[rg.Row]], k: int, reruns: int, seed: int, maker) -> dict[str, object]:
+    rng = random.Random(seed)
+    fails: dict[str, int] = collections.Counter()
+    covered: dict[str, int] = collections.Counter()
+    seen: dict[str, int] = collections.Counter()
+    run_fails = 0
+    started = time.perf_counter()
+    for _ in range(reruns):
+        before, after = maker(grouped, k, rng)
+        result = rg.compare(before, after, by="category", env=ENV, guards=() if maker is simulated else None)
+        for comparison in result.comparisons:
+            label = f"{comparison.group}:{comparison.metric}" if hasattr(comparison, "metric") else comparison.group
+            seen[label] += 1
+            fails[label] += comparison.verdict == "regressed"
+            covered[label] += comparison.low <= 0.0 <= comparison.high
+        run_fails += not result.passed
+    return {"name": name, "fails": fails, "covered": covered, "seen": seen, "run_fails": run_fails,
+            "reruns": reruns, "seconds": time.perf_counter() - started}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", action="store_true", help="sample the pool first if it is missing (minutes)")
+    parser.add_argument("--pool", type=Path, default=None, help="the pool's row file (default: in the cache)")
+    parser.add_argument("--pool-k", type=int, default=POOL_K)
+    parser.add_argument("--k", type=int, default=4, help="replies per prompt and side in a rerun")
+    parser.add_argument("--reruns", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    pool = args.pool or default_pool()
+    if not pool.is_file():
+        if not args.sample:
+            sys.exit(f"no pool at {pool}: run with --sample once (it samples {MODEL}; minutes on CPU)")
+        sample_pool(pool, args.pool_k)
+    rows = list(rg.load_rows(pool))
+    grouped = by_prompt(rows)
+    if 2 * args.k > min(len(v) for v in grouped.values()):
+        sys.exit(f"--k {args.k}: each side needs k replies of its own, and the pool has "
+                 f"{min(len(v) for v in grouped.values())} per prompt")
+    print(f"pool: {pool} ({len(rows)} replies, {len(grouped)} prompts)")
+    per_cat = collections.defaultdict(list)
+    for row in rows:
+        per_cat[row["category"]].append(float(row["passed"]))
+    print("base pass@1 per category (pool): " + ", ".join(
+        f"{c} {statistics.fmean(v):.3f} ({len(v)} replies)" for c, v in sorted(per_cat.items())))
+    real = tally("real replies", grouped, args.k, args.reruns, args.seed, draw)
+    sim = tally("simulation", grouped, args.k, args.reruns, args.seed, simulated)
+    print(f"\nbase vs base, {len(grouped)} prompts x k={args.k} per side, {args.reruns} reruns each")
+    print(f"{'comparison':<28}{'false-fail real':>16}{'sim':>8}{'coverage real':>15}{'sim':>8}")
+    for label in sorted(real["seen"]):
+        n = real["seen"][label]
+        line = f"{label:<28}{real['fails'][label] / n:>16.3f}"
+        m = sim["seen"].get(label)
+        line += f"{sim['fails'][label] / m:>8.3f}" if m else f"{'-':>8}"
+        line += f"{real['covered'][label] / n:>15.3f}"
+        line += f"{sim['covered'][label] / m:>8.3f}" if m else f"{'-':>8}"
+        print(line)
+    print(f"{'run level (gate failed)':<28}{real['run_fails'] / args.reruns:>16.3f}"
+          f"{sim['run_fails'] / args.reruns:>8.3f}")
+    print(f"gate time: real {real['seconds']:.1f} s, simulation {sim['seconds']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
