@@ -9,8 +9,9 @@ other ones for "after" from it. The draws of one prompt are then independent dra
 prompt's real reply distribution, exactly as two sample seeds of the model would give, and
 the reruns take seconds: only ``rg.compare`` runs. Beside it the same gate on a simulation
 of the same shape: per prompt, Bernoulli draws at that prompt's pool pass rate (what the
-statistics' own calibration assumes), so the two columns differ only by what real replies
-add (rewards between 0 and 1, markers, whatever else real noise is).
+statistics' own calibration assumes), each guarded marker drawn the same way on its own, so
+the two columns differ only by what real replies add (markers that move with the pass,
+prompts whose replies are alike, whatever else real noise is).
 
 Printed per comparison (category x metric, as ``rg.compare`` reports them): the false-fail
 rate (verdict ``regressed``), the coverage of the true delta 0 by the interval, and at run
@@ -91,21 +92,25 @@ def draw(grouped: dict[str, list[rg.Row]], k: int, rng: random.Random) -> tuple[
     before, after = [], []
     for rows in grouped.values():
         picked = rng.sample(rows, 2 * k)
-        before += picked[:k]
-        after += picked[k:]
+        before += [{**row, "rollout_index": j} for j, row in enumerate(picked[:k])]
+        after += [{**row, "rollout_index": j} for j, row in enumerate(picked[k:])]
     return before, after
 
 
 def simulated(grouped: dict[str, list[rg.Row]], k: int, rng: random.Random) -> tuple[list[rg.Row], list[rg.Row]]:
-    """The simulation's rerun: per prompt, Bernoulli(pool pass rate) rewards, no markers."""
+    """The simulation's rerun: per prompt, Bernoulli draws at the pool's pass rate, and each
+    marker at its own pool rate, independently (no reply behind them)."""
     sides: tuple[list[rg.Row], list[rg.Row]] = ([], [])
     for rows in grouped.values():
-        rate = statistics.fmean(float(r["passed"]) for r in rows)
+        rate = statistics.fmean(r["reward"] for r in rows)
+        marker_rates = {m: statistics.fmean(r["markers"][m] for r in rows) for m in rows[0]["markers"]}
+        first = rows[0]
         for side in sides:
             for j in range(k):
-                hit = rng.random() < rate
-                side.append({"scenario_id": rows[0]["scenario_id"], "category": rows[0]["category"],
-                             "rollout": j, "reward": float(hit), "passed": hit})
+                hit = int(rng.random() < rate)
+                side.append({"prompt": first["prompt"], "scenario_id": first["scenario_id"],
+                             "category": first["category"], "rollout_index": j, "reply": "", "score": float(hit),
+                             "reward": hit, "markers": {m: float(rng.random() < p) for m, p in marker_rates.items()}})
     return sides
 
 
@@ -118,7 +123,7 @@ def tally(name: str, grouped: dict[str, list[rg.Row]], k: int, reruns: int, seed
     started = time.perf_counter()
     for _ in range(reruns):
         before, after = maker(grouped, k, rng)
-        result = rg.compare(before, after, by="category", env=ENV, guards=() if maker is simulated else None)
+        result = rg.compare(before, after, by="category", env=ENV)
         for comparison in result.comparisons:
             label = f"{comparison.group}:{comparison.metric}" if hasattr(comparison, "metric") else comparison.group
             seen[label] += 1
@@ -151,7 +156,7 @@ def main() -> None:
     print(f"pool: {pool} ({len(rows)} replies, {len(grouped)} prompts)")
     per_cat = collections.defaultdict(list)
     for row in rows:
-        per_cat[row["category"]].append(float(row["passed"]))
+        per_cat[row["category"]].append(row["reward"])
     print("base pass@1 per category (pool): " + ", ".join(
         f"{c} {statistics.fmean(v):.3f} ({len(v)} replies)" for c, v in sorted(per_cat.items())))
     real = tally("real replies", grouped, args.k, args.reruns, args.seed, draw)
