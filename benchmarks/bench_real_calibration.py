@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="replies per prompt and side in a rerun")
     parser.add_argument("--reruns", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-scan", action="store_true", help="skip hack_scan and the probe")
     args = parser.parse_args()
     pool = args.pool or default_pool()
     if not pool.is_file():
@@ -174,6 +175,25 @@ def main() -> None:
     print(f"{'run level (gate failed)':<28}{real['run_fails'] / args.reruns:>16.3f}"
           f"{sim['run_fails'] / args.reruns:>8.3f}")
     print(f"gate time: real {real['seconds']:.1f} s, simulation {sim['seconds']:.1f} s")
+    if not args.no_scan:
+        scan_and_probe(rows)
+
+
+def scan_and_probe(rows: list[rg.Row]) -> None:
+    """``hack_scan`` over the pool's real replies (12 to a prompt: one GRPO group each), and the
+    environment's hack probe over the pool's own prompts."""
+    env = rg.load_env(ENV)
+    started = time.perf_counter()
+    scan = rg.hack_scan(rows, env=env, endorsed=sorted({f for fs in env.endorsed.values() for f in fs}), rng=0)
+    print(f"\nhack_scan on {len(rows)} real replies ({time.perf_counter() - started:.1f} s):")
+    print(scan.summary())
+    print(scan.table(limit=8))
+    started = time.perf_counter()
+    items = [{"prompt": r["prompt"], "case": r["case"], "category": r["category"]}
+             for r in {r["scenario_id"]: r for r in rows}.values()]
+    probe = rg.probe_reward(env=env, items=items)
+    print(f"\nprobe_reward on the pool's {len(items)} prompts ({time.perf_counter() - started:.1f} s):")
+    print(probe.table(paying_only=False))
 
 
 if __name__ == "__main__":
