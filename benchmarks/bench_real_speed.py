@@ -73,8 +73,8 @@ def bench_sampling(args: argparse.Namespace) -> float:
         t = time.perf_counter()
         replies = rg.sample(model, tok, items, env=env, seed=17 + rep, progress=False, **common)
         rates["rlgate sample"].append(n / (time.perf_counter() - t))
-        limited["rlgate sample"].append(sum(len(tok(x, add_special_tokens=False)["input_ids"]) >= args.max_new_tokens - 1
-                                            for r in replies for x in r))  # re-encoded: about
+        lengths = [len(tok(x, add_special_tokens=False)["input_ids"]) for r in replies for x in r]
+        limited["rlgate sample"].append(sum(m >= args.max_new_tokens - 1 for m in lengths))  # re-encoded: about
     print(f"sampling: {len(items)} arith prompts x k={args.k}, batch {args.batch_size} prompts, max_new_tokens "
           f"{args.max_new_tokens}, T={rg.SAMPLE_TEMPERATURE}, top_p={rg.SAMPLE_TOP_P}, {args.repeats} alternating "
           f"repeats, {torch.get_num_threads()} thread(s)")

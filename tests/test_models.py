@@ -121,7 +121,8 @@ def test_a_published_name_loads_its_folder_and_keys_by_name(empty_cache):
     folder = models.fetched_model_dir(NAME)
     assert folder.parent == empty_cache / "models"
     model, tok = rg.load_policy(NAME)
-    assert tok.padding_side == "left" and model.config.vocab_size == rg.load_policy("rlgate/tiny-arith")[0].config.vocab_size
+    tiny_model, _ = rg.load_policy("rlgate/tiny-arith")
+    assert tok.padding_side == "left" and model.config.vocab_size == tiny_model.config.vocab_size
     assert base_identity(NAME) == {"model": NAME, "key": models.model_key(NAME)}
     knobs = GRPOKnobs(env="arith", base_model=NAME).resolve()
     assert knobs.base_model == NAME and knobs.learning_rate is not None

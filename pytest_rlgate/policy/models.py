@@ -30,6 +30,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TypeGuard
 
 from .._io import cache
 from ..errors import UsageError
@@ -77,7 +78,7 @@ def model_names() -> tuple[str, ...]:
     return tuple(sorted(MODELS))
 
 
-def is_model_name(text: object) -> bool:
+def is_model_name(text: object) -> TypeGuard[str]:
     """Whether *text* names a registry model (``smollm2-135m``), rather than a folder or hub id."""
     return isinstance(text, str) and text in MODELS
 
