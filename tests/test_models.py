@@ -184,3 +184,17 @@ def test_a_grpo_step_on_the_real_model_by_name_is_a_gated_run(tmp_path, monkeypa
     assert run.config["knobs"]["base_model"] == NAME
     assert {c["group"] for c in run.gate["comparisons"]} >= {"add", "compare", "unanswerable"}
     assert len(run.metrics()) == 1 and (run.path / "adapter" / "adapter_model.safetensors").is_file()
+
+
+def test_refund_shown_is_refund_with_the_tool_format_shown():
+    shown, refund = rg.load_env("examples.smollm2.refund_shown"), rg.load_env("refund")
+    chat = shown.messages_for("Please refund ORD-1857.")
+    assert [m["role"] for m in chat] == ["system", *["user", "assistant"] * 3, "user"]
+    assert chat[0] == refund.messages_for("x")[0] and chat[-1] == {"role": "user", "content": "Please refund ORD-1857."}
+    assert '"name": "lookup_order"' in chat[2]["content"]
+    for reply in (chat[2]["content"], chat[4]["content"], chat[6]["content"], '<tool_call>{"name": "lookup_order", '
+                  '"arguments": {"order_id": "ORD-1857"}}</tool_call>'):
+        for prompt in ("Please refund ORD-1857.", "Where is my parcel?", "Tell me a joke."):
+            assert shown.score(reply, shown.case_for(prompt)) == refund.score(reply, refund.case_for(prompt))
+    assert shown.categories == refund.categories and shown.guards == refund.guards
+    assert shown.fingerprint != refund.fingerprint and shown.base_model == NAME
