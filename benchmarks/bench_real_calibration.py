@@ -119,18 +119,23 @@ def tally(name: str, grouped: dict[str, list[rg.Row]], k: int, reruns: int, seed
     fails: dict[str, int] = collections.Counter()
     covered: dict[str, int] = collections.Counter()
     seen: dict[str, int] = collections.Counter()
-    run_fails = 0
+    run_fails = all_covered = 0
     started, cpu = time.perf_counter(), time.process_time()
     for _ in range(reruns):
         before, after = maker(grouped, k, rng)
         result = rg.compare(before, after, by="category", env=ENV)
+        holds = True
         for comparison in result.comparisons:
-            label = f"{comparison.group}:{comparison.metric}" if hasattr(comparison, "metric") else comparison.group
+            label = f"{comparison.group}:{comparison.metric}"
             seen[label] += 1
             fails[label] += comparison.verdict == "regressed"
-            covered[label] += comparison.low <= 0.0 <= comparison.high
+            inside = comparison.low is None or comparison.low <= 0.0 <= comparison.high
+            covered[label] += inside
+            holds = holds and inside
         run_fails += not result.passed
+        all_covered += holds
     return {"name": name, "fails": fails, "covered": covered, "seen": seen, "run_fails": run_fails,
+            "all_covered": all_covered,
             "reruns": reruns, "seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
 
 
@@ -173,9 +178,10 @@ def main() -> None:
         line += f"{sim['covered'][label] / m:>8.3f}" if m else f"{'-':>8}"
         print(line)
     print(f"{'run level (gate failed)':<28}{real['run_fails'] / args.reruns:>16.3f}"
-          f"{sim['run_fails'] / args.reruns:>8.3f}")
-    print(f"gate time ({args.reruns} x rg.compare a side): real {real['cpu']:.1f} s CPU ({real['seconds']:.1f} s wall), "
-          f"simulation {sim['cpu']:.1f} s CPU ({sim['seconds']:.1f} s wall)")
+          f"{sim['run_fails'] / args.reruns:>8.3f}{real['all_covered'] / args.reruns:>15.3f}"
+          f"{sim['all_covered'] / args.reruns:>8.3f}  (coverage: every interval holds 0)")
+    print(f"gate time ({args.reruns} x rg.compare a side): real {real['cpu']:.1f} s CPU "
+          f"({real['seconds']:.1f} s wall), simulation {sim['cpu']:.1f} s CPU ({sim['seconds']:.1f} s wall)")
     if not args.no_scan:
         scan_and_probe(rows)
 
