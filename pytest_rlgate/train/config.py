@@ -231,7 +231,8 @@ class RunKnobs:
 
     env: str | Env | None = None
     base_model: str | None = knob(None, f"hub id, local folder, {TINY_POLICY} or a fetched model such as "
-                                  "smollm2-135m (default: the environment's own base model)", group=PROMPTS, metavar="ID")
+                                  "smollm2-135m (default: the environment's own base model)", group=PROMPTS,
+                                  metavar="ID")
     prompt_seed: int = knob(SEED, "prompt-set seed (%(default)s)", group=PROMPTS, bound=SEED_RANGE,
                             aliases=("--seed",))
     size: str = knob(SIZE, "the environment's prompt-set size, e.g. small, default, large", group=PROMPTS)
