@@ -109,8 +109,9 @@ def simulated(grouped: dict[str, list[rg.Row]], k: int, rng: random.Random) -> t
             for j in range(k):
                 hit = int(rng.random() < rate)
                 side.append({"prompt": first["prompt"], "scenario_id": first["scenario_id"],
-                             "category": first["category"], "rollout_index": j, "reply": "", "score": float(hit),
-                             "reward": hit, "markers": {m: float(rng.random() < p) for m, p in marker_rates.items()}})
+                             "category": first["category"], "rollout_index": j, "reply": "(simulated)",
+                             "score": float(hit), "reward": hit,
+                             "markers": {m: float(rng.random() < p) for m, p in marker_rates.items()}})
     return sides
 
 
