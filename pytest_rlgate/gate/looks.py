@@ -41,7 +41,17 @@ from ..errors import RlgateWarning, UsageError
 from .adapter import compare_adapter
 from .release import as_release_policy
 from .result import GateResult
-from .sequential import ALPHA, BagTest, Spending, bag_test, betting_test, lattice, sign_flip_p, tarone_holm
+from .sequential import (
+    ALPHA,
+    BagTest,
+    Spending,
+    bag_test,
+    betting_test,
+    lattice,
+    min_units,
+    sign_flip_p,
+    tarone_holm,
+)
 
 __all__ = ["ALPHA", "COLLAPSE_SHARE", "METHODS", "WINDOW", "Look", "Reach", "SequentialGate", "Test", "Units",
            "bag_sums", "look_alpha", "sign_flip_p", "units_by_group"]
@@ -289,8 +299,9 @@ class SequentialGate:
         return self._metrics
 
     # --- what can stop the run -----------------------------------------------------------
-    def _stops_on(self, metric: str, group: str) -> bool:
-        """Whether a regression of *metric* in *group* can stop the run (advisory ones cannot)."""
+    def can_stop(self, metric: str, group: str) -> bool:
+        """Whether a regression of *metric* in *group* can stop the run: every comparison that can fail
+        the gate (so not an advisory one under the release policy in ``options``)."""
         if self._policy is None:
             return True
         name = metric if metric == PASS else f"marker:{metric}"
@@ -328,7 +339,7 @@ class SequentialGate:
             open_end = self.planned is None and end == last
             what = f"{group}: {n} scenario{'s' if n != 1 else ''}"
             if first is None:
-                need = min(needed_units(level, self._floors(j, n)[kind][1])
+                need = min(min_units(level, self._floors(j, n)[kind][1])
                            for j, lv in enumerate(levels, 1) for kind, level in lv.items())
                 span = f"its {last} planned looks" if self.planned else f"its first {last} looks"
                 message = (f"{what} — this run can never stop on {group} in {span} (its scenarios give p >= "
@@ -392,7 +403,7 @@ class SequentialGate:
                 per_category, overall = self._group_tests(sums[:, :, m], rows, parts)
                 everything = np.arange(len(units))
                 for group, idx, run in (("overall", everything, overall), *zip(categories, parts, per_category)):
-                    if self._stops_on(metric, group):
+                    if self.can_stop(metric, group):
                         found.append((metric, group, sums[idx, :, m], rows[idx]))
                         runs.append(run)
             reject, held = tarone_holm(runs, level) if runs else ([], [])
@@ -415,8 +426,3 @@ class SequentialGate:
         return {"alpha": self.alpha, "planned": self.planned, "horizon": self.horizon, "window": self.window,
                 "collapse_share": self.collapse_share, "method": self.method, "metrics": list(self._metrics),
                 "schedule": self.spending.describe()}
-
-
-def needed_units(level: float, sides: int) -> int:
-    """Fewest units whose bags of *sides* values can give a p-value at or below *level*."""
-    return max(1, math.ceil(math.log(1.0 / level) / math.log(sides)))
