@@ -59,3 +59,46 @@ def test_each_look_reaches_tensorboard_beside_the_loss(tmp_path: Path, caplog: p
         assert written[2] == pytest.approx(c.delta, abs=1e-6)  # float32 on disk
     assert [e.step for e in board.Scalars("train/rlgate/stop")] == [1, 2]
     assert [e.step for e in board.Scalars("train/loss")] == [1, 2]
+
+
+@pytest.mark.slow
+def test_the_pick_of_a_lora_run_is_re_sampled_with_its_own_adapter_and_training_resumes_unchanged(
+        tmp_path: Path) -> None:
+    """A pick that is not the last look: its kept adapter goes in for the confirmation, is saved to ship,
+    and the live weights are put back."""
+    from types import SimpleNamespace
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from pytest_rlgate.gate.select import Candidate, Selection
+
+    env = rg.load_env("refund")
+    base, tokenizer = rg.load_policy("rlgate/tiny-refund", device="cpu")
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    items = rg.stratified_split(rg.build_prompts(0, "small", env=env), 0.3, env=env).holdout[:6]
+    gate = rg.GateCallback(items, env=env, tokenizer=tokenizer, every=1, k=1, max_new_tokens=8,
+                           out_dir=tmp_path, select=True)
+    state, control = SimpleNamespace(max_steps=2, global_step=0, log_history=[]), SimpleNamespace()
+    gate.on_train_begin(None, state, control, model=model)
+    kept = []
+    for step in (1, 2):
+        with torch.no_grad():
+            for name, weight in model.named_parameters():
+                if "lora_B" in name:
+                    weight.normal_(0, 0.5)
+        state.global_step = step
+        gate.on_step_end(None, state, control, model=model)
+        kept.append({k: v.clone() for k, v in get_peft_model_state_dict(model).items()})
+    final = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}
+    candidates = tuple(Candidate(step=s, look=s, passed=True, score=0.0, verdicts={}) for s in (1, 2))
+    picked = gate._confirm(model, Selection("pass@1/overall", 0.025, candidates, best=1, tied=(1,)), None)
+    assert picked.confirmation is not None and picked.confirmation.step == 1
+    assert (tmp_path / "confirm-step-000001.jsonl").is_file() and (tmp_path / "confirm-step-000000.jsonl").is_file()
+    now = get_peft_model_state_dict(model)
+    assert all(torch.equal(now[k], final[k]) for k in final)  # training goes on with its own weights
+    shipped = load_file(str(tmp_path / "pick-adapter" / "adapter_model.safetensors"))
+    assert all(torch.equal(shipped[k], kept[0][k]) for k in kept[0])  # the pick's adapter, ready to ship
+    assert not all(torch.equal(kept[0][k], kept[1][k]) for k in kept[0])

@@ -63,6 +63,15 @@ logger = logging.getLogger("pytest_rlgate.watch")
 PICK_ADAPTER = "pick-adapter"
 
 
+def _is_peft(model: object) -> bool:
+    """A PEFT model (TRL wraps the policy in one when given a ``peft_config``): its adapter can be kept."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(model, PeftModel)
+
+
 class GateCallback(TrainerCallback):
     """Sample the holdout every *every* steps, write the rows, gate them against step 0, maybe stop, then select.
 
@@ -237,7 +246,7 @@ class GateCallback(TrainerCallback):
 
     def _keep_adapter(self, model: Model | None, step: int) -> None:
         """A LoRA model's adapter weights at this look (CPU copies): what the confirmation re-samples."""
-        if model is None or not hasattr(model, "peft_config"):
+        if not _is_peft(model):
             return
         from peft.utils import get_peft_model_state_dict
 
@@ -271,7 +280,7 @@ class GateCallback(TrainerCallback):
                             guards=guards, **options)
 
     def _save_pick(self, model: Model) -> None:
-        if hasattr(model, "peft_config"):
+        if _is_peft(model):
             model.save_pretrained(str(self.out_dir / PICK_ADAPTER))
 
     def _write(self) -> None:
