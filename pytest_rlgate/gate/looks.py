@@ -132,21 +132,19 @@ def bag_sums(sides: Sequence[Units]) -> tuple[list[tuple[str, str]], np.ndarray,
     """Units present on every side, their sums over the rows all sides share (units x sides x metrics), and
     how many rows that is per unit."""
     units = sorted(set(sides[0].sums).intersection(*(s.sums for s in sides[1:])))
-    out = np.zeros((len(units), len(sides), len(sides[0].metrics)))
-    rows = np.zeros(len(units))
-    for u, unit in enumerate(units):
-        shape = sides[0].shapes[unit]
-        if all(s.shapes[unit] == shape for s in sides[1:]):  # alike sides: every row counts
-            rows[u] = sum(m for _p, m in shape)
-            out[u] = [s.sums[unit] for s in sides]
-            continue
+    shapes = [sides[0].shapes[unit] for unit in units]
+    alike = [all(s.shapes[unit] == shape for s in sides[1:]) for unit, shape in zip(units, shapes)]
+    out = np.array([[s.sums[unit] for s in sides] for unit in units], dtype=float).reshape(
+        len(units), len(sides), len(sides[0].metrics))
+    rows = np.array([sum(m for _p, m in shape) for shape in shapes], dtype=float)
+    for u in (u for u, same in enumerate(alike) if not same):  # unlike sides: the rows they share
+        unit = units[u]
         counts = [dict(s.shapes[unit]) for s in sides]
         common = {p: min(c.get(p, 0) for c in counts) for p in counts[0]}
         rows[u] = sum(common.values())
         for j, side in enumerate(sides):
             kept = [v for p, m in common.items() for v in side.cells[unit][p][:m]]
-            if kept:
-                out[u, j] = np.sum(kept, axis=0)
+            out[u, j] = np.sum(kept, axis=0) if kept else 0.0
     keep = rows > 0
     return [unit for unit, k in zip(units, keep) if k], out[keep], rows[keep]
 
@@ -408,7 +406,8 @@ class SequentialGate:
                         runs.append(run)
             reject, held = tarone_holm(runs, level) if runs else ([], [])
             for (metric, group, bag, n), run, r, bar in zip(found, runs, reject, held):
-                delta = float(np.mean((bag[:, 1:].mean(axis=1) - bag[:, 0]) / n)) if n.size else 0.0
+                delta = float(((bag[:, 1:].sum(axis=1) / (bag.shape[1] - 1) - bag[:, 0]) / n).sum() / n.size) \
+                    if n.size else 0.0
                 tests.append(Test(metric=metric, group=group, kind=kind, steps=steps, n_units=int(n.size),
                                   delta=delta, p=run.p, min_p=run.min_p, level=bar, regressed=bool(r)))
         gate = None

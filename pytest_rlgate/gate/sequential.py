@@ -223,6 +223,16 @@ def min_units(level: float, sides: int = 2) -> int:
     return max(1, math.ceil(math.log(1.0 / level) / math.log(sides)))
 
 
+def _betting(deltas: np.ndarray) -> np.ndarray:
+    """1 / e-value for each row of *deltas* (see :func:`betting_p`)."""
+    d = np.clip(deltas, -1.0, 1.0)
+    logs = np.log1p(-_BETS[None, :, None] * d[:, None, :]).sum(axis=2)  # rows x bets
+    top = logs.max(axis=1)
+    with np.errstate(over="ignore"):
+        e = np.exp(np.minimum(top, 700.0)) * np.exp(logs - top[:, None]).mean(axis=1)
+    return np.where(e <= 1.0, 1.0, 1.0 / e)
+
+
 def betting_p(deltas: Sequence[float] | np.ndarray) -> float:
     """An anytime-valid p-value (1 / e-value) that the mean of *deltas* in [-1, 1] is below 0.
 
@@ -230,19 +240,17 @@ def betting_p(deltas: Sequence[float] | np.ndarray) -> float:
     non-negative martingale under "each unit's delta has mean >= 0" (a bettor wagering a share
     of their wealth that the deltas are negative), so their mixture is one too.
     """
-    d = np.clip(np.asarray(deltas, dtype=float).reshape(-1), -1.0, 1.0)
-    if d.size == 0:
-        return 1.0
-    logs = np.log1p(-_BETS[:, None] * d[None, :]).sum(axis=1)
-    top = float(logs.max())
-    e = math.exp(top) * float(np.mean(np.exp(logs - top))) if top < 700 else math.inf
-    return 1.0 if e <= 1.0 else 1.0 / e
+    d = np.asarray(deltas, dtype=float).reshape(1, -1)
+    return 1.0 if d.size == 0 else float(_betting(d)[0])
 
 
 def betting_test(deltas: Sequence[float] | np.ndarray) -> BagTest:
     """:func:`betting_p` as a family member: its smallest attainable p-value is every unit at -|delta|."""
     d = np.asarray(deltas, dtype=float).reshape(-1)
-    return BagTest(p=betting_p(d), min_p=betting_p(-np.abs(d)), n_units=int(np.count_nonzero(d)))
+    if d.size == 0:
+        return BagTest(p=1.0, min_p=1.0, n_units=0)
+    p, floor = _betting(np.stack([d, -np.abs(d)]))
+    return BagTest(p=float(p), min_p=float(floor), n_units=int(np.count_nonzero(d)))
 
 
 def tarone_holm(tests: Sequence[BagTest], alpha: float) -> tuple[list[bool], list[float]]:
