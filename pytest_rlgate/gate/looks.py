@@ -303,8 +303,7 @@ class SequentialGate:
         if self._policy is None:
             return True
         name = metric if metric == PASS else f"marker:{metric}"
-        decision = self._policy.decide(name, group, confidence_level=0.95, margin=0.1, max_drop=None)
-        return decision.tier != "advisory"
+        return self._policy.decide(name, group, confidence_level=0.95, margin=0.1, max_drop=None).can_fail
 
     def family_levels(self, look: int) -> dict[str, float]:
         """The level each family has at look *look*: ``checkpoint`` and ``window`` (absent at the first look)."""
