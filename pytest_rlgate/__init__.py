@@ -145,6 +145,10 @@ _EXPORTS: dict[str, str] = {
     "grade_file": "data.replies",
     "GateCallback": "train.callback",
     "SequentialGate": "gate.looks",
+    # a watched run: checkpoints we did not train, and the one to ship
+    "watch_checkpoints": "train.watch",
+    "select_checkpoint": "gate.select",
+    "Selection": "gate.select",
     # multi-turn episodes with tools
     "Episode": "environment.episode",
     "ToolCall": "environment.episode",
@@ -240,6 +244,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .gate.release import ReleasePolicy as ReleasePolicy, load_release_policy as load_release_policy
     from .gate.result import Comparison as Comparison, GateResult as GateResult
+    from .gate.select import Selection as Selection, select_checkpoint as select_checkpoint
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,
         PairedBootstrapResult as PairedBootstrapResult,
@@ -284,3 +289,4 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter
     from .train.seeds import train_seeds as train_seeds
+    from .train.watch import watch_checkpoints as watch_checkpoints

