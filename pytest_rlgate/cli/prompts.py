@@ -21,11 +21,11 @@ from ..data.hygiene import KeepResult, keep_prompts
 from ..data.jsonl import iter_json_lines
 from ..data.prompts import SPLITS, build_prompts, count_by_category, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
-from ..data.records import PromptItem
 from ..environment.contract import Env, load_env
 from ..envs import DEFAULT_ENV
 from ..errors import DataError
 from ..options import SEED, Deprecated, add_env_argument, fraction, share
+from ..records import PromptItem
 
 HELP = "write a seeded prompt set, its split and fingerprint"
 

@@ -22,14 +22,14 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
-from ..data.records import PromptItem
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
 from ..policy.load import load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
-from ..policy.sampling import DEFAULT_BATCH_SIZE, VllmSampler
+from ..policy.sampling import DEFAULT_BATCH_SIZE, SampleOptions, VllmSampler
+from ..records import PromptItem
 from ..train import config as C
 from ..train.cached import adapter_identity, base_identity
 from ..train.config import RunKnobs, is_tiny
@@ -114,9 +114,10 @@ def run(args: argparse.Namespace) -> int:
     }
     model, tokenizer = _policy(args)
     sampled, kept = sample_to_file(
-        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, k=args.k, policy=label,
-        restart=args.restart, progress=args.progress, temperature=args.temperature, top_p=args.top_p,
-        max_new_tokens=max_new, batch_size=args.batch_size, backend=args.backend)
+        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label,
+        sampling=SampleOptions(k=args.k, temperature=args.temperature, top_p=args.top_p, seed=seeds[0],
+                               max_new_tokens=max_new, batch_size=args.batch_size),
+        restart=args.restart, progress=args.progress, backend=args.backend)
     if ranks.is_main_process():
         resumed = f", {kept} kept from an interrupted run" if kept else ""
         print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "

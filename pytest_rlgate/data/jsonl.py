@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from ..errors import DataError, hide_user_errors
 from ..options import MAX_DEPTH, MAX_NUMBER_DIGITS
-from .records import JSON
+from ..records import JSON
 
 try:  # a dependency; the standard library's scanner stands in where it cannot be installed
     import orjson as _orjson

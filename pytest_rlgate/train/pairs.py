@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..data.jsonl import iter_json_lines
-from ..data.records import Case, PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
+from ..records import Case, PromptItem
 from .run import write_jsonl
 
 __all__ = [

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from .._io import ranks
 from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
-from ..data.records import PromptItem, Row
 from ..data.rows import Rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.result import GateResult
 from ..policy.sampling import sample_rows
+from ..records import PromptItem, Row
 from .adapters import LineageStep, load_base, merge_adapter, run_lineage
 from .cached import base_identity, cached_rows, env_identity
 from .config import RunKnobs, resolved

@@ -30,10 +30,10 @@ from .._io.atomic import atomic_write, disk_errors, disk_problem, public_mode
 from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
 from ..data.jsonl import GZIP_ERRORS, loads_bounded, open_lines
-from ..data.records import Row
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
+from ..records import Row
 
 __all__ = ["COMPLETE", "NONFINITE", "RunFolder", "RunWriter", "before_name", "finite_json", "read_json",
            "read_json_object", "read_metrics", "sweep_runs", "write_json", "write_jsonl"]
