@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "SAMPLE_TOP_P": "policy.sampling",
     "SAMPLE_SEED": "policy.sampling",
     "BASE_RUN_SEEDS": "policy.sampling",
+    "SampleOptions": "policy.sampling",
     "cached_dir": "_io.cache",
     "cache_key": "_io.cache",
     # training
@@ -247,6 +248,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         SAMPLE_SEED as SAMPLE_SEED,
         SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE,
         SAMPLE_TOP_P as SAMPLE_TOP_P,
+        SampleOptions as SampleOptions,
         VllmSampler as VllmSampler,
         sample as sample,
         sample_rows as sample_rows,
