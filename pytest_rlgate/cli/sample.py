@@ -22,7 +22,7 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
-from ..environment.contract import Env, load_env
+from ..environment.contract import Env
 from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
 from ..policy.load import load_policy
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a hub id, a local model folder, or {C.TINY_POLICY} (default: the environment's own "
                              "policy, when it names one)")
     parser.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter folder put on top of --model")
-    add_env_argument(parser)
+    add_env_argument(parser, resolve="always")
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
     p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
     p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
@@ -91,7 +91,7 @@ def _policy(args: argparse.Namespace) -> tuple[Any, Any]:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     ranks.init_from_launcher()
-    env = load_env(args.env)
+    env: Env = args.env  # resolved at the door (cli._resolve_env)
     if args.model is None:
         if env.base_model is None:
             raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
