@@ -26,7 +26,6 @@ from .._io import ranks
 from .._io.cache import cache_root
 from .._io.progress import third_party_quiet
 from .._version import __version__
-from ..environment.contract import load_env
 from ..errors import RankError, RlgateError, UsageError
 
 #: Exit codes; 1 is reserved for "the gate failed" so CI never mistakes a crash for a verdict.
@@ -153,6 +152,8 @@ def _resolve_env(args: argparse.Namespace) -> None:
     :func:`~pytest_rlgate.options.add_env_argument` asked; a bad spec is one line naming the flag."""
     how = getattr(args, "resolve_env", None)
     if how == "always" or (how == "given" and args.env is not None):
+        from ..environment.contract import load_env  # with the command, like the command's module
+
         try:
             args.env = load_env(args.env)
         except UsageError as exc:

@@ -22,10 +22,10 @@ from .._io import ranks
 from .._io.progress import bar
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
-from ..data.records import PromptItem
 from ..data.rows import Rows, grade_replies
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
+from ..records import PromptItem
 from .episode import is_policy_function, sample_episode_rows, sample_texts
 from .generate import (
     BASE_RUN_SEEDS,
