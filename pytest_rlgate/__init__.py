@@ -220,8 +220,8 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         UsageError as UsageError,
     )
     from .gate import assert_no_regression as assert_no_regression, compare as compare
-    from .gate.looks import SequentialGate as SequentialGate
     from .gate.family import FamilyMember as FamilyMember, FamilyTest as FamilyTest, family_test as family_test
+    from .gate.looks import SequentialGate as SequentialGate
     from .gate.options import GateOptions as GateOptions
     from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
