@@ -23,7 +23,6 @@ from pytest_rlgate.data.prompts import (
     stratified_split,
     write_prompts,
 )
-from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import DataError, UsageError
 
 
@@ -189,7 +188,7 @@ DROPPED = {("refund", "default"): (0, 95), ("refund", "large"): (0, 549),
 
 @pytest.mark.parametrize(("env", "size"), sorted(DROPPED))
 def test_decontamination_counts_on_the_default_and_large_sets(env: str, size: str) -> None:
-    prepared = prepare_split(build_prompts(0, size, env=env), 0.2, env=load_env(env))
+    prepared = prepare_split(build_prompts(0, size, env=env), 0.2, env=env)
     dropped, before = DROPPED[(env, size)]
     record = prepared.decontamination.to_dict()
     assert (record["dropped"], record["train_before"]) == (dropped, before)
@@ -215,7 +214,7 @@ def _planted(env: str) -> tuple[list[dict], str]:
 @pytest.mark.parametrize("env", ["refund", "arith"])
 def test_a_train_prompt_repeating_a_holdout_prompt_is_dropped_before_balance(env: str) -> None:
     items, planted = _planted(env)
-    prepared = prepare_split(items, 0.2, env=load_env(env), share=0.3)
+    prepared = prepare_split(items, 0.2, env=env, share=0.3)
     assert [d["prompt"] for d in prepared.decontamination.dropped] == [planted]
     assert planted not in {item["prompt"] for item in prepared.train}  # balance never repeats it
     assert len(prepared.train) > len(prepared.tasks)

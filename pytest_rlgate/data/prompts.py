@@ -340,7 +340,7 @@ def prepare_split(
     items: Sequence[Item],
     fraction: float = 0.2,
     *,
-    env: Env,
+    env: EnvSpec = None,
     how: str = "stratified",
     share: float = 0.0,
     decontaminate_train: bool = True,
