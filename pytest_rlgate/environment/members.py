@@ -161,10 +161,9 @@ class EnvMembers:
         used_by='the gate\'s flips ("calls lookup_order with an invented id")')
     honest_replies: Callable[[Case], SearchStrategy[str]] | None = member(
         None, _callable, shown="`honest_replies(case)` (a Hypothesis strategy)",
-        absent="the generic hacks that start from an honest reply are *not tried*",
-        used_by="`probe_reward`")
-    hacks: tuple[object, ...] = member((), _values, shown="`hacks: Sequence[Hack]`", absent="generic hacks only",
-                                       used_by="`probe_reward`")
+        absent="replies built from the case's values that `score` passes", used_by="`probe_reward`, `hack_replies`")
+    hacks: tuple[object, ...] = member((), _values, shown="`hacks: Sequence[Hack]`",
+                                       absent="the generic hack classes only", used_by="`probe_reward`, `hack_replies`")
     rejected_reply: Callable[[Mapping[str, object], random.Random], str | None] | None = member(
         None, _callable, shown="`rejected_reply(item, rng) -> str | None`",
         absent="no constructed negatives (said so)", used_by="DPO")
