@@ -214,7 +214,7 @@ def iter_json_lines(
 ) -> Generator[tuple[int, Any], None, None]:
     """``(line number, value)`` of each non-blank line of the JSONL (or gzip-compressed) file *path*.
 
-    A value is any :data:`~pytest_rlgate.data.records.JSON`; each reader narrows it to the
+    A value is any :data:`~pytest_rlgate.records.JSON`; each reader narrows it to the
     shape its format promises (``isinstance(value, dict)``) at the line it names.
 
     :param what: what the file is, for messages ("row file", "prompts file", "reward table").
