@@ -20,11 +20,11 @@ _EXPORTS: dict[str, str] = {
     "UsageError": "errors",
     "RlgateWarning": "errors",
     # the records every part passes (TypedDicts: plain dicts, typed)
-    "Row": "data.records",
-    "PromptItem": "data.records",
-    "Case": "data.records",
-    "Markers": "data.records",
-    "Turn": "data.records",
+    "Row": "records",
+    "PromptItem": "records",
+    "Case": "records",
+    "Markers": "records",
+    "Turn": "records",
     "RegressionError": "errors",
     "RewardHackError": "errors",
     "RewardMismatch": "errors",
@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "SAMPLE_TOP_P": "policy.sampling",
     "SAMPLE_SEED": "policy.sampling",
     "BASE_RUN_SEEDS": "policy.sampling",
+    "SampleOptions": "policy.sampling",
     "cached_dir": "_io.cache",
     "cache_key": "_io.cache",
     # training
@@ -197,13 +198,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         read_rows as read_rows,
         reader_names as reader_names,
     )
-    from .data.records import (
-        Case as Case,
-        Markers as Markers,
-        PromptItem as PromptItem,
-        Row as Row,
-        Turn as Turn,
-    )
     from .data.replies import grade_file as grade_file
     from .data.rows import (
         Rows as Rows,
@@ -263,9 +257,17 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         SAMPLE_SEED as SAMPLE_SEED,
         SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE,
         SAMPLE_TOP_P as SAMPLE_TOP_P,
+        SampleOptions as SampleOptions,
         VllmSampler as VllmSampler,
         sample as sample,
         sample_rows as sample_rows,
+    )
+    from .records import (
+        Case as Case,
+        Markers as Markers,
+        PromptItem as PromptItem,
+        Row as Row,
+        Turn as Turn,
     )
     from .report import report_text as report_text, write_index as write_index, write_report as write_report
     from .rewards.probe import HackFinding as HackFinding, ProbeResult as ProbeResult, probe_reward as probe_reward

@@ -36,7 +36,7 @@ from typing import Protocol
 
 from ..._version import __version__
 from ...errors import DataError, hide_user_errors
-from ..records import Row
+from ...records import Row
 from .lines import json_lines, json_object
 from .source import Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, short_hash, source_header
 
