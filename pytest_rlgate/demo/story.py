@@ -33,7 +33,6 @@ from typing import Any
 from tabulate import tabulate
 
 from ..data.prompts import count_by_category, write_prompts
-from ..data.records import Row
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError
@@ -43,6 +42,7 @@ from ..gate.record import Record as ComparisonRecord
 from ..gate.verdicts import verdict_word
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
+from ..records import Row
 from ..report import write_index, write_report
 from ..train.cached import cached_run
 from ..train.config import RunKnobs, resolved

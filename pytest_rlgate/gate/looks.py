@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data.records import Row
 from ..environment.contract import EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
+from ..records import Row
 from .adapter import compare_adapter
 from .release import as_release_policy
 from .result import GateResult

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data.records import Row
 from ..data.rows import RowInput, load_rows
 from ..errors import DataError, UsageError
+from ..records import Row
 from .adapter import compare_adapter
 from .looks import PASS, Look, Units, bag_sums
 from .result import GateResult

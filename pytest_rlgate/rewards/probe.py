@@ -32,10 +32,10 @@ from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, TypeGuard
 
 from ..data.prompts import prompt_item
-from ..data.records import Case, PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import Episode
 from ..errors import DataError, RewardHackError, UsageError
+from ..records import Case, PromptItem
 
 if TYPE_CHECKING:  # Hypothesis loads only when a probe runs
     from hypothesis.database import ExampleDatabase

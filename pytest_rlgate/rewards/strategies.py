@@ -37,10 +37,10 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from ..data.records import PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.hack import Hack, Truth
 from ..errors import UsageError
+from ..records import PromptItem
 
 F = TypeVar("F", bound=Callable[..., object])
 

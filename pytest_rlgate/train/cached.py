@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._io import cache, ranks
-from ..data.records import Row
 from ..data.rows import Rows, load_rows, write_rows
 from ..environment.contract import Env
 from ..policy.load import tiny_policy_key
 from ..policy.models import is_model_name, model_identity
 from ..policy.tiny.spec import TINY_PREFIX
+from ..records import Row
 from .adapters import run_lineage
 from .config import RunKnobs, resolved
 from .difficulty import selection_seed

@@ -33,7 +33,6 @@ from transformers.trainer_callback import CallbackHandler
 
 from .._io import ranks
 from .._io.atomic import atomic_write
-from ..data.records import PromptItem
 from ..data.rows import Rows, write_rows
 from ..environment.contract import EnvSpec, load_env
 from ..errors import UsageError
@@ -49,6 +48,7 @@ from ..gate.select import (
 )
 from ..policy.handles import GenerationOptions
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample_rows
+from ..records import PromptItem
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerControl, TrainerState, TrainingArguments

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._io import ranks
-from ..data.records import PromptItem
 from ..environment.contract import Env
 from ..errors import UsageError
+from ..records import PromptItem
 from .adapters import check_targets, lora_config
 from .config import GRPOKnobs, resolved
 from .pipeline import MetricsRecorder, metrics_recorder, prepare, step_progress, train_and_gate, write_base_runs

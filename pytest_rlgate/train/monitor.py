@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from transformers import TrainerCallback
 
 from .._io import ranks
-from ..data.records import PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
 from ..policy.handles import GenerationOptions
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
+from ..records import PromptItem
 from ..rewards.scan import hack_scan
 from .reward import completion_text, prompt_text
 from .tools import Chat

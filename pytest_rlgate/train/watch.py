@@ -31,7 +31,6 @@ from typing import Any
 from .._io.atomic import atomic_write
 from ..data.prompts import fingerprint, read_prompts, write_prompts
 from ..data.provenance import row_header
-from ..data.records import PromptItem
 from ..data.resume import header_differences
 from ..data.rows import Rows, load_rows
 from ..environment.contract import Env, EnvSpec, load_env
@@ -46,10 +45,12 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
+from ..policy.generate import SampleOptions
 from ..policy.load import load_policy
 from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from ..policy.resumable import sample_to_file
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+from ..records import PromptItem
 from .cached import base_identity
 
 __all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
@@ -135,20 +136,21 @@ class _Sampler:
     def __init__(self, env: Env, items: Sequence[PromptItem], *, k: int, seed: int, temperature: float, top_p: float,
                  max_new_tokens: int, device: str | None, progress: bool | None) -> None:
         self.env, self.items, self.k, self.seed = env, list(items), k, seed
-        self.options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed,
+                                      max_new_tokens=max_new_tokens)
         self.device, self.progress = device, progress
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
         if not out.exists():
+            sampling = self.sampling
             header = {**row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
-                                   temperature=self.options["temperature"], top_p=self.options["top_p"], seed=seed,
-                                   k=self.k),
+                                   temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, k=sampling.k),
                       "sampler": {"model": base_identity(model_id),
                                   "adapter": None if adapter is None else str(adapter), "seeds": [seed],
-                                  "max_new_tokens": self.options["max_new_tokens"]}}
+                                  "max_new_tokens": sampling.max_new_tokens}}
             model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
-            sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed], k=self.k,
-                           policy=label, progress=self.progress, **self.options)  # type: ignore[arg-type]
+            sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed],
+                           sampling=sampling, policy=label, progress=self.progress)
             del model
         return load_rows(out)
 

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ...data.records import PromptItem
+from ...records import PromptItem
 from .replies import ANSWERS, DECLINES, answer
 from .rules import CATEGORIES, arith_case
 from .templates import ADD_RANGE, BODIES, CLOSERS, COMPARE_RANGE, NAMES, OBJECTS, OPENERS, case_of, render

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from ...data.records import PromptItem
+from ...records import PromptItem
 from ...rewards.strategies import (
     GENERIC_HACKS,
     HackedReply,

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from ...data.records import Case
 from ...environment.episode import parse_hermes_calls
+from ...records import Case
 from .rules import OrderDesk
 from .tiny import _CLOSED, _DONE
 
