@@ -84,7 +84,7 @@ _EXPORTS: dict[str, str] = {
     "row_header": "data.provenance",
     "run_rows": "train.baseline",
     "save_baseline": "train.baseline",
-    # eval-harness logs (lm-eval, Inspect, promptfoo, verifiers, NeMo Evaluator) as rows
+    # eval-harness logs as rows (the formats: pytest_rlgate.data.readers)
     "read_rows": "data.readers",
     "RowSource": "data.readers",
     "ReadOptions": "data.readers",
@@ -95,6 +95,9 @@ _EXPORTS: dict[str, str] = {
     "ConfidenceInterval": "gate.stats",
     "holm": "gate.stats",
     "minimum_detectable_effect": "gate.stats",
+    "family_test": "gate.family",
+    "FamilyMember": "gate.family",
+    "FamilyTest": "gate.family",
     "compare": "gate",
     "GateOptions": "gate.options",
     "GateResult": "gate.result",
@@ -224,6 +227,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .gate import assert_no_regression as assert_no_regression, compare as compare
     from .gate.looks import SequentialGate as SequentialGate
+    from .gate.family import FamilyMember as FamilyMember, FamilyTest as FamilyTest, family_test as family_test
     from .gate.options import GateOptions as GateOptions
     from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
