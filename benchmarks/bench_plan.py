@@ -13,19 +13,22 @@ solved by quadrature so that the population's mean falls by exactly 0.10 (scenar
 or 1 move less). Pilots whose pass rate is at or below the drop get "cannot drop" from the
 plan and are counted, not gated.
 
-The level. The plan sizes for the one-sided level each comparison is tested at
-(``--level``; by default the plan's own: Šidák over the gate's comparisons, 2 here: overall
-and the category). ``--gate per-comparison`` gates each holdout with ``rg.compare`` at that
-level (``confidence_level = 1 - 2 level``); ``--gate defaults`` calls ``rg.compare`` with its
-defaults and prints the level the result reports beside the planned one (the check is
-valid when they agree). ``--old`` also runs the previous plan (each scenario's own rate
-smoothed by half a pass, plugged in as its true rate) on the same pilots.
+The level. The plan sizes for the one-sided level each comparison is tested at: by default
+the level the gate's family holds each comparison to (here 2 comparisons, overall and the
+category, which are the same comparison, so about 5 %), or ``--level``. ``--gate defaults``
+(the default) calls ``rg.compare`` as a user does and prints the level each result reports
+(``Comparison.level``) beside the planned one: the check is valid when they agree.
+``--gate per-comparison`` gates each holdout with no family at the planned level
+(``family_level=None, confidence_level = 1 - 2 level``), to check the plan at levels a larger
+family sets (``--level 0.0061``: 8 categories). ``--old`` also runs the previous plan (each
+scenario's own rate smoothed by half a pass, plugged in as its true rate) on the same pilots,
+at the same level.
 
 1,000 repetitions a base rate (the default) give a Monte-Carlo 95 % band of about ±2.5
 points on an 80 % power; --quick uses 200 (±5.5).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_plan.py [--quick] [--reps 1000] [--old]
-        [--level 0.00639] [--gate per-comparison|defaults] [--pilot 15] [--concentration 4]
+        [--gate defaults|per-comparison] [--level 0.0061] [--pilot 15] [--concentration 4]
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ DROP = 0.10
 POWER = 0.80
 #: the band the achieved power must land in
 BAND = (0.75, 0.85)
-GATES = ("per-comparison", "defaults")
+GATES = ("defaults", "per-comparison")
 _QUANTILES = (np.arange(20_000) + 0.5) / 20_000
 
 
@@ -91,26 +94,28 @@ class Population:
 def rows(category: str, passes: np.ndarray, k: int) -> list[dict[str, object]]:
     """Graded rows: scenario i passes the first ``passes[i]`` of its k replies."""
     return [{"prompt": f"{category} {i}", "scenario_id": f"{category}-{i}", "category": category,
-             "rollout_index": j, "reply": "", "score": float(j < c), "reward": int(j < c), "markers": {}}
+             "rollout_index": j, "reply": "...", "score": float(j < c), "reward": int(j < c), "markers": {}}
             for i, c in enumerate(passes.tolist()) for j in range(k)]
 
 
-def gate_level(result: GateResult) -> float:
-    """The one-sided level the gate tested each comparison at, as its result reports it.
-
-    Today's result reports the confidence level of every interval, and a comparison
-    regresses when its upper bound is below 0: one-sided ``(1 - confidence) / 2``.
-    """
-    return (1.0 - result.confidence_level) / 2.0
+def gate_level(result: GateResult, category: str = "c") -> float:
+    """The one-sided level the gate tested *category*'s pass@1 at, as its result reports it."""
+    comparison = next(c for c in result.comparisons if c.group == category and c.metric == "pass@1")
+    assert comparison.level is not None
+    return comparison.level
 
 
 def gate(before: list[dict[str, object]], after: list[dict[str, object]], mode: str,
          level: float) -> tuple[bool, float]:
-    """(the category regressed, the level the gate used) for one holdout."""
+    """(the category regressed, the level the gate used) for one holdout.
+
+    ``defaults``: ``rg.compare`` as a user calls it (the family held at its run-level
+    false-fail); ``per-comparison``: no family, each comparison at one-sided *level*.
+    """
     if mode == "defaults":
         result = rg.compare(before, after, show_flips=0)
     else:
-        result = rg.compare(before, after, show_flips=0, confidence_level=1.0 - 2.0 * level)
+        result = rg.compare(before, after, show_flips=0, family_level=None, confidence_level=1.0 - 2.0 * level)
     assert isinstance(result, GateResult)
     verdict = next(c.verdict for c in result.comparisons if c.group == "c" and c.metric == "pass@1")
     return verdict == "regressed", gate_level(result)
@@ -176,7 +181,7 @@ class Outcome:
 
 
 def run(population: Population, reps: int, *, seed: int = 0, level: float | None = None,
-        mode: str = "per-comparison", pilot: int = PILOT, k: int = K, answers: tuple[str, ...] = ("units", "k"),
+        mode: str = "defaults", pilot: int = PILOT, k: int = K, answers: tuple[str, ...] = ("units", "k"),
         old: bool = False, max_units: int = 5_000) -> Outcome:
     """*reps* repetitions of pilot -> plan -> holdout -> gate at one base rate."""
     rng = np.random.default_rng([seed, round(population.base_rate * 1000), pilot, k])
@@ -218,9 +223,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1000, help="repetitions a base rate (1000)")
     parser.add_argument("--quick", action="store_true", help="200 repetitions a base rate")
     parser.add_argument("--level", type=float, default=None,
-                        help="one-sided level per comparison to plan for (default: the plan's Šidák level)")
-    parser.add_argument("--gate", choices=GATES, default="per-comparison",
-                        help="gate at the planned level, or with rg.compare's defaults (per-comparison)")
+                        help="one-sided level per comparison to plan for (default: the plan's, the gate's family)")
+    parser.add_argument("--gate", choices=GATES, default="defaults",
+                        help="rg.compare with its defaults (the family), or each comparison at the planned level "
+                             "(defaults)")
     parser.add_argument("--pilot", type=int, default=PILOT, help=f"scenarios in each baseline ({PILOT})")
     parser.add_argument("--concentration", type=float, default=CONCENTRATION,
                         help=f"Beta concentration of the scenario rates ({CONCENTRATION:g})")

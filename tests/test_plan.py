@@ -18,9 +18,17 @@ import numpy as np
 import pytest
 from test_gate import table_rows
 
-from pytest_rlgate import UsageError, compare, plan, write_rows
+from pytest_rlgate import FamilyMember, GateResult, UsageError, compare, family_test, plan, write_rows
 from pytest_rlgate.cli import main
-from pytest_rlgate.gate.plan import _expit, _location, _Population, _simulated_power, needed_units, sidak_level
+from pytest_rlgate.gate.plan import (
+    _expit,
+    _location,
+    _Population,
+    _reply_noise,
+    _simulated_power,
+    family_level_per_comparison,
+    needed_units,
+)
 from pytest_rlgate.gate.stats import paired_bootstrap, t_cdf, t_ppf
 
 #: 15 no-id scenarios as a baseline shows them: most pass 4/4, a few fail some rollouts
@@ -46,21 +54,22 @@ def _sampled(category: str, passes: np.ndarray, k: int, prompts: int = 1) -> lis
     """Rows where prompt j of scenario i passes the first ``passes[i, j]`` of its k replies."""
     passes = passes.reshape(len(passes), prompts)
     return [{"prompt": f"{category} {i}/{j}", "scenario_id": f"{category}-{i}", "category": category,
-             "rollout_index": r, "reply": "", "score": float(r < c), "reward": int(r < c), "markers": {}}
+             "rollout_index": r, "reply": "...", "score": float(r < c), "reward": int(r < c), "markers": {}}
             for i, row in enumerate(passes.tolist()) for j, c in enumerate(row) for r in range(k)]
 
 
-def _gated_power(bench: ModuleType, population: object, n: int, k: int, level: float, reps: int,
-                 seed: int) -> float:
-    """The gate's own test on *reps* holdouts of n new scenarios drawn from *population* after its drop."""
+def _gated_power(bench: ModuleType, population: object, n: int, k: int, reps: int, seed: int) -> tuple[float, float]:
+    """``compare`` with its defaults on *reps* holdouts of n new scenarios drawn from *population* after its drop:
+    the share whose category regressed, and the mean level the gate tested it at."""
     rng = np.random.default_rng(seed)
-    regressed = 0
+    regressed, levels = 0, []
     for _ in range(reps):
         p, q = population.rates(rng, n)  # type: ignore[attr-defined]
-        res = paired_bootstrap(rng.binomial(k, p) / k, rng.binomial(k, q) / k, n_resamples=2000,
-                               confidence_level=1 - 2 * level, rng=rng)
-        regressed += res.confidence_interval.high < 0
-    return regressed / reps
+        hit, level = bench.gate(bench.rows("c", rng.binomial(k, p), k), bench.rows("c", rng.binomial(k, q), k),
+                                "defaults", 0.0)
+        regressed += hit
+        levels.append(level)
+    return regressed / reps, float(np.mean(levels))
 
 
 def test_the_two_noises_are_told_apart() -> None:
@@ -86,41 +95,59 @@ def test_reply_noise_is_the_pooled_within_prompt_variance() -> None:
     assert (result.prompts, result.k, result.rollouts) == (2, 4, 8)
 
 
+def _holdout(population: _Population, drop: float, n: int, rows: int,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Pass counts of n new scenarios before and after *drop*, drawn from the plan's own population."""
+    shifted = _location(population.spread, population.mean - drop)  # the same logit shift for every scenario
+    z = rng.standard_normal(n)
+    p, q = _expit(population.location + population.spread * z), _expit(shifted + population.spread * z)
+    return rng.binomial(rows, p), rng.binomial(rows, q)
+
+
 def test_the_simulated_gate_is_the_gate() -> None:
-    """Near the ceiling (base 0.9) at k = 19 the deltas are skewed: the plan's simulation of the
-    gate must match the gate, where the normal-theory power equation is far off."""
+    """Near the ceiling (base 0.9) at k = 19 the deltas are skewed. The plan's simulation of the
+    gate's two tests must match the tests themselves on data drawn from the same population: the
+    family's paired t (``family_test`` with its shrunk standard error) and the expanded-percentile
+    bootstrap; the normal-theory power equation is far off the bootstrap."""
     population = _Population.fit(0.9, 0.0184, 0.9 * 0.1 - 0.0184)
-    level, n, rows = 0.025, 15, 19
-    simulated = _simulated_power(population, 0.10, n, rows, level)
+    n, rows, reps = 15, 19, 300  # 300 holdouts: +-3 points of Monte-Carlo error
     rng = np.random.default_rng(7)
-    shifted = _location(population.spread, population.mean - 0.10)  # the same logit shift
-    reps, regressed = 300, 0
+    family_hits, levels, bootstrap_hits = 0, [], 0
     for _ in range(reps):
-        z = rng.standard_normal(n)
-        p = _expit(population.location + population.spread * z)
-        q = _expit(shifted + population.spread * z)
-        res = paired_bootstrap(rng.binomial(rows, p) / rows, rng.binomial(rows, q) / rows, n_resamples=2000,
-                               confidence_level=1 - 2 * level, rng=rng)
-        regressed += res.confidence_interval.high < 0
-    gate = regressed / reps  # +-3 points of Monte-Carlo error
-    assert simulated == pytest.approx(gate, abs=0.05)
+        b, a = _holdout(population, 0.10, n, rows, rng)
+        d = (a - b) / rows
+        member = FamilyMember(d, np.arange(n), float(_reply_noise(b, a, rows).mean()))
+        test = family_test([member, member], n_units=n, draws=2000, rng=rng)  # overall and the one category
+        family_hits += d.mean() + test.critical[0] * member.standard_error() < 0
+        levels.append(test.marginal)
+        res = paired_bootstrap(b / rows, a / rows, n_resamples=2000, confidence_level=1 - 2 * 0.025, rng=rng)
+        bootstrap_hits += res.confidence_interval.high < 0
+    level = float(np.mean(levels))
+    assert _simulated_power(population, 0.10, n, rows, level, "t") == pytest.approx(family_hits / reps, abs=0.05)
+    bootstrap = bootstrap_hits / reps
+    assert _simulated_power(population, 0.10, n, rows, 0.025, "expanded") == pytest.approx(bootstrap, abs=0.05)
     sd = float(population.sd(np.array([0.10]), rows)[0])
-    normal_theory = t_cdf(0.10 * math.sqrt(n) / sd - t_ppf(1 - level, n - 1), n - 1)
-    assert normal_theory < gate - 0.08
+    normal_theory = t_cdf(0.10 * math.sqrt(n) / sd - t_ppf(1 - 0.025, n - 1), n - 1)
+    assert normal_theory < bootstrap - 0.08
 
 
+@pytest.mark.slow
 def test_planned_size_has_the_power_in_a_simulation_of_the_gate() -> None:
-    """A large baseline (its noise known well) of base rate 0.5: 80 % at the planned size, far less at half."""
+    """A large baseline (its noise known well) of base rate 0.5, planned at the gate's own level and
+    gated with ``compare``'s defaults: 80 % at the planned size (less the 2 points the family's
+    level, set by each holdout's own sign flips, costs against a fixed one), far less at half."""
     bench = _bench()
     population = bench.Population(0.5)
     rng = np.random.default_rng(3)
-    p, _ = population.rates(rng, 400)
-    result = plan(_sampled("c", rng.binomial(4, p), 4), drop=0.10, power=0.80, level=0.025)["c"]
-    assert result.needed is not None and 50 < result.needed < 120 and result.enough
-    assert result.aim == pytest.approx(0.80, abs=0.02)  # 400 scenarios leave little unknown
-    at_plan = _gated_power(bench, population, result.needed, 4, 0.025, reps=400, seed=1)
-    assert at_plan == pytest.approx(0.80, abs=0.06)  # +-4 points of Monte-Carlo error
-    half = _gated_power(bench, population, result.needed // 2, 4, 0.025, reps=300, seed=2)
+    p, _ = population.rates(rng, 1500)
+    planned = plan(_sampled("c", rng.binomial(4, p), 4), drop=0.10, power=0.80)
+    result = planned["c"]
+    assert result.needed is not None and 40 < result.needed < 100 and result.enough
+    assert result.aim == pytest.approx(0.80, abs=0.02)  # 1,500 scenarios leave little unknown
+    at_plan, level = _gated_power(bench, population, result.needed, 4, reps=500, seed=1)
+    assert level == pytest.approx(planned.level, rel=0.15)  # the level it planned for is the gate's
+    assert at_plan == pytest.approx(0.78, abs=0.05)  # +-3.6 points of Monte-Carlo error
+    half, _ = _gated_power(bench, population, result.needed // 2, 4, reps=200, seed=2)
     assert half < 0.65
 
 
@@ -148,20 +175,38 @@ def test_needed_units_solves_the_power_equation() -> None:
     assert needed_units(0.3, 0.1, power=0.9) > n and needed_units(0.3, 0.1, level=0.005) > n
 
 
-def test_the_default_level_holds_the_family_over_the_gates_comparisons() -> None:
+def test_the_default_level_is_the_gates_family_level() -> None:
+    """By default the plan sizes for the level the gate's family holds each comparison to. Measured
+    by the gate itself (a side against a resample of itself): within 15 % of it when the categories
+    are large, at most it when some are small (a category of 6 scenarios cannot reach the tail and
+    spends less of the family than the normal law says), never below Šidák's bound."""
+    rng = np.random.default_rng(0)
+
+    def resampled(rows: list[dict]) -> list[dict]:
+        return [{**row, "reward": int(rng.random() < 0.8)} for row in rows]
+
+    large = [row for c in ("a", "b", "c", "d") for row in table_rows(c, list(rng.integers(0, 3, 40)))]
+    gated = compare(large, resampled(large), guards=())
+    assert isinstance(gated, GateResult) and gated.family is not None
+    assert plan(large).level == pytest.approx(gated.family.marginal, rel=0.15)
     rows = _rows() + table_rows("off_topic", [0, 1, 0, 0, 2, 0])
     default = plan(rows)
-    assert default.comparisons == 4 and default.level == pytest.approx(1 - 0.95 ** (1 / 4))
+    assert default.comparisons == 4 and default.family_level == 0.05
+    assert default.level == pytest.approx(family_level_per_comparison([15, 40, 6], 0))
+    gated = compare(rows, resampled(rows), guards=())
+    assert isinstance(gated, GateResult) and gated.family is not None
+    assert 1 - 0.95 ** (1 / 4) <= default.level <= gated.family.marginal * 1.05
     question = default.question()
-    assert "one-sided level 0.01274" in question and "(1 + 3 categories) x (1 + 0 guards)" in question
+    assert f"one-sided level {default.level:.4g}" in question
+    assert "4 comparisons (overall and 3 categories, pass@1)" in question
     guarded = plan(rows, guards=["well_formed", "argument_grounding"], family_level=0.10)
-    assert guarded.comparisons == 12 and guarded.level == pytest.approx(sidak_level(0.10, 12))
+    assert guarded.comparisons == 12 and guarded.level < plan(rows, family_level=0.10).level
     given = plan(rows, level=0.01)
     assert given.level == 0.01 and given.level_rule == "given" and given.comparisons is None
-    # a smaller level needs more scenarios
-    strict = plan(rows, level=0.001)["no_id"].needed
+    strict = plan(rows, level=0.001)["no_id"].needed  # a smaller level needs more scenarios
     assert strict is not None and strict > (given["no_id"].needed or 0)
-    assert sidak_level(0.05, 1) == pytest.approx(0.05) and sidak_level(0.05, 2) == pytest.approx(0.025321, abs=1e-6)
+    # one category: overall is the same comparison, and costs nothing
+    assert family_level_per_comparison([40], 0) == pytest.approx(0.05, rel=0.05)
 
 
 def test_both_ways_to_see_the_drop_with_their_cost() -> None:
@@ -201,6 +246,7 @@ def test_a_category_that_cannot_drop_that_far_says_so() -> None:
     ({"family_level": 1.0}, "family level must be in"),
     ({"guards": "well_formed"}, "guards must be a list of marker names"),
     ({"categories": ["nope"]}, "category 'nope' is not in"),
+    ({"method": "percentile"}, "method must be one of t, expanded"),
 ])
 def test_bad_arguments_are_usage_errors(options: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message):
@@ -213,18 +259,21 @@ def test_cli_prints_the_plan_and_writes_json(tmp_path: Path, capsys: pytest.Capt
     out = tmp_path / "plan.json"
     assert main(["plan", str(path), "--drop", "0.2", "--power", "0.9", "--json", str(out)]) == 0
     text = capsys.readouterr().out
+    level = family_level_per_comparison([15, 40], 0)
     assert "needed to see a 0.20 drop in pass@1 with 90% power" in text
-    assert "one-sided level 0.01695 (run-level 5% over 3 comparisons" in text
+    assert f"one-sided level {level:.4g} (the gate's family: run-level 5% over 3 comparisons" in text
     assert "no_id" in text and "with_id" in text
     data = json.loads(out.read_text())
     assert data["drop"] == 0.2 and {c["category"] for c in data["categories"]} == {"no_id", "with_id"}
-    assert data["level"] == pytest.approx(sidak_level(0.05, 3)) and data["comparisons"] == 3
+    assert data["level"] == pytest.approx(level) and data["comparisons"] == 3 and data["method"] == "t"
     assert main(["plan", str(path), "--level", "0.01"]) == 0
     assert "one-sided level 0.01 (given" in capsys.readouterr().out
     assert main(["plan", str(path), "--confidence", "0.9"]) == 0
     assert "one-sided level 0.05 (given" in capsys.readouterr().out
-    assert main(["plan", str(path), "--guard", "well_formed", "--family-level", "0.1"]) == 0
-    assert "(1 + 2 categories) x (1 + 1 guard)" in capsys.readouterr().out
+    assert main(["plan", str(path), "--guard", "well_formed", "--family-level", "0.1", "--method", "expanded"]) == 0
+    text = capsys.readouterr().out
+    assert "6 comparisons (overall and 2 categories, pass@1 and 1 guard)" in text
+    assert "regressed = expanded-percentile bootstrap upper bound < 0" in text
     assert main(["plan", str(tmp_path / "missing.jsonl")]) == 2
     assert main(["plan", str(path), "--category", "nope"]) == 2
     with pytest.raises(SystemExit) as exit_info:

@@ -4,9 +4,10 @@ Reads one row file (the baseline the gate will compare against) and prints, per 
 its reply noise and scenario noise, today's power and smallest detectable drop, and both
 ways to see a drop of ``--drop`` with ``--power``: add scenarios at today's k, or raise k
 with today's scenarios, each with its cost in replies (:mod:`pytest_rlgate.gate.plan`).
-The plan sizes for the one-sided level each comparison is tested at: by default the
-Šidák share of ``--family-level`` over the comparisons the gate will make, ``--level`` to
-say it, ``--confidence`` for a gate run at that confidence with no family adjustment.
+The plan sizes for the one-sided level each comparison is tested at: by default the level
+the gate's family holds each of its comparisons to at ``--family-level``, ``--level`` to say
+it (the gate's rule line prints the level it used), ``--confidence`` for a gate run with
+``--family-level none`` at that confidence.
 Exit 0 with the plan, 2 on a usage or data error.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from .._io.atomic import atomic_write
 from ..errors import UsageError
+from ..gate.options import DEFAULT_METHOD
 from ..gate.plan import DEFAULT_DROP, DEFAULT_POWER, FAMILY_LEVEL, plan
 from ..options import CONFIDENCE, Number, output_file
 
@@ -37,11 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the chance of calling that drop regressed (default {DEFAULT_POWER})")
     level = parser.add_mutually_exclusive_group()
     level.add_argument("--level", type=_LEVEL, default=None, metavar="A",
-                       help="one-sided level of each comparison's regression test (default: the Šidák share of "
-                            "--family-level over the gate's comparisons)")
+                       help="one-sided level of each comparison's regression test (default: the level the gate's "
+                            "family holds each comparison to at --family-level)")
     level.add_argument("--confidence", type=CONFIDENCE, default=None, metavar="LEVEL",
-                       help="plan for a gate whose intervals have this confidence and no family adjustment "
+                       help="plan for a gate run with --family-level none at this confidence "
                             "(level (1 - LEVEL) / 2)")
+    parser.add_argument("--method", choices=("t", "expanded"), default=DEFAULT_METHOD,
+                        help=f"the gate's interval, whose test the plan simulates (default {DEFAULT_METHOD})")
     parser.add_argument("--family-level", type=_SHARE_OPEN, default=FAMILY_LEVEL, metavar="F",
                         help=f"the run-level false-fail rate the gate holds (default {FAMILY_LEVEL})")
     parser.add_argument("--guard", action="append", metavar="NAME", default=None, dest="guards",
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     level = args.level if args.confidence is None else (1.0 - args.confidence) / 2.0
     guards = None if args.guards is None else [g for g in args.guards if g]
     result = plan(path, drop=args.drop, power=args.power, level=level, family_level=args.family_level,
-                  guards=guards, categories=args.categories)
+                  guards=guards, categories=args.categories, method=args.method)
     print(result.report())
     if args.json:
         try:

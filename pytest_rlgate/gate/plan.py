@@ -25,22 +25,24 @@ reply variance as ``0.1 * 0.9``, and near a base rate of 0 or 1 it over-sized (9
 94.5 % power at base rates 0.2 and 0.9 for a planned 80 %).
 
 **The size.** A holdout of n new scenarios at r rows a side is simulated from the fitted
-population and gated by the gate's own test at the one-sided level ``a`` each comparison
-is tested at (:func:`_simulated_power`: the expanded-percentile bootstrap to second order,
-with the deltas' skewness and lattice, which a normal-theory power equation misses near
-the bounds). The scenarios needed are the smallest n with the power at today's k; k is the
-smallest K with the power at today's n, or None when even replies without noise are not
-enough. The power is aimed a little off the one asked for (:func:`_allowance`) so that
-the whole procedure, a baseline like this one, planned, then gated, has the asked power on
-average: a baseline of 15 scenarios knows its noise only roughly.
+population and gated by the gate's own test at the one-sided level ``a`` each comparison is
+tested at (:func:`_simulated_power`: the paired t with the family's shrunk variance, the
+gate's default, or the expanded-percentile bootstrap to second order, with the deltas'
+skewness and lattice, which a normal-theory power equation misses near the bounds). The
+scenarios needed are the smallest n with the power at today's k; k is the smallest K with
+the power at today's n, or None when even replies without noise are not enough. The power is
+aimed a little off the one asked for (:func:`_allowance`) so that the whole procedure, a
+baseline like this one, planned, then gated, has the asked power on average: a baseline of
+15 scenarios knows its noise only roughly.
 
-**The level.** The gate runs one regression test per comparison (overall and every
-category, for pass@1 and for every guard) and holds the run-level false-fail rate at
-``family_level``; by default ``a`` is Šidák's ``1 - (1 - family_level)^(1/m)`` over
-``m = (1 + categories) * (1 + guards)`` comparisons; pass ``level`` to plan for another.
+**The level.** The gate holds every comparison that can fail (overall and every category,
+for pass@1 and for every guard) at one marginal level so that an unchanged run fails at most
+``family_level`` of the time (:mod:`.family`); by default the plan sizes for that level, as
+the min-p quantile of the comparisons' normal law (:func:`family_level_per_comparison`),
+or for ``level`` when given (the gate's rule line prints the level it used).
 ``benchmarks/bench_plan.py`` simulates the whole procedure (a fresh baseline each time,
-planned, the planned holdout sampled and gated with ``compare``) at base rates 0.2, 0.5
-and 0.9.
+planned, the planned holdout sampled and gated with ``compare``'s defaults) at base rates
+0.2, 0.5 and 0.9.
 """
 
 from __future__ import annotations
@@ -59,19 +61,20 @@ from ..data.provenance import header_env
 from ..data.records import Header
 from ..data.rows import RowInput, RowReader
 from ..errors import DataError, UsageError, hide_user_errors
-from .options import DEFAULT_METHOD, MARGIN, METHOD_NAMES
+from .family import PRIOR_DF, z_to_t
+from .options import DEFAULT_METHOD, FAMILY_LEVEL, MARGIN, METHOD_NAMES
 from .stats import t_ppf
 from .verdicts import MIN_UNITS
 
-__all__ = ["DEFAULT_DROP", "DEFAULT_POWER", "FAMILY_LEVEL", "CategoryPlan", "Plan", "needed_units", "plan",
-           "sidak_level"]
+__all__ = ["DEFAULT_DROP", "DEFAULT_POWER", "FAMILY_LEVEL", "CategoryPlan", "Plan", "family_level_per_comparison",
+           "needed_units", "plan"]
 
 #: the drop a plan is sized for unless told: the gate's own flat margin
 DEFAULT_DROP = MARGIN
 #: the power a plan is sized for unless told, as in every printed MDE
 DEFAULT_POWER = 0.80
-#: the run-level false-fail rate the gate holds across all its comparisons
-FAMILY_LEVEL = 0.05
+#: the gate's tests the plan can simulate
+_SIMULATED = ("t", "expanded")
 #: no category is planned beyond this many scenarios (a drop that small is not worth a holdout)
 _MAX_UNITS = 10**7
 #: nor beyond this many replies per prompt
@@ -85,6 +88,7 @@ _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(48)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
 #: the logit-scale sds the population fit chooses among (the variance is increasing in it)
 _SPREADS = np.linspace(0.0, 12.0, 49)
+_NORMAL = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -235,9 +239,29 @@ def _advice(c: CategoryPlan, drop: float) -> str:
 # -- the level -----------------------------------------------------------------------------------
 
 
-def sidak_level(family_level: float, comparisons: int) -> float:
-    """The one-sided level per comparison that holds *family_level* over *comparisons* independent tests."""
-    return float(-math.expm1(math.log1p(-family_level) / comparisons))
+#: normal draws behind the family's marginal level: its 5 % quantile to about 1 % of itself
+_FAMILY_DRAWS = 40_000
+
+
+def family_level_per_comparison(sizes: Sequence[int], guards: int, family_level: float = FAMILY_LEVEL) -> float:
+    """The one-sided level each comparison is tested at when the gate holds *family_level* over them all.
+
+    The gate (:mod:`~.family`) holds every comparison that can fail (``overall`` and each
+    category, for pass@1 and for each guard) at one marginal level, the largest at which an
+    unchanged run fails any of them at most *family_level* of the time (single-step min-p
+    over scenario sign flips, whose law approaches the normal law with the same covariance).
+    So the plan takes the same min-p quantile of that normal law before any after side
+    exists: categories of *sizes* scenarios are independent, ``overall`` pools them (its
+    correlation with a category is ``sqrt(n_c / N)``, equal per-scenario variances assumed),
+    and each guard's comparisons are an independent copy (the conservative case: a guard
+    that moves with pass@1 spends less). With one category ``overall`` is that category and
+    costs nothing; it is always at least the Šidák level ``1 - (1 - family_level)^(1/m)``.
+    """
+    shares = np.sqrt(np.sort(np.asarray(sizes, dtype=float)) / float(np.sum(sizes)))  # the same in any order
+    z = np.random.default_rng(_SEED).standard_normal((_FAMILY_DRAWS, 1 + guards, len(shares)))
+    overall = z @ shares
+    lowest = np.minimum(z.min(axis=2), overall).min(axis=1)
+    return float(_NORMAL.cdf(float(np.quantile(lowest, family_level))))
 
 
 # -- the model -----------------------------------------------------------------------------------
@@ -405,43 +429,63 @@ def _delta_pmf(p: np.ndarray, q: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
-def _simulated_power(population: _Population, drop: float, n: int, rows: int | None, level: float) -> float:
+def _simulated_power(population: _Population, drop: float, n: int, rows: int | None, level: float,
+                     method: str = DEFAULT_METHOD) -> float:
     """The share of simulated holdouts of *n* new scenarios the gate calls regressed under *drop*.
 
     Each scenario is drawn from the population and sampled at *rows* rows a side (None:
-    without reply noise, k without bound); each holdout is gated by the gate's own test, the
-    expanded-percentile bootstrap (regressed when its upper bound at one-sided *level* is
-    below 0), taken to second order without resampling: the t bound, plus the
-    Cornish-Fisher term of the deltas' skewness ``m3 / m2 * (z'^2 - 1) / (6 n)`` with
-    ``z' = sqrt(n / (n - 1)) t_{1-level, n-1}``, plus half a lattice step ``1 / (2 n rows)``
-    (a scenario's delta lives on ``j / rows``, and a resample mean of exactly 0 does not
-    regress). On simulated holdouts this agrees with the bootstrap's exact distribution (the
-    n-fold convolution of the delta histogram) on 98.5-100 % of them and within 1.5 points of
-    power, where the t bound alone is off by up to 7 points.
+    without reply noise, k without bound), and each holdout is gated by the gate's own test
+    at one-sided *level*:
 
-    The skewness matters near a pass rate of 0 or 1: a logit shift moves a few scenarios far
-    and many a little, and the bootstrap sees a drop that a normal-theory power equation says
-    it would miss (5 points of power at 15 scenarios, base rate 0.9, k = 19).
+    * ``"t"`` (the gate's default): the paired t of the per-scenario deltas with its variance
+      shrunk toward the replies' binomial noise with :data:`~.family.PRIOR_DF` degrees of
+      freedom (the noise smoothed by half a pass, as :func:`~.adapter.reply_noise` does),
+      regressed when ``mean + critical * se < 0`` with the critical value the family sets for
+      *level* (:func:`~.family.z_to_t`).
+    * ``"expanded"``: the expanded-percentile bootstrap to second order, without resampling:
+      the t bound plus the Cornish-Fisher term of the deltas' skewness
+      ``m3 / m2 * (z'^2 - 1) / (6 n)`` (``z' = sqrt(n / (n - 1)) t_{1-level, n-1}``) plus half
+      a lattice step ``1 / (2 n rows)`` (a delta lives on ``j / rows``, and a resample mean
+      of exactly 0 does not regress). On simulated holdouts this agrees with the bootstrap's
+      exact distribution (the n-fold convolution of the delta histogram) on 98.5-100 % of
+      them and within 1.5 points of power; near a pass rate of 0 or 1 (a logit shift moves a
+      few scenarios far and many a little) the bootstrap sees up to 5 points more than the t.
+
+    With few rows a side the holdout is drawn as counts of each (before, after) pair of pass
+    counts (a multinomial: the cost does not grow with n), else scenario by scenario.
     """
     rng = np.random.default_rng(_SEED)
     location = _location(population.spread, population.mean - drop)
-    if rows is not None and 2 * rows + 1 <= max(_MAX_CELLS, n):
-        pmf = _delta_pmf(population.rates(population.location), population.rates(location), rows)
-        counts = rng.multinomial(n, pmf, size=_HOLDOUTS).astype(float)
-        values = np.arange(-rows, rows + 1) / rows
-        mean = counts @ values / n
-        raw2 = counts @ values**2 / n
+    if rows is not None and (rows + 1) ** 2 <= max(_MAX_CELLS, n):
+        before = _binomial(rows, population.rates(population.location))
+        after = _binomial(rows, population.rates(location))
+        joint = ((after.T * _WEIGHTS) @ before).ravel()  # cell a * (rows + 1) + b
+        a_count, b_count = np.divmod(np.arange(joint.size), rows + 1)
+        counts = rng.multinomial(n, joint / joint.sum(), size=_HOLDOUTS).astype(float)
+        deltas = (a_count - b_count) / rows
+        mean = counts @ deltas / n
+        raw2 = counts @ deltas**2 / n
         second = raw2 - mean**2
-        third = counts @ values**3 / n - 3.0 * mean * raw2 + 2.0 * mean**3
+        third = counts @ deltas**3 / n - 3.0 * mean * raw2 + 2.0 * mean**3
+        noise = counts @ _reply_noise(b_count, a_count, rows) / n
     else:
         z = rng.standard_normal((_HOLDOUTS, n))
         p = _expit(population.location + population.spread * z)
         q = _expit(location + population.spread * z)
-        d = q - p if rows is None else (rng.binomial(rows, q) - rng.binomial(rows, p)) / rows
+        if rows is None:
+            d, noise = q - p, np.zeros(_HOLDOUTS)
+        else:
+            b_pass, a_pass = rng.binomial(rows, p), rng.binomial(rows, q)
+            d = (a_pass - b_pass) / rows
+            noise = _reply_noise(b_pass, a_pass, rows).mean(axis=1)
         mean = d.mean(axis=1)
         centred = d - mean[:, None]
         second, third = (centred**2).mean(axis=1), (centred**3).mean(axis=1)
     second = np.maximum(second, 0.0)
+    if method == "t":  # the family's statistic: the sample variance shrunk toward the noise, PRIOR_DF strong
+        variance = (n * second + PRIOR_DF * noise) / (n - 1 + PRIOR_DF)
+        critical = -z_to_t(_NORMAL.inv_cdf(level), n - 1)
+        return float(np.mean(mean + critical * np.sqrt(variance / n) < 0))
     t = t_ppf(1.0 - level, n - 1)
     z2 = n / (n - 1) * t * t
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -449,6 +493,13 @@ def _simulated_power(population: _Population, drop: float, n: int, rows: int | N
     half_step = 0.0 if rows is None else 0.5 / (n * rows)
     upper = mean + t * np.sqrt(second / (n - 1)) + skew_term + half_step
     return float(np.mean(upper < 0))
+
+
+def _reply_noise(before: np.ndarray, after: np.ndarray, rows: int) -> np.ndarray:
+    """Per scenario, the variance of its delta from its replies alone, as the gate smooths it (half a pass)."""
+    smooth_b, smooth_a = (before + 0.5) / (rows + 1.0), (after + 0.5) / (rows + 1.0)
+    out: np.ndarray = (smooth_b * (1 - smooth_b) + smooth_a * (1 - smooth_a)) / rows
+    return out
 
 
 def _smallest(power_at: Callable[[int], float], target: float, start: int, low: int, high: int) -> int | None:
@@ -487,27 +538,29 @@ def _smallest(power_at: Callable[[int], float], target: float, start: int, low: 
     return good
 
 
-def _needed(population: _Population, drop: float, rows: float, level: float, power: float, sd: float) -> int:
+def _needed(population: _Population, drop: float, rows: float, level: float, power: float, sd: float,
+            method: str) -> int:
     """Scenarios the simulated gate needs at *rows* rows a side: the power equation's answer, refined."""
     guess = needed_units(sd, drop, power=power, level=level)
-    found = _smallest(lambda n: _simulated_power(population, drop, n, round(rows), level), power,
+    found = _smallest(lambda n: _simulated_power(population, drop, n, round(rows), level, method), power,
                       guess, MIN_UNITS, _MAX_UNITS)
     return _MAX_UNITS if found is None else found
 
 
-def _needed_k(population: _Population, drop: float, n: int, prompts: float, level: float,
-              power: float) -> int | None:
+def _needed_k(population: _Population, drop: float, n: int, prompts: float, level: float, power: float,
+              method: str) -> int | None:
     """Smallest replies per prompt with which *n* scenarios see *drop*, or None when no k is enough."""
-    if n < MIN_UNITS or _simulated_power(population, drop, n, None, level) < power:
+    if n < MIN_UNITS or _simulated_power(population, drop, n, None, level, method) < power:
         return None
     between, after_var = (float(x[0]) for x in population.under(np.array([drop])))
     room = n * (drop / _multiplier(n, level, power)) ** 2 - between
     guess = 1 if room <= 0 else max(1, math.ceil((population.reply_var + after_var) / (prompts * room)))
-    return _smallest(lambda k: _simulated_power(population, drop, n, max(1, round(prompts * k)), level), power,
+    return _smallest(lambda k: _simulated_power(population, drop, n, max(1, round(prompts * k)), level, method), power,
                      min(guess, _MAX_K), 1, _MAX_K)
 
 
-def _detectable(population: _Population, rows: float, n: int, level: float, power: float) -> float | None:
+def _detectable(population: _Population, rows: float, n: int, level: float, power: float,
+                method: str) -> float | None:
     """The smallest drop the simulated gate sees with *power* at n scenarios, or None.
 
     Regula falsi (the Illinois variant) on the simulated power, bracketed around the power
@@ -517,7 +570,7 @@ def _detectable(population: _Population, rows: float, n: int, level: float, powe
         return None
 
     def gap(drop: float) -> float:
-        return _simulated_power(population, drop, n, round(rows), level) - power
+        return _simulated_power(population, drop, n, round(rows), level, method) - power
 
     ceiling = population.mean * (1 - 1e-6)
     multiplier = _multiplier(n, level, power) / math.sqrt(n)
@@ -554,10 +607,11 @@ def _detectable(population: _Population, rows: float, n: int, level: float, powe
     return high
 
 
-def _power_now(population: _Population, drop: float, rows: float, n: int, level: float) -> float | None:
+def _power_now(population: _Population, drop: float, rows: float, n: int, level: float,
+               method: str) -> float | None:
     if drop >= population.mean or n < MIN_UNITS:
         return None
-    return _simulated_power(population, drop, n, round(rows), level)
+    return _simulated_power(population, drop, n, round(rows), level, method)
 
 
 # -- what the baseline does not know ----------------------------------------------------------------
@@ -672,7 +726,7 @@ def _noise(units: Mapping[str, Mapping[str, _Prompt]]) -> tuple[np.ndarray, np.n
 
 
 def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: float, power: float,
-              level: float) -> CategoryPlan:
+              level: float, method: str) -> CategoryPlan:
     rows, prompts, rates, reply_var = _noise(units)
     n = len(rates)
     mean = float(rates.mean())
@@ -692,17 +746,17 @@ def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: f
         sd = float(population.sd(np.array([drop]), r)[0])
         effect_sd = math.sqrt(float(between[0]))
         aim = _allowance(population, n, float(prompts.mean()), k, drop, level, power, design_k=False)
-        needed = _needed(population, drop, r, level, aim, sd)
+        needed = _needed(population, drop, r, level, aim, sd, method)
         if reply_var is not None and n >= MIN_UNITS:
             aim_k = _allowance(population, n, float(prompts.mean()), k, drop, level, power, design_k=True)
-            needed_k = _needed_k(population, drop, n, float(prompts.mean()), level, aim_k)
+            needed_k = _needed_k(population, drop, n, float(prompts.mean()), level, aim_k, method)
     return CategoryPlan(
         category=category, n_units=n, prompts=_tidy(float(prompts.mean())), k=_tidy(k), rollouts=_tidy(r),
         pass_rate=mean, reply_sd=None if reply_var is None else math.sqrt(reply_var),
         scenario_sd=math.sqrt(scenario_var), sd=sd, effect_sd=effect_sd, needed=needed, needed_k=needed_k,
         aim=aim, aim_k=aim_k,
-        mde=_detectable(population, r, n, level, power) if mean > 0 else None,
-        power_now=_power_now(population, drop, r, n, level),
+        mde=_detectable(population, r, n, level, power, method) if mean > 0 else None,
+        power_now=_power_now(population, drop, r, n, level, method),
     )
 
 
@@ -726,24 +780,28 @@ def plan(
     family_level: float = FAMILY_LEVEL,
     guards: Sequence[str] | None = None,
     categories: Sequence[str] | None = None,
+    method: str = DEFAULT_METHOD,
 ) -> Plan:
     """Per category of *rows*: the scenarios, or the replies per prompt, needed to see *drop*, and today's MDE.
 
     *rows* are graded rows (a row file or row dicts) of the policy the gate will compare
     against (the baseline); *categories* limits the plan to those (each must be in the rows).
     *level* is the one-sided level each comparison's regression test runs at; by default the
-    Šidák share of *family_level* over the comparisons the gate will make on these rows:
-    overall and every category, for pass@1 and for every guard. *guards* are the marker
-    names the gate guards; by default those of the environment the rows' header names, as
-    the gate resolves them.
+    level the gate holds each of its comparisons to when it keeps *family_level* over all of
+    them (:func:`family_level_per_comparison`: overall and every category, for pass@1 and for
+    every guard). *guards* are the marker names the gate guards; by default those of the
+    environment the rows' header names, as the gate resolves them. *method* is the gate's
+    interval (``"t"``, its default, or ``"expanded"``): the plan simulates that test.
 
     :raises UsageError: *drop*, *power* or *family_level* out of (0, 1), *level* out of
-        (0, 0.5), or a named category the rows lack.
+        (0, 0.5), an unknown *method*, or a named category the rows lack.
     :raises DataError: the rows are malformed or empty.
     """
     drop, power = _check_share("drop", drop), _check_share("power", power)
     family = _check_share("family level", family_level)
     given = None if level is None else _check_share("level", level, 0.5)
+    if method not in _SIMULATED:
+        raise UsageError(f"method must be one of {', '.join(_SIMULATED)} (the tests a plan simulates), got {method!r}")
     if guards is not None and (isinstance(guards, str) or not all(isinstance(g, str) for g in guards)):
         raise UsageError(f"guards must be a list of marker names, got {guards!r}")
     label = os.fspath(rows) if isinstance(rows, (str, os.PathLike)) else "<rows>"
@@ -762,10 +820,11 @@ def plan(
             guards = tuple(dict.fromkeys(env.guards)) if env is not None else ()
         n_guards = len([g for g in dict.fromkeys(guards) if g])
         comparisons, family_used = (1 + len(table)) * (1 + n_guards), family
-        chosen = sidak_level(family, comparisons)
-        rule = (f"run-level {family:.0%} over {comparisons} comparisons: (1 + {len(table)} "
-                f"categor{'y' if len(table) == 1 else 'ies'}) x (1 + {n_guards} guard{'' if n_guards == 1 else 's'}), "
-                "Šidák")
-    return Plan(categories=tuple(_plan_one(c, table[c], drop, power, chosen) for c in wanted),
+        sizes = [len(table[c]) for c in sorted(table)]
+        chosen = family_level_per_comparison(sizes, n_guards, family)
+        metrics = "pass@1" + ("" if not n_guards else f" and {n_guards} guard{'' if n_guards == 1 else 's'}")
+        rule = (f"the gate's family: run-level {family:.0%} over {comparisons} comparisons (overall and "
+                f"{len(table)} categor{'y' if len(table) == 1 else 'ies'}, {metrics}), min-p")
+    return Plan(categories=tuple(_plan_one(c, table[c], drop, power, chosen, method) for c in wanted),
                 drop=drop, power=power, level=chosen, level_rule=rule, source=label,
-                comparisons=comparisons, family_level=family_used)
+                comparisons=comparisons, family_level=family_used, method=method)
