@@ -257,6 +257,8 @@ def family_level_per_comparison(sizes: Sequence[int], guards: int, family_level:
     that moves with pass@1 spends less). With one category ``overall`` is that category and
     costs nothing; it is always at least the Šidák level ``1 - (1 - family_level)^(1/m)``.
     """
+    if len(sizes) == 1 and guards == 0:
+        return float(family_level)
     shares = np.sqrt(np.sort(np.asarray(sizes, dtype=float)) / float(np.sum(sizes)))  # the same in any order
     z = np.random.default_rng(_SEED).standard_normal((_FAMILY_DRAWS, 1 + guards, len(shares)))
     overall = z @ shares
@@ -409,6 +411,17 @@ _SEED = 20_261_201
 _MAX_CELLS = 129
 
 
+@dataclass(frozen=True)
+class _Test:
+    """The gate's regression test a plan simulates: its one-sided level, its interval, and whether
+    the family is one comparison (one category, no guard: overall is the same comparison), when the
+    family's sign flips are the test itself."""
+
+    level: float
+    method: str = DEFAULT_METHOD
+    flips: bool = False
+
+
 def _binomial(rows: int, rates: np.ndarray) -> np.ndarray:
     """``(rates, rows + 1)``: the chance of each pass count out of *rows* at each rate (in logs: no overflow)."""
     c = np.arange(rows + 1)
@@ -429,8 +442,7 @@ def _delta_pmf(p: np.ndarray, q: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
-def _simulated_power(population: _Population, drop: float, n: int, rows: int | None, level: float,
-                     method: str = DEFAULT_METHOD) -> float:
+def _simulated_power(population: _Population, drop: float, n: int, rows: int | None, test: _Test) -> float:
     """The share of simulated holdouts of *n* new scenarios the gate calls regressed under *drop*.
 
     Each scenario is drawn from the population and sampled at *rows* rows a side (None:
@@ -441,7 +453,12 @@ def _simulated_power(population: _Population, drop: float, n: int, rows: int | N
       shrunk toward the replies' binomial noise with :data:`~.family.PRIOR_DF` degrees of
       freedom (the noise smoothed by half a pass, as :func:`~.adapter.reply_noise` does),
       regressed when ``mean + critical * se < 0`` with the critical value the family sets for
-      *level* (:func:`~.family.z_to_t`).
+      the level (:func:`~.family.z_to_t`). When the family is one comparison its sign flips
+      are the test itself, and their law sits on a lattice (flipping a scenario moves the sum
+      of its pass-count deltas by an even number): the observed sum must fall below the flips'
+      5 % point with ties counted against it, which costs about 3 points of power at 60
+      scenarios. That flip p-value is taken to fourth order: half a lattice step of
+      continuity and the Rademacher flips' kurtosis ``-2 sum x^4 / (sum x^2)^2``.
     * ``"expanded"``: the expanded-percentile bootstrap to second order, without resampling:
       the t bound plus the Cornish-Fisher term of the deltas' skewness
       ``m3 / m2 * (z'^2 - 1) / (6 n)`` (``z' = sqrt(n / (n - 1)) t_{1-level, n-1}``) plus half
@@ -467,6 +484,7 @@ def _simulated_power(population: _Population, drop: float, n: int, rows: int | N
         raw2 = counts @ deltas**2 / n
         second = raw2 - mean**2
         third = counts @ deltas**3 / n - 3.0 * mean * raw2 + 2.0 * mean**3
+        raw4 = counts @ deltas**4 / n
         noise = counts @ _reply_noise(b_count, a_count, rows) / n
     else:
         z = rng.standard_normal((_HOLDOUTS, n))
@@ -481,11 +499,16 @@ def _simulated_power(population: _Population, drop: float, n: int, rows: int | N
         mean = d.mean(axis=1)
         centred = d - mean[:, None]
         second, third = (centred**2).mean(axis=1), (centred**3).mean(axis=1)
+        raw2, raw4 = (d**2).mean(axis=1), (d**4).mean(axis=1)
     second = np.maximum(second, 0.0)
-    if method == "t":  # the family's statistic: the sample variance shrunk toward the noise, PRIOR_DF strong
+    level = test.level
+    if test.method == "t":  # the family's statistic: the sample variance shrunk toward the noise, PRIOR_DF strong
         variance = (n * second + PRIOR_DF * noise) / (n - 1 + PRIOR_DF)
         critical = -z_to_t(_NORMAL.inv_cdf(level), n - 1)
-        return float(np.mean(mean + critical * np.sqrt(variance / n) < 0))
+        regressed = mean + critical * np.sqrt(variance / n) < 0
+        if test.flips and rows is not None:
+            regressed &= _flip_p(mean * n * rows, raw2 * n * rows**2, raw4 * n * rows**4) <= level
+        return float(np.mean(regressed))
     t = t_ppf(1.0 - level, n - 1)
     z2 = n / (n - 1) * t * t
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -493,6 +516,23 @@ def _simulated_power(population: _Population, drop: float, n: int, rows: int | N
     half_step = 0.0 if rows is None else 0.5 / (n * rows)
     upper = mean + t * np.sqrt(second / (n - 1)) + skew_term + half_step
     return float(np.mean(upper < 0))
+
+
+def _flip_p(total: np.ndarray, square: np.ndarray, fourth: np.ndarray) -> np.ndarray:
+    """The sign flips' chance of a sum at or below *total* (pass counts, after - before), to fourth order.
+
+    Each scenario's delta x keeps or flips its sign, so the flipped sum has variance
+    ``sum x^2`` and fourth cumulant ``-2 sum x^4``, and lives on a lattice of step 2: the
+    observed sum is widened by half a step (a tie with it does not regress), then Edgeworth.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(square > 0, (total + 1.0) / np.sqrt(square), np.inf)
+        excess = np.where(square > 0, -2.0 * fourth / square**2, 0.0)
+    cdf = np.array([_NORMAL.cdf(v) if np.isfinite(v) else float(v > 0) for v in z])
+    density = np.exp(-0.5 * np.where(np.isfinite(z), z, 0.0) ** 2) / math.sqrt(2 * math.pi) * np.isfinite(z)
+    zf = np.where(np.isfinite(z), z, 0.0)
+    out: np.ndarray = np.clip(cdf - density * excess * (zf**3 - 3 * zf) / 24.0, 0.0, 1.0)
+    return out
 
 
 def _reply_noise(before: np.ndarray, after: np.ndarray, rows: int) -> np.ndarray:
@@ -538,29 +578,27 @@ def _smallest(power_at: Callable[[int], float], target: float, start: int, low: 
     return good
 
 
-def _needed(population: _Population, drop: float, rows: float, level: float, power: float, sd: float,
-            method: str) -> int:
+def _needed(population: _Population, drop: float, rows: float, test: _Test, power: float, sd: float) -> int:
     """Scenarios the simulated gate needs at *rows* rows a side: the power equation's answer, refined."""
-    guess = needed_units(sd, drop, power=power, level=level)
-    found = _smallest(lambda n: _simulated_power(population, drop, n, round(rows), level, method), power,
+    guess = needed_units(sd, drop, power=power, level=test.level)
+    found = _smallest(lambda n: _simulated_power(population, drop, n, round(rows), test), power,
                       guess, MIN_UNITS, _MAX_UNITS)
     return _MAX_UNITS if found is None else found
 
 
-def _needed_k(population: _Population, drop: float, n: int, prompts: float, level: float, power: float,
-              method: str) -> int | None:
+def _needed_k(population: _Population, drop: float, n: int, prompts: float, test: _Test,
+              power: float) -> int | None:
     """Smallest replies per prompt with which *n* scenarios see *drop*, or None when no k is enough."""
-    if n < MIN_UNITS or _simulated_power(population, drop, n, None, level, method) < power:
+    if n < MIN_UNITS or _simulated_power(population, drop, n, None, test) < power:
         return None
     between, after_var = (float(x[0]) for x in population.under(np.array([drop])))
-    room = n * (drop / _multiplier(n, level, power)) ** 2 - between
+    room = n * (drop / _multiplier(n, test.level, power)) ** 2 - between
     guess = 1 if room <= 0 else max(1, math.ceil((population.reply_var + after_var) / (prompts * room)))
-    return _smallest(lambda k: _simulated_power(population, drop, n, max(1, round(prompts * k)), level, method), power,
+    return _smallest(lambda k: _simulated_power(population, drop, n, max(1, round(prompts * k)), test), power,
                      min(guess, _MAX_K), 1, _MAX_K)
 
 
-def _detectable(population: _Population, rows: float, n: int, level: float, power: float,
-                method: str) -> float | None:
+def _detectable(population: _Population, rows: float, n: int, test: _Test, power: float) -> float | None:
     """The smallest drop the simulated gate sees with *power* at n scenarios, or None.
 
     Regula falsi (the Illinois variant) on the simulated power, bracketed around the power
@@ -570,10 +608,10 @@ def _detectable(population: _Population, rows: float, n: int, level: float, powe
         return None
 
     def gap(drop: float) -> float:
-        return _simulated_power(population, drop, n, round(rows), level, method) - power
+        return _simulated_power(population, drop, n, round(rows), test) - power
 
     ceiling = population.mean * (1 - 1e-6)
-    multiplier = _multiplier(n, level, power) / math.sqrt(n)
+    multiplier = _multiplier(n, test.level, power) / math.sqrt(n)
     guesses = np.linspace(0.0, ceiling, 65)[1:]
     crossing = np.flatnonzero(guesses >= multiplier * population.sd(guesses, rows))
     guess = float(guesses[crossing[0]]) if crossing.size else ceiling
@@ -607,11 +645,10 @@ def _detectable(population: _Population, rows: float, n: int, level: float, powe
     return high
 
 
-def _power_now(population: _Population, drop: float, rows: float, n: int, level: float,
-               method: str) -> float | None:
+def _power_now(population: _Population, drop: float, rows: float, n: int, test: _Test) -> float | None:
     if drop >= population.mean or n < MIN_UNITS:
         return None
-    return _simulated_power(population, drop, n, round(rows), level, method)
+    return _simulated_power(population, drop, n, round(rows), test)
 
 
 # -- what the baseline does not know ----------------------------------------------------------------
@@ -726,7 +763,7 @@ def _noise(units: Mapping[str, Mapping[str, _Prompt]]) -> tuple[np.ndarray, np.n
 
 
 def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: float, power: float,
-              level: float, method: str) -> CategoryPlan:
+              test: _Test) -> CategoryPlan:
     rows, prompts, rates, reply_var = _noise(units)
     n = len(rates)
     mean = float(rates.mean())
@@ -745,18 +782,18 @@ def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: f
         between, _ = population.under(np.array([drop]))
         sd = float(population.sd(np.array([drop]), r)[0])
         effect_sd = math.sqrt(float(between[0]))
-        aim = _allowance(population, n, float(prompts.mean()), k, drop, level, power, design_k=False)
-        needed = _needed(population, drop, r, level, aim, sd, method)
+        aim = _allowance(population, n, float(prompts.mean()), k, drop, test.level, power, design_k=False)
+        needed = _needed(population, drop, r, test, aim, sd)
         if reply_var is not None and n >= MIN_UNITS:
-            aim_k = _allowance(population, n, float(prompts.mean()), k, drop, level, power, design_k=True)
-            needed_k = _needed_k(population, drop, n, float(prompts.mean()), level, aim_k, method)
+            aim_k = _allowance(population, n, float(prompts.mean()), k, drop, test.level, power, design_k=True)
+            needed_k = _needed_k(population, drop, n, float(prompts.mean()), test, aim_k)
     return CategoryPlan(
         category=category, n_units=n, prompts=_tidy(float(prompts.mean())), k=_tidy(k), rollouts=_tidy(r),
         pass_rate=mean, reply_sd=None if reply_var is None else math.sqrt(reply_var),
         scenario_sd=math.sqrt(scenario_var), sd=sd, effect_sd=effect_sd, needed=needed, needed_k=needed_k,
         aim=aim, aim_k=aim_k,
-        mde=_detectable(population, r, n, level, power, method) if mean > 0 else None,
-        power_now=_power_now(population, drop, r, n, level, method),
+        mde=_detectable(population, r, n, test, power) if mean > 0 else None,
+        power_now=_power_now(population, drop, r, n, test),
     )
 
 
@@ -825,6 +862,7 @@ def plan(
         metrics = "pass@1" + ("" if not n_guards else f" and {n_guards} guard{'' if n_guards == 1 else 's'}")
         rule = (f"the gate's family: run-level {family:.0%} over {comparisons} comparisons (overall and "
                 f"{len(table)} categor{'y' if len(table) == 1 else 'ies'}, {metrics}), min-p")
-    return Plan(categories=tuple(_plan_one(c, table[c], drop, power, chosen, method) for c in wanted),
+    test = _Test(chosen, method, flips=given is None and method == "t" and comparisons == 2)
+    return Plan(categories=tuple(_plan_one(c, table[c], drop, power, test) for c in wanted),
                 drop=drop, power=power, level=chosen, level_rule=rule, source=label,
                 comparisons=comparisons, family_level=family_used, method=method)
