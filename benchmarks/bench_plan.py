@@ -182,38 +182,55 @@ class Outcome:
 
 def run(population: Population, reps: int, *, seed: int = 0, level: float | None = None,
         mode: str = "defaults", pilot: int = PILOT, k: int = K, answers: tuple[str, ...] = ("units", "k"),
-        old: bool = False, max_units: int = 5_000) -> Outcome:
-    """*reps* repetitions of pilot -> plan -> holdout -> gate at one base rate."""
-    rng = np.random.default_rng([seed, round(population.base_rate * 1000), pilot, k])
+        old: bool = False, others: int = 0, other_size: int = 30, max_units: int = 5_000) -> Outcome:
+    """*reps* repetitions of pilot -> plan -> holdout -> gate at one base rate.
+
+    *others* more categories of *other_size* scenarios each (the same population, unchanged
+    after) sit beside the planned one in every baseline and holdout: the gate's family then
+    has more members, and each comparison a smaller level.
+    """
+    rng = np.random.default_rng([seed, round(population.base_rate * 1000), pilot, k, others])
     out = Outcome(reps=reps)
+
+    def beside() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        """The other categories, before and after (unchanged: the same rates)."""
+        before: list[dict[str, object]] = []
+        after: list[dict[str, object]] = []
+        for j in range(others):
+            p, _ = population.rates(rng, other_size)
+            before += rows(f"other{j}", rng.binomial(k, p), k)
+            after += rows(f"other{j}", rng.binomial(k, p), k)
+        return before, after
+
+    def holdout(n: int, kk: int) -> tuple[bool, float]:
+        p, q = population.rates(rng, n)
+        before, after = beside()
+        return gate(rows("c", rng.binomial(kk, p), kk) + before, rows("c", rng.binomial(kk, q), kk) + after, mode,
+                    out.planned_level)
+
     for _ in range(reps):
         p, _ = population.rates(rng, pilot)
         passes = rng.binomial(k, p)
-        planned = rg.plan(rows("c", passes, k), drop=population.drop, power=POWER, level=level)
+        planned = rg.plan(rows("c", passes, k) + beside()[0], drop=population.drop, power=POWER, level=level,
+                          categories=["c"])
         cat = planned["c"]
         out.planned_level = planned.level
         if cat.needed is None:
             out.cannot += 1
             continue
         if "units" in answers and cat.needed <= max_units:
-            p, q = population.rates(rng, cat.needed)
-            hit, used = gate(rows("c", rng.binomial(k, p), k), rows("c", rng.binomial(k, q), k), mode, planned.level)
+            hit, used = holdout(cat.needed, k)
             out.units.add(hit, cat.needed, used)
         if "k" in answers:
             if cat.needed_k is None:
                 out.no_k += 1
             elif cat.needed_k * pilot <= max_units * k:
-                p, q = population.rates(rng, pilot)
-                kk = cat.needed_k
-                hit, used = gate(rows("c", rng.binomial(kk, p), kk), rows("c", rng.binomial(kk, q), kk), mode,
-                                 planned.level)
-                out.k.add(hit, kk, used)
+                hit, used = holdout(pilot, cat.needed_k)
+                out.k.add(hit, cat.needed_k, used)
         if old:
             n_old = old_plan(passes.astype(float), k, population.drop, POWER, planned.level)
             if n_old is not None and n_old <= max_units:
-                p, q = population.rates(rng, n_old)
-                hit, used = gate(rows("c", rng.binomial(k, p), k), rows("c", rng.binomial(k, q), k), mode,
-                                 planned.level)
+                hit, used = holdout(n_old, k)
                 out.old.add(hit, n_old, used)
     return out
 
@@ -231,12 +248,16 @@ def main() -> None:
     parser.add_argument("--concentration", type=float, default=CONCENTRATION,
                         help=f"Beta concentration of the scenario rates ({CONCENTRATION:g})")
     parser.add_argument("--old", action="store_true", help="also run the previous plan on the same pilots")
+    parser.add_argument("--others", type=int, default=0,
+                        help="unchanged categories beside the planned one, in every baseline and holdout (0)")
+    parser.add_argument("--other-size", type=int, default=30, help="scenarios in each of them (30)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     reps = 200 if args.quick else args.reps
     t0 = time.perf_counter()
     print(f"{reps} repetitions a base rate: baseline {args.pilot} scenarios x {K} replies, Beta concentration "
-          f"{args.concentration:g}, plan for a {DROP:.2f} drop at {POWER:.0%} power, gate: {args.gate}; "
+          f"{args.concentration:g}, {args.others} unchanged categories of {args.other_size} beside it, plan for a "
+          f"{DROP:.2f} drop at {POWER:.0%} power, gate: {args.gate}; "
           f"power ± its Monte-Carlo 95 % band, in percent (band {100 * BAND[0]:.0f}-{100 * BAND[1]:.0f})\n")
     header = ["base rate", "planned level", "gate's level", "add scenarios: power", "median N",
               "raise k: power", "median K", "no k enough", "cannot drop"]
@@ -247,7 +268,7 @@ def main() -> None:
     for base in BASE_RATES:
         population = Population(base, args.concentration)
         out = run(population, reps, seed=args.seed, level=args.level, mode=args.gate, pilot=args.pilot,
-                  old=args.old)
+                  old=args.old, others=args.others, other_size=args.other_size)
         levels = out.units.levels + out.k.levels + out.old.levels
         row = [f"{base:.1f}", f"{out.planned_level:.4g}", f"{np.mean(levels):.4g}" if levels else "-",
                out.units.cell(), out.units.median(), out.k.cell(), out.k.median(),
