@@ -14,21 +14,22 @@ or 1 move less). Pilots whose pass rate is at or below the drop get "cannot drop
 plan and are counted, not gated.
 
 The level. The plan sizes for the one-sided level each comparison is tested at: by default
-the level the gate's family holds each comparison to (here 2 comparisons, overall and the
-category, which are the same comparison, so about 5 %), or ``--level``. ``--gate defaults``
+the level the gate's family holds each comparison to, or ``--level``. ``--gate defaults``
 (the default) calls ``rg.compare`` as a user does and prints the level each result reports
-(``Comparison.level``) beside the planned one: the check is valid when they agree.
-``--gate per-comparison`` gates each holdout with no family at the planned level
-(``family_level=None, confidence_level = 1 - 2 level``), to check the plan at levels a larger
-family sets (``--level 0.0061``: 8 categories). ``--old`` also runs the previous plan (each
-scenario's own rate smoothed by half a pass, plugged in as its true rate) on the same pilots,
-at the same level.
+(``Comparison.level``) beside the planned one: the check is valid when they agree. Alone,
+the category and ``overall`` are the same comparison and the family is the sign-flip test
+itself (about 5 %); ``--others 7`` puts 7 unchanged categories of 30 scenarios beside it in
+every baseline and holdout, a family of 9 whose level is about 0.6 %. ``--gate
+per-comparison`` gates with no family (``family_level=None``, plain paired t at the planned
+level), for comparison. ``--old`` also runs the previous plan (each scenario's own rate
+smoothed by half a pass, plugged in as its true rate, sized by the t power equation at the
+same level) on the same baselines.
 
 1,000 repetitions a base rate (the default) give a Monte-Carlo 95 % band of about ±2.5
 points on an 80 % power; --quick uses 200 (±5.5).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_plan.py [--quick] [--reps 1000] [--old]
-        [--gate defaults|per-comparison] [--level 0.0061] [--pilot 15] [--concentration 4]
+        [--others 7] [--gate defaults|per-comparison] [--level A] [--pilot 15] [--concentration 4]
 """
 
 from __future__ import annotations
