@@ -20,11 +20,11 @@ _EXPORTS: dict[str, str] = {
     "UsageError": "errors",
     "RlgateWarning": "errors",
     # the records every part passes (TypedDicts: plain dicts, typed)
-    "Row": "data.records",
-    "PromptItem": "data.records",
-    "Case": "data.records",
-    "Markers": "data.records",
-    "Turn": "data.records",
+    "Row": "records",
+    "PromptItem": "records",
+    "Case": "records",
+    "Markers": "records",
+    "Turn": "records",
     "RegressionError": "errors",
     "RewardHackError": "errors",
     "RewardMismatch": "errors",
@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "SAMPLE_TOP_P": "policy.sampling",
     "SAMPLE_SEED": "policy.sampling",
     "BASE_RUN_SEEDS": "policy.sampling",
+    "SampleOptions": "policy.sampling",
     "cached_dir": "_io.cache",
     "cache_key": "_io.cache",
     # training
@@ -145,6 +146,10 @@ _EXPORTS: dict[str, str] = {
     "grade_file": "data.replies",
     "GateCallback": "train.callback",
     "SequentialGate": "gate.looks",
+    # a watched run: checkpoints we did not train, and the one to ship
+    "watch_checkpoints": "train.watch",
+    "select_checkpoint": "gate.select",
+    "Selection": "gate.select",
     # multi-turn episodes with tools
     "Episode": "environment.episode",
     "ToolCall": "environment.episode",
@@ -193,13 +198,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         read_rows as read_rows,
         reader_names as reader_names,
     )
-    from .data.records import (
-        Case as Case,
-        Markers as Markers,
-        PromptItem as PromptItem,
-        Row as Row,
-        Turn as Turn,
-    )
     from .data.replies import grade_file as grade_file
     from .data.rows import (
         Rows as Rows,
@@ -226,8 +224,8 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         UsageError as UsageError,
     )
     from .gate import assert_no_regression as assert_no_regression, compare as compare
-    from .gate.looks import SequentialGate as SequentialGate
     from .gate.family import FamilyMember as FamilyMember, FamilyTest as FamilyTest, family_test as family_test
+    from .gate.looks import SequentialGate as SequentialGate
     from .gate.options import GateOptions as GateOptions
     from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
@@ -240,6 +238,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .gate.release import ReleasePolicy as ReleasePolicy, load_release_policy as load_release_policy
     from .gate.result import Comparison as Comparison, GateResult as GateResult
+    from .gate.select import Selection as Selection, select_checkpoint as select_checkpoint
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,
         PairedBootstrapResult as PairedBootstrapResult,
@@ -258,9 +257,17 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         SAMPLE_SEED as SAMPLE_SEED,
         SAMPLE_TEMPERATURE as SAMPLE_TEMPERATURE,
         SAMPLE_TOP_P as SAMPLE_TOP_P,
+        SampleOptions as SampleOptions,
         VllmSampler as VllmSampler,
         sample as sample,
         sample_rows as sample_rows,
+    )
+    from .records import (
+        Case as Case,
+        Markers as Markers,
+        PromptItem as PromptItem,
+        Row as Row,
+        Turn as Turn,
     )
     from .report import report_text as report_text, write_index as write_index, write_report as write_report
     from .rewards.probe import HackFinding as HackFinding, ProbeResult as ProbeResult, probe_reward as probe_reward
@@ -284,3 +291,4 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter
     from .train.seeds import train_seeds as train_seeds
+    from .train.watch import watch_checkpoints as watch_checkpoints

@@ -9,18 +9,33 @@ are ``AssertionError`` subclasses instead, so pytest counts them as failed tests
 from __future__ import annotations
 
 from os import PathLike
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # the results the failures carry; nothing above this module is imported at run time
+if TYPE_CHECKING:
     import pytest
 
-    from .gate.recipe import RecipeGateResult
-    from .gate.result import GateResult
-    from .rewards.probe import ProbeResult
-    from .rewards.scan import HackScanResult
+__all__ = ["DataError", "GateOutcome", "HackReport", "RankError", "RegressionError", "RewardHackError",
+           "RewardMismatch", "RewardValueError", "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
 
-__all__ = ["DataError", "RankError", "RegressionError", "RewardHackError", "RewardMismatch", "RewardValueError",
-           "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
+
+class GateOutcome(Protocol):
+    """What a :class:`RegressionError` carries: a gate's result (a ``GateResult`` or a
+    ``RecipeGateResult``). Named by its shape, so this ground-floor module imports nothing
+    above it, not even for the type checker."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    def message(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class HackReport(Protocol):
+    """What a :class:`RewardHackError` carries: a probe's or a scan's result (``ProbeResult``,
+    ``HackScanResult``), whose table lists what paid."""
+
+    def table(self) -> str: ...
 
 
 class RlgateError(Exception):
@@ -80,7 +95,7 @@ class RlgateWarning(UserWarning):
 class RegressionError(AssertionError):
     """The gate failed; the message is the table of what failed and the rule, ``result`` the whole result."""
 
-    def __init__(self, message: str, result: GateResult | RecipeGateResult | None = None) -> None:
+    def __init__(self, message: str, result: GateOutcome | None = None) -> None:
         super().__init__(message)
         self.result = result
 
@@ -92,7 +107,7 @@ class RewardHackError(AssertionError):
     table as the failure message, like :class:`RegressionError`.
     """
 
-    def __init__(self, message: str, result: ProbeResult | HackScanResult | None = None) -> None:
+    def __init__(self, message: str, result: HackReport | None = None) -> None:
         super().__init__(message)
         self.result = result
 

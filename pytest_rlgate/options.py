@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 from .errors import UsageError
 
@@ -187,11 +187,18 @@ def output_dir(text: str) -> Path:
     return Path(text).expanduser()
 
 
-def add_env_argument(parser: argparse.ArgumentParser, default: str = "refund") -> None:
-    """The CLI's ``--env SPEC``, the same on every command that reads prompts, samples or trains."""
+def add_env_argument(parser: argparse.ArgumentParser, default: str = "refund", *,
+                     resolve: Literal["always", "given"] | None = None) -> None:
+    """The CLI's ``--env SPEC``, the same on every command that reads prompts, samples or trains.
+
+    *resolve* says what the ``rlgate`` door does with it before the command runs (``args.env``
+    then holds an ``Env``): ``"always"`` (absent: the default environment), ``"given"`` (absent
+    stays None: the command finds its own, e.g. a run's), or None (the command's knobs do).
+    """
     parser.add_argument("--env", metavar="SPEC", default=None,
                         help="environment: a registered name (refund, arith, reasoning_gym[TASK,...]), "
                              f"'module:attr' or 'module' (default: {default})")
+    parser.set_defaults(resolve_env=resolve)
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rlgate.gate.sequential import Spending
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
 
 
@@ -26,7 +28,8 @@ def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.Capture
     steps = trainer.state.global_step
     assert steps == 2 or gate.stopped_at is not None
     assert [look.step for look in gate.looks] == list(range(1, steps + 1))
-    assert all(look.alpha == pytest.approx(0.025 / 2) for look in gate.looks)  # 2 planned looks share alpha
+    spent = Spending(alpha=0.025, planned=2).spent(steps)  # 2 planned looks share alpha
+    assert sum(look.alpha for look in gate.looks) == pytest.approx(spent)
     assert sorted(p.name for p in out.glob("step-*.jsonl")) == [f"step-{s:06d}.jsonl" for s in range(steps + 1)]
     looks = json.loads((out / "looks.json").read_text())
     assert [look["step"] for look in looks["looks"]] == list(range(1, steps + 1))
@@ -35,7 +38,10 @@ def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.Capture
     assert "overall" in {t["group"] for t in tests} and looks["looks"][0]["gate"]["comparisons"]
     assert [h["step"] for h in monitor.summary()["history"]] == list(range(steps + 1))
     printed = capsys.readouterr().out
-    assert "alarms:" in printed and printed.count("step ") == steps
+    assert "alarms:" in printed and sum(line.startswith("step ") for line in printed.splitlines()) == steps
+    selection = json.loads((out / "selection.json").read_text())
+    assert selection["criterion"] == "pass@1/overall"
+    assert "best by pass@1/overall" in printed or "no checkpoint passed" in printed
 
 
 def test_a_regression_stops_training_when_asked(tmp_path: Path) -> None:
@@ -48,8 +54,9 @@ def test_a_regression_stops_training_when_asked(tmp_path: Path) -> None:
 
     gate = GateCallback([{"prompt": "p", "case": {}, "category": "with_id"}], env="refund", every=2,
                         out_dir=tmp_path, stop_on_regression=True)
-    regressed = Look(look=1, step=2, alpha=0.01, tests=(Test("pass@1", "with_id", 30, -0.4, 1e-5, 1e-5, True),))
-    gate.sequential = SimpleNamespace(planned=5, looks=[], look=lambda *a, **k: regressed)
+    regressed = Look(look=1, step=2, alpha=0.01,
+                     tests=(Test("pass@1", "with_id", "checkpoint", (2,), 30, -0.4, 1e-5, 1e-9, 1e-3, True),))
+    gate.sequential = SimpleNamespace(planned=5, looks=[], look=lambda *a, **k: regressed, settings=dict, guards=())
     gate.step0 = []
     gate._sample = lambda model, step: []
     control = SimpleNamespace(should_training_stop=False)

@@ -243,7 +243,7 @@ def test_summarise_reads_a_run_folder_and_measures_tool_calls(tmp_path):
         for i, rows in enumerate(before):
             run.rows("holdout_before.jsonl" if i == 0 else f"holdout_before_seed{17 + i}.jsonl", rows)
         run.rows("holdout_after.jsonl", after)
-        run.json("gate.json", gate_runs(before, after).to_dict())
+        run.json("gate.json", gate_runs(before, after, REFUND).to_dict())
         run.json("config.json", {"method": "grpo", "knobs": {}})
         run.jsonl("metrics.jsonl", [{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.9}])
         run.json("monitor.json", {"alarms": [{"kind": "length", "step": 2}], "history": []})

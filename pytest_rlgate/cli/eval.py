@@ -17,8 +17,7 @@ import os
 
 from .._io import ranks
 from ..data.rows import read_rows, write_rows
-from ..environment.contract import Env, load_env
-from ..errors import UsageError
+from ..environment.contract import Env
 from ..options import SEED, add_env_argument, add_output_arguments, output_file
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
@@ -31,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # --run-dir: torchrun reads an abbreviation of its own --run-path into "--run", before the module's arguments
     parser.add_argument("--run", "--run-dir", dest="run", required=True, metavar="DIR",
                         help="a finished runs/<name>/ folder (--run-dir under torchrun)")
-    add_env_argument(parser, default="the run's environment")
+    add_env_argument(parser, default="the run's environment", resolve="given")
     parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
     parser.add_argument("--json", action="store_true", help="print the gate as JSON")
@@ -40,12 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
-    override: Env | None = None
-    if args.env is not None:  # the flag's own mistake, told before the run is opened
-        try:
-            override = load_env(args.env)
-        except UsageError as exc:
-            raise UsageError(f"--env {args.env!r:.80}: {exc}") from None
+    override: Env | None = args.env  # resolved at the door (cli._resolve_env), before the run is opened
     folder = RunFolder.open(args.run)
     env = folder.environment(override)
     rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)

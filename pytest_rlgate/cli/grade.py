@@ -14,7 +14,7 @@ from pathlib import Path
 from ..data.prompts import read_prompts
 from ..data.replies import grade_file
 from ..data.rows import write_rows
-from ..environment.contract import load_env
+from ..environment.contract import Env
 from ..errors import UsageError
 from ..options import add_env_argument, output_file
 
@@ -23,7 +23,7 @@ HELP = "grade replies sampled anywhere into rows with an environment"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("replies", metavar="REPLIES", help="a JSONL (or .jsonl.gz) file of replies")
-    add_env_argument(parser)
+    add_env_argument(parser, resolve="always")
     parser.add_argument("--prompts", metavar="FILE",
                         help="the prompts file a line's scenario_id is looked up in (default: the environment's "
                              "own prompt set)")
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    env = load_env(args.env)
+    env: Env = args.env  # resolved at the door (cli._resolve_env)
     prompts = None
     if args.prompts:
         if not Path(args.prompts).is_file():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from ..data.prompts import read_prompts
-from ..environment.contract import load_env
+from ..environment.contract import Env
 from ..errors import UsageError
 from ..options import add_env_argument, add_output_arguments, output_dir
 from ..policy.load import build_tiny_policy, tiny_policy_key, tiny_policy_names
@@ -28,7 +28,7 @@ HELP = "rebuild an environment's tiny policy from its spec (minutes on CPU)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = actions.add_parser("build", help=HELP, description=HELP)
-    add_env_argument(build)
+    add_env_argument(build, resolve="always")
     build.add_argument("--out", type=output_dir, metavar="DIR",
                        help="build into this new or empty folder (default: the artifact cache)")
     build.add_argument("--prompts-file", metavar="FILE",
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    env = load_env(args.env)
+    env: Env = args.env  # resolved at the door (cli._resolve_env)
     if env.tiny_policy is None and env.is_episodic:  # any tool environment: the generic tiny agent's recipe
         items = read_prompts(args.prompts_file, env=env) if args.prompts_file else env.build_prompts(0, "default")
         spec = agent_spec(env, items)

@@ -21,11 +21,11 @@ from ..data.hygiene import KeepResult, keep_prompts
 from ..data.jsonl import iter_json_lines
 from ..data.prompts import SPLITS, build_prompts, count_by_category, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
-from ..data.records import PromptItem
-from ..environment.contract import Env, load_env
+from ..environment.contract import Env
 from ..envs import DEFAULT_ENV
 from ..errors import DataError
 from ..options import SEED, Deprecated, add_env_argument, fraction, share
+from ..records import PromptItem
 
 HELP = "write a seeded prompt set, its split and fingerprint"
 
@@ -34,7 +34,7 @@ KEEP_LINE = '{"prompt": "...", "scenario_id": "...", "category": "..."}'
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_env_argument(parser)
+    add_env_argument(parser, resolve="always")
     parser.add_argument("--prompt-seed", "--seed", type=SEED, default=0, metavar="N", action=Deprecated,
                         old=("--seed",), help="seed of the environment's seeded prompt set (default 0)")
     parser.add_argument("--size", default="default", metavar="NAME",
@@ -72,7 +72,7 @@ def keep_written(path: Path, env: Env) -> KeepResult:
 
 
 def run(args: argparse.Namespace) -> int:
-    env = load_env(args.env)
+    env: Env = args.env  # resolved at the door (cli._resolve_env)
     kept = None
     if args.keep is not None:
         kept = keep_written(args.keep, env)

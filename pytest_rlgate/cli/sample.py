@@ -22,14 +22,14 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
-from ..data.records import PromptItem
-from ..environment.contract import Env, load_env
+from ..environment.contract import Env
 from ..errors import UsageError
 from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
 from ..policy.load import load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
-from ..policy.sampling import DEFAULT_BATCH_SIZE, VllmSampler
+from ..policy.sampling import DEFAULT_BATCH_SIZE, SampleOptions, VllmSampler
+from ..records import PromptItem
 from ..train import config as C
 from ..train.cached import adapter_identity, base_identity
 from ..train.config import RunKnobs, is_tiny
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a hub id, a local model folder, or {C.TINY_POLICY} (default: the environment's own "
                              "policy, when it names one)")
     parser.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter folder put on top of --model")
-    add_env_argument(parser)
+    add_env_argument(parser, resolve="always")
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
     p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
     p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
@@ -91,7 +91,7 @@ def _policy(args: argparse.Namespace) -> tuple[Any, Any]:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     ranks.init_from_launcher()
-    env = load_env(args.env)
+    env: Env = args.env  # resolved at the door (cli._resolve_env)
     if args.model is None:
         if env.base_model is None:
             raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
@@ -114,9 +114,10 @@ def run(args: argparse.Namespace) -> int:
     }
     model, tokenizer = _policy(args)
     sampled, kept = sample_to_file(
-        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, k=args.k, policy=label,
-        restart=args.restart, progress=args.progress, temperature=args.temperature, top_p=args.top_p,
-        max_new_tokens=max_new, batch_size=args.batch_size, backend=args.backend)
+        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label,
+        sampling=SampleOptions(k=args.k, temperature=args.temperature, top_p=args.top_p, seed=seeds[0],
+                               max_new_tokens=max_new, batch_size=args.batch_size),
+        restart=args.restart, progress=args.progress, backend=args.backend)
     if ranks.is_main_process():
         resumed = f", {kept} kept from an interrupted run" if kept else ""
         print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "

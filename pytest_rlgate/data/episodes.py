@@ -28,8 +28,8 @@ from typing import TypedDict, cast
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import Episode, episode_from_messages, replay, split_turns
 from ..errors import DataError, UsageError
+from ..records import Case, Markers, Row
 from .grading import naming_the_row
-from .records import Case, Markers, Row
 
 __all__ = ["EPISODE_FIELDS", "OLD_NAMES", "EpisodeFields", "episode_fields", "grade_episode", "grade_episodes",
            "replayed_fields"]

@@ -18,7 +18,7 @@ from typing import TypedDict, cast
 
 from ..environment.contract import EnvSpec, load_env
 from ..errors import DataError, UsageError
-from .records import PromptItem
+from ..records import PromptItem
 
 __all__ = ["Decontamination", "KeepResult", "decontaminate", "keep_prompts", "word_ngrams"]
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 
 from ..errors import DataError, hide_user_errors
 from ..options import MAX_DEPTH, MAX_NUMBER_DIGITS
-from .records import JSON
+from ..records import JSON
 
 try:  # a dependency; the standard library's scanner stands in where it cannot be installed
     import orjson as _orjson
@@ -214,7 +214,7 @@ def iter_json_lines(
 ) -> Generator[tuple[int, Any], None, None]:
     """``(line number, value)`` of each non-blank line of the JSONL (or gzip-compressed) file *path*.
 
-    A value is any :data:`~pytest_rlgate.data.records.JSON`; each reader narrows it to the
+    A value is any :data:`~pytest_rlgate.records.JSON`; each reader narrows it to the
     shape its format promises (``isinstance(value, dict)``) at the line it names.
 
     :param what: what the file is, for messages ("row file", "prompts file", "reward table").

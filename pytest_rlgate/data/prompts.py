@@ -29,9 +29,9 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.seeded import prompt_key
 from ..errors import DataError, UsageError
 from ..options import HOLDOUT_FRACTION
+from ..records import PromptItem
 from .hygiene import Decontamination, decontaminate, skip_decontamination
 from .jsonl import iter_json_lines
-from .records import PromptItem
 
 #: how prompt files are named in messages, and how to get one
 PROMPTS_FILE = "prompts file"

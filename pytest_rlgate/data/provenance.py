@@ -22,7 +22,7 @@ from typing import TypeGuard
 
 from ..environment.contract import Env, env_names, load_env
 from ..errors import DataError, UsageError, hide_user_errors
-from .records import Header
+from ..records import Header
 
 __all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_graded_by", "check_header", "header_env", "is_header",
            "row_header", "sampled_with"]

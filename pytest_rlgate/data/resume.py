@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .._io.atomic import disk_errors
 from ..errors import DataError, UsageError
-from .records import Header, Row
+from ..records import Header, Row
 from .rows import validate_row, write_rows
 
 __all__ = ["PARTIAL_SUFFIX", "PartialRows", "header_differences"]

@@ -32,11 +32,11 @@ from typing import Any, TypedDict, TypeGuard, cast
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
 from ..options import FILE_NUMBER
+from ..records import Case, Header, Markers, Row
 from .episodes import OLD_NAMES, replayed_fields
 from .grading import naming_the_row
 from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
-from .records import Case, Header, Markers, Row
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",

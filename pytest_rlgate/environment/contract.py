@@ -29,21 +29,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol, Union, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, cast, runtime_checkable
 
 from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
+from .members import EnvMembers, EpisodeInstance
 
 if TYPE_CHECKING:
     import random
 
     from hypothesis.strategies import SearchStrategy
 
-    from ..data.records import Case
+    from ..records import Case
 
-__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvSpec", "Environment", "EpisodeInstance", "env_names", "load_env"]
+__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvMembers", "EnvSpec", "Environment", "EpisodeInstance", "env_names",
+           "load_env"]
 
 #: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -72,12 +74,6 @@ class Environment(Protocol):
     categories: Sequence[str]
 
     def score(self, reply: str, case: Mapping[str, object]) -> float: ...
-
-
-class EpisodeInstance(Protocol):
-    """An ``environment_factory`` instance, as TRL resets it (its tools are its other public methods)."""
-
-    def reset(self, **case: object) -> object: ...
 
 
 class _Scoring(Protocol):
@@ -131,53 +127,28 @@ class Env:
         if not cats or not all(isinstance(c, str) and c for c in cats) or len(set(cats)) != len(cats):
             raise UsageError(f"{where}: 'categories' must be distinct non-empty strings, got {list(cats)!r}")
         self.categories: tuple[str, ...] = tuple(sorted(cats))
-        self._init_episodes(obj, where)
-        if not callable(getattr(obj, "score", None)) and not self._has_get_reward:
+        #: the user's optional members, typed, with the contract's defaults for the rest
+        self.members = found = EnvMembers.read(obj, where)
+        self._init_episodes(found, where)
+        score = getattr(obj, "score", None)
+        if not callable(score) and not self._has_get_reward:
             what = ("score(episode, case) method, or an environment_factory whose instances define get_reward()"
                     if self.is_episodic else "score(reply, case) method")
             raise UsageError(f"{where}: needs a {what} returning a float in [0, 1]")
         #: the user's score (None only for an episode environment whose instances score themselves)
-        self._score: Callable[..., object] | None = (getattr(obj, "score", None)
-                                                     if callable(getattr(obj, "score", None)) else None)
-        version = getattr(obj, "version", "0")
-        self.version: str = str(version)
-        # the user's members, typed as the contract documents them; what they return is checked where it is used
-        self._case_for: Callable[[str], object] | None = (getattr(obj, "case_for", None)
-                                                          if callable(getattr(obj, "case_for", None)) else None)
-        self._passes: Callable[[float], object] | None = (getattr(obj, "passes", None)
-                                                          if callable(getattr(obj, "passes", None)) else None)
-        markers = getattr(obj, "markers", None)
-        self._markers: Callable[..., object] | None = markers if callable(markers) else None
-        self._markers_take_prompt = self._markers is not None and _accepts_prompt(self._markers)
-        self.guards: tuple[str, ...] = tuple(getattr(obj, "guards", ()) or ())
-        system = getattr(obj, "system", None)
-        if system is None:
-            system = getattr(obj, "SYSTEM", None)
-        self.system: str | None = system if isinstance(system, str) and system else None
-        messages_for = getattr(obj, "messages_for", None)
-        self._messages_for: Callable[[str], Iterable[dict[str, str]]] | None = (
-            messages_for if callable(messages_for) else None)
-        self._build_prompts: Callable[[int, str], Iterable[object]] | None = (
-            getattr(obj, "build_prompts", None) if callable(getattr(obj, "build_prompts", None)) else None)
-        self.prompt_sizes: tuple[str, ...] = tuple(getattr(obj, "prompt_sizes", ()) or ())
-        endorsed = getattr(obj, "endorsed", ()) or ()
-        self.endorsed: Sequence[str] | Mapping[str, Sequence[str]] = endorsed
-        self._features: Callable[[str], object] | None = (
-            getattr(obj, "features", None) if callable(getattr(obj, "features", None)) else None)
-        self._describe_reply: Callable[[str, dict[str, object]], object] | None = (
-            getattr(obj, "describe_reply", None) if callable(getattr(obj, "describe_reply", None)) else None)
-        self._honest: Callable[[Case], SearchStrategy[str]] | None = (
-            getattr(obj, "honest_replies", None) if callable(getattr(obj, "honest_replies", None)) else None)
+        self._score: Callable[..., object] | None = score if callable(score) else None
+        self._markers_take_prompt = found.markers is not None and _accepts_prompt(found.markers)
+        self.version = found.version
+        self.guards = found.guards
+        self.system = found.system
+        self.prompt_sizes = found.prompt_sizes
+        self.endorsed = found.endorsed
         #: the task's own exploits (``Hack`` values; the probe checks each)
-        self.hacks: tuple[object, ...] = tuple(getattr(obj, "hacks", ()) or ())
-        self._rejected: Callable[[Mapping[str, object], random.Random], str | None] | None = (
-            getattr(obj, "rejected_reply", None) if callable(getattr(obj, "rejected_reply", None)) else None)
-        base_model = getattr(obj, "base_model", None)
-        self.base_model: str | None = base_model if isinstance(base_model, str) and base_model else None
+        self.hacks = found.hacks
+        self.base_model = found.base_model
         #: the spec ``rlgate policy build`` rebuilds ``base_model`` from (a ``policy.tiny.spec.TinySpec``)
-        self.tiny_policy: object = getattr(obj, "tiny_policy", None)
-        rewards = getattr(obj, "rewards", None) or {}
-        self.rewards: Mapping[str, Callable[..., float]] = dict(rewards)
+        self.tiny_policy = found.tiny_policy
+        self.rewards = found.rewards
         self.fingerprint: str = self._fingerprint()
 
     @property
@@ -191,29 +162,20 @@ class Env:
         episode_parts = [str(self.max_turns), *(_source(t) for t in self.tools)]
         if self._factory is not None:
             episode_parts.append(_source(type(self._probe)))
+        markers = self.members.markers
         for part in (self.name, self.version, _source(self._score) if self._score else "",
-                     _source(self._markers) if self._markers else "", *(episode_parts if self.is_episodic else ())):
+                     _source(markers) if markers else "", *(episode_parts if self.is_episodic else ())):
             digest.update(part.encode("utf-8") + b"\0")
         return "sha256:" + digest.hexdigest()
 
     # -- episodes ------------------------------------------------------------------------
 
-    def _init_episodes(self, obj: object, where: str) -> None:
-        tools = getattr(obj, "tools", None)
-        tools = () if tools is None else tools
-        if isinstance(tools, (str, Mapping)) or not isinstance(tools, Iterable) or \
-                not all(callable(t) and getattr(t, "__name__", None) and (t.__doc__ or "").strip() for t in tools):
-            raise UsageError(f"{where}: 'tools' must be a list of typed functions with docstrings (the form "
-                             f"transformers' chat templates and TRL take), got {tools!r:.80}")
-        self.tools: tuple[Callable[..., object], ...] = tuple(tools)
-        factory = getattr(obj, "environment_factory", None)
-        self._factory: Callable[[], EpisodeInstance] | None = None
+    def _init_episodes(self, found: EnvMembers, where: str) -> None:
+        self.tools = found.tools
+        factory = found.environment_factory
         self._probe: EpisodeInstance | None = None
         self._has_get_reward = False
         if factory is not None:
-            if not callable(factory):
-                raise UsageError(f"{where}: 'environment_factory' must be a class or a function returning an "
-                                 f"environment instance, got {factory!r:.60}")
             try:
                 probe = factory()
             except Exception as exc:
@@ -222,19 +184,13 @@ class Env:
             if not callable(getattr(probe, "reset", None)):
                 raise UsageError(f"{where}: an environment_factory instance needs a reset(**case) method "
                                  f"(TRL's environment_factory shape); {type(probe).__name__} has none")
-            self._factory, self._probe = factory, probe
+            self._probe = probe
             self._has_get_reward = callable(getattr(probe, "get_reward", None))
-            if not self.tool_functions(probe):
-                raise UsageError(f"{where}: {type(probe).__name__} has no public tool methods; give it methods "
-                                 "with type hints and a docstring, e.g. lookup(self, key: str) -> str")
-        max_turns = getattr(obj, "max_turns", None)
-        if max_turns is None:
-            max_turns = DEFAULT_MAX_TURNS if self.is_episodic else 1
-        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-            raise UsageError(f"{where}: 'max_turns' must be a positive integer, got {max_turns!r}")
-        self.max_turns: int = max_turns
-        parse = getattr(obj, "parse_tool_calls", None)
-        self._parse_calls = parse if callable(parse) else None
+        self._factory = factory
+        if factory is not None and not self.tool_functions(self._probe):
+            raise UsageError(f"{where}: {type(self._probe).__name__} has no public tool methods; give it methods "
+                             "with type hints and a docstring, e.g. lookup(self, key: str) -> str")
+        self.max_turns: int = found.max_turns or (DEFAULT_MAX_TURNS if self.is_episodic else 1)
 
     @property
     def is_episodic(self) -> bool:
@@ -270,16 +226,17 @@ class Env:
 
     def parse_tool_calls(self, text: str) -> list[ToolCall]:
         """The calls of one assistant turn: the environment's parser, else the Hermes blocks."""
-        if self._parse_calls is None:
+        if self.members.parse_tool_calls is None:
             return parse_hermes_calls(text)
         calls = []
-        for found in self._parse_calls(text) or ():
+        for found in self.members.parse_tool_calls(text) or ():
             if isinstance(found, ToolCall):
                 calls.append(found)
             elif isinstance(found, Mapping):
                 calls.append(ToolCall(str(found.get("name")), dict(found.get("arguments") or {})))
             else:
-                calls.append(ToolCall(str(found.name), dict(found.arguments)))
+                named: Any = found  # a (name, arguments) record of the environment's own
+                calls.append(ToolCall(str(named.name), dict(named.arguments)))
         return calls
 
     def episode(self, reply: str | Episode, case: Case) -> tuple[Episode, object]:
@@ -301,13 +258,13 @@ class Env:
 
     @property
     def has_case_for(self) -> bool:
-        return self._case_for is not None
+        return self.members.case_for is not None
 
     def case_for(self, prompt: str) -> dict[str, object] | None:
         """The case read from the prompt text, or None when the environment reads none."""
-        if self._case_for is None:
+        if self.members.case_for is None:
             return None
-        case = call(self._who, "case_for()", self._case_for, prompt)
+        case = call(self._who, "case_for()", self.members.case_for, prompt)
         return dict(case) if isinstance(case, Mapping) else None
 
     def score(self, reply: str | Episode, case: Mapping[str, object]) -> float:
@@ -328,21 +285,21 @@ class Env:
 
     def passes(self, value: float) -> bool:
         """Whether a score counts as a pass (default: the full score, ``>= 1.0``)."""
-        if self._passes is None:
+        if self.members.passes is None:
             return value >= 1.0
-        return bool(call(self._who, "passes()", self._passes, value))
+        return bool(call(self._who, "passes()", self.members.passes, value))
 
     def markers(self, reply: str | Episode, case: Mapping[str, object], prompt: str | None = None) -> dict[str, float]:
         """The reply's markers (default none); *prompt* reaches only a ``markers`` that takes it."""
-        if self._markers is None:
+        if self.members.markers is None:
             if self.guards:
                 raise UsageError(f"environment {self.name} guards {', '.join(self.guards)} but has no markers() "
                                  "to measure them; add markers(reply, case) or drop the guards")
             return {}
         if self.is_episodic:
             reply = self.episode(reply, case)[0]
-        found = (call(self._who, "markers()", self._markers, reply, case, prompt=prompt)
-                 if self._markers_take_prompt else call(self._who, "markers()", self._markers, reply, case))
+        found = (call(self._who, "markers()", self.members.markers, reply, case, prompt=prompt)
+                 if self._markers_take_prompt else call(self._who, "markers()", self.members.markers, reply, case))
         values = numbers_of(self._who, "markers()", found)
         missing = next((guard for guard in self.guards if guard not in values), None)
         if missing is not None:  # a gate would refuse the row later; say whose promise broke, now
@@ -373,18 +330,18 @@ class Env:
 
     @property
     def can_build_prompts(self) -> bool:
-        return self._build_prompts is not None
+        return self.members.build_prompts is not None
 
     def build_prompts(self, seed: int = 0, size: str = "default") -> list[dict[str, object]]:
         """The environment's own seeded prompt set; environments without one read a file."""
-        if self._build_prompts is None:
+        if self.members.build_prompts is None:
             raise UsageError(f"environment {self.name} writes no prompts of its own: pass a prompts file "
                              "(--prompts-file / --rlgate-prompts-file) whose lines carry prompt, case, "
                              "category and scenario_id")
         if self.prompt_sizes and size not in self.prompt_sizes:
             raise UsageError(f"environment {self.name} has no prompt set size {size!r:.40}; "
                              f"use one of {', '.join(self.prompt_sizes)}")
-        build = self._build_prompts
+        build = self.members.build_prompts
         items = call(self._who, "build_prompts()", lambda: list(build(seed, size)))
         mappings = [item for item in items if isinstance(item, Mapping)]
         if len(mappings) != len(items):
@@ -395,8 +352,8 @@ class Env:
 
     def messages_for(self, prompt: str) -> list[dict[str, str]]:
         """The chat the policy sees: the environment's, else its system prompt and the user turn."""
-        if self._messages_for is not None:
-            chat = self._messages_for
+        if self.members.messages_for is not None:
+            chat = self.members.messages_for
             return call(self._who, "messages_for()", lambda: list(chat(prompt)))
         head = [{"role": "system", "content": self.system}] if self.system else []
         return [*head, {"role": "user", "content": prompt}]
@@ -413,13 +370,13 @@ class Env:
 
     @property
     def has_features(self) -> bool:
-        return self._features is not None
+        return self.members.features is not None
 
     def features(self, reply: str) -> dict[str, float]:
         """The environment's own reply features for ``hack_scan`` (none by default)."""
-        if self._features is None:
+        if self.members.features is None:
             return {}
-        return numbers_of(self._who, "features()", call(self._who, "features()", self._features, reply))
+        return numbers_of(self._who, "features()", call(self._who, "features()", self.members.features, reply))
 
     def describe_reply(self, reply: str, case: Mapping[str, object] | None = None) -> str | None:
         """What a reply did, in the task's words ("calls lookup_order with an invented id"), or None.
@@ -431,8 +388,8 @@ class Env:
         cost the verdict.
         """
         try:
-            if self._describe_reply is not None:
-                text = self._describe_reply(reply, dict(case or {}))
+            if self.members.describe_reply is not None:
+                text = self.members.describe_reply(reply, dict(case or {}))
                 return str(text) if text else None
             if self.is_episodic and case is not None:  # the transcript, turn by turn
                 return describe_episode(self.episode(reply, case)[0])
@@ -444,19 +401,21 @@ class Env:
 
     @property
     def has_honest_replies(self) -> bool:
-        return self._honest is not None
+        return self.members.honest_replies is not None
 
     def honest_replies(self, case: Case) -> SearchStrategy[str] | None:
         """A Hypothesis strategy of honest replies for *case*, or None."""
-        return None if self._honest is None else call(self._who, "honest_replies()", self._honest, case)
+        honest = self.members.honest_replies
+        return None if honest is None else call(self._who, "honest_replies()", honest, case)
 
     @property
     def has_rejected_reply(self) -> bool:
-        return self._rejected is not None
+        return self.members.rejected_reply is not None
 
     def rejected_reply(self, item: Mapping[str, object], rng: random.Random) -> str | None:
         """A constructed DPO negative for *item*, or None (no constructed negatives)."""
-        return None if self._rejected is None else call(self._who, "rejected_reply()", self._rejected, item, rng)
+        rejected = self.members.rejected_reply
+        return None if rejected is None else call(self._who, "rejected_reply()", rejected, item, rng)
 
     def reward(self, name: str | None = None) -> Callable[[str, Mapping[str, object]], float]:
         """The training reward: the environment's score, or one of its named variants."""

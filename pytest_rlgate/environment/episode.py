@@ -24,15 +24,13 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
+from typing import Protocol, TypedDict
 
 from ..errors import DataError
 
-if TYPE_CHECKING:
-    from .contract import Env
-
 __all__ = [
     "Episode",
+    "EpisodeEnv",
     "EpisodeRecord",
     "EpisodeRun",
     "ToolCall",
@@ -236,6 +234,20 @@ def _result_text(value: object) -> str:
         return str(value)
 
 
+class EpisodeEnv(Protocol):
+    """What an episode reads of its environment (a resolved :class:`~pytest_rlgate.environment.contract.Env`):
+    a fresh instance and its tools, the opening chat, the turn limit and the call parser."""
+
+    @property
+    def max_turns(self) -> int: ...
+
+    def new_episode(self, case: Mapping[str, object]) -> tuple[object, dict[str, Callable[..., object]], str]: ...
+
+    def messages_for(self, prompt: str) -> list[dict[str, str]]: ...
+
+    def parse_tool_calls(self, text: str) -> list[ToolCall]: ...
+
+
 class EpisodeRun:
     """One episode in progress: its fresh environment instance, its chat, its calls.
 
@@ -244,7 +256,7 @@ class EpisodeRun:
     takes the assistant's next turn, executes its calls and says whether the episode goes on.
     """
 
-    def __init__(self, env: Env, case: Mapping[str, object], prompt: str) -> None:
+    def __init__(self, env: EpisodeEnv, case: Mapping[str, object], prompt: str) -> None:
         self.env = env
         self.instance, self.tools, intro = env.new_episode(case)
         messages = env.messages_for(prompt)
@@ -315,7 +327,7 @@ class EpisodeRun:
         return Episode(tuple(self.messages), tuple(self.turns), tuple(self.records), self.stop)
 
 
-def replay(env: Env, case: Mapping[str, object], turns: Sequence[str | Mapping[str, object]],
+def replay(env: EpisodeEnv, case: Mapping[str, object], turns: Sequence[str | Mapping[str, object]],
            prompt: str = "") -> tuple[Episode, object]:
     """Re-run the assistant *turns* in a fresh instance: (the episode, the instance after it).
 
@@ -329,7 +341,7 @@ def replay(env: Env, case: Mapping[str, object], turns: Sequence[str | Mapping[s
     return run.finish("budget"), run.instance
 
 
-def episode_from_messages(env: Env, case: Mapping[str, object], messages: Sequence[Mapping[str, object]], *,
+def episode_from_messages(env: EpisodeEnv, case: Mapping[str, object], messages: Sequence[Mapping[str, object]], *,
                           where: str = "<transcript>") -> tuple[Episode, object]:
     """Grade-ready episode of a given transcript (a chat in the transformers / TRL shape).
 

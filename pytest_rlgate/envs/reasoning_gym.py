@@ -33,8 +33,8 @@ from importlib import metadata as importlib_metadata
 from types import ModuleType
 from typing import NamedTuple, Protocol, TypeGuard
 
-from ..data.records import JSONObject, PromptItem
 from ..errors import UsageError
+from ..records import JSONObject, PromptItem
 
 __all__ = ["ADAPTER_VERSION", "PROMPT_SIZES", "SYSTEM", "Extracted", "ReasoningGymEnv", "extract_answer",
            "known_tasks"]

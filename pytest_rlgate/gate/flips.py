@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..data.records import Case
+from ..records import Case
 from .record import from_record, to_record
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -13,10 +13,10 @@ each seed's own verdict ("regressed in k of S seeds").
 The gate's rules apply to the recipe interval: a recipe that regresses fails, as do the
 optional ``max_drop``, ``require_moved`` and ``fail_on_inconclusive``. With one seed the
 recipe is ``unresolved`` (one run shows no run-to-run spread of training) and that seed's
-own verdict decides, so a regressed adapter still fails. No Holm adjustment: the recipe
-interval is a t interval without the per-comparison p-value Holm needs. No noise floor
-either: the base runs' spread is sampling noise, which the seed piece of the recipe
-interval already holds.
+own verdict decides, so a regressed adapter still fails. The recipe's comparisons are one
+family held by Bonferroni (the recipe interval has no per-scenario statistic for sign
+flips): each at ``family_level / m``. No noise floor either: the base runs' spread is
+sampling noise, which the seed piece of the recipe interval already holds.
 
 It reads rows with the gate's own side reader (:mod:`.sides`), so both gates pair and
 validate alike; :func:`pytest_rlgate.compare` sends several after sides here.

@@ -2,7 +2,9 @@
 
 Plain frozen records, each field declared once: the JSON shape (``to_dict``) and its inverse
 (``from_dict``) follow from the fields (:mod:`.record`), so a run's gate.json reads back as
-the result the run printed; the text they print lives in :mod:`.text`. Each comparison keeps
+the result the run printed; the text they print lives in :mod:`.text`, which reads these
+types, so the methods that print import it when called (no import circle, and tabulate
+loads only when a result is printed). Each comparison keeps
 the judgement it got (:class:`~.verdicts.Failure`, or None), and the result its
 :class:`~.options.GateOptions`, so every face reads one judgement and the command that
 reproduces it is generated from the options.
@@ -19,7 +21,6 @@ from .family import FamilyTest
 from .flips import Flip
 from .options import N_RESAMPLES, GateOptions
 from .record import from_record, to_record
-from .text import render_failure, render_report, render_table, settings_line
 from .verdicts import Failure
 
 __all__ = ["Comparison", "GateResult", "GateSides"]
@@ -178,18 +179,26 @@ class GateResult:
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
+        from .text import settings_line
+
         return settings_line(self)
 
     def table(self, *, verbose: bool = True) -> str:
         """The aligned table (every comparison, or only the failing/borderline ones)."""
+        from .text import render_table
+
         return render_table(self, verbose=verbose)
 
     def report(self, *, verbose: bool = True) -> str:
         """Header, table, rule and failures: what ``rlgate gate`` prints."""
+        from .text import render_report
+
         return render_report(self, verbose=verbose)
 
     def message(self) -> str:
         """The :class:`RegressionError` text: count, settings, failing rows, rule, remedy."""
+        from .text import render_failure
+
         return render_failure(self)
 
 

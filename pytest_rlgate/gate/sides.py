@@ -26,10 +26,10 @@ import numpy as np
 from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.readers import RowSource, as_side, check_sides, source_notes
 from ..data.readers.source import SideReader
-from ..data.records import Case, Header
 from ..data.rows import NEW, SAME, RowInput, RowReader, refuse_silent_sides
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
+from ..records import Case, Header
 from .flips import KEEP, Page, ReplyBook
 from .options import GateOptions, parse_metric
 

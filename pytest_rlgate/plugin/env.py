@@ -28,12 +28,10 @@ _ENV = pytest.StashKey["Env"]()
 
 def session_env(config: pytest.Config) -> Env:
     """The session's environment, resolved once; a bad spec is a usage error naming it."""
-    from pytest_rlgate.environment.contract import load_env
-
     env = config.stash.get(_ENV, None)
     if env is None:
         try:
-            env = load_env(setting(config, "env"))
+            env = _resolved(setting(config, "env"))
         except RlgateError as exc:
             raise pytest.UsageError(f"--rlgate-env / rlgate_env: {exc}") from None
         config.stash[_ENV] = env
@@ -42,9 +40,15 @@ def session_env(config: pytest.Config) -> Env:
 
 def marker_env(config: pytest.Config, spec: EnvSpec) -> Env:
     """The environment a ``@pytest.mark.rlgate(env=...)`` names, else the session's."""
+    return session_env(config) if spec is None else _resolved(spec)
+
+
+def _resolved(spec: EnvSpec) -> Env:
+    """The plugin's one door for environments (an option, an ini value, a marker); the contract
+    is imported when an environment is first needed, so an unrelated session never loads it."""
     from pytest_rlgate.environment.contract import load_env
 
-    return session_env(config) if spec is None else load_env(spec)
+    return load_env(spec)
 
 
 def pytest_configure(config: pytest.Config) -> None:

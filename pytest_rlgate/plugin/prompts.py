@@ -29,8 +29,8 @@ from pytest_rlgate.plugin.env import session_env
 
 if TYPE_CHECKING:
     from pytest_rlgate.data.prompts import Split, TrainSplit
-    from pytest_rlgate.data.records import PromptItem
     from pytest_rlgate.environment.contract import Env
+    from pytest_rlgate.records import PromptItem
 
 T = TypeVar("T")
 

@@ -30,9 +30,9 @@ from pytest_rlgate.plugin.harness import candidate_rows
 
 if TYPE_CHECKING:
     from pytest_rlgate.data.readers import RowSource
-    from pytest_rlgate.data.records import Row
     from pytest_rlgate.data.rows import Rows
     from pytest_rlgate.environment.contract import Env, EnvSpec
+    from pytest_rlgate.records import Row
     from pytest_rlgate.train.config import RunKnobs
     from pytest_rlgate.train.run import RunFolder
 

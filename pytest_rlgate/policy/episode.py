@@ -26,33 +26,23 @@ import inspect
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from .._io.progress import bar, progress_enabled
 from ..data.episodes import grade_episodes
 from ..data.provenance import row_header
-from ..data.records import PromptItem
 from ..data.rows import Rows
 from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
 from ..errors import RlgateWarning, UsageError
-from .generate import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_NEW_TOKENS,
-    SAMPLE_SEED,
-    SAMPLE_TEMPERATURE,
-    SAMPLE_TOP_P,
-    VllmSampler,
-    check_sampling,
-    generate_batch,
-    reply_seed,
-)
-from .handles import Message, Policy, PolicyFunction, Prompts, RowMeta, SampleOptions
+from ..records import PromptItem
+from .generate import Policy, SampleOptions, VllmSampler, generate_batch, reply_seed
+from .handles import Message, PolicyFunction, Prompts, RowMeta
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs, Unpack
 
-    from .handles import Model, Tokenizer
+    from .handles import Model, SampleKeywords, Tokenizer
 
 __all__ = ["is_policy_function", "sample_episode_rows", "sample_episodes", "sample_texts"]
 
@@ -85,19 +75,13 @@ def _takes_seed(fn: Callable[..., object]) -> bool:
     return any(p.name == "seed" or p.kind is p.VAR_KEYWORD for p in params)
 
 
-class _Options(TypedDict):
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-
-
 class _Backend:
     """Renders chats and generates one turn for many of them: transformers, vLLM or a callable."""
 
-    def __init__(self, model: Policy, tokenizer: Tokenizer | None, env: Env, *, temperature: float, top_p: float,
-                 max_new_tokens: int, adapter: bool) -> None:
+    def __init__(self, model: Policy, tokenizer: Tokenizer | None, env: Env, sampling: SampleOptions, *,
+                 adapter: bool) -> None:
         self.env = env
-        self.options: _Options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.sampling = sampling
         self.adapter = adapter
         self.function: PolicyFunction | None = None
         self.sampler: VllmSampler | None = None
@@ -135,14 +119,14 @@ class _Backend:
     def fits(self, rendered: str) -> bool:
         """Whether another turn fits the model's context after *rendered*."""
         width = self.width(rendered)
-        return width is None or width + self.options["max_new_tokens"] <= self.limit
+        return width is None or width + self.sampling.max_new_tokens <= self.limit
 
     def refuse_unfit(self, prompts: Sequence[str], rendered: Sequence[str]) -> None:
         """Before anything is sampled: a first chat (system prompt, tool schemas, prompt) that
         leaves no room for a turn in the model's context is a :class:`UsageError` naming the
         lengths and the fix; sampling on would return only empty episodes stopped by the budget."""
         widths = [self.width(text) for text in rendered]
-        turn = self.options["max_new_tokens"]
+        turn = self.sampling.max_new_tokens
         unfit = [(w, p) for w, p in zip(widths, prompts) if w is not None and w + turn > self.limit]
         if not unfit:
             return
@@ -167,8 +151,9 @@ class _Backend:
             return [call([dict(m) for m in chat], seed=s) if self.takes_seed else call([dict(m) for m in chat])
                     for chat, s in zip(chats, seeds)]
         if self.sampler is not None:
-            return _vllm_generate(self.sampler, rendered, seeds, adapter=self.adapter, **self.options)
-        return generate_batch(self.lm, self.tokenizer, rendered, seeds, **self.options)
+            return _vllm_generate(self.sampler, rendered, seeds, self.sampling, adapter=self.adapter)
+        return generate_batch(self.lm, self.tokenizer, rendered, seeds, temperature=self.sampling.temperature,
+                              top_p=self.sampling.top_p, max_new_tokens=self.sampling.max_new_tokens)
 
     def tokens(self, text: object) -> int:
         if self.tokenizer is None or self.kind == "function" or not isinstance(text, str):
@@ -176,11 +161,11 @@ class _Backend:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _vllm_generate(sampler: VllmSampler, rendered: Sequence[str], seeds: Sequence[int], *, temperature: float,
-                   top_p: float, max_new_tokens: int, adapter: bool) -> list[str]:
+def _vllm_generate(sampler: VllmSampler, rendered: Sequence[str], seeds: Sequence[int], sampling: SampleOptions, *,
+                   adapter: bool) -> list[str]:
     """One turn on vLLM: one request per chat, each with its own seed (the sampler's engine and LoRA)."""
-    params = [sampler._vllm.SamplingParams(n=1, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
-                                           seed=s) for s in seeds]
+    params = [sampler._vllm.SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
+                                           max_tokens=sampling.max_new_tokens, seed=s) for s in seeds]
     lora = None
     if adapter and sampler.adapter is not None:
         from vllm.lora.request import LoRARequest
@@ -196,29 +181,33 @@ def sample_episodes(
     prompts: Prompts,
     *,
     env: Env,
-    k: int = 4,
-    temperature: float = SAMPLE_TEMPERATURE,
-    top_p: float = SAMPLE_TOP_P,
-    seed: int = SAMPLE_SEED,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    batch_size: int = DEFAULT_BATCH_SIZE,
     adapter: bool = True,
     progress: bool | None = None,
     desc: str = "sampling episodes",
     token_budget: int | None = None,
     backend: str = "transformers",
+    sampling: SampleOptions | None = None,
+    **keywords: Unpack[SampleKeywords],
 ) -> list[list[Episode]]:
     """``episodes[i]`` = the *k* episodes of ``prompts[i]`` (prompt items with their case, or texts
-    the environment's ``case_for`` reads). *max_new_tokens* bounds one turn; *token_budget* (default:
-    *max_new_tokens* times the environment's ``max_turns``) bounds an episode's generated tokens."""
-    check_sampling(k, temperature, top_p, max_new_tokens, batch_size)
+    the environment's ``case_for`` reads), drawn as *sampling* with the keywords on top says
+    (see :func:`~pytest_rlgate.policy.sampling.sample`). *max_new_tokens* bounds one turn;
+    *token_budget* (default: *max_new_tokens* times the environment's ``max_turns``) bounds an
+    episode's generated tokens."""
+    return _episodes(model, tokenizer, prompts, SampleOptions.of(sampling, **keywords), env=env, adapter=adapter,
+                     progress=progress, desc=desc, token_budget=token_budget, backend=backend)
+
+
+def _episodes(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampling: SampleOptions, *, env: Env,
+              adapter: bool, progress: bool | None, desc: str, token_budget: int | None,
+              backend: str) -> list[list[Episode]]:
+    k, seed = sampling.k, sampling.seed
     if backend not in ("transformers", "vllm"):
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
     if backend == "vllm" and not isinstance(model, VllmSampler) and not is_policy_function(model):
         model = VllmSampler(model)
-    engine = _Backend(model, tokenizer, env, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       adapter=adapter)
-    budget = token_budget if token_budget is not None else max_new_tokens * env.max_turns
+    engine = _Backend(model, tokenizer, env, sampling, adapter=adapter)
+    budget = token_budget if token_budget is not None else sampling.max_new_tokens * env.max_turns
     cases = [_item_case(env, item) for item in prompts]
     runs = [[EpisodeRun(env, case, prompt) for _ in range(k)] for prompt, case in cases]
     used = {(i, j): 0 for i in range(len(runs)) for j in range(k)}
@@ -247,7 +236,7 @@ def sample_episodes(
                 active = [key for key in active if not runs[key[0]][key[1]].done]
                 # longest first, as in one-turn sampling: a turn does not depend on its batch
                 active.sort(key=lambda key: (-len(rendered[key]), key))
-                step = max(1, batch_size) * k
+                step = sampling.batch_size * k
                 for lo in range(0, len(active), step):
                     chunk = active[lo: lo + step]
                     replies = engine.generate([runs[i][j].messages for i, j in chunk],
@@ -283,20 +272,21 @@ def _both(first: AbstractContextManager[object], second: AbstractContextManager[
         yield
 
 
-def sample_texts(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, *, env: Env, k: int = 4,
-                 seed: int = SAMPLE_SEED, **options: Unpack[SampleOptions]) -> list[list[str]]:
+def sample_texts(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampling: SampleOptions, *, env: Env,
+                 adapter: bool, progress: bool | None, desc: str, backend: str) -> list[list[str]]:
     """What :func:`~pytest_rlgate.policy.sampling.sample` returns for an episode environment or a
     callable policy: each episode's text form (a one-turn environment's: the reply itself)."""
-    episodes = sample_episodes(model, tokenizer, prompts, env=env, k=k, seed=seed, **options)
+    episodes = _episodes(model, tokenizer, prompts, sampling, env=env, adapter=adapter, progress=progress, desc=desc,
+                         token_budget=None, backend=backend)
     return [[ep.text if env.is_episodic else (ep.turns[0] if ep.turns else "") for ep in row] for row in episodes]
 
 
-def sample_episode_rows(model: Policy, tokenizer: Tokenizer | None, items: Sequence[PromptItem], *, env: Env, k: int,
-                        seed: int, meta: RowMeta, prompts_fingerprint: str | None,
-                        **options: Unpack[SampleOptions]) -> Rows:
+def sample_episode_rows(model: Policy, tokenizer: Tokenizer | None, items: Sequence[PromptItem],
+                        sampling: SampleOptions, *, env: Env, meta: RowMeta, prompts_fingerprint: str | None,
+                        adapter: bool, progress: bool | None, desc: str, backend: str) -> Rows:
     """Sampled episodes graded into rows (:func:`~pytest_rlgate.data.episodes.grade_episodes`)."""
-    episodes = sample_episodes(model, tokenizer, items, env=env, k=k, seed=seed, **options)
-    header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"), seed=seed, k=k,
-                        temperature=options.get("temperature", SAMPLE_TEMPERATURE),
-                        top_p=options.get("top_p", SAMPLE_TOP_P))
+    episodes = _episodes(model, tokenizer, items, sampling, env=env, adapter=adapter, progress=progress, desc=desc,
+                         token_budget=None, backend=backend)
+    header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"), seed=sampling.seed,
+                        k=sampling.k, temperature=sampling.temperature, top_p=sampling.top_p)
     return Rows(grade_episodes(items, episodes, env=env, **meta), header=header)

@@ -9,26 +9,30 @@ one-hot score. Cost: one sort per step, the same as top-p sampling in ``generate
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from .._io.progress import progress_enabled
-from ..environment.contract import Env, EnvSpec, load_env
+from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
-from .handles import Prompts
+from .handles import PolicyFunction, Prompts
 from .lora import check_adapter
+from .models import fetched_model_dir, is_model_name
 
 if TYPE_CHECKING:
     import torch
     from transformers import GenerationConfig
+    from typing_extensions import Unpack
 
-    from .handles import Model, Tokenizer
+    from .handles import Model, SampleKeywords, Tokenizer
 
 __all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "SAMPLE_SEED", "SAMPLE_TEMPERATURE",
-           "SAMPLE_TOP_P", "VllmSampler", "check_sampling", "generate_batch", "prompt_text", "render",
+           "SAMPLE_TOP_P", "Policy", "SampleOptions", "VllmSampler", "generate_batch", "prompt_text", "render",
            "reply_seed"]
 
 #: The reference run's evaluation temperature: diverse enough that pass@1 over k samples
@@ -76,15 +80,40 @@ def reply_seed(seed: int, rollout: int, rendered: str) -> int:
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
-def check_sampling(k: int, temperature: float, top_p: float, max_new_tokens: int, batch_size: int) -> None:
-    if not isinstance(k, int) or k < 1:
-        raise UsageError(f"k={k!r}: the number of replies per prompt must be an integer >= 1")
-    if not 0.0 <= temperature:
-        raise UsageError(f"temperature={temperature!r} must be >= 0 (0 means greedy)")
-    if not 0.0 < top_p <= 1.0:
-        raise UsageError(f"top_p={top_p!r} must be in (0, 1]")
-    if max_new_tokens < 1 or batch_size < 1:
-        raise UsageError(f"max_new_tokens={max_new_tokens!r} and batch_size={batch_size!r} must be >= 1")
+@dataclass(frozen=True)
+class SampleOptions:
+    """How replies are drawn, declared once: *k* replies per prompt at *temperature* (0: greedy)
+    and nucleus *top_p*, reply ``j`` seeded from *seed* (:func:`reply_seed`), at most
+    *max_new_tokens* a turn, *batch_size* prompts a ``generate`` call.
+
+    Every sampler passes one inside; the public ones (:func:`~pytest_rlgate.policy.sampling.sample`,
+    ``sample_rows``, ``sample_episodes``) take one as ``sampling=`` and its fields as keywords
+    (:class:`~pytest_rlgate.policy.handles.SampleKeywords`), checked here once.
+    """
+
+    k: int = 4
+    temperature: float = SAMPLE_TEMPERATURE
+    top_p: float = SAMPLE_TOP_P
+    seed: int = SAMPLE_SEED
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise UsageError(f"k={self.k!r}: the number of replies per prompt must be an integer >= 1")
+        if not 0.0 <= self.temperature:
+            raise UsageError(f"temperature={self.temperature!r} must be >= 0 (0 means greedy)")
+        if not 0.0 < self.top_p <= 1.0:
+            raise UsageError(f"top_p={self.top_p!r} must be in (0, 1]")
+        if self.max_new_tokens < 1 or self.batch_size < 1:
+            raise UsageError(f"max_new_tokens={self.max_new_tokens!r} and batch_size={self.batch_size!r} "
+                             "must be >= 1")
+
+    @classmethod
+    def of(cls, sampling: SampleOptions | None = None, **keywords: Unpack[SampleKeywords]) -> SampleOptions:
+        """*sampling* (default: the defaults) with *keywords* on top: what a public sampler's door builds."""
+        base = cls() if sampling is None else sampling
+        return dataclasses.replace(base, **keywords) if keywords else base
 
 
 class _InverseCdfSampler:
@@ -178,7 +207,7 @@ class VllmSampler:
             raise UsageError("the vllm backend takes a model name or folder (or a VllmSampler), "
                              "not a loaded transformers model")
         self._vllm = vllm
-        self.model = str(model)
+        self.model = str(fetched_model_dir(model) if is_model_name(model) else model)
         self.adapter = None if adapter is None else str(adapter)
         if self.adapter is not None:
             check_adapter(self.adapter, flag="adapter")
@@ -188,18 +217,16 @@ class VllmSampler:
                           RlgateWarning, stacklevel=2)
         self.llm = vllm.LLM(model=self.model, trust_remote_code=trust_remote_code, **llm_options)
 
-    def sample(self, prompts: Prompts, *, k: int = 4, temperature: float = SAMPLE_TEMPERATURE,
-               top_p: float = SAMPLE_TOP_P, seed: int = SAMPLE_SEED,
-               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, adapter: bool = True,
-               env: EnvSpec = None, progress: bool | None = None) -> list[list[str]]:
-        env = load_env(env)
+    def sample(self, prompts: Prompts, sampling: SampleOptions, *, env: Env, adapter: bool = True,
+               progress: bool | None = None) -> list[list[str]]:
+        """*sampling.k* replies to each prompt (what :func:`~pytest_rlgate.policy.sampling.sample` returns)."""
         if not prompts:
             return []
         tokenizer = self.llm.get_tokenizer()
         rendered = render(tokenizer, prompts, env)
         params = [
-            self._vllm.SamplingParams(n=k, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
-                                      seed=reply_seed(seed, 0, text))
+            self._vllm.SamplingParams(n=sampling.k, temperature=sampling.temperature, top_p=sampling.top_p,
+                                      max_tokens=sampling.max_new_tokens, seed=reply_seed(sampling.seed, 0, text))
             for text in rendered
         ]
         lora = None
@@ -209,3 +236,8 @@ class VllmSampler:
             lora = LoRARequest("rlgate-adapter", 1, self.adapter)
         outputs = self.llm.generate(rendered, params, use_tqdm=progress_enabled(progress), lora_request=lora)
         return [[completion.text for completion in out.outputs] for out in outputs]
+
+
+#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a callable, or (vLLM
+#: backend only) a model name or folder
+Policy = Union["Model", VllmSampler, PolicyFunction, str]

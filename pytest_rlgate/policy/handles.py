@@ -9,15 +9,13 @@ module costs nothing, so any module may name them in its signatures.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypedDict, Union
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # pragma: no cover - the names only the type checker reads
     from typing import TypeAlias
 
     from peft import PeftModel
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-    from .generate import VllmSampler
 
     #: a loaded causal LM: a transformers model, or a PEFT model wrapping one
     Model: TypeAlias = PreTrainedModel | PeftModel
@@ -29,9 +27,6 @@ Message = Mapping[str, object]
 #: a callable policy: the chat so far -> the next assistant turn (a string, or a message with
 #: ``tool_calls``); a scripted policy in a test, an API model
 PolicyFunction = Callable[..., str | Mapping[str, object]]
-#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a callable, or (vLLM
-#: backend only) a model name or folder
-Policy = Union["Model", "VllmSampler", PolicyFunction, str]
 #: the prompts the sampler accepts: prompt texts or prompt items (a ``prompt`` string and more)
 Prompts = Sequence[str | Mapping[str, object]]
 
@@ -45,23 +40,21 @@ class RowMeta(TypedDict, total=False):
 
 
 class GenerationOptions(TypedDict, total=False):
-    """How replies are drawn: the settings callers forward as ``**options`` to the sampler."""
+    """How each reply is drawn: the settings a caller forwards as keywords beside *k* and *seed*."""
 
     temperature: float
     top_p: float
     max_new_tokens: int
     batch_size: int
-    adapter: bool
-    backend: str
 
 
-class SampleOptions(GenerationOptions, total=False):
-    """Every keyword :func:`~pytest_rlgate.policy.sampling.sample` takes besides *k*, *seed* and
-    *env*: how replies are drawn, and the progress bar."""
+class SampleKeywords(GenerationOptions, total=False):
+    """:class:`~pytest_rlgate.policy.generate.SampleOptions`' fields as the keywords the public
+    samplers take (the tests hold the two to the same names and types)."""
 
-    progress: bool | None
-    desc: str
+    k: int
+    seed: int
 
 
 # and, for the type checker only, Model and Tokenizer
-__all__ = ["GenerationOptions", "Message", "Policy", "PolicyFunction", "Prompts", "RowMeta", "SampleOptions"]
+__all__ = ["GenerationOptions", "Message", "PolicyFunction", "Prompts", "RowMeta", "SampleKeywords"]

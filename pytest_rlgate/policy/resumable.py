@@ -11,6 +11,7 @@ writes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,16 +19,14 @@ from typing import TYPE_CHECKING
 
 from .._io import ranks
 from .._io.progress import bar
-from ..data.records import PromptItem
 from ..data.resume import PartialRows
 from ..environment.contract import Env
 from ..errors import DataError
-from .handles import GenerationOptions, Policy
+from ..records import PromptItem
+from .generate import Policy, SampleOptions
 from .sampling import DEFAULT_BATCH_SIZE, sample_rows
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from .handles import Tokenizer
 
 __all__ = ["piece_size", "sample_to_file"]
@@ -59,18 +58,19 @@ def sample_to_file(
     header: Mapping[str, object],
     env: Env,
     seeds: Sequence[int],
-    k: int,
+    sampling: SampleOptions,
     policy: str | None = None,
     restart: bool = False,
     progress: bool | None = None,
-    **options: Unpack[GenerationOptions],
+    backend: str = "transformers",
 ) -> tuple[int, int]:
-    """Sample *k* replies per item at every seed in *seeds* into *out*; ``(units sampled now, kept)``.
+    """Sample ``sampling.k`` replies per item at every seed in *seeds* into *out* (drawn as
+    *sampling* says, its own seed aside); ``(units sampled now, kept)``.
 
     *header* is the file's provenance header and the configuration a partial file must match.
-    Every rank calls this; only the main process reads and writes files. *options* go to
-    :func:`~pytest_rlgate.policy.sampling.sample_rows` (temperature, top_p, max_new_tokens, ...).
+    Every rank calls this; only the main process reads and writes files.
     """
+    k = sampling.k
     work = [(seed, item) for seed in seeds for item in items]
     journal: list[PartialRows] = []
 
@@ -83,7 +83,7 @@ def sample_to_file(
         return kept
 
     kept = ranks.run_everywhere(open_partial)[0]
-    size = piece_size(options.get("batch_size", DEFAULT_BATCH_SIZE))
+    size = piece_size(sampling.batch_size)
     shown = bar(len(work), f"sampling {len(items)} prompts x {k} at {len(seeds)} seed(s)",
                 progress if ranks.is_main_process() else False, unit="prompt")
     shown.update(kept)
@@ -94,8 +94,9 @@ def sample_to_file(
             stop = start
             while stop < len(work) and stop - start < size and work[stop][0] == seed:
                 stop += 1
-            rows = sample_rows(model, tokenizer, [item for _seed, item in work[start:stop]], k=k, seed=seed,
-                               policy=policy, eval_run=f"seed-{seed}", env=env, progress=False, **options)
+            rows = sample_rows(model, tokenizer, [item for _seed, item in work[start:stop]], policy=policy,
+                               eval_run=f"seed-{seed}", env=env, progress=False, backend=backend,
+                               sampling=dataclasses.replace(sampling, seed=seed))
             if journal:
                 journal[0].append(rows)
             shown.update(stop - start)

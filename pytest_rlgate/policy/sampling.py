@@ -22,10 +22,10 @@ from .._io import ranks
 from .._io.progress import bar
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
-from ..data.records import PromptItem
 from ..data.rows import Rows, grade_replies
-from ..environment.contract import EnvSpec, load_env
+from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
+from ..records import PromptItem
 from .episode import is_policy_function, sample_episode_rows, sample_texts
 from .generate import (
     BASE_RUN_SEEDS,
@@ -34,20 +34,21 @@ from .generate import (
     SAMPLE_SEED,
     SAMPLE_TEMPERATURE,
     SAMPLE_TOP_P,
+    Policy,
+    SampleOptions,
     VllmSampler,
     chat_tokenizer,
-    check_sampling,
     generate_batch,
     prompt_text,
     render,
     reply_seed,
 )
-from .handles import Policy, Prompts, RowMeta, SampleOptions
+from .handles import Prompts, RowMeta
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .handles import Tokenizer
+    from .handles import SampleKeywords, Tokenizer
 
 #: what a prompt is sampled with on one rank: its scenario, else its prompt text
 _Unit = tuple[str, object]
@@ -61,6 +62,7 @@ __all__ = [
     "SAMPLE_SEED",
     "SAMPLE_TEMPERATURE",
     "SAMPLE_TOP_P",
+    "SampleOptions",
     "VllmSampler",
     "reply_seed",
     "sample",
@@ -73,20 +75,18 @@ def sample(
     tokenizer: Tokenizer | None,
     prompts: Prompts,
     *,
-    k: int = 4,
-    temperature: float = SAMPLE_TEMPERATURE,
-    top_p: float = SAMPLE_TOP_P,
-    seed: int = SAMPLE_SEED,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    batch_size: int = DEFAULT_BATCH_SIZE,
     adapter: bool = True,
     env: EnvSpec = None,
     progress: bool | None = None,
     desc: str = "sampling",
     backend: str = "transformers",
+    sampling: SampleOptions | None = None,
+    **keywords: Unpack[SampleKeywords],
 ) -> list[list[str]]:
     """``replies[i]`` = the *k* sampled replies to ``prompts[i]`` (a prompt item or a string).
 
+    How they are drawn is a :class:`SampleOptions` (*sampling*, with the keywords ``k``,
+    ``temperature``, ``top_p``, ``seed``, ``max_new_tokens`` and ``batch_size`` on top).
     Prompts are rendered with the environment's ``messages_for`` (its system prompt and the
     user turn by default; the default environment when *env* is None) through the
     tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
@@ -95,16 +95,18 @@ def sample(
     *progress* shows a bar named *desc* (None: when stderr is a terminal, see
     :mod:`pytest_rlgate._io.progress`).
     """
-    check_sampling(k, temperature, top_p, max_new_tokens, batch_size)
-    env = load_env(env)
+    return _sample(model, tokenizer, prompts, SampleOptions.of(sampling, **keywords), env=load_env(env),
+                   adapter=adapter, progress=progress, desc=desc, backend=backend)
+
+
+def _sample(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampling: SampleOptions, *, env: Env,
+            adapter: bool, progress: bool | None, desc: str, backend: str) -> list[list[str]]:
     if env.is_episodic or is_policy_function(model):  # the tool loop (episodes), or a callable policy
-        return sample_texts(model, tokenizer, prompts, env=env, k=k, temperature=temperature, top_p=top_p,
-                            seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, adapter=adapter,
-                            progress=progress, desc=desc, backend=backend)
+        return sample_texts(model, tokenizer, prompts, sampling, env=env, adapter=adapter, progress=progress,
+                            desc=desc, backend=backend)
     if backend == "vllm" or isinstance(model, VllmSampler):
         sampler = model if isinstance(model, VllmSampler) else VllmSampler(model)
-        return sampler.sample(prompts, k=k, temperature=temperature, top_p=top_p, seed=seed,
-                              max_new_tokens=max_new_tokens, adapter=adapter, env=env, progress=progress)
+        return sampler.sample(prompts, sampling, env=env, adapter=adapter, progress=progress)
     if backend != "transformers":
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
     if not prompts:
@@ -132,13 +134,13 @@ def sample(
     shown = bar(len(rendered), desc, progress, unit="prompt", leave=False)
     try:
         with switch, torch.inference_mode():
-            for lo in range(0, len(order), batch_size):
-                chunk = order[lo : lo + batch_size]
-                rows = [(i, j) for i in chunk for j in range(k)]
+            for lo in range(0, len(order), sampling.batch_size):
+                chunk = order[lo : lo + sampling.batch_size]
+                rows = [(i, j) for i in chunk for j in range(sampling.k)]
                 texts = generate_batch(
                     model, tokenizer, [rendered[i] for i, _ in rows],
-                    [reply_seed(seed, j, rendered[i]) for i, j in rows],
-                    temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                    [reply_seed(sampling.seed, j, rendered[i]) for i, j in rows],
+                    temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
                 )
                 for (i, _), text in zip(rows, texts):
                     replies[i].append(text)
@@ -154,13 +156,16 @@ def sample_rows(
     tokenizer: Tokenizer | None,
     items: Sequence[PromptItem],
     *,
-    k: int = 4,
-    seed: int = SAMPLE_SEED,
     policy: str | None = None,
     eval_run: str | None = None,
     env: EnvSpec = None,
     shard: bool = True,
-    **options: Unpack[SampleOptions],
+    adapter: bool = True,
+    progress: bool | None = None,
+    desc: str = "sampling",
+    backend: str = "transformers",
+    sampling: SampleOptions | None = None,
+    **keywords: Unpack[SampleKeywords],
 ) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
 
@@ -168,40 +173,40 @@ def sample_rows(
     and the rows gathered (every rank must call it); *shard* False samples them all on
     this process alone (what a callback running on the main process only needs).
 
-    Rows carry ``sample_seed`` (and ``policy`` / ``eval_run`` when given); *options* go to
-    :func:`sample` (temperature, top_p, batch_size, adapter, ...). The returned
+    Rows carry ``sample_seed`` (and ``policy`` / ``eval_run`` when given). How replies are
+    drawn is *sampling* with the keywords on top, as for :func:`sample` (which also explains
+    *adapter*, *progress*, *desc* and *backend*). The returned
     :class:`~pytest_rlgate.data.rows.Rows` carry the provenance header (environment, prompt-set
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
     """
-    env = load_env(env)
-    meta: RowMeta = {"sample_seed": seed}
+    drawn = SampleOptions.of(sampling, **keywords)
+    resolved = load_env(env)
+    meta: RowMeta = {"sample_seed": drawn.seed}
     if policy is not None:
         meta["policy"] = policy
     if eval_run is not None:
         meta["eval_run"] = eval_run
-    progress = options.pop("progress", None)
-    if env.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
+    if resolved.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
         fingerprint = _fingerprint(items)
 
         def episodes(part: Sequence[PromptItem], shown: bool = True) -> list[Rows]:
-            settings: SampleOptions = {**options, "progress": progress if shown else False}
-            rows = sample_episode_rows(model, tokenizer, part, env=env, k=k, seed=seed, meta=meta,
-                                       prompts_fingerprint=fingerprint, **settings)
-            return [Rows(rows[i * k:(i + 1) * k], header=rows.header) for i in range(len(part))]
+            rows = sample_episode_rows(model, tokenizer, part, drawn, env=resolved, meta=meta,
+                                       prompts_fingerprint=fingerprint, adapter=adapter,
+                                       progress=progress if shown else False, desc=desc, backend=backend)
+            return [Rows(rows[i * drawn.k:(i + 1) * drawn.k], header=rows.header) for i in range(len(part))]
 
         per_item = _sharded(episodes, items) if shard else episodes(items)
         header = per_item[0].header if per_item else None
         return Rows([row for rows in per_item for row in rows], header=header)
 
     def draw(part: Sequence[PromptItem], shown: bool = True) -> list[list[str]]:
-        settings: SampleOptions = {**options, "progress": progress if shown else False}
-        return sample(model, tokenizer, part, k=k, seed=seed, env=env, **settings)
+        return _sample(model, tokenizer, part, drawn, env=resolved, adapter=adapter,
+                       progress=progress if shown else False, desc=desc, backend=backend)
 
     replies = _sharded(draw, items) if shard else draw(items)
-    header = row_header(env, prompts_fingerprint=_fingerprint(items), policy=policy, seed=seed, k=k,
-                        temperature=options.get("temperature", SAMPLE_TEMPERATURE),
-                        top_p=options.get("top_p", SAMPLE_TOP_P))
-    return Rows(grade_replies(items, replies, env=env, **meta), header=header)
+    header = row_header(resolved, prompts_fingerprint=_fingerprint(items), policy=policy, seed=drawn.seed, k=drawn.k,
+                        temperature=drawn.temperature, top_p=drawn.top_p)
+    return Rows(grade_replies(items, replies, env=resolved, **meta), header=header)
 
 
 def _unit(item: str | Mapping[str, object]) -> _Unit:

@@ -19,6 +19,7 @@ from .data import INDEX_NAME, REPORT_NAME, is_recipe_folder, load_report_data, r
 from .html import alarms_html, badge, config_html, esc, gate_html, html_page, recipe_html
 from .levels import pass_comparisons
 from .plots import plot_categories, plot_curves, plot_recipe
+from .strip import is_watch_folder, write_watch_report
 from .text import fmt, recipe_summary, summary_line
 
 __all__ = ["write_index", "write_report"]
@@ -38,6 +39,8 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     """
     if is_recipe_folder(run_dir):
         return _write_recipe_report(Path(run_dir), out)
+    if is_watch_folder(run_dir):  # rlgate watch / GateCallback: the checkpoints' verdicts as a strip
+        return write_watch_report(run_dir, out)
     run = load_report_data(run_dir)
     page = Path(out) if out is not None else run.path / REPORT_NAME
     curves_name, categories_name = f"{page.stem}-curves.png", f"{page.stem}-categories.png"

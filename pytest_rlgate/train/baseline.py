@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..data.provenance import row_header
-from ..data.records import Header, Row
 from ..data.rows import Rows, load_rows, write_rows
 from ..errors import DataError, UsageError
+from ..records import Header, Row
 from .run import RunFolder
 
 __all__ = ["run_rows", "save_baseline"]

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
 from ..data.prompts import count_by_category, fingerprint
-from ..data.records import PromptItem, Row
 from ..errors import DataError, RlgateWarning, UsageError
 from ..policy.sampling import sample_rows
+from ..records import PromptItem, Row
 from .config import RunKnobs, resolved
 from .run import RunFolder
 

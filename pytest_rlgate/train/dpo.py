@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..data.records import PromptItem
 from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
 from ..policy.sampling import sample
+from ..records import PromptItem
 from .adapters import LineageStep, check_targets, lora_config
 from .config import resolved
 from .dpo_config import LOSS_TYPE, MIN_PAIRS, DPOKnobs

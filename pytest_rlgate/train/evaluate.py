@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from ..data.prompts import fingerprint, read_prompts
-from ..environment.contract import EnvSpec
+from ..environment.contract import Env
 from ..errors import DataError
 from .adapters import attach_adapter, load_base, merge_adapter
 from .config import RunKnobs
@@ -30,7 +30,7 @@ def load_run_policy(folder: RunFolder) -> tuple[Model, Tokenizer]:
 
 
 def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool | None = None,
-                 env: EnvSpec = None) -> Rows:
+                 env: Env | None = None) -> Rows:
     """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows.
 
     The rows are graded by the environment the run recorded (*env* overrides it; either way

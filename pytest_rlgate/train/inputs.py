@@ -8,8 +8,8 @@ from importlib import metadata
 from pathlib import Path
 
 from ..data.prompts import TrainSplit, build_prompts, count_by_category, fingerprint, prepare_split, read_prompts
-from ..data.records import PromptItem
 from ..errors import UsageError
+from ..records import PromptItem
 from .config import RunKnobs
 from .difficulty import Selection
 

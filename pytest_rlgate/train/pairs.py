@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..data.jsonl import iter_json_lines
-from ..data.records import Case, PromptItem
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateWarning, UsageError
+from ..records import Case, PromptItem
 from .run import write_jsonl
 
 __all__ = [
@@ -151,7 +151,7 @@ def sampled_pairs(
     scores: Sequence[Sequence[float]] | None = None,
     min_margin: float = MIN_MARGIN,
     max_per_prompt: int = MAX_PAIRS_PER_PROMPT,
-    env: EnvSpec = None,
+    env: Env,
 ) -> list[Pair]:
     """On-policy pairs: per prompt, best replies first, each against its closest-length reject.
 
@@ -166,7 +166,6 @@ def sampled_pairs(
         raise UsageError(f"min_margin must be a finite number > 0, got {min_margin}")
     if max_per_prompt < 1:
         raise UsageError(f"max_per_prompt must be >= 1, got {max_per_prompt}")
-    env = load_env(env)
     all_scores = _scores_for(items, replies, scores, env)
     pairs: list[Pair] = []
     for index, (item, group, group_scores) in enumerate(zip(items, replies, all_scores)):
@@ -212,7 +211,7 @@ def constructed_candidates(
     *,
     seed: int,
     scores: Sequence[Sequence[float]] | None = None,
-    env: EnvSpec = None,
+    env: Env,
 ) -> list[Pair]:
     """One constructed pair per distinct prompt the environment builds a negative for.
 
@@ -224,7 +223,6 @@ def constructed_candidates(
     there is no own reply to prefer. Copies of a prompt (``--balance``) count once, matched
     case- and whitespace-insensitively.
     """
-    env = load_env(env)
     all_scores = _scores_for(items, replies, scores, env)
     seen: set[str] = set()
     out: list[Pair] = []

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from .._io import ranks
 from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
-from ..data.records import PromptItem, Row
 from ..data.rows import Rows
-from ..environment.contract import Env, EnvSpec, load_env
+from ..environment.contract import Env
 from ..errors import UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.result import GateResult
 from ..policy.sampling import sample_rows
+from ..records import PromptItem, Row
 from .adapters import LineageStep, load_base, merge_adapter, run_lineage
 from .cached import base_identity, cached_rows, env_identity
 from .config import RunKnobs, resolved
@@ -158,14 +158,14 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
     return rows
 
 
-def gate_runs(before_runs: Sequence[Sequence[Row]], after: Sequence[Row], env: EnvSpec = None) -> GateResult:
+def gate_runs(before_runs: Sequence[Sequence[Row]], after: Sequence[Row], env: Env) -> GateResult:
     """The gate by category, guarding the markers and declaring the categories of *env*, the
-    environment that graded the rows (the default one when None).
+    environment that graded the rows.
 
     Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
     estimates the run-to-run noise floor from them and pairs each scenario's mean.
     """
-    return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=load_env(env))
+    return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=env)
 
 
 def config_record(prep: Prepared, *, extra: Mapping[str, object] | None = None) -> dict[str, object]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 
-from ..data.records import Case
 from ..environment.calls import scorer
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import messages_text
 from ..environment.trust import evaluates_text
 from ..errors import DataError, UsageError
+from ..records import Case
 from .tools import Chat, episode_reward
 
 __all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]

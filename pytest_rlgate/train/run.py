@@ -30,10 +30,10 @@ from .._io.atomic import atomic_write, disk_errors, disk_problem, public_mode
 from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
 from ..data.jsonl import GZIP_ERRORS, loads_bounded, open_lines
-from ..data.records import Row
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
+from ..records import Row
 
 __all__ = ["COMPLETE", "NONFINITE", "RunFolder", "RunWriter", "before_name", "finite_json", "read_json",
            "read_json_object", "read_metrics", "sweep_runs", "write_json", "write_jsonl"]
@@ -270,22 +270,20 @@ class RunFolder:
         ``config.json`` names; its fingerprint must match the recorded one, so rows graded
         by another reward are never compared with this run's."""
         recorded = self.config.get("env") or {}
-        # the caller's choice fails as its own error, not the run's
-        found = (load_env(env) if env is not None
-                 else self._recorded_environment(self.config.get("knobs", {}).get("env"), recorded))
+        spec = env if env is not None else self.config.get("knobs", {}).get("env")
+        try:
+            found = load_env(spec)
+        except UsageError as exc:
+            if env is not None:  # the caller's choice fails as its own error, not the run's
+                raise
+            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
+                             f"does not load here ({exc}); pass it with --env") from None
         if recorded.get("fingerprint") not in (None, found.fingerprint):
             raise DataError(f"trained with environment {recorded.get('name')} {recorded.get('fingerprint')}, but "
                             f"{found.name} here is {found.fingerprint}: its score or markers changed, so new rows "
                             "would not compare with the run's; retrain, or pass the environment it was trained "
                             "with (--env)", path=self.path / CONFIG)
         return found
-
-    def _recorded_environment(self, spec: EnvSpec, recorded: Mapping[str, object]) -> Env:
-        try:
-            return load_env(spec)
-        except UsageError as exc:
-            raise UsageError(f"run {self.name} was trained with environment {recorded.get('name', spec)!r}, which "
-                             f"does not load here ({exc}); pass it with --env") from None
 
     @property
     def gate(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from ...errors import DataError, UsageError, hide_user_errors
-from ..records import Row
+from ...records import Row
 from .findings import Findings, load_findings, merge, unmatched
 from .source import Opened, Pass, Pick, ReaderOption, ReadOptions, pass_of, short_hash, source_header
 

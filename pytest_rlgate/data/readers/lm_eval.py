@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from ...errors import DataError, hide_user_errors
 from ...options import FILE_NUMBER
-from ..records import Row
+from ...records import Row
 from .hashes import HASH_DIGITS, pack
 from .lines import check_depth, json_object, not_an_object, record_lines
 from .source import MISSING, Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, source_header

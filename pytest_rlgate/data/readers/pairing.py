@@ -12,13 +12,11 @@ told ``allow_prompt_change`` (then counted and reported).
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...errors import DataError, hide_user_errors
+from ...options import ReadOptions
 from .hashes import unpack
-
-if TYPE_CHECKING:
-    from .source import RowSource
 
 __all__ = ["check_items", "check_sources", "describe"]
 
@@ -91,7 +89,21 @@ def _raise(error: DataError) -> list[str]:
     raise error
 
 
-def check_items(before: RowSource, after: RowSource) -> list[str]:
+class Streamed(Protocol):
+    """What the item check reads of a side that has been read (a :class:`~.source.RowSource`):
+    its name, its read options, and the items' packed hashes its last pass recorded."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def options(self) -> ReadOptions: ...
+
+    @property
+    def pairs(self) -> Mapping[Hashable, str]: ...
+
+
+def check_items(before: Streamed, after: Streamed) -> list[str]:
     """Compare the item hashes both sides recorded while streaming; raise on different items.
 
     Called when the second side finishes. Items on one side only are the gate's business

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ...errors import DataError, hide_user_errors
-from ..records import Row
+from ...records import Row
 from .source import Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, short_hash, source_header
 
 __all__ = ["READER"]

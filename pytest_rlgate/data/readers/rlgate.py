@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import hide_user_errors
+from ...records import Row
 from ..provenance import HEADER_KEY
-from ..records import Row
 from ..rows import read_header, read_rows
 from .source import Opened, Pass, ReaderOption, ReadOptions
 

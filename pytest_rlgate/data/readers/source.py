@@ -34,8 +34,8 @@ from typing import ClassVar, Protocol
 
 from ...errors import DataError, UsageError, hide_user_errors
 from ...options import ReadOptions
+from ...records import Header, Row
 from ..provenance import HEADER_KEY, HEADER_VERSION
-from ..records import Header, Row
 from .hashes import pack, unpack
 from .pairing import check_items
 

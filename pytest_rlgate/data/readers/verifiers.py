@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ...errors import DataError, hide_user_errors
-from ..records import Row
+from ...records import Row
 from .lines import json_lines, json_object
 from .source import (
     MISSING,

@@ -17,9 +17,9 @@ shared with the tiny policy's corpus (:mod:`.policy`), which draws them with its
 
 from __future__ import annotations
 
-from ...data.records import PromptItem
 from ...environment.seeded import dedupe, draw, ranked
 from ...errors import UsageError
+from ...records import PromptItem
 from .rules import CATEGORIES, ArithCase
 
 __all__ = ["BODIES", "CLOSERS", "NAMES", "OBJECTS", "OPENERS", "PROMPT_SIZES", "Scenario", "build_prompts",

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...data.records import JSONObject
+from ...records import JSONObject
 
 __all__ = [
     "CATEGORIES",

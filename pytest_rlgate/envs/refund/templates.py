@@ -10,9 +10,9 @@ bytes on every Python.
 
 from __future__ import annotations
 
-from ...data.records import PromptItem
 from ...environment.seeded import dedupe, draw, ranked, weighted
 from ...errors import UsageError
+from ...records import PromptItem
 from .rules import case_for
 
 __all__ = ["PROMPT_SIZES", "build_prompts"]

@@ -15,8 +15,8 @@ import hashlib
 import json
 from typing import TypedDict
 
-from ...data.records import Case
 from ...environment.episode import Episode, ToolCallRecord
+from ...records import Case
 from ..refund.rules import case_for as refund_case_for, normalise_order_id
 
 __all__ = [

@@ -8,8 +8,8 @@ result can, which is exactly what a one-turn gate never sees.
 
 from __future__ import annotations
 
-from ...data.records import PromptItem
 from ...environment.seeded import dedupe
+from ...records import PromptItem
 from ..refund.templates import PROMPT_SIZES, build_prompts as refund_prompts
 from .rules import case_for
 

@@ -1,0 +1,335 @@
+"""Watching checkpoints we did not train: each ``checkpoint-N`` folder a job writes, gated as it appears.
+
+A training job (TRL, a plain ``transformers`` Trainer, anything that saves Hugging Face
+checkpoints) writes ``checkpoint-100/``, ``checkpoint-200/``, ... into its output folder.
+:func:`watch_checkpoints` samples the holdout from each - a LoRA adapter (on its base model)
+or full weights - as soon as it is complete, and tests it against step 0 (the base model,
+sampled once) or a stored baseline with the same sequential test as
+:class:`~pytest_rlgate.train.callback.GateCallback`: the error budget is spent across the
+looks, so a run that did not regress is stopped at most *alpha* of the time. It stops at
+the first regression, and ends by selecting the checkpoint to ship, confirmed on a fresh
+sample (:mod:`~pytest_rlgate.gate.select`).
+
+Everything lands in the watch folder (default ``<CKPT_DIR>/rlgate-watch``): ``watch.json``
+(the settings), ``step-<N>.jsonl`` per checkpoint (step 0 too), ``looks.json`` and
+``selection.json``. It is resumable: a restart with the same settings replays the stored
+rows (the test is deterministic) and samples only what is missing, an interrupted sample
+continuing from its ``.partial`` file; other settings are refused, naming what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._io.atomic import atomic_write
+from ..data.prompts import fingerprint, read_prompts, write_prompts
+from ..data.provenance import row_header
+from ..data.records import PromptItem
+from ..data.resume import header_differences
+from ..data.rows import Rows, load_rows
+from ..environment.contract import Env, EnvSpec, load_env
+from ..errors import DataError, UsageError
+from ..gate.looks import ALPHA, WINDOW, Look, SequentialGate, units_by_group
+from ..gate.select import (
+    CONFIRM_SEED_OFFSET,
+    CRITERION,
+    SELECTION,
+    Selection,
+    confirm_pick,
+    parse_criterion,
+    select_checkpoint,
+)
+from ..policy.load import load_policy
+from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from ..policy.resumable import sample_to_file
+from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+from .cached import base_identity
+
+__all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
+           "watch_checkpoints"]
+
+WATCH_DIR = "rlgate-watch"
+SETTINGS = "watch.json"
+LOOKS = "looks.json"
+HOLDOUT = "holdout_prompts.jsonl"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+#: A checkpoint without trainer_state.json counts as written once its files are this old (seconds).
+SETTLE = 30.0
+
+
+@dataclass(frozen=True)
+class WatchResult:
+    """What a watch did: every look, where it stopped, and the selection."""
+
+    out: Path
+    looks: tuple[Look, ...]
+    stopped_at: int | None
+    selection: Selection | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """No look regressed, and the pick (when one was asked for) was confirmed."""
+        if self.stopped_at is not None:
+            return False
+        return self.selection is None or self.selection.shipped is not None
+
+
+def _kind(folder: Path) -> str | None:
+    """``lora``, ``full``, or None when the folder holds no (complete) weights yet."""
+    if (folder / ADAPTER_CONFIG).is_file() and (folder / ADAPTER_WEIGHTS).is_file():
+        return "lora"
+    if (folder / "config.json").is_file() and any((folder / w).is_file() for w in _FULL_WEIGHTS):
+        return "full"
+    return None
+
+
+def _ready(folder: Path, now: float) -> bool:
+    if _kind(folder) is None:
+        return False
+    if (folder / "trainer_state.json").is_file():  # the Trainer writes it after the weights
+        return True
+    newest = max((p.stat().st_mtime for p in folder.rglob("*") if p.is_file()), default=now)
+    return now - newest >= SETTLE
+
+
+def checkpoints(ckpt_dir: str | os.PathLike[str], *, ready_only: bool = True) -> list[tuple[int, Path]]:
+    """The ``checkpoint-N`` folders in *ckpt_dir*, by step; with *ready_only* only the completely written ones."""
+    root = Path(ckpt_dir)
+    now = time.time()
+    found = []
+    for child in root.iterdir() if root.is_dir() else ():
+        match = _CHECKPOINT.match(child.name)
+        if match and child.is_dir() and (not ready_only or _ready(child, now)):
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def base_of_checkpoints(ckpt_dir: str | os.PathLike[str]) -> str | None:
+    """The base model the first LoRA checkpoint in *ckpt_dir* names (None: none does)."""
+    lora = next((p for _s, p in checkpoints(ckpt_dir, ready_only=False) if _kind(p) == "lora"), None)
+    return None if lora is None else _base_of(lora)
+
+
+def _base_of(folder: Path) -> str | None:
+    try:
+        config = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    base = config.get("base_model_name_or_path")
+    return str(base) if base else None
+
+
+class _Sampler:
+    """Sampling one model's rows into a watch file, with the provenance header of ``rlgate sample``."""
+
+    def __init__(self, env: Env, items: Sequence[PromptItem], *, k: int, seed: int, temperature: float, top_p: float,
+                 max_new_tokens: int, device: str | None, progress: bool | None) -> None:
+        self.env, self.items, self.k, self.seed = env, list(items), k, seed
+        self.options = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        self.device, self.progress = device, progress
+
+    def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
+        if not out.exists():
+            header = {**row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
+                                   temperature=self.options["temperature"], top_p=self.options["top_p"], seed=seed,
+                                   k=self.k),
+                      "sampler": {"model": base_identity(model_id),
+                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed],
+                                  "max_new_tokens": self.options["max_new_tokens"]}}
+            model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
+            sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed], k=self.k,
+                           policy=label, progress=self.progress, **self.options)  # type: ignore[arg-type]
+            del model
+        return load_rows(out)
+
+
+def _settings_check(out: Path, settings: dict[str, Any], restart: bool) -> None:
+    path = out / SETTINGS
+    if path.exists() and not restart:
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise DataError(f"unreadable watch settings ({exc}); pass --restart to start over", path=path) from None
+        differ = header_differences(json.loads(json.dumps(settings)), kept)
+        if differ:
+            raise UsageError(f"{path}: this watch folder was started with other settings ({', '.join(differ)}); "
+                             "pass the same flags, another --out, or --restart to start over")
+    if restart:
+        for stale in [*out.glob("step-*.jsonl*"), *out.glob("confirm-step-*.jsonl*"), out / LOOKS, out / SELECTION]:
+            stale.unlink(missing_ok=True)
+    atomic_write(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+def watch_checkpoints(
+    ckpt_dir: str | os.PathLike[str],
+    holdout: Sequence[PromptItem],
+    *,
+    env: EnvSpec = None,
+    base_model: str | None = None,
+    baseline: str | os.PathLike[str] | None = None,
+    out: str | os.PathLike[str] | None = None,
+    k: int = 4,
+    seed: int = SAMPLE_SEED,
+    temperature: float = SAMPLE_TEMPERATURE,
+    top_p: float = SAMPLE_TOP_P,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    alpha: float = ALPHA,
+    planned_looks: int | None = None,
+    window: int | None = None,
+    policy: str | os.PathLike[str] | None = None,
+    select: str | None = CRITERION,
+    idle: float = 0.0,
+    poll: float = 10.0,
+    restart: bool = False,
+    device: str | None = None,
+    progress: bool | None = None,
+    say: Callable[[str], None] = lambda _line: None,
+) -> WatchResult:
+    """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
+    then select the checkpoint to ship.
+
+    Step 0 is *base_model* sampled at *seed* (for LoRA checkpoints it defaults to the
+    adapters' own base model), or the rows of *baseline* (a stored baseline file). With
+    *idle* > 0 it keeps polling every *poll* seconds for new checkpoints until none has
+    appeared for *idle* seconds (or *planned_looks* are done). *say* receives one line per
+    event (the CLI prints them).
+    """
+    env_ = load_env(env)
+    root = Path(ckpt_dir)
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
+                         "checkpoint-N/)")
+    if select is not None:
+        parse_criterion(select)
+    if not holdout:
+        raise UsageError("the holdout is empty; pass the prompt items to sample")
+    found = checkpoints(root, ready_only=False)
+    kinds = {_kind(p) for _s, p in found} - {None}
+    if base_model is None and baseline is None:
+        base_model = base_of_checkpoints(root)
+        if base_model is None:
+            why = "; full-weight checkpoints name no base" if "full" in kinds else ""
+            raise UsageError("no step 0: pass --base-model (the model the run started from) or --baseline ROWS "
+                             f"(a stored baseline){why}")
+    folder = Path(out) if out is not None else root / WATCH_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
+                "base_model": base_model, "baseline": None if baseline is None else str(baseline), "k": k,
+                "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
+                "alpha": alpha, "planned_looks": planned_looks, "window": window,
+                "policy": None if policy is None else str(policy), "select": select}
+    _settings_check(folder, settings, restart)
+    write_prompts(folder / HOLDOUT, holdout)
+    sampler = _Sampler(env_, holdout, k=k, seed=seed, temperature=temperature, top_p=top_p,
+                       max_new_tokens=max_new_tokens, device=device, progress=progress)
+    options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
+    gate = SequentialGate(alpha=alpha, planned=planned_looks, env=env_, options=options,
+                          window=WINDOW if window is None else window)
+    for reach in gate.reach(units_by_group(holdout)):
+        say(reach.message)
+    if baseline is not None:
+        step0 = load_rows(baseline)
+        say(f"step 0: the stored baseline {baseline} ({len(step0)} rows)")
+    else:
+        assert base_model is not None
+        step0 = sampler.rows(folder / "step-000000.jsonl", base_model, None, seed=seed, label=f"{base_model} (step 0)")
+        say(f"step 0: {base_model} sampled at seed {seed}")
+    rows: dict[int, Rows] = {}
+    paths: dict[int, Path] = {}
+    stopped: int | None = None
+    notes: list[str] = []
+    last_new = time.monotonic()
+    while True:
+        fresh = [(s, p) for s, p in checkpoints(root) if s not in rows and s > 0]
+        for step, path in fresh:
+            if gate.planned is not None and len(gate.looks) >= gate.planned:
+                notes.append(f"checkpoint-{step} and later were not gated: the {gate.planned} planned looks are done")
+                break
+            kind = _kind(path)
+            model_id = str(base_model) if kind == "lora" else str(path)
+            if kind == "lora" and base_model is None:
+                base_model = _base_of(path)
+                model_id = str(base_model)
+            rows[step] = sampler.rows(folder / f"step-{step:06d}.jsonl", model_id, path if kind == "lora" else None,
+                                      seed=seed, label=path.name)
+            paths[step] = path
+            look = gate.look(step0, rows[step], step=step)
+            _write_looks(folder, gate, stopped=None)
+            say(f"look {look.look} (checkpoint-{step}, level {look.alpha:.2e}): "
+                f"{'REGRESSED ' + ', '.join(look.regressed) if look.regressed else 'no regression'}")
+            last_new = time.monotonic()
+            if look.regressed:
+                stopped = step
+                break
+        done = stopped is not None or (gate.planned is not None and len(gate.looks) >= gate.planned)
+        if done or idle <= 0 or time.monotonic() - last_new >= idle:
+            break
+        time.sleep(poll)
+    _write_looks(folder, gate, stopped=stopped)
+    selection = None
+    if select is not None and gate.looks:
+        selection = select_checkpoint(gate.looks, rows, criterion=select, alpha=alpha, stopped_at=stopped)
+        if selection.best is not None:
+            selection = _confirm(selection, sampler, folder, paths, step0, base_model=base_model,
+                                 stored=baseline is not None, seed=seed + CONFIRM_SEED_OFFSET, env=env_,
+                                 options=options)
+        atomic_write(folder / SELECTION, json.dumps(selection.to_dict(), indent=2, sort_keys=True) + "\n")
+        for line in selection.summary().splitlines():
+            say(line)
+    return WatchResult(out=folder, looks=tuple(gate.looks), stopped_at=stopped, selection=selection,
+                       notes=tuple(notes))
+
+
+def _confirm(selection: Selection, sampler: _Sampler, folder: Path, paths: dict[int, Path], step0: Rows, *,
+             base_model: str | None, stored: bool, seed: int, env: Env, options: dict[str, Any]) -> Selection:
+    """The pick and step 0 sampled afresh at *seed* (step 0 stays the stored baseline when there is one)."""
+    assert selection.best is not None
+    path = paths[selection.best]
+    lora = _kind(path) == "lora"
+    pick = sampler.rows(folder / f"confirm-step-{selection.best:06d}.jsonl", str(base_model) if lora else str(path),
+                        path if lora else None, seed=seed, label=f"{path.name} (confirmation)")
+    base = step0 if stored else sampler.rows(folder / "confirm-step-000000.jsonl", str(base_model), None, seed=seed,
+                                             label=f"{base_model} (step 0, confirmation)")
+    return confirm_pick(selection, base, pick, seed=seed, base="stored" if stored else "fresh", env=env, **options)
+
+
+def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, device: str | None = None,
+                      progress: bool | None = None) -> Selection:
+    """Confirm *selection*'s pick now, with the settings a watch folder recorded (``rlgate select --confirm``)."""
+    root = Path(folder)
+    if selection.best is None:
+        raise UsageError("no checkpoint was picked, so there is nothing to confirm")
+    if not (root / SETTINGS).is_file():
+        raise UsageError(f"{root}: no {SETTINGS}; --confirm re-samples a folder rlgate watch wrote (a GateCallback "
+                         "run confirms its pick when training ends: GateCallback(select=...))")
+    try:
+        settings = json.loads((root / SETTINGS).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise DataError(f"unreadable watch settings ({exc})", path=root / SETTINGS) from None
+    env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
+    items = read_prompts(root / HOLDOUT, env=env)
+    sampler = _Sampler(env, items, k=settings["k"], seed=settings["seed"], temperature=settings["temperature"],
+                       top_p=settings["top_p"], max_new_tokens=settings["max_new_tokens"], device=device,
+                       progress=progress)
+    paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
+    baseline = settings.get("baseline")
+    step0 = load_rows(baseline if baseline else root / "step-000000.jsonl")
+    options = {"policy": settings["policy"]} if settings.get("policy") else {}
+    return _confirm(selection, sampler, root, paths, step0, base_model=settings.get("base_model"),
+                    stored=bool(baseline), seed=settings["seed"] + CONFIRM_SEED_OFFSET, env=env, options=options)
+
+
+def _write_looks(folder: Path, gate: SequentialGate, *, stopped: int | None) -> None:
+    record = {"settings": {"sequential": gate.settings()}, "looks": [look.to_dict() for look in gate.looks],
+              "stopped_at": None if stopped is None else {"step": stopped}}
+    atomic_write(folder / LOOKS, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
