@@ -14,6 +14,7 @@ import operator
 import pickle
 from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.pool import Pool
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +23,11 @@ from _spawn_envs import CounterEnv, ShopEnv
 from hypothesis import Phase, find, settings
 
 import pytest_rlgate as rg
+from pytest_rlgate.cli import main
 from pytest_rlgate.environment.contract import Env
 from pytest_rlgate.environment.episode import split_turns
 from pytest_rlgate.envs.refund import FORMAT_BONUS
+from pytest_rlgate.errors import UsageError
 from pytest_rlgate.train.reward import EnvReward, env_reward
 from pytest_rlgate.train.tools import TRLEnvironmentFactory, trl_environment_factory
 
@@ -201,3 +204,20 @@ def test_an_environment_defined_where_nothing_can_import_it_says_so_when_pickled
     with pytest.raises((pickle.PicklingError, AttributeError), match="Local"):
         pickle.dumps(EnvReward(rg.load_env(Local())))
 
+
+
+def test_async_is_refused_at_the_door_with_what_blocks_it_here(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    import torch
+
+    with pytest.raises(UsageError, match=r"^--async: ") as refused:
+        rg.GRPOKnobs(async_trainer=True).resolve()
+    line = refused.value.reason
+    assert "\n" not in line and "AsyncGRPOTrainer" in line
+    if not torch.cuda.is_available():
+        assert "missing here: a CUDA GPU" in line and "Drop --async" in line
+    assert main(["train", "grpo", "--async", "--steps", "1", "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--async: " in err
+    assert not (tmp_path / "runs").exists()  # refused before anything loads or is written
