@@ -160,7 +160,7 @@ def async_trainer_problem() -> str:
     if missing:
         return f"--async: {needs}; missing here: {', '.join(missing)}. Drop --async: rlgate trains with GRPOTrainer"
     return (f"--async: {needs}, which rlgate train does not drive; build AsyncGRPOTrainer in your own script with "
-            "rg.env_reward(env) (it pickles) and gate its checkpoints with rg.GateCallback or rlgate sample")
+            "rg.env_reward(env) (it pickles) and gate its saved checkpoints with rlgate sample and rlgate gate")
 
 
 def csv(text: str) -> tuple[str, ...]:
