@@ -7,6 +7,7 @@ environment; the end-to-end ``--quick`` flow is in ``test_demo_flow.py`` (slow).
 from __future__ import annotations
 
 import concurrent.futures
+import concurrent.futures.process
 import dataclasses
 import json
 
@@ -34,11 +35,11 @@ from pytest_rlgate.demo.story import (
     summarise,
     watched,
 )
-from pytest_rlgate.demo.workers import side_by_side
+from pytest_rlgate.demo.workers import Workers, side_by_side
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, score
 from pytest_rlgate.envs.refund.hackable import lookup_anything
-from pytest_rlgate.errors import UsageError
+from pytest_rlgate.errors import RlgateError, UsageError
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.methods import make_knobs
 from pytest_rlgate.train.pipeline import gate_runs
@@ -319,6 +320,8 @@ class _Synchronous:
         future.set_result(fn(*args))
         return future
 
+    result = staticmethod(Workers.result)
+
 
 def _trained_by(outcomes):
     """A stand-in for ``train_config``: each configuration's summary (or error) by name."""
@@ -388,3 +391,10 @@ def test_how_many_train_side_by_side(monkeypatch):
 def test_run_demo_refuses_a_bad_jobs_count(tmp_path):
     with pytest.raises(UsageError, match=r"jobs=0: give the number of runs"):
         story.run_demo(tmp_path, jobs=0)
+
+
+def test_a_worker_that_died_is_one_line_naming_the_way_out():
+    broken = concurrent.futures.Future()
+    broken.set_exception(concurrent.futures.process.BrokenProcessPool("gone"))
+    with pytest.raises(RlgateError, match=r"worker process died .* rerun with --jobs 1"):
+        Workers.result(broken)

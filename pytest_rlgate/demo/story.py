@@ -512,7 +512,7 @@ def _side_by_side(honest: Sequence[DemoConfig], root: Path, say: Callable[[str],
     hacking = hacked = None
     with bar(len(honest), f"demo runs ({workers.jobs} side by side)", progress, unit="run") as shown:
         for config in honest:  # in the story's order; the first trained one decides the hackable run
-            done.append(pending[config.name].result())
+            done.append(workers.result(pending[config.name]))
             shown.update(1)
             done[-1].say(say)
             if not decided and (done[-1].summary is not None or len(done) == len(honest)):
@@ -524,7 +524,7 @@ def _side_by_side(honest: Sequence[DemoConfig], root: Path, say: Callable[[str],
         if plan is not None:
             say(plan.line)
         if hacking is not None:
-            last = hacking.result()
+            last = workers.result(hacking)
             shown.update(1)
             last.say(say)
             hacked = last.summary

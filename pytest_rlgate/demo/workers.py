@@ -16,6 +16,7 @@ standard output: the parent's standard output is the story.
 from __future__ import annotations
 
 import concurrent.futures
+import concurrent.futures.process
 import contextlib
 import multiprocessing
 import os
@@ -26,6 +27,7 @@ from typing import TypeVar
 
 from .._io import ranks
 from .._io.progress import third_party_quiet
+from ..errors import RlgateError
 
 __all__ = ["Workers", "available_cores", "side_by_side"]
 
@@ -82,6 +84,15 @@ class Workers:
 
     def submit(self, fn: Callable[..., _Result], *args: object) -> concurrent.futures.Future[_Result]:
         return self._pool.submit(fn, *args)
+
+    @staticmethod
+    def result(future: concurrent.futures.Future[_Result]) -> _Result:
+        """What a submitted call returned (its exception raised here); a worker that died is one line."""
+        try:
+            return future.result()
+        except concurrent.futures.process.BrokenProcessPool:
+            raise RlgateError("a worker process died before its run finished (out of memory, or killed); rerun "
+                              "with --jobs 1 to train one run at a time") from None
 
     def __enter__(self) -> Workers:
         return self
