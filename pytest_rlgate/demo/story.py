@@ -33,7 +33,6 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .._io.progress import bar
 from ..data.prompts import count_by_category, write_prompts
 from ..data.records import Row
 from ..data.rows import read_rows
@@ -432,10 +431,7 @@ def train_config(config: DemoConfig, runs_dir: Path, progress: bool | None = Non
 def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *,
            progress: bool | None) -> RunSummary | None:
     """Train (or serve) one configuration here, saying so before and after; None when it cannot train."""
-    say(_announce(config))
-    trained = train_config(config, runs_dir, progress)
-    trained.say(say, announce=False)
-    return trained.summary
+    return _train_here(config, runs_dir, say, progress).summary
 
 
 @dataclass(frozen=True)
@@ -496,39 +492,51 @@ def _one_at_a_time(honest: Sequence[DemoConfig], root: Path, say: Callable[[str]
 def _side_by_side(honest: Sequence[DemoConfig], root: Path, say: Callable[[str], None], workers: Workers, *,
                   plan_for: Callable[[RunSummary | None], HackablePlan | None],
                   progress: bool | None) -> tuple[list[RunSummary], HackablePlan | None, RunSummary | None]:
-    """Every run in *workers*, as many at once as there are workers; said in the order
-    :func:`_one_at_a_time` says them, so the transcript differs only in its times.
+    """The first honest run, then the hackable one, in this process, the other honest runs in
+    *workers* meanwhile; said in the order :func:`_one_at_a_time` says them, so the transcript
+    differs only in its times.
 
-    The first honest run (unbalanced GRPO, whose verdict decides the hackable run) goes
-    first and samples the base runs every run shares; a run of another method goes next,
-    because DPO samples its pairs before it needs those base runs, so no worker waits on
-    them. The hackable run is submitted the moment honest GRPO's verdict is known.
+    The first honest run (unbalanced GRPO, whose verdict decides the hackable run) samples the
+    base runs every run shares, and the hackable run can start only after it: that chain is the
+    longest, so it runs here, where the training stack is already imported, and the hackable
+    run starts the moment the verdict is known. The workers take the others in order, a run of
+    another method first: DPO samples its preference pairs before it needs the base runs, so it
+    does not wait for them.
     """
-    order = [honest[0], *sorted(honest[1:], key=lambda c: c.method == honest[0].method)]
-    pending = {c.name: workers.submit(train_config, c, root) for c in order}
-    done: list[Trained] = []
+    others = sorted(honest[1:], key=lambda c: c.method == honest[0].method)
+    pending = {c.name: workers.submit(train_config, c, root) for c in others}
+    first = _train_here(honest[0], root, say, progress)
+    done = [first]
     plan: HackablePlan | None = None
-    decided = False
-    hacking = hacked = None
-    with bar(len(honest), f"demo runs ({workers.jobs} side by side)", progress, unit="run") as shown:
-        for config in honest:  # in the story's order; the first trained one decides the hackable run
-            done.append(workers.result(pending[config.name]))
-            shown.update(1)
-            done[-1].say(say)
-            if not decided and (done[-1].summary is not None or len(done) == len(honest)):
-                decided = True
-                plan = plan_for(done[-1].summary)
-                if plan is not None and plan.config is not None:
-                    shown.total += 1
-                    hacking = workers.submit(train_config, plan.config, root)
-        if plan is not None:
-            say(plan.line)
-        if hacking is not None:
-            last = workers.result(hacking)
-            shown.update(1)
-            last.say(say)
-            hacked = last.summary
-    return [t.summary for t in done if t.summary is not None], plan, hacked
+    decided = first.summary is not None
+    if decided:
+        plan = plan_for(first.summary)
+    hacked = None
+    if plan is not None and plan.config is not None:
+        hacked = train_config(plan.config, root, progress)
+    for config in honest[1:]:  # in the story's order; if GRPO did not train, the first that did decides
+        done.append(workers.result(pending[config.name]))
+        done[-1].say(say)
+        if not decided and (done[-1].summary is not None or len(done) == len(honest)):
+            decided = True
+            plan = plan_for(done[-1].summary)
+    if plan is not None:
+        say(plan.line)
+        if plan.config is not None:
+            if hacked is None:  # decided only now
+                hacked = _train_here(plan.config, root, say, progress)
+            else:
+                hacked.say(say)
+    return ([t.summary for t in done if t.summary is not None], plan,
+            hacked.summary if hacked is not None else None)
+
+
+def _train_here(config: DemoConfig, root: Path, say: Callable[[str], None], progress: bool | None) -> Trained:
+    """Train one configuration in this process, saying so before and after."""
+    say(_announce(config))
+    trained = train_config(config, root, progress)
+    trained.say(say, announce=False)
+    return trained
 
 
 def _write_prompt_files(runs_dir: Path, knobs: RunKnobs, say: Callable[[str], None]) -> None:
@@ -576,7 +584,8 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     side = side_by_side(jobs, len(honest) + (hackable_reward(environment) is not None))
     problem = _unpicklable(honest) if side > 1 else None
     with contextlib.ExitStack() as stack:
-        workers = stack.enter_context(Workers(side, verbose=verbose)) if side > 1 and problem is None else None
+        # this process trains too: side - 1 workers beside it
+        workers = stack.enter_context(Workers(side - 1, verbose=verbose)) if side > 1 and problem is None else None
         first = make_knobs(honest[0].method, **honest[0].knobs)
         _tiny_policy(resolved(first.base_model, "base_model"), say)
         _write_prompt_files(root, first, say)
