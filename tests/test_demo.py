@@ -395,3 +395,15 @@ def test_a_worker_that_died_is_one_line_naming_the_way_out():
     broken.set_exception(concurrent.futures.process.BrokenProcessPool("gone"))
     with pytest.raises(RlgateError, match=r"worker process died .* rerun with --jobs 1"):
         Workers.result(broken)
+
+
+@pytest.mark.slow
+def test_leaving_the_workers_on_an_error_stops_them_instead_of_waiting():
+    import time
+
+    with pytest.raises(KeyboardInterrupt), Workers(1) as workers:
+        started = time.perf_counter()
+        long = workers.submit(time.sleep, 600)
+        workers.result(workers._ready[0])  # the worker is up
+        raise KeyboardInterrupt
+    assert time.perf_counter() - started < 300 and long.done()

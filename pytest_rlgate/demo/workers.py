@@ -71,7 +71,9 @@ class Workers:
     """*jobs* spawned worker processes; ``submit(fn, *args)`` runs a picklable call in one of them.
 
     Calls are taken in the order they are submitted, each by the first free worker. Used as a
-    context manager; leaving it cancels what has not started and waits for what has.
+    context manager; leaving it cancels what has not started and waits for what has, or, when
+    it is left by an exception (Ctrl-C), stops the workers at once (a run's cache entry is
+    published atomically, so a stopped run leaves nothing that looks finished).
     """
 
     def __init__(self, jobs: int, *, verbose: bool = False) -> None:
@@ -99,4 +101,7 @@ class Workers:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        if error is not None:  # an interrupt or an error here: a worker's half-trained run is not waited for
+            for process in list(getattr(self._pool, "_processes", {}).values()):
+                process.terminate()
         self._pool.shutdown(wait=True, cancel_futures=True)
