@@ -84,7 +84,7 @@ _EXPORTS: dict[str, str] = {
     "row_header": "data.provenance",
     "run_rows": "train.baseline",
     "save_baseline": "train.baseline",
-    # eval-harness logs (lm-eval, Inspect, promptfoo, verifiers, NeMo Evaluator) as rows
+    # eval-harness logs as rows (the formats: pytest_rlgate.data.readers)
     "read_rows": "data.readers",
     "RowSource": "data.readers",
     "ReadOptions": "data.readers",

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
@@ -276,46 +276,47 @@ def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = Non
 class ReadOptions:
     """How an eval harness's per-sample record becomes a graded row; None means the reader's default.
 
-    Declared once for every door: :func:`pytest_rlgate.read_rows` takes them as keywords,
-    ``rlgate gate`` and ``rlgate convert`` generate their flags from these fields and the
-    plugin its ``--rlgate-*`` settings (with ini twins). Pure Python, so the plugin reads
-    the fields when pytest starts without loading a reader.
+    The options every reader shares, declared once for every door:
+    :func:`pytest_rlgate.read_rows` takes them as keywords, ``rlgate gate`` and ``rlgate
+    convert`` generate their flags from these fields and the plugin its ``--rlgate-*``
+    settings (with ini twins). Pure Python, so the plugin reads the fields when pytest
+    starts without loading a reader.
 
     *format* names the reader (default: detected per path). *category* and *unit* are dotted
     paths into the harness's record (``doc.subject``, ``metadata.category``); *metric* names
-    the score (an lm-eval metric, an Inspect scorer, a promptfoo named score, a verifiers
-    metric); *pass_threshold* turns a non-binary score into a pass (``score >= X``, or ``<=``
-    for a metric the harness marks lower-is-better); *filter* picks one of an lm-eval task's
-    filters; *provider* one promptfoo provider of a file holding several (per path:
-    ``results.json#provider=ID``); *allow_prompt_change* lets a side whose prompts changed
-    (another chat template) be gated against the other anyway.
+    the score; *pass_threshold* turns a non-binary score into a pass (``score >= X``, or
+    ``<=`` for a metric the harness marks lower-is-better); *allow_prompt_change* lets a side
+    whose prompts changed (another chat template) be gated against the other anyway.
+
+    *own* holds the values of the options the path's reader declares for itself (lm-eval's
+    ``filter``, promptfoo's ``provider``: :class:`~pytest_rlgate.data.readers.source.ReaderOption`),
+    each of them, None where unset; *loose* names those that do not shape the rows.
     """
 
     format: str | None = _read(None, "the format of every side (default: detected per path)", flag="--format",
                                metavar="NAME")
     category: str | None = _read(
-        None, "dotted path to the category in a harness record (lm-eval: task, group or doc.FIELD; Inspect: a "
-              "metadata key; promptfoo: e.g. testCase.metadata.KEY or namedScores)",
-        flag="--category-key", metavar="KEY")
+        None, "dotted path into a harness's record that names the category (doc.subject, metadata.category, "
+              "info.task; default: the reader's)", flag="--category-key", metavar="KEY")
     unit: str | None = _read(None, "dotted path to the unit in a harness record (the resampling cluster; default: "
                                    "the harness's item id)", flag="--unit-key", metavar="KEY")
-    metric: str | None = _read(None, "the score: an lm-eval metric, an Inspect scorer, a promptfoo named score, a "
-                                     "verifiers metric (default: the harness's first/main one)",
-                               flag="--metric", metavar="NAME")
-    pass_threshold: float | None = _read(None, "a non-binary score passes at >= X (<= X for a lower-is-better "
-                                               "lm-eval metric)", flag="--pass-threshold", metavar="X")
-    filter: str | None = _read(None, "lm-eval: the filter to read for tasks scored under several (e.g. "
-                                     "strict-match)", flag="--filter", metavar="NAME")
-    provider: str | None = _read(None, "promptfoo: the provider of a file holding several (PATH#provider=ID)",
-                                 flag=None)
-    allow_prompt_change: bool = _read(False, "lm-eval/Inspect: gate items whose prompt changed between the sides "
-                                             "(another chat template), reporting how many; default: refused",
+    metric: str | None = _read(None, "the score in a harness's record (a metric, scorer or named score; default: "
+                                     "the harness's main one)", flag="--metric", metavar="NAME")
+    pass_threshold: float | None = _read(None, "a non-binary score passes at >= X (<= X for a metric the harness "
+                                               "marks lower-is-better)", flag="--pass-threshold", metavar="X")
+    allow_prompt_change: bool = _read(False, "gate items whose prompt changed between the sides (another chat "
+                                             "template), reporting how many; default: refused",
                                       flag="--allow-prompt-change")
+    own: Mapping[str, object] = dataclasses.field(default_factory=dict, metadata={"flag": None})
+    loose: frozenset[str] = dataclasses.field(default=frozenset(), metadata={"flag": None})
 
     def __post_init__(self) -> None:
-        for name in ("format", "category", "unit", "metric", "filter", "provider"):
+        for name in ("format", "category", "unit", "metric"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise UsageError(f"{name}={value!r}: expected a non-empty string")
+        for name, value in self.own.items():
+            if value is not None and isinstance(value, str) and not value.strip():
                 raise UsageError(f"{name}={value!r}: expected a non-empty string")
         threshold = self.pass_threshold
         if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
@@ -324,14 +325,21 @@ class ReadOptions:
         if not isinstance(self.allow_prompt_change, bool):
             raise UsageError(f"allow_prompt_change={self.allow_prompt_change!r}: expected True or False")
 
+    def text(self, name: str) -> str | None:
+        """The value of the reader's own option *name*, as given (None when unset)."""
+        value = self.own.get(name)
+        return None if value is None else str(value)
+
     def shaping(self) -> dict[str, object]:
         """The options that decide what a row means (the header records them; both sides must agree)."""
-        return {k: v for k, v in dataclasses.asdict(self).items()
-                if k not in ("format", "provider", "allow_prompt_change")}
+        shared = {"category": self.category, "unit": self.unit, "metric": self.metric,
+                  "pass_threshold": self.pass_threshold}
+        return {**shared, **{k: v for k, v in sorted(self.own.items()) if k not in self.loose}}
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        """The shared options' names (the keywords of ``read_rows`` besides a reader's own)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("own", "loose"))
 
     @classmethod
     def flags(cls) -> dict[str, dataclasses.Field[object]]:

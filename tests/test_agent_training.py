@@ -32,7 +32,7 @@ def test_the_tiny_agent_runs_whole_episodes_reproducibly(agent: tuple[Any, Any])
     env = rg.load_env("refund_agent")
     items = env.build_prompts(0, "small")[:12]
     rows = rg.sample_rows(model, tokenizer, items, k=2, env=env, max_new_tokens=48)
-    assert any(r["turns"] >= 2 and r["tool_calls"] >= 1 for r in rows)  # it reads a result and acts again
+    assert any(r["n_turns"] >= 2 and r["n_tool_calls"] >= 1 for r in rows)  # it reads a result and acts again
     assert 0 < sum(r["reward"] for r in rows) < len(rows)
     alone = rg.sample_rows(model, tokenizer, items[3:4], k=2, env=env, max_new_tokens=48)
     assert [r["reply"] for r in alone] == [r["reply"] for r in rows if r["prompt"] == items[3]["prompt"]]

@@ -126,9 +126,10 @@ def test_the_note_says_what_the_hackable_reward_pays_and_who_grades_the_holdout(
 
 
 def _comparison(group, before, after, low, high, verdict, flags=(), metric="pass@1"):
+    failure = {"kind": "regressed", "text": f"{metric} regressed in {group}"} if verdict == "regressed" else None
     return {"metric": metric, "group": group, "n_units": 6, "k": 4.0, "before": before, "after": after,
             "delta": after - before, "low": low, "high": high, "verdict": verdict, "mde": 0.2,
-            "flags": list(flags)}
+            "flags": list(flags), "failure": failure}
 
 
 def _summary(title, pass_rows, tool_rows, *, passed, hackable=False, failures=(), alarms=()):

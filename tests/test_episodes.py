@@ -35,7 +35,7 @@ def test_the_docs_example_samples_grades_and_gates(capsys: pytest.CaptureFixture
     assert capsys.readouterr().out.split() == ["2", "1", "1.0", "0.0", "1.0", "False"]
     before, after = ns["before"], ns["after"]
     row = before[0]
-    assert row["turns"] == 2 and row["tool_calls"] == 1 and row["stop"] == "no_call"
+    assert row["n_turns"] == 2 and row["n_tool_calls"] == 1 and row["stop"] == "no_call"
     assert row["transcript"][-2]["role"] == "tool" and json.loads(row["transcript"][-2]["content"])["price"] == 3
     assert [m["looked_up"] for m in row["turn_markers"]] == [1.0, 1.0]
     assert {r["category"]: r["reward"] for r in before} == {"known": 1, "unknown": 1}

@@ -55,7 +55,12 @@ def test_flips_are_in_the_pytest_failure(run: tuple[Path, Path]) -> None:
     with pytest.raises(RegressionError) as info:
         assert_no_regression(*run, env="refund", show_flips=2)
     text = str(info.value)
-    assert "flips in pass@1 no_id (regressed): the 2 scenarios that lost the most, before -> after" in text
+    # how many are shown of how many, how many lost at all, and the ties at the cut are said
+    assert ("flips in pass@1 no_id (regressed): the 2 of 6 scenarios that lost the most (5 lost; 3 more lost as "
+            "much as the last shown), before -> after") in text
+    # the guard broke on the same scenarios: one line, not the list again
+    assert "flips in marker:argument_grounding no_id (regressed): the same 2 scenarios as pass@1" in text
+    assert text.count("4/4 -> 0/4") == 2
     assert "4/4 -> 0/4" in text and "(calls lookup_order with an invented id 'ORD-" in text
     assert f"before: {ASK!r}  (asks for the order id)" in text
 
@@ -147,7 +152,7 @@ def test_session_default(rlgate):
     result = pytester.runpytest("-p", "no:cacheprovider", "--rlgate-env", "refund", "--rlgate-show-flips", "2")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
-    assert "the 1 scenario that lost the most" in text and "the 2 scenarios that lost the most" in text
+    assert "the 1 of 6 scenarios that lost the most" in text and "the 2 of 6 scenarios that lost the most" in text
 
 
 def test_a_run_report_shows_the_flips_its_gate_recorded(tmp_path: Path) -> None:

@@ -139,7 +139,9 @@ def test_failure_message_reads_like_a_small_table() -> None:
         assert_no_regression(before, after, env=REFUND, seed=7, n_resamples=2000)
     lines = str(info.value).splitlines()
     assert lines[0] == "1 of 12 comparisons regressed: pass@1 in no_id"  # pass@1 and two guards x 4 groups
-    assert lines[1].startswith("expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed 7")
+    assert lines[1].startswith("paired t of per-scenario deltas; 12 comparisons held together by min-p over 2,000 "
+                               "scenario sign flips, each at one-sided ")
+    assert "an unchanged run fails at most 5%; seed 7" in lines[1]
     table = [line for line in lines if line.startswith("pass@1")]
     assert len(table) == 1 and "no_id" in table[0] and "REGRESSED" in table[0] and "15×4" in table[0]
     assert "0.950" in table[0] and "0.750" in table[0] and "-0.200" in table[0]
@@ -147,7 +149,7 @@ def test_failure_message_reads_like_a_small_table() -> None:
                for line in lines)
     assert lines[-1].startswith("Remedy:")
     header = next(line for line in lines if line.startswith("metric"))
-    assert header.index("before") < header.index("after") < header.index("delta") < header.index("95% CI")
+    assert header.index("before") < header.index("after") < header.index("delta") < header.index("% CI")
 
 
 def test_to_dict_has_the_documented_shape() -> None:
@@ -171,8 +173,8 @@ def test_a_gate_json_reads_back_as_the_result_that_wrote_it() -> None:
         result = compare(before, after, env=REFUND)
     again = GateResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result and again.report() == result.report()
-    with pytest.raises(DataError, match="not a gate result"):
-        GateResult.from_dict({"passed": True})
+    with pytest.raises(DataError, match="not a GateResult record"):
+        GateResult.from_dict({"passed": True, "sides": {}})
 
 
 def test_a_guard_that_regresses_fails_the_gate() -> None:
@@ -269,32 +271,44 @@ def test_require_moved_fails_a_flat_headline() -> None:
     assert result.failures == ("headline pass@1 overall did not move: flat, delta +0.000 (require_moved)",)
 
 
-def test_holm_is_on_from_four_categories_and_can_be_forced() -> None:
+def test_every_comparison_that_can_fail_is_held_in_one_family() -> None:
     cats = ["a", "b", "c"]
-    before = [r for c in cats for r in table_rows(c, spread(15, 6))]
-    after = [r for c in cats for r in table_rows(c, spread(15, 14))]
-    assert compare(before, after, guards=()).holm is False
-    forced = compare(before, after, guards=(), holm=True)
-    assert forced.holm and "Holm-adjusted" in forced.rule
-    assert all(c.p_adjusted is not None for c in forced.comparisons if c.group != "overall")
-    four = compare(before + table_rows("d", [0] * 15), after + table_rows("d", [0] * 15), guards=())
-    assert four.holm is True
+    churn = [0, 1, 2, 3, 1] * 3  # every scenario moves, the category's mean does not
+    before = [r for c in cats for r in table_rows(c, churn)]
+    after = [r for c in cats for r in table_rows(c, churn[::-1])]
+    result = compare(before, after, guards=())
+    family = result.family
+    assert family is not None and family.level == 0.05 and family.members == 4 and family.law == "sign flips"
+    # held together, each comparison is tested below the family's level, and says so
+    assert 0 < family.marginal < 0.05 and all(c.level == pytest.approx(family.marginal) for c in result.comparisons)
+    assert all(c.p_adjusted is not None and c.p_adjusted >= c.p_less for c in result.comparisons)
+    assert "held together at a 5% run-level false-fail" in result.rule
+    alone = compare(before, after, guards=(), family_level=None)
+    assert alone.family is None and all(c.level == pytest.approx(0.025) for c in alone.comparisons)
+    with pytest.warns(RlgateWarning, match="holm= is no longer used"):
+        assert compare(before, after, guards=(), holm=True).family is not None
 
 
-def test_holm_withdraws_a_marginal_regression() -> None:
-    # four categories: "a" drops 0.10 (p_less 0.014), the others do not move
-    same = [r for c in "bcd" for r in table_rows(c, spread(15, 10))]
+def test_the_family_withdraws_a_marginal_regression_and_its_interval_says_so() -> None:
+    # four categories: "a" drops 0.10 (p_less 0.014); in the others every scenario moves, the mean does not
+    churn = [0, 1, 2, 3, 1] * 3
+    same = [r for c in "bcd" for r in table_rows(c, churn)]
+    moved = [r for c in "bcd" for r in table_rows(c, churn[::-1])]
     before = table_rows("a", [0] * 15) + same
-    after = table_rows("a", [2, 1, 1, 1, 1] + [0] * 10) + same
-    a_plain = _cmp(compare(before, after, guards=(), holm=False), "pass@1", "a")
-    a_holm = _cmp(compare(before, after, guards=()), "pass@1", "a")
-    assert a_plain.verdict == "regressed" and a_plain.p_adjusted is None
-    # a is the smallest of four p-values: Holm multiplies it by 4
-    assert a_holm.p_adjusted == pytest.approx(4 * a_holm.p_less) and a_holm.p_adjusted > 0.05
-    assert a_holm.verdict == "inconclusive" and "not significant after Holm" in a_holm.flags
-    # a clear drop survives the adjustment
-    clear = table_rows("a", [1] * 7 + [0] * 8) + same
-    assert _cmp(compare(before, clear, guards=()), "pass@1", "a").verdict == "regressed"
+    after = table_rows("a", [2, 1, 1, 1, 1] + [0] * 10) + moved
+    a_alone = _cmp(compare(before, after, guards=(), family_level=None), "pass@1", "a")
+    a_family = _cmp(compare(before, after, guards=()), "pass@1", "a")
+    assert a_alone.verdict == "regressed" and a_alone.p_adjusted is None and a_alone.high < 0
+    # in the family of five comparisons the drop is not enough: the interval it prints reaches zero (or,
+    # with only five scenarios that moved, there is none at a level their sign flips cannot reach)
+    assert a_family.p_adjusted > 0.05 and a_family.verdict == "inconclusive"
+    assert a_family.high is None and "5 scenarios moved: cannot reach" in a_family.flags[0] or a_family.high >= 0
+    # a clear drop survives, and every regressed interval lies below zero
+    clear = _cmp(compare(before, table_rows("a", [1] * 7 + [0] * 8) + moved, guards=()), "pass@1", "a")
+    # categories that do not move at all cannot reach the tail: they spend nothing of the family's level
+    quiet = _cmp(compare(before, after[:15 * K] + same, guards=()), "pass@1", "a")
+    assert quiet.level == pytest.approx(0.05) and quiet.verdict == "regressed"
+    assert clear.verdict == "regressed" and clear.high < 0 and clear.p_adjusted <= 0.05
 
 
 def test_noise_floor_from_base_reruns_takes_back_a_gain() -> None:
@@ -340,8 +354,11 @@ def test_seed_fixes_the_intervals() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RlgateWarning)
         one, two = compare(before, after, seed=5), compare(before, after, seed=5)
-        t = compare(before, after, method="t")
-    assert one.comparisons == two.comparisons
+        other = compare(before, after, seed=6)
+        t = compare(before, after, method="t", family_level=None)
+    assert one.comparisons == two.comparisons and one.family == two.family
+    assert other.family is not None and other.family.marginal != one.family.marginal  # the flips follow the seed
+    # a t interval on its own draws nothing
     assert t.n_resamples == 0 and "paired t" in t.rule and "paired t" in t.settings_line()
 
 
@@ -384,7 +401,7 @@ def test_without_an_environment_nothing_is_guarded_or_declared() -> None:
         warnings.simplefilter("error", RlgateWarning)
         result = compare(before, before)
     assert result.passed and {c.metric for c in result.comparisons} == {"pass@1"}
-    assert result.options["env"] is None and result.options["categories"] == []
+    assert result.sides.env is None and result.sides.categories == ()
 
 
 def _calc_rows(right: list[bool]) -> list[dict[str, Any]]:
@@ -399,8 +416,8 @@ def test_an_environment_supplies_its_guards_and_categories() -> None:
         result = compare(before, after, env=CalcEnv)
     assert {c.metric for c in result.comparisons} == {"pass@1", "marker:concise"}
     assert {c.group for c in result.comparisons} == {"overall", "arithmetic", "unanswerable", "word_problem"}
-    assert result.options["env"] == "calc" and result.options["guards"] == ["concise"]
-    assert result.options["categories"] == ["arithmetic", "unanswerable", "word_problem"]
+    assert result.sides.env == "calc" and result.sides.guards == ("concise",)
+    assert result.sides.categories == ("arithmetic", "unanswerable", "word_problem")
     assert "marker:concise" in result.rule
     # the environment's categories are declared: one missing from the rows fails the gate
     thin = [r for r in before if r["category"] != "unanswerable"]

@@ -33,7 +33,7 @@ def test_a_regression_exits_1_and_prints_the_table(files, tmp_path: Path, capsys
                  "--resamples", "2000"]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("gate FAILED (1 failure): 12 comparisons: 1 regressed")
-    assert "2000 resamples, seed 3" in out.splitlines()[1]
+    assert "2,000 scenario sign flips" in out.splitlines()[1] and "seed 3" in out.splitlines()[1]
     assert any("no_id" in line and "REGRESSED" in line for line in out.splitlines())
     assert "rule: fail if pass@1, marker:well_formed, marker:argument_grounding regressed" in out
     assert "FAIL: pass@1 regressed in no_id" in out
@@ -54,10 +54,12 @@ def test_stricter_options_flip_a_pass(files, capsys) -> None:
     before, after = files(NO_ID_BALANCED)
     assert main(["gate", before, after, "--max-drop", "0.05"]) == 1
     assert main(["gate", before, after, "--fail-on-inconclusive"]) == 1
-    argv = ["gate", before, after, "--method", "t", "--holm", "--guard", "tool_call", "--guard", "well_formed"]
+    argv = ["gate", before, after, "--method", "expanded", "--family-level", "0.1", "--guard", "tool_call",
+            "--guard", "well_formed"]
     assert main(argv) in (0, 1)
     out = capsys.readouterr().out
-    assert "marker:tool_call" in out and "Holm-adjusted" in out and "paired t" in out
+    assert "marker:tool_call" in out and "held together at a 10% run-level false-fail" in out
+    assert "expanded-percentile bootstrap" in out
 
 
 def test_guards_can_be_switched_off(files, capsys) -> None:
@@ -205,13 +207,14 @@ def test_allow_env_change_compares_anyway_and_says_so(tmp_path: Path, capsys) ->
     after = _headed(tmp_path, "after", CalcV2, (True, True))
     out_json = tmp_path / "gate.json"
     # the stricter reward fails every "I cannot tell" reply: a "regression" made by grading, not by the policy
-    assert main(["gate", before, after, "--allow-env-change", "--json", str(out_json)]) == 1
+    # (four scenarios a category: each comparison on its own, as a family of them could not reach its level)
+    assert main(["gate", before, after, "--allow-env-change", "--family-level", "none", "--json", str(out_json)]) == 1
     out = capsys.readouterr().out
     assert "warning: environment changed: " in out and "(compared anyway: --allow-env-change)" in out
     data = json.loads(out_json.read_text())
     assert data["options"]["allow_env_change"] is True
     assert any(w.startswith("environment changed: ") for w in data["warnings"])
-    assert data["options"]["headers"]["after"]["env_fingerprint"] == load_env(CalcV2).fingerprint
+    assert data["sides"]["headers"]["after"]["env_fingerprint"] == load_env(CalcV2).fingerprint
 
 
 def test_regrade_makes_a_stale_baseline_comparable(tmp_path: Path, capsys) -> None:
@@ -252,7 +255,7 @@ def test_a_changed_holdout_is_an_error_unless_shared_units_only(tmp_path: Path, 
     out_json = tmp_path / "gate.json"
     assert main(["gate", before, after, "--shared-units-only", "--json", str(out_json)]) == 0
     data = json.loads(out_json.read_text())
-    assert data["options"]["dropped_units"] == {"before": 2, "after": 0}
+    assert data["sides"]["dropped_units"] == {"before": 2, "after": 0}
     overall = next(c for c in data["comparisons"] if c["group"] == "overall")
     assert overall["n_units"] == 10
 

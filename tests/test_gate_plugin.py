@@ -48,11 +48,11 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_failure_reads_as_a_table_and_the_summary_lists_every_gate(project: pytest.Pytester) -> None:
     result = project.runpytest("-p", "no:cacheprovider", "--rlgate-resamples", "2000", "--rlgate-bootstrap-seed", "4")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["E *2000 resamples, seed 4, margin 0.10*"])
+    result.stdout.fnmatch_lines(["E *2,000 scenario sign flips*seed 4, margin 0.10*"])
     result.stdout.fnmatch_lines([
         "*RegressionError: 1 of 12 comparisons regressed: pass@1 in no_id",
-        "E *expanded-percentile bootstrap of per-scenario deltas: 95% CI, 2000 resamples, seed *, margin 0.10*",
-        "E *metric*group*units×k*before*after*delta*95% CI*MDE*verdict*",
+        "E *paired t of per-scenario deltas; 12 comparisons held together by min-p over 2,000 scenario sign flips*",
+        "E *metric*group*units×k*before*after*delta*% CI*MDE*verdict*",
         "E *pass@1*no_id*15×4*0.950*0.750*-0.200*REGRESSED*",
         "E *rule: fail if pass@1, marker:well_formed, marker:argument_grounding regressed*",
         "E *Remedy: *",
@@ -108,9 +108,11 @@ def test_report_and_junit_properties(project: pytest.Pytester) -> None:
 
 
 def test_settings_come_from_ini_and_options(project: pytest.Pytester) -> None:
-    project.makeini("[pytest]\nrlgate_method = t\nrlgate_margin = 0.2\nrlgate_confidence = 0.9\n")
+    project.makeini("[pytest]\nrlgate_method = t\nrlgate_margin = 0.2\nrlgate_confidence = 0.9\n"
+                    "rlgate_family_level = none\n")
     result = project.runpytest("-k", "collapse", "--rlgate-report", "r.json")
-    result.stdout.fnmatch_lines(["E *paired t of per-scenario deltas: 90% CI, seed *, margin 0.20*"])
+    result.stdout.fnmatch_lines(["E *paired t of per-scenario deltas: 90% CI, each comparison on its own; seed *, "
+                                 "margin 0.20*"])
     gate = json.loads((project.path / "r.json").read_text())["gates"][0]
     assert (gate["method"], gate["margin"], gate["confidence_level"]) == ("t", 0.2, 0.9)
     # the command line wins over the ini file
@@ -121,11 +123,11 @@ def test_settings_come_from_ini_and_options(project: pytest.Pytester) -> None:
 def test_the_bootstrap_seed_has_its_own_option(project: pytest.Pytester) -> None:
     result = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000",
                                "--rlgate-bootstrap-seed", "4")
-    result.stdout.fnmatch_lines(["E *1000 resamples, seed 4, margin 0.10*"])
+    result.stdout.fnmatch_lines(["E *1,000 scenario sign flips*seed 4, margin 0.10*"])
     assert "deprecated" not in result.stdout.str()
     project.makeini("[pytest]\nrlgate_bootstrap_seed = 7\n")
     ini = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000")
-    ini.stdout.fnmatch_lines(["E *1000 resamples, seed 7, margin 0.10*"])
+    ini.stdout.fnmatch_lines(["E *1,000 scenario sign flips*seed 7, margin 0.10*"])
     assert "deprecated" not in ini.stdout.str()
 
 
@@ -134,18 +136,18 @@ def test_the_prompt_seed_alone_still_seeds_the_bootstrap_with_a_deprecation_note
         pytest.skip("--rlgate-seed belongs to the prompts feature")
     result = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000",
                                "--rlgate-seed", "4")
-    result.stdout.fnmatch_lines(["E *1000 resamples, seed 4, margin 0.10*",
+    result.stdout.fnmatch_lines(["E *1,000 scenario sign flips*seed 4, margin 0.10*",
                                  "*RlgateWarning: --rlgate-seed / rlgate_seed as the gate's bootstrap seed is "
                                  "deprecated: pass --rlgate-bootstrap-seed (ini rlgate_bootstrap_seed)*"])
     assert result.stdout.str().count("is deprecated") == 1
     # given both, the bootstrap seed wins and nothing is deprecated
     both = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000",
                              "--rlgate-seed", "4", "--rlgate-bootstrap-seed", "9")
-    both.stdout.fnmatch_lines(["E *1000 resamples, seed 9, margin 0.10*"])
+    both.stdout.fnmatch_lines(["E *1,000 scenario sign flips*seed 9, margin 0.10*"])
     assert "deprecated" not in both.stdout.str()
     # neither: the bootstrap is seeded 0 as before, without a note
     neither = project.runpytest("-k", "collapse", "-p", "no:cacheprovider", "--rlgate-resamples", "1000")
-    neither.stdout.fnmatch_lines(["E *1000 resamples, seed 0, margin 0.10*"])
+    neither.stdout.fnmatch_lines(["E *1,000 scenario sign flips*seed 0, margin 0.10*"])
     assert "deprecated" not in neither.stdout.str()
 
 
@@ -195,17 +197,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")
 
 def test_session_env(rlgate):
     result = rlgate.assert_no_regression("calc_before.jsonl", "calc_after.jsonl", n_resamples=500)
-    assert (result.options["env"], result.options["guards"]) == ("calc", ["concise"])
-    assert result.options["categories"] == ["arithmetic", "unanswerable", "word_problem"]
+    assert (result.sides.env, result.sides.guards) == ("calc", ("concise",))
+    assert result.sides.categories == ("arithmetic", "unanswerable", "word_problem")
 
 @pytest.mark.rlgate(env="calcenv:CalcEnv")
 def test_marked(rlgate):
     result = rlgate.assert_no_regression("calc_before.jsonl", "calc_after.jsonl", n_resamples=500)
-    assert (result.options["env"], result.options["guards"]) == ("calc", ["concise"])
+    assert (result.sides.env, result.sides.guards) == ("calc", ("concise",))
 
 def test_explicit_options_win(rlgate):
     result = rlgate.compare("calc_before.jsonl", "calc_after.jsonl", n_resamples=500, guards=(), categories=())
-    assert result.passed and result.options["guards"] == []
+    assert result.passed and result.sides.guards == ()
 
 @pytest.mark.rlgate(env="no_such_module:Env")
 def test_bad_marker_env(rlgate):

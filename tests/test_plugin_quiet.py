@@ -74,6 +74,36 @@ def test_an_unrelated_project_sees_no_warning_and_no_rlgate_line(pytester: pytes
     assert code == 0 and "warning" not in strict.lower(), strict
 
 
+#: what the plugin may load in a session that never uses rlgate: its feature modules and the light
+#: modules their options are declared in; nothing that computes (no numpy, no report, no reader)
+QUIET_MODULES = {"pytest_rlgate", "pytest_rlgate._version", "pytest_rlgate.errors", "pytest_rlgate.options",
+                 "pytest_rlgate._io", "pytest_rlgate._io.atomic", "pytest_rlgate._io.ranks", "pytest_rlgate._io.stale",
+                 "pytest_rlgate.gate", "pytest_rlgate.gate.options", "pytest_rlgate.gate.numtext",
+                 "pytest_rlgate.gate.verdicts", "pytest_rlgate.rewards", "pytest_rlgate.plugin"}
+HEAVY = ("numpy", "scipy", "tabulate", "yaml", "torch", "transformers", "hypothesis", "orjson", "matplotlib")
+
+
+@pytest.mark.skipif(not _has_entry_point(), reason="pytest-rlgate is not installed (no pytest11 entry point)")
+def test_a_whole_unrelated_session_imports_only_the_features(pytester: pytest.Pytester) -> None:
+    """Start-up, collection, the session's end and the terminal summary of a one-test run load no heavy module."""
+    pytester.makepyfile(test_one=UNRELATED)
+    pytester.makeconftest("import sys\n\ndef pytest_unconfigure(config):\n"
+                          "    open('modules.txt', 'w').write('\\n'.join(sorted(sys.modules)))\n")
+    (pytester.path / "launch.py").write_text(EDITABLE_LAUNCHER, encoding="utf-8")
+
+    def modules(*args: str) -> set[str]:
+        code, out = _run(pytester.path, *args)
+        assert code == 0, out
+        return set((pytester.path / "modules.txt").read_text(encoding="utf-8").split())
+
+    loaded, without = modules(), modules("-p", "no:rlgate")
+    ours = {m for m in loaded if m.split(".")[0] == "pytest_rlgate"}
+    assert "pytest_rlgate.plugin.gate" in ours  # the plugin ran
+    assert {m for m in ours if not m.startswith("pytest_rlgate.plugin.")} <= QUIET_MODULES, sorted(ours)
+    brought = sorted(m for m in loaded - without if m.split(".")[0] in HEAVY)  # other plugins load their own
+    assert not brought, brought
+
+
 def test_every_feature_is_registered_and_each_can_be_switched_off(pytester: pytest.Pytester) -> None:
     from pytest_rlgate import plugin
 

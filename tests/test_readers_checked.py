@@ -1,9 +1,8 @@
-"""A reader's checked pass: the rows the row reader would pass, with the key states it would give.
+"""A harness reader's rows stream through the row reader like a file's: checked in place, key states and repeats alike.
 
-The gate reads an lm-eval side through the reader's own checked pass (rows valid as made,
-repeats refused and key states decided as they stream) instead of checking every row
-again; these tests hold that pass to the row reader's verdict on the same rows, and the
-gate's result to the one it gives on the same rows written as an rlgate row file.
+Every reader hands the gate plain rows (one way, no checked pass of its own); these tests
+hold the lm-eval reader's rows to the row reader's verdict on them and the gate's result
+to the one it gives on the same rows written as an rlgate row file.
 """
 
 from __future__ import annotations
@@ -18,49 +17,35 @@ from _harness import LM_EVAL
 
 from pytest_rlgate import DataError, compare, read_rows
 from pytest_rlgate.cli import main
-from pytest_rlgate.data.readers.source import CheckedReader
-from pytest_rlgate.data.rows import CHANGED, NEW, SAME, RowReader
+from pytest_rlgate.data.rows import CHANGED, NEW, SAME, RowReader, validate_row
 from pytest_rlgate.gate.sides import Side, open_side
 
 BASE, CANDIDATE = LM_EVAL / "base", LM_EVAL / "candidate"
 
 
-def _both(folder: Path, **options: str) -> tuple[list[tuple[dict, int, int]], list[tuple[dict, int, int]]]:
-    """The checked pass and the row reader's generic pass over the same reader's rows."""
-    checked = list(read_rows(folder, **options).checked_pass())
-    generic = list(RowReader(read_rows(folder, **options), name="x"))
-    return checked, generic
-
-
-def _same(checked: list[tuple[dict, int, int]], generic: list[tuple[dict, int, int]]) -> None:
-    assert [(row, state) for row, _line, state in checked] == [(row, state) for row, _line, state in generic]
-    assert [line for _row, line, _state in checked] == list(range(1, len(checked) + 1))
-
-
 @pytest.mark.parametrize("options", [{"filter": "none", "category": "doc.category"}, {"filter": "first-line"}])
-def test_the_checked_pass_gives_the_row_readers_rows_and_states(options: dict[str, str]) -> None:
+def test_the_readers_rows_are_valid_as_made_and_the_gate_reads_them_through_the_row_reader(options) -> None:
     for folder in (BASE, CANDIDATE):
-        _same(*_both(folder, **options))
+        rows = list(read_rows(folder, **options))
+        assert rows == [validate_row(row) for row in rows]
+        assert isinstance(open_side(read_rows(folder, **options), "before"), RowReader)
 
 
 def test_with_a_unit_key_the_rows_of_a_unit_and_prompt_count_up_as_the_row_reader_counts(tmp_path: Path) -> None:
     folder = _copy(tmp_path, lambda lines: [lines[0], lines[0], lines[2], lines[4], lines[2]])
     samples = str(next(folder.glob("samples_rg_refund_2*.jsonl")))
-    checked, generic = _both(Path(samples), filter="none", unit="doc.scenario_id")
-    _same(checked, generic)
-    assert [(row["rollout_index"], state) for row, _line, state in checked] == [
-        (0, NEW), (1, SAME), (0, NEW), (0, NEW), (1, CHANGED)]
+    with RowReader(read_rows(Path(samples), filter="none", unit="doc.scenario_id"), name="x") as reader:
+        read = [(row["rollout_index"], state) for row, _line, state in reader]
+    assert read == [(0, NEW), (1, SAME), (0, NEW), (0, NEW), (1, CHANGED)]
 
 
-def test_a_unit_and_prompt_in_two_tasks_repeats_a_rollout_for_both_passes() -> None:
-    for pass_ in (lambda s: list(s.checked_pass()), lambda s: list(RowReader(s, name="x"))):
-        with pytest.raises(DataError, match="duplicate row: scenario 'with_id/double_charge/business/board-game'"):
-            pass_(read_rows(BASE, filter="none", unit="doc.scenario_id"))
+def test_a_unit_and_prompt_in_two_tasks_repeats_a_rollout() -> None:
+    with pytest.raises(DataError, match="duplicate row: scenario 'with_id/double_charge/business/board-game'"):
+        list(RowReader(read_rows(BASE, filter="none", unit="doc.scenario_id"), name="x"))
 
 
-def test_the_gate_reads_the_checked_pass_and_agrees_with_the_converted_rows(tmp_path: Path) -> None:
+def test_the_gate_reads_the_reader_and_agrees_with_the_converted_rows(tmp_path: Path) -> None:
     for side, folder in (("before", BASE), ("after", CANDIDATE)):
-        assert isinstance(open_side(read_rows(folder, filter="none"), side), CheckedReader)
         assert main(["convert", str(folder), "--filter", "none", "--category-key", "doc.category",
                      "--out", str(tmp_path / f"{side}.jsonl")]) == 0
     direct = compare(read_rows(BASE, filter="none", category="doc.category"),

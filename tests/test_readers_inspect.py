@@ -105,11 +105,24 @@ def test_a_json_log_reads_like_the_eval_one(logs, tmp_path: Path) -> None:
 def test_category_unit_and_scorer_options(logs) -> None:
     rows = list(read_rows(logs["base"], unit="scenario"))
     assert len({r["scenario_id"] for r in rows}) == len(CATEGORIES) * N_PER_CATEGORY // 2
-    with pytest.raises(DataError, match="no metadata 'topic' .*keys there: category, scenario"):
+    with pytest.raises(DataError, match="no category at 'metadata.topic' \\(keys there: category, scenario, from "
+                                        "--category-key topic\\)"):
         list(read_rows(logs["base"], category="topic"))
     with pytest.raises(DataError, match="no scorer 'judge' \\(it has match\\)"):
         list(read_rows(logs["base"], metric="judge"))
     assert {r["category"] for r in read_rows(logs["base"], category="scenario")} == {f"s{i}" for i in range(12)}
+
+
+def test_the_category_key_is_a_dotted_path_into_the_sample_and_a_bare_key_still_reads_metadata(logs) -> None:
+    """One meaning across readers: a path into the record; Inspect's older bare metadata key still works."""
+    dotted = [r["category"] for r in read_rows(logs["base"], category="metadata.scenario")]
+    bare = [r["category"] for r in read_rows(logs["base"], category="scenario")]
+    assert dotted == bare and set(dotted) == {f"s{i}" for i in range(12)}
+    assert {r["category"] for r in read_rows(logs["base"], category="target")} == {f"answer-{i}" for i in range(24)}
+    assert [r["scenario_id"] for r in read_rows(logs["base"], unit="metadata.scenario")] == [
+        r["scenario_id"] for r in read_rows(logs["base"], unit="scenario")]
+    assert read_rows(logs["base"], category="metadata.scenario").header["env_fingerprint"] != read_rows(
+        logs["base"]).header["env_fingerprint"]
 
 
 def test_convert_keeps_the_inspect_provenance(logs, tmp_path: Path, capsys) -> None:

@@ -20,7 +20,8 @@ def test_baseline_and_candidate_logs_gate_in_pytest(pytester: pytest.Pytester) -
     base, candidate = LM_EVAL / "base", LM_EVAL / "candidate"
     pytester.makepyfile(test_logs=TEST.format(base=str(base)))
     result = pytester.runpytest(f"--rlgate-baseline={base}", f"--rlgate-candidate={candidate}",
-                                "--rlgate-filter=none", "--rlgate-category-key=doc.category", "-p", "no:cacheprovider")
+                                "--rlgate-read=filter=none", "--rlgate-category-key=doc.category", "-p",
+                                "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*RegressionError: 2 of 4 comparisons regressed: pass@1 in with_id, pass@1 in "
                                  "overall*"])
@@ -38,4 +39,17 @@ def test_a_bad_read_option_fails_in_one_line(pytester: pytest.Pytester) -> None:
     assert "Traceback" not in result.stdout.str()
     bad = pytester.runpytest("--rlgate-format=csv")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*--rlgate-format 'csv': choose one of rlgate, lm-eval*"])
+    bad.stderr.fnmatch_lines(["*--rlgate-format 'csv': choose one of rlgate, eee, inspect, lm-eval*"])
+    unknown = pytester.runpytest("--rlgate-read=colour=red")
+    assert unknown.ret == pytest.ExitCode.USAGE_ERROR
+    unknown.stderr.fnmatch_lines(["*--rlgate-read colour: no reader declares it (known: filter, findings, provider)*"])
+
+
+def test_the_old_filter_flag_still_reads_with_a_deprecation_warning(pytester: pytest.Pytester) -> None:
+    base, candidate = LM_EVAL / "base", LM_EVAL / "candidate"
+    pytester.makepyfile(test_logs=TEST.format(base=str(base)))
+    result = pytester.runpytest(f"--rlgate-baseline={base}", f"--rlgate-candidate={candidate}", "--rlgate-filter=none",
+                                "--rlgate-category-key=doc.category", "-p", "no:cacheprovider", "-k", "candidate",
+                                "-W", "always::DeprecationWarning")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*RegressionError: 2 of 4 comparisons regressed*"])

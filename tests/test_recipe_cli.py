@@ -58,7 +58,7 @@ def test_one_after_file_is_still_the_adapter_gate(seeds, capsys) -> None:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--holm"], "holm=True: the recipe interval"),
+    (["--gate-metric", "pass^2"], "pass^K / pass@K gate one adapter"),
     (["missing.jsonl"], "after row file 'missing.jsonl' does not exist"),
 ])
 def test_bad_recipe_options_exit_2_with_one_line(seeds, capsys, extra: list[str], message: str) -> None:

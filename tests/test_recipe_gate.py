@@ -67,6 +67,9 @@ def test_a_recipe_that_regresses_fails_naming_the_seeds() -> None:
     message = str(caught.value)
     assert message.startswith("2 of 3 recipe comparisons failed: pass@1 in no_id (regressed in 3 of 3 seeds), "
                               "pass@1 in overall")
+    # the three comparisons are held together: each interval at 1 - 2 x 5 % / 3
+    assert "3 comparisons held together by Bonferroni, each at one-sided 1.67%" in message
+    assert caught.value.result.comparison("pass@1", "no_id").level == pytest.approx(0.05 / 3)
     assert "each seed on its own:" in message and "Remedy:" in message
     assert caught.value.result.comparison("pass@1", "no_id").verdict == "regressed"
 
@@ -97,9 +100,9 @@ def test_the_gates_other_rules_apply_to_the_recipe_interval() -> None:
     assert "below -max_drop" in dropped.comparison("pass@1", "no_id").flags
     moved = compare(BEFORE, afters, require_moved=True)
     assert any("did not move" in f and "(require_moved)" in f for f in moved.failures)
-    assert "no Holm adjustment" in moved.rule and "on the mean over 3 seeds" in moved.rule
-    with pytest.raises(UsageError, match=r"holm=True: the recipe interval .* has no p-value"):
-        compare(BEFORE, afters, holm=True)
+    assert "held together at a 5% run-level false-fail" in moved.rule and "on the mean over 3 seeds" in moved.rule
+    with pytest.raises(UsageError, match=r"pass\^K / pass@K gate one adapter"):
+        compare(BEFORE, afters, metrics=("pass^2",))
 
 
 def test_every_seed_must_pair_with_the_before_units() -> None:
@@ -146,7 +149,7 @@ def test_seed_labels_come_from_headers_then_run_folders(tmp_path: Path) -> None:
 def test_the_json_has_the_gates_keys_and_every_seed() -> None:
     result = compare(BEFORE, {17: side(10, 4), 18: side(12, 3), 19: side(14, 16)}, seed=3)
     payload = json.loads(json.dumps(result.to_dict()))
-    assert payload["kind"] == "recipe" and payload["seeds"] == [17, 18, 19] and payload["holm"] is False
+    assert payload["kind"] == "recipe" and payload["seeds"] == [17, 18, 19] and payload["family"]["law"] == "bonferroni"
     row = next(c for c in payload["comparisons"] if c["group"] == "no_id")
     assert {"metric", "group", "n_units", "k", "before", "after", "delta", "low", "high", "verdict", "mde",
             "flags"} <= set(row)
@@ -161,9 +164,9 @@ def test_the_report_shows_the_recipe_table_dots_and_each_seed() -> None:
     text = result.report()
     lines = text.splitlines()
     assert lines[0] == "recipe gate PASSED over 3 training seeds (17, 18, 19): 3 comparisons: 2 inconclusive, 1 moved"
-    assert "seed + unit components t (Banerjee)" in lines[1] and "no Holm" in lines[1]
+    assert "seed + unit components t (Banerjee)" in lines[1] and "held together by Bonferroni" in lines[1]
     header = next(line for line in lines if line.startswith("metric"))
-    for column in ("units×k", "seeds", "95% CI", "MDE", "per-seed Δ", "verdict", "regressed"):
+    for column in ("units×k", "seeds", "96.7% CI", "MDE", "per-seed Δ", "verdict", "regressed"):
         assert column in header
     no_id = next(line for line in lines if line.startswith("pass@1") and " no_id " in line)
     c = result.comparison("pass@1", "no_id")

@@ -22,6 +22,7 @@ from pytest_rlgate.cli import main
 from pytest_rlgate.errors import DataError
 from pytest_rlgate.report import load_report_data, report_text, write_index, write_report
 from pytest_rlgate.report.levels import levels as _levels
+from pytest_rlgate.report.text import gate_settings, interval_header
 
 ROW = ('{"prompt": "p", "scenario_id": "s", "category": "no_id", "rollout_index": 0, "reply": "r", "score": 1.0, '
        '"reward": 1, "markers": {"well_formed": 1}}')
@@ -105,7 +106,7 @@ def test_report_has_gate_table_plots_alarms_and_config(rendered: Path) -> None:
 
     gate_json = json.loads((run / "gate.json").read_text(encoding="utf-8"))
     gate = page.tables["gate"]
-    assert gate[0] == ["metric", "group", "units×k", "before", "after", "Δ", "95% interval", "MDE", "noise",
+    assert gate[0] == ["metric", "group", "units×k", "before", "after", "Δ", interval_header(gate_json), "MDE", "noise",
                        "verdict", "flags"]
     body = {(r[0], r[1]): r for r in gate[1:]}
     groups = ("overall", "no_id", "off_topic", "with_id")
@@ -119,7 +120,10 @@ def test_report_has_gate_table_plots_alarms_and_config(rendered: Path) -> None:
     assert re.search(r'<tr class="fail">.*?no_id.*?regressed', text), "the regressed row is highlighted"
     assert 'style="background:#c53030">regressed' in text and 'style="background:#2f855a">moved' in text
     assert "FAILED" in text and html.escape(gate_json["failures"][0]) in text and html.escape(gate_json["rule"]) in text
-    assert "method expanded, 95% intervals, 10000 resamples, seed 0, margin ±0.10, Holm off" in text
+    # the page prints the settings line the gate itself printed: method, family, level, seed
+    settings = gate_settings(gate_json)
+    assert settings.startswith("paired t of per-scenario deltas; 8 comparisons held together by min-p over 10,000 "
+                               "scenario sign flips") and html.escape(settings) in text
 
     assert sorted(page.images) == ["report-categories.png", "report-curves.png"], "relative links, beside the page"
     for name in page.images:

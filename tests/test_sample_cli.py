@@ -118,3 +118,22 @@ def test_a_hub_shaped_checkpoint_goes_from_sample_to_gate(hub_model_dir: Path, p
     capsys.readouterr()
     assert main(["gate", str(before), str(after)]) == 0  # the same policy does not regress
     assert "PASS" in capsys.readouterr().out.upper()
+
+
+def test_the_environment_names_its_own_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_rlgate.environment.contract import load_env
+
+    agent = load_env("refund_agent")
+    items = tmp_path / "agent.jsonl"
+    write_prompts(items, build_prompts(0, "small", env=agent)[:3])
+    out = tmp_path / "agent-rows.jsonl"
+    assert main(["sample", "--env", "refund_agent", "--prompts", str(items), "--out", str(out), *FAST]) == 0
+    header = read_header(out)
+    assert header["policy"] == "rlgate/tiny-refund_agent" and "tiny" in header["sampler"]["model"]
+    assert len(load_rows(out)) == 6
+    # an environment that names none is told what to pass, in one line
+    capsys.readouterr()
+    assert main(["sample", "--env", "_calc_env:CalcEnv", "--prompts", str(items), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--model: environment calc names no policy of its own (no base_model); pass a hub id" in err

@@ -11,7 +11,7 @@ from scipy import stats as sps
 
 from pytest_rlgate import ConfidenceInterval, PairedBootstrapResult, holm, minimum_detectable_effect, paired_bootstrap
 from pytest_rlgate.gate import stats as stats_module
-from pytest_rlgate.gate.stats import DEFAULT_METHOD, METHODS, _resample_means, normal_cdf, t_cdf, t_ppf
+from pytest_rlgate.gate.stats import BOOTSTRAP_METHOD, METHODS, _resample_means, normal_cdf, t_cdf, t_ppf
 
 K = 4
 
@@ -146,7 +146,7 @@ def test_result_shape_and_reproducibility() -> None:
     assert isinstance(first, PairedBootstrapResult)
     assert isinstance(first.confidence_interval, ConfidenceInterval)
     assert first.confidence_interval == again.confidence_interval
-    assert first.method == DEFAULT_METHOD == "expanded"
+    assert first.method == BOOTSTRAP_METHOD == "expanded"
     assert first.n == 40 and first.n_resamples == 10_000 and first.confidence_level == 0.95
     assert "bootstrap_distribution" not in repr(first)
     with pytest.raises(AttributeError):

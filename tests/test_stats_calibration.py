@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rlgate.gate.stats import DEFAULT_METHOD
+from pytest_rlgate.gate.stats import BOOTSTRAP_METHOD
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_stats_calibration.py"
 
@@ -31,7 +31,8 @@ def _simulation():
 def test_default_interval_is_calibrated(n: int) -> None:
     sim = _simulation()
     reps = 1500
-    coverage, low, high, false_rate, worst = sim.calibrate((n,), reps=reps, method=DEFAULT_METHOD, n_resamples=2000)[n]
+    coverage, low, high, false_rate, worst = sim.calibrate((n,), reps=reps, method=BOOTSTRAP_METHOD,
+                                                           n_resamples=2000)[n]
     se = math.sqrt(0.95 * 0.05 / (reps * len(sim.PRIORS) * len(sim.EFFECTS)))
     print(f"n={n}: coverage {coverage:.4f} (cells {low:.3f}-{high:.3f}, s.e. {se:.4f}), "
           f"false regressed {false_rate:.4f} (worst cell {worst:.4f})")

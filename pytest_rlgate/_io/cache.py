@@ -16,6 +16,7 @@ variable, platformdirs' user cache dir for ``pytest-rlgate``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -24,11 +25,12 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from .atomic import disk_problem
 from .stale import OWNER, sweep, token
 
 if TYPE_CHECKING:
@@ -108,6 +110,20 @@ def _remove(path: Path) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _cache_errors(base: Path) -> Iterator[None]:
+    """A full disk or a read-only cache folder, met while an artifact is built or published, is one
+    :class:`~pytest_rlgate.DataError` naming the folder and :data:`CACHE_ENV`; nothing is published
+    (an atomic write inside the build says so itself, naming its file)."""
+    try:
+        yield
+    except OSError as exc:
+        problem = disk_problem(exc, f"the artifact cache ({CACHE_ENV} moves it)", base)
+        if problem is None:
+            raise
+        raise problem from None
+
+
 def cached_dir(
     kind: str,
     key: str,
@@ -127,20 +143,21 @@ def cached_dir(
     _check_name("key", key)
     base = cache_root(root) / kind
     final = base / key
-    if not rebuild and is_complete(final):
+    if not rebuild and is_complete(final):  # a published artifact is served from a read-only cache too
         return final
-    base.mkdir(parents=True, exist_ok=True)
-    sweep(base, _LEFTOVER)  # what killed builds of any key left behind; never a live build's folder
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(base / f"{key}.lock"))
-    try:
-        lock.acquire(timeout=lock_timeout)
-    except Timeout:
-        raise UsageError(
-            f"another process has been building {final} for over {lock_timeout:g} s; "
-            f"wait for it or remove {lock.lock_file} if no build is running"
-        ) from None
+    with _cache_errors(base):
+        base.mkdir(parents=True, exist_ok=True)
+        sweep(base, _LEFTOVER)  # what killed builds of any key left behind; never a live build's folder
+        lock = FileLock(str(base / f"{key}.lock"))
+        try:
+            lock.acquire(timeout=lock_timeout)
+        except Timeout:
+            raise UsageError(
+                f"another process has been building {final} for over {lock_timeout:g} s; "
+                f"wait for it or remove {lock.lock_file} if no build is running"
+            ) from None
     try:
         if not rebuild and is_complete(final):  # another process built it while we waited
             return final
@@ -149,16 +166,17 @@ def cached_dir(
             shutil.rmtree(stale, ignore_errors=True)
         _remove(final)  # unpublished (no marker) or being rebuilt
         tmp = base / f"{_TMP_PREFIX}{key}-{token()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
         started = time.time()
-        try:
-            build(tmp)
-            meta = {"kind": kind, "key": key, "built_at": started, "build_seconds": time.time() - started}
-            (tmp / MARKER).write_text(json.dumps(meta, sort_keys=True) + "\n", encoding="utf-8")
-            os.replace(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        with _cache_errors(base):
+            tmp.mkdir()
+            try:
+                build(tmp)
+                meta = {"kind": kind, "key": key, "built_at": started, "build_seconds": time.time() - started}
+                (tmp / MARKER).write_text(json.dumps(meta, sort_keys=True) + "\n", encoding="utf-8")
+                os.replace(tmp, final)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
         return final
     finally:
         lock.release()

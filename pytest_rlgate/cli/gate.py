@@ -15,12 +15,12 @@ sampled on BEFORE's holdout), gates the recipe instead (:mod:`pytest_rlgate.gate
 per metric and category the recipe interval over units and seeds, each seed's own verdict
 and "regressed in k of S seeds"; exit 1 when the recipe regressed.
 
-BEFORE and AFTER may also be an eval harness's per-sample output (an lm-eval
-``--log_samples`` folder, an Inspect ``.eval`` log, a promptfoo ``results.json``, a
-verifiers ``results.jsonl``, a NeMo Evaluator bundle; :mod:`pytest_rlgate.data.readers`):
-the format is detected (or ``--format``), and ``--category-key``, ``--unit-key``,
-``--metric``, ``--pass-threshold`` and ``--filter`` say how a record becomes a row.
+BEFORE and AFTER may also be an eval harness's per-sample output, in any format of
+:mod:`pytest_rlgate.data.readers` (``--format``'s choices; detected by default): the shared
+read flags (``--category-key``, ``--unit-key``, ``--metric``, ``--pass-threshold``) and those
+each reader declares for itself (lm-eval's ``--filter``) say how a record becomes a row.
 ``PATH#key=value`` sets a read option for one side (``results.json#provider=ID``).
+``--json-format eee`` writes the result as an Every Eval Ever aggregate record instead.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from .._io.atomic import atomic_write
-from ..data.readers import RowSource, as_side, read_rows, reader_names
+from ..data.readers import RowSource, as_side, declared_options, read_rows, reader_names
+from ..data.readers.eee import eee_record
 from ..errors import RlgateWarning, UsageError
 from ..gate import compare
-from ..gate.options import GateOptions, shown_default
+from ..gate.options import GateOptions, OrNone, shown_default
 from ..options import Number, ReadOptions, output_file
 from ..report.markdown import step_summary_path, write_markdown
 
@@ -45,7 +46,7 @@ HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
              "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
-             "policy": "FILE"}
+             "policy": "FILE", "family_level": "L", "metrics": "pass^K"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for spec in dataclasses.fields(GateOptions):
         _add_option(parser, spec)
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
+    parser.add_argument("--json-format", choices=("rlgate", "eee"), default="rlgate",
+                        help="--json's shape: rlgate's result record, or an Every Eval Ever aggregate record with "
+                             "each comparison's interval in its uncertainty fields (default rlgate)")
     parser.add_argument("--markdown", metavar="PATH", type=output_file, default=None,
                         help="write a short Markdown summary for the pull request (also appended to "
                              "$GITHUB_STEP_SUMMARY when it is set under CI)")
@@ -66,15 +70,13 @@ def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
     meta = spec.metadata
     kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}  # add_argument's
-    if spec.name in ("guards", "categories"):
-        kwargs.update(action="append", default=None)
-    elif spec.name == "holm":
-        kwargs["action"] = argparse.BooleanOptionalAction
+    if spec.name in ("guards", "categories", "metrics"):
+        kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
         kwargs["action"] = "store_true"
     else:
         bound = meta["bound"]
-        if isinstance(bound, Number):
+        if isinstance(bound, (Number, OrNone)):
             kwargs["type"] = bound
         elif bound is not None:
             kwargs["choices"] = bound.choices
@@ -86,8 +88,8 @@ def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]
 
 
 def add_read_arguments(parser: argparse.ArgumentParser) -> None:
-    """How an eval harness's output becomes rows (``rlgate gate`` and ``rlgate convert``): one flag
-    per :class:`~pytest_rlgate.options.ReadOptions` field that applies to every path."""
+    """How an eval harness's output becomes rows (``rlgate gate`` and ``rlgate convert``): one flag per
+    shared :class:`~pytest_rlgate.options.ReadOptions` field and per option a reader declares with a flag."""
     group = parser.add_argument_group("reading an eval harness's output")
     for spec in ReadOptions.flags().values():
         meta = spec.metadata
@@ -98,14 +100,23 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["metavar"] = meta["metavar"]
             if spec.name == "format":
                 kwargs["choices"] = reader_names()
+                kwargs["help"] = f"{meta['help']}: {', '.join(reader_names())}"
             elif spec.name == "pass_threshold":
                 kwargs["type"] = float
         group.add_argument(meta["flag"], **kwargs)
+    for name, (option, _formats) in declared_options().items():
+        if option.flag is not None:
+            group.add_argument(option.flag, dest=f"read_{name}", metavar=option.metavar, default=None,
+                               help=option.help)
 
 
 def read_options_from(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`~pytest_rlgate.data.readers.read_rows` keywords from the command line's read flags."""
-    return {spec.name: getattr(args, f"read_{spec.name}") for spec in ReadOptions.flags().values()}
+    out = {spec.name: getattr(args, f"read_{spec.name}") for spec in ReadOptions.flags().values()
+           if spec.name != "format"}
+    out.update({name: getattr(args, f"read_{name}") for name, (option, _) in declared_options().items()
+                if option.flag is not None})
+    return out
 
 
 def options_from(args: argparse.Namespace) -> GateOptions:
@@ -113,6 +124,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     values = {name: getattr(args, name) for name in GateOptions.names()}
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
+    values["metrics"] = tuple(values["metrics"] or ())
     return GateOptions(**values)
 
 
@@ -125,13 +137,17 @@ def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | 
         base = spec.rpartition("#")[0] if "#" in spec and not Path(spec).exists() else spec
         if not Path(base).expanduser().exists():
             raise UsageError(f"{name} row file {spec!r} does not exist (a row file, or an eval harness's log)")
-        out.append(read_rows(spec, **options))
+        out.append(read_rows(spec, args.read_format, **options))
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
-    before, *afters = (as_side(source) for source in read_sources([args.before, *args.after], args))
+    if args.json_format == "eee" and len(args.after) > 1:
+        raise UsageError("--json-format eee writes one gate's comparisons; a recipe gate (several AFTER, one per "
+                         "seed) has no single interval per comparison to write: pass one AFTER, or drop it")
+    sources = read_sources([args.before, *args.after], args)
+    before, *afters = (as_side(source) for source in sources)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RlgateWarning)
         result = compare(before, afters[0] if len(afters) == 1 else afters, options)
@@ -140,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
         if not issubclass(warning.category, RlgateWarning):
             print(f"warning: {warning.message}")
     if args.json:
-        _write_json(Path(args.json), result.to_dict())
+        model = sources[-1].header.get("policy")
+        _write_json(Path(args.json), eee_record(result, model=model if isinstance(model, str) else None)
+                    if args.json_format == "eee" else result.to_dict())
     for target, append in ((args.markdown, False), (step_summary_path(), True)):
         if target is not None:
             write_markdown(result, target, append=append)

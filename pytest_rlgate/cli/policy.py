@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 
+from ..data.prompts import read_prompts
 from ..environment.contract import load_env
 from ..errors import UsageError
 from ..options import add_env_argument, add_output_arguments, output_dir
 from ..policy.load import build_tiny_policy, tiny_policy_key, tiny_policy_names
+from ..policy.tiny.agent import agent_spec
 from ..policy.tiny.manifest import read_build_info
 from ..policy.tiny.spec import spec_of
 
@@ -29,15 +31,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(build)
     build.add_argument("--out", type=output_dir, metavar="DIR",
                        help="build into this new or empty folder (default: the artifact cache)")
+    build.add_argument("--prompts-file", metavar="FILE",
+                       help="a tool environment without a tiny_policy: the prompts its tiny agent warms up on "
+                            "(default: the environment's own prompt set)")
     add_output_arguments(build)
 
 
 def run(args: argparse.Namespace) -> int:
     env = load_env(args.env)
-    spec = spec_of(env)
+    if env.tiny_policy is None and env.is_episodic:  # any tool environment: the generic tiny agent's recipe
+        items = read_prompts(args.prompts_file, env=env) if args.prompts_file else env.build_prompts(0, "default")
+        spec = agent_spec(env, items)
+    else:
+        spec = spec_of(env)
     print(f"building {spec.name} for environment {env.name} "
           f"({spec.schedule.steps} warm-start steps; minutes on one CPU core)", flush=True)
-    folder = build_tiny_policy(env, args.out, progress=args.progress)
+    folder = build_tiny_policy(env, args.out, spec=spec, progress=args.progress)
     info = read_build_info(folder)
     built = info["content_sha256"]
     print(f"{spec.name}: {folder}")

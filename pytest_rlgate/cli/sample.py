@@ -42,8 +42,9 @@ BACKENDS = ("transformers", "vllm")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, metavar="ID|DIR",
-                        help=f"a hub id, a local model folder, or {C.TINY_POLICY}")
+    parser.add_argument("--model", metavar="ID|DIR",
+                        help=f"a hub id, a local model folder, or {C.TINY_POLICY} (default: the environment's own "
+                             "policy, when it names one)")
     parser.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter folder put on top of --model")
     add_env_argument(parser)
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
@@ -91,6 +92,13 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     ranks.init_from_launcher()
     env = load_env(args.env)
+    if args.model is None:
+        if env.base_model is None:
+            raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
+                             f"id, a local model folder, or a tiny policy ({C.TINY_POLICY} for a one-turn "
+                             "environment; `rlgate policy build --env SPEC --out DIR` builds one for a tool "
+                             "environment)")
+        args.model = env.base_model
     if args.adapter is not None:
         check_adapter(args.adapter, flag="--adapter")
     items, source = holdout_items(args, env)

@@ -83,7 +83,7 @@ class Row(_RowRequired, total=False):
     sample_seed: int
     eval_run: int | str
     transcript: list[Turn]
-    turns: int
-    tool_calls: int
+    n_turns: int
+    n_tool_calls: int
     stop: str
     turn_markers: list[Markers]

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .._io.atomic import disk_errors
 from ..errors import DataError, UsageError
 from .records import Header, Row
 from .rows import validate_row, write_rows
@@ -97,14 +98,19 @@ class PartialRows:
 
     def _rewrite(self) -> None:
         """Start the partial file over with the header and the rows kept (a torn tail gone)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as out:
-            out.write(json.dumps(self.header, sort_keys=True) + "\n")
-            out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in self.rows)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
+        with disk_errors(self.path, "the partial row file"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                with tmp.open("w", encoding="utf-8") as out:
+                    out.write(json.dumps(self.header, sort_keys=True) + "\n")
+                    out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in self.rows)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            os.replace(tmp, self.path)
 
     def keep(self, count: int) -> None:
         """Keep only the first *count* rows (the whole units the rerun continues after)."""
@@ -115,7 +121,8 @@ class PartialRows:
     def append(self, rows: Iterable[Row]) -> None:
         """Add a finished piece, on disk before this returns."""
         new = [row.copy() for row in rows]
-        with self.path.open("a", encoding="utf-8") as out:
+        with disk_errors(self.path, "the partial row file (the rows sampled so far stay in it; a rerun continues)"), \
+                self.path.open("a", encoding="utf-8") as out:
             out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in new)
             out.flush()
             os.fsync(out.fileno())

@@ -32,14 +32,16 @@ from typing import Any, TypedDict, TypeGuard, cast
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError, hide_user_errors
 from ..options import FILE_NUMBER
+from .episodes import OLD_NAMES, replayed_fields
+from .grading import naming_the_row
 from .jsonl import iter_checked_lines
 from .provenance import HEADER_KEY, check_header, is_header, row_header
 from .records import Case, Header, Markers, Row
 from .rowfile import ROW_FILE, ROW_FILE_FIX, write_lines
 
 __all__ = ["CHANGED", "NEW", "REQUIRED_FIELDS", "SAME", "RowReader", "Rows", "grade_replies", "header_of",
-           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows", "regrade_rows", "validate_row",
-           "write_rows"]
+           "iter_checked", "iter_rows", "load_rows", "read_header", "read_rows",
+           "refuse_silent_sides", "regrade_rows", "validate_row", "write_rows"]
 
 #: a bad row file read from a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -79,6 +81,9 @@ def validate_row(obj: object, *, path: str | None = None, line: int | None = Non
         raise fail(f"a row-file header ({HEADER_KEY!r}) is allowed on the first line only (were two row files "
                    "concatenated? gate them with the header of one, or write them again with write_rows)")
     row: dict[str, Any] = dict(obj)  # a user's mapping, checked field by field below
+    for old, new in OLD_NAMES.items():  # an episode row written before the counts were named n_*
+        if old in row and new not in row and _is_number(row[old]):
+            row[new] = row.pop(old)
     if "reply" not in row and "final_text" in row:
         row["reply"] = row.pop("final_text")
     elif "final_text" in row and row["final_text"] != row["reply"]:
@@ -157,7 +162,8 @@ def _fast_row(row: object) -> TypeGuard[Row]:
             and type(reply) is str and type(index) is int and index >= 0
             and type(score) in _NUMBERS and _LOW <= score <= _HIGH  # NaN compares False
             and (reward == 0 or reward == 1) and type(reward) in _NUMBERS
-            and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row):
+            and type(markers) is dict and "final_text" not in row and HEADER_KEY not in row
+            and "tool_calls" not in row):  # an episode row of the old names: validate_row renames its counts
         return False
     for value in markers.values():
         if type(value) not in _NUMBERS or not _LOW <= value <= _HIGH:
@@ -270,6 +276,10 @@ class RowReader:
         self._lines: Generator[_Line, None, None] | None = None
         self._first: list[_Line] = []  #: the first row's line when the file has no header
         self._used = False
+        #: after a whole pass: True when every row read had an empty reply (rlgate's own rows; an
+        #: eval harness's reader may leave replies out, and is never called silent)
+        self.silent = False
+        self._watch = not getattr(source, "fresh_rows", False)
         self.header: Header | None
         if isinstance(source, (str, os.PathLike)):
             self._lines = lines = iter_checked_lines(source, what=ROW_FILE, fix=ROW_FILE_FIX, check=_fast_row)
@@ -301,8 +311,9 @@ class RowReader:
                 rows = ((line, row, _fast_row(row)) for line, row in enumerate(source, 1))
             else:  # the caller's rows: validate_row copies what it normalises, so they stay as they were
                 rows = ((line, row, False) for line, row in enumerate(source, 1))
-            return _checked(rows, self.label, file=False, handle=None)
-        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines)
+            return _checked(rows, self.label, file=False, handle=None, reader=self)
+        return _checked(itertools.chain(self._first, self._lines), self.label, file=True, handle=self._lines,
+                        reader=self)
 
     def close(self) -> None:
         if self._lines is not None:
@@ -316,8 +327,8 @@ class RowReader:
         self.close()
 
 
-def _checked(lines: Iterable[_Line], label: str, *, file: bool,
-             handle: Generator[_Line, None, None] | None) -> Iterator[tuple[Row, int, int]]:
+def _checked(lines: Iterable[_Line], label: str, *, file: bool, handle: Generator[_Line, None, None] | None,
+             reader: RowReader | None = None) -> Iterator[tuple[Row, int, int]]:
     """The one loop every row passes through: validate, refuse duplicates, stream.
 
     *lines* are (line number, value, checked) of a file after its header, as the JSONL
@@ -336,6 +347,7 @@ def _checked(lines: Iterable[_Line], label: str, *, file: bool,
     large: set[tuple[int, int]] = set()
     key: _Key | None = None
     mask = count = slot = 0
+    spoke = reader is None or not reader._watch  # a row with a reply that is not empty was seen
     obj: Row  # a checked line's value is a Row (the fast check said so); validate_row makes the others one
     try:
         for line, obj, checked in lines:
@@ -366,13 +378,31 @@ def _checked(lines: Iterable[_Line], label: str, *, file: bool,
             else:
                 large.add((slot, index))
             count += 1
+            if not spoke:
+                spoke = bool(obj["reply"].strip())
             yield obj, line, state
     finally:
         if handle is not None:
             handle.close()
+    if reader is not None:
+        reader.silent = count > 0 and not spoke
     if count == 0:
         raise DataError("empty row file (no rows; grade some replies first)" if file else
                         "no rows (an empty gate proves nothing; grade some replies first)", path=label)
+
+
+def refuse_silent_sides(readers: Iterable[object]) -> None:
+    """After a gate has read its sides: a side whose every reply is empty is a :class:`DataError`.
+
+    Rows of nothing (a policy that wrote no word, an agent whose chat never fitted its
+    context) would otherwise compare as two equal sides and pass. Readers of other tools'
+    formats are never called silent (a harness may keep no reply text).
+    """
+    for reader in readers:
+        if getattr(reader, "silent", False):
+            raise DataError("every reply in these rows is empty: the policy sampled nothing (a chat longer than the "
+                            "model's context? a broken chat template?), so a gate of them compares nothing; "
+                            "re-sample them", path=getattr(reader, "label", None) or "<rows>")
 
 
 def read_header(path: str | os.PathLike[str]) -> Header | None:
@@ -481,13 +511,15 @@ def grade_replies(
                             path=where)
         env.check_category(category, path=where)
         for index, reply in enumerate(sampled):
+            with naming_the_row(prompt, item.get("scenario_id"), index):
+                graded = _grade(env, reply, case, prompt)
             rows.append(cast(Row, {  # graded here; the meta keys clash with no graded field
                 "prompt": prompt,
                 "scenario_id": item.get("scenario_id"),
                 "category": category,
                 "rollout_index": index,
-                "reply": reply,
-                **_grade(env, reply, case, prompt),
+                "reply": reply,  # an episode's: the replayed text, which *graded* carries
+                **graded,
                 "case": case,
                 **meta,
             }))
@@ -508,10 +540,19 @@ class _Graded(TypedDict):
     markers: Markers
 
 
-def _grade(env: Env, reply: str, case: Case, prompt: str) -> _Graded:
-    """``score``, ``reward`` and ``markers`` of one reply: the fields a reward change rewrites."""
+def _grade(env: Env, reply: str, case: Case, prompt: str) -> Mapping[str, object]:
+    """``score``, ``reward`` and ``markers`` of one reply: the fields a reward change rewrites.
+
+    An episode environment's reply is an episode's text form: it is replayed from the prompt,
+    and the row gets what a sampled episode's row has (the replayed ``reply``, ``transcript``,
+    counts, ``stop``, ``turn_markers``), with the environment's tool results, never the text's.
+    """
+    if env.is_episodic:
+        return replayed_fields(env, reply, case, prompt)
     value = env.score(reply, case)
-    return {"score": value, "reward": int(env.passes(value)), "markers": env.markers(reply, case, prompt=prompt)}
+    graded: _Graded = {"score": value, "reward": int(env.passes(value)),
+                       "markers": env.markers(reply, case, prompt=prompt)}
+    return graded
 
 
 def regrade_rows(source: RowInput, env: EnvSpec = None) -> Rows:
@@ -541,7 +582,9 @@ def regrade_rows(source: RowInput, env: EnvSpec = None) -> Rows:
                                 "(it has no case_for), so the reply cannot be re-scored; re-sample these rows",
                                 path=label, line=line)
         env.check_category(row["category"], path=label, line=line)
-        out.append({**row, **_grade(env, row["reply"], case, row["prompt"])})
+        with naming_the_row(row["prompt"], row.get("scenario_id"), row["rollout_index"], path=label, line=line):
+            graded = _grade(env, row["reply"], case, row["prompt"])
+        out.append(cast(Row, {**row, **graded}))  # the graded fields replace the old ones
     if header is None:
         policies = {row.get("policy") for row in out}
         seeds = {row.get("sample_seed") for row in out}

@@ -33,8 +33,8 @@ from tabulate import tabulate
 from ..data.prompts import count_by_category
 from ..environment.contract import EnvSpec, load_env
 from ..gate.numtext import interval
-from ..gate.recipe import RecipeComparisonRecord
 from ..gate.recipe_text import seed_dots
+from ..gate.record import Record as RecipeComparisonRecord
 from ..report import write_index, write_report
 from ..train.config import resolved
 from ..train.methods import make_knobs
@@ -122,7 +122,8 @@ def render_recipe_table(summaries: Sequence[RecipeSummary]) -> str:
     rows = [[s.config.title, *(_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"] for s in summaries]
     table = str(tabulate(rows, headers=["recipe", *map(head, groups), "recipe gate"], tablefmt="grid",
                          disable_numparse=True))
-    return table + ("\ncells: pass@1 before → after (mean over seeds); recipe Δ [95% CI over scenarios and seeds]; "
+    return table + ("\ncells: pass@1 before → after (mean over seeds); recipe Δ [interval over scenarios and seeds, "
+                    "a recipe's comparisons held together at 5%]; "
                     "verdict, minimum detectable effect; each seed's Δ as a dot ([──] the interval, | zero); "
                     "how many seeds regressed on their own")
 

@@ -40,7 +40,8 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, RlgateError, UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
-from ..gate.result import ComparisonRecord
+from ..gate.record import Record as ComparisonRecord
+from ..gate.verdicts import verdict_word
 from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
 from ..report import write_index, write_report
@@ -238,7 +239,7 @@ def _interval(c: ComparisonRecord) -> str:
 
 def _verdict(c: ComparisonRecord) -> str:
     verdict = str(c.get("verdict", "?"))
-    shown = verdict.upper() if verdict == "regressed" else verdict
+    shown = verdict_word(verdict, c.get("failure") is not None)
     flags = [f for f in c.get("flags") or [] if f == "within noise"]
     return shown + (f" ({flags[0]})" if flags else "")
 
@@ -287,7 +288,8 @@ def render_table(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
         rows.append([s.config.label, *(_run_cell(s, g) for g in groups), "PASSED" if s.passed else "FAILED"])
     table = str(tabulate(rows, headers=headers, tablefmt="grid", disable_numparse=True))
     tools = "; tool-call rate before → after" if any(s.tool_calls for s in summaries) else ""
-    notes = [f"cells: pass@1 before → after; Δ [95% CI over scenarios]; verdict{tools}"]
+    notes = [f"cells: pass@1 before → after; Δ [interval over scenarios, every comparison of a run held together "
+             f"at a 5% run-level false-fail]; verdict{tools}"]
     if hackable and any(s.config.hackable for s in summaries):
         notes.append(hackable)
     return table + "\n" + "\n".join(notes)

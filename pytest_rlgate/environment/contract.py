@@ -330,9 +330,10 @@ class Env:
             raw = call(self._who, "score()", self._score, reply, case)
         else:  # pragma: no cover - __init__ refuses an environment with nothing to score replies by
             raise AssertionError(f"{self._who} has no score()")
-        value = number(self._who, "score()", raw, what="a number in [0, 1]")
+        member = "get_reward()" if self.is_episodic and self._score is None else "score()"
+        value = number(self._who, member, raw)  # a finite float, whatever the user's code returned
         if not 0.0 <= value <= 1.0:
-            raise UsageError(f"environment {self.name}: score() returned {value!r}, outside [0, 1]")
+            raise UsageError(f"environment {self.name}: {member} returned {value!r}, outside [0, 1]")
         return value
 
     def passes(self, value: float) -> bool:

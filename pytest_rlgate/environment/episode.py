@@ -119,17 +119,21 @@ class Episode:
                        self.stop if turn + 1 >= len(self.turns) else "continued")
 
     def as_dict(self) -> EpisodeRecord:
-        """What a row keeps: the transcript, the turns and the executed calls."""
-        return {"transcript": [dict(m) for m in self.messages], "turns": self.n_turns,
-                "tool_calls": len(self.tool_calls), "stop": self.stop}
+        """What a row keeps: the transcript, how many turns and executed calls, why it stopped.
+
+        The counts are ``n_turns`` and ``n_tool_calls``, as here (``turns`` and ``tool_calls``
+        are this record's lists); rows written before kept them as ``turns`` and ``tool_calls``,
+        which the row reader still reads."""
+        return {"transcript": [dict(m) for m in self.messages], "n_turns": self.n_turns,
+                "n_tool_calls": len(self.tool_calls), "stop": self.stop}
 
 
 class EpisodeRecord(TypedDict):
     """What :meth:`Episode.as_dict` gives a row: its transcript, turn and call counts, and why it stopped."""
 
     transcript: list[dict[str, object]]
-    turns: int
-    tool_calls: int
+    n_turns: int
+    n_tool_calls: int
     stop: str
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from ..data.records import Case
+from .record import from_record, to_record
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..environment.contract import Env
@@ -47,6 +48,8 @@ class Flip:
     and ``*_described`` is the environment's description of each (None without one).
     """
 
+    __record_properties__ = ("counts", "loss")
+
     unit: str
     before: float
     after: float
@@ -70,19 +73,12 @@ class Flip:
         return f"{self.before / max(self.before_rows, 1):.2f} -> {self.after / max(self.after_rows, 1):.2f}"
 
     def to_dict(self) -> dict[str, object]:
-        return {"unit": self.unit, "before": self.before, "after": self.after, "before_rows": self.before_rows,
-                "after_rows": self.after_rows, "counts": self.counts, "loss": self.loss,
-                "before_reply": self.before_reply, "after_reply": self.after_reply,
-                "before_described": self.before_described, "after_described": self.after_described}
+        return dict(to_record(self))
 
     @classmethod
     def from_dict(cls, record: Mapping[str, object]) -> Flip:
         """The inverse of :meth:`to_dict` (a flip of a run's gate.json)."""
-        return cls(unit=str(record["unit"]), before=_sum(record, "before"), after=_sum(record, "after"),
-                   before_rows=int(_sum(record, "before_rows")), after_rows=int(_sum(record, "after_rows")),
-                   before_reply=_text(record, "before_reply"), after_reply=_text(record, "after_reply"),
-                   before_described=_text(record, "before_described"),
-                   after_described=_text(record, "after_described"))
+        return from_record(cls, record)
 
     def lines(self, indent: str = "  ") -> list[str]:
         """The flip as text: the counts line, then each side's reply with its description."""
@@ -146,23 +142,27 @@ def flips_for(
     before_book: ReplyBook | None,
     after_book: ReplyBook | None,
     env: Env | None,
-    limit: int,
+    limit: int | None,
+    *,
+    replies: int | None = None,
 ) -> tuple[Flip, ...]:
-    """The *limit* units of *category* that lost the most on *column* (ties by name); only units that lost.
+    """The *limit* units of *category* that lost the most on *column* (ties by name; None: every one that lost).
 
     ``*_units[unit] = [rows, prompts, sum reward, sum marker...]`` (the gate's per-unit sums).
-    The before reply is the unit's best before (passing) one, the after reply its worst after one.
+    The before reply is the unit's best before (passing) one, the after reply its worst after one,
+    of the *replies* column (default *column*: a pass^K column shows pass@1's replies).
     """
-    if limit <= 0:
+    if limit is not None and limit <= 0:
         return ()
     losses = _losses(column, before_units, after_units)
+    shown = column if replies is None else replies
     out = []
-    for _, unit in heapq.nsmallest(limit, losses):
+    for _, unit in (sorted(losses) if limit is None else heapq.nsmallest(limit, losses)):
         b, a = before_units[unit], after_units[unit]
         before_reply, before_case = (None, None) if before_book is None else before_book.example(
-            category, unit, column)
+            category, unit, shown)
         after_reply, after_case = (None, None) if after_book is None else after_book.example(
-            category, unit, column)
+            category, unit, shown)
         out.append(Flip(
             unit=str(unit), before=_number(b[column]), after=_number(a[column]), before_rows=int(b[0]),
             after_rows=int(a[0]), before_reply=None if before_reply is None else shorten(before_reply),
@@ -207,18 +207,6 @@ def _losses(column: int, before_units: Mapping[str, Sequence[float]],
 
 def _number(x: float) -> float:
     return int(x) if float(x).is_integer() else round(float(x), 4)
-
-
-def _sum(record: Mapping[str, object], key: str) -> float:
-    value = record[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"a flip's {key!r} must be a number, got {value!r:.40}")
-    return value
-
-
-def _text(record: Mapping[str, object], key: str) -> str | None:
-    value = record.get(key)
-    return value if isinstance(value, str) else None
 
 
 def _describe(env: Env | None, reply: str | None, case: Case | None) -> str | None:

@@ -26,80 +26,50 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypedDict
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from ..data.rows import RowInput
 from ..errors import DataError, UsageError, hide_user_errors
 from .afters import SeedSources, is_seed_sources, open_afters, seed_labels
+from .family import FamilyTest
 from .options import METHOD_NAMES, GateOptions
 from .recipe_stats import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
 from .recipe_text import render_failure, render_report, render_table, settings_line
-from .result import ComparisonKeys
-from .sides import Paired, Side, groups, open_side, pair_units, ratio_k, read_sides, resample_stream, warn_caller
+from .record import from_record, to_record
+from .release import Decision
+from .result import GateSides
+from .sides import (
+    Paired,
+    Side,
+    groups,
+    metric_columns,
+    open_side,
+    pair_units,
+    ratio_k,
+    read_sides,
+    resample_stream,
+    warn_caller,
+)
+from .verdicts import MIN_UNITS, Evidence, Failure, judge, rule_text
 
-__all__ = ["RecipeComparison", "RecipeComparisonRecord", "RecipeGateResult", "RecipeRecord", "SeedRecord",
-           "compare_seeds", "is_seed_sources", "seed_labels"]
+__all__ = ["RecipeComparison", "RecipeGateResult", "compare_seeds", "is_seed_sources", "seed_labels"]
 
 #: a bad row file gated in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
 
-#: verdicts that leave the recipe question open (``fail_on_inconclusive`` fails them)
-_UNDECIDED = ("inconclusive", "insufficient", "unresolved")
-
-
-class SeedRecord(TypedDict):
-    """One seed's own comparison in a recipe record."""
-
-    seed: int | str
-    delta: float
-    low: float | None
-    high: float | None
-    verdict: str
-    mde: float | None
-
-
-class RecipeComparisonRecord(ComparisonKeys):
-    """:meth:`RecipeComparison.to_dict`: a gate comparison's keys plus the recipe's."""
-
-    reason: str
-    k_before: float | None
-    k_after: float | None
-    n_seeds: int
-    regressed_seeds: int
-    seeds_line: str
-    seeds: list[SeedRecord]
-
-
-class RecipeRecord(TypedDict):
-    """:meth:`RecipeGateResult.to_dict`: what the recipe's text renders, and ``recipe.json`` keeps."""
-
-    kind: Literal["recipe"]
-    passed: bool
-    rule: str
-    comparisons: list[RecipeComparisonRecord]
-    failures: list[str]
-    seeds: list[int | str]
-    recipe_method: str
-    method: str
-    confidence_level: float
-    n_resamples: int
-    seed: int | None
-    margin: float
-    holm: bool
-    unit: str
-    warnings: list[str]
-    options: dict[str, object]
-
 
 @dataclass(frozen=True)
 class RecipeComparison:
-    """One (metric, group) recipe comparison: the levels, and the recipe verdict with every seed's.
+    """One (metric, group) recipe comparison: the levels, the recipe verdict with every seed's, and its judgement.
 
     ``before`` is the before side's level, ``after`` the mean over seeds of each seed's level.
     """
+
+    __record_properties__ = ("n_units", "n_seeds", "delta", "low", "high", "verdict", "reason", "mde",
+                             "regressed_seeds", "seeds_line", "seeds")
 
     metric: str
     group: str
@@ -110,6 +80,13 @@ class RecipeComparison:
     flags: tuple[str, ...] = ()
     k_before: float | None = None
     k_after: float | None = None
+    #: the one-sided level of the recipe interval and of each seed's (each side)
+    level: float | None = None
+    failure: Failure | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
 
     @property
     def n_units(self) -> int:
@@ -136,8 +113,20 @@ class RecipeComparison:
         return self.recipe.verdict
 
     @property
+    def reason(self) -> str:
+        return self.recipe.reason
+
+    @property
     def mde(self) -> float | None:
         return self.recipe.mde
+
+    @property
+    def regressed_seeds(self) -> int:
+        return self.recipe.regressed_seeds
+
+    @property
+    def seeds_line(self) -> str:
+        return self.recipe.seeds_line
 
     @property
     def seeds(self) -> tuple[SeedComparison, ...]:
@@ -149,43 +138,61 @@ class RecipeComparison:
         k = self.k if self.k_before is None or self.k_before == self.k_after else f"{self.k_before}/{self.k_after}"
         return f"{self.n_units} units x {k} x {self.n_seeds} seed{'s' if self.n_seeds != 1 else ''}"
 
-    def to_dict(self) -> RecipeComparisonRecord:
-        """The gate comparison's keys (so reports and summaries read both) plus the recipe's."""
-        r = self.recipe
-        return {
-            "metric": self.metric, "group": self.group, "n_units": r.n_units, "k": self.k,
-            "before": self.before, "after": self.after, "delta": r.delta, "low": r.low, "high": r.high,
-            "verdict": r.verdict, "reason": r.reason, "mde": r.mde, "flags": list(self.flags),
-            "k_before": self.k_before, "k_after": self.k_after, "n_seeds": r.n_seeds,
-            "regressed_seeds": r.regressed_seeds, "seeds_line": r.seeds_line,
-            "seeds": [{"seed": s.seed, "delta": s.delta, "low": s.low, "high": s.high, "verdict": s.verdict,
-                       "mde": s.mde} for s in r.seeds],
-        }
+    def to_dict(self) -> dict[str, Any]:
+        """The record's fields, and the recipe's numbers flat beside them (what reports read)."""
+        return dict(to_record(self))
 
 
 @dataclass(frozen=True)
 class RecipeGateResult:
     """Every recipe comparison, what failed, and the rule that decided it (``kind`` "recipe")."""
 
+    __record_properties__ = ("kind", "passed", "failures", "method", "recipe_method", "confidence_level",
+                             "n_resamples", "seed", "margin")
+
     comparisons: tuple[RecipeComparison, ...]
-    failures: tuple[str, ...]
     rule: str
     seeds: tuple[int | str, ...]
-    method: str
-    confidence_level: float
-    n_resamples: int
-    seed: int | None
-    margin: float
+    options: GateOptions
+    sides: GateSides
+    family: FamilyTest | None = None
+    side_failures: tuple[str, ...] = ()
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
-    options: Mapping[str, object] = field(default_factory=dict)
+
+    kind = "recipe"
+    recipe_method = RECIPE_METHOD
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        return self.side_failures + tuple(c.failure.text for c in self.comparisons if c.failure is not None)
 
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return not self.side_failures and not any(c.failure for c in self.comparisons)
 
     def __bool__(self) -> bool:
         return self.passed
+
+    @property
+    def method(self) -> str:
+        return self.options.method
+
+    @property
+    def confidence_level(self) -> float:
+        return float(self.options.confidence_level)
+
+    @property
+    def n_resamples(self) -> int:
+        return 0 if self.options.method == "t" else int(self.options.n_resamples)
+
+    @property
+    def seed(self) -> int | None:
+        return self.options.bootstrap_seed
+
+    @property
+    def margin(self) -> float:
+        return float(self.options.margin)
 
     def comparison(self, metric: str, group: str) -> RecipeComparison:
         """The comparison of *metric* in *group*, e.g. ``result.comparison("pass@1", "no_id")``."""
@@ -195,26 +202,14 @@ class RecipeGateResult:
         known = ", ".join(sorted({f"{c.metric}/{c.group}" for c in self.comparisons}))
         raise UsageError(f"no comparison {metric}/{group} in this recipe gate; it has {known}")
 
-    def to_dict(self) -> RecipeRecord:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``rlgate gate BEFORE AFTER AFTER... --json`` and of ``recipe.json``'s gate."""
-        return {
-            "kind": "recipe",
-            "passed": self.passed,
-            "rule": self.rule,
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "failures": list(self.failures),
-            "seeds": list(self.seeds),
-            "recipe_method": RECIPE_METHOD,
-            "method": self.method,
-            "confidence_level": self.confidence_level,
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-            "margin": self.margin,
-            "holm": False,
-            "unit": self.unit,
-            "warnings": list(self.warnings),
-            "options": dict(self.options),
-        }
+        return dict(to_record(self))
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> RecipeGateResult:
+        """The inverse of :meth:`to_dict`."""
+        return from_record(cls, record)
 
     def settings_line(self) -> str:
         return settings_line(self.to_dict())
@@ -278,11 +273,11 @@ def _pair_seeds(
 
 def _recipe_one(
     paired: Sequence[Paired], metric: str, column: int, group: str, labels: Sequence[int | str], opts: GateOptions,
-    *, rng: np.random.Generator | None,
+    level: float, *, rng: np.random.Generator | None,
 ) -> RecipeComparison:
     before = paired[0].means(column)[0]
     after = np.stack([p.means(column)[1] for p in paired])
-    result = compare_recipe(before, after, seeds=labels, margin=opts.margin, confidence_level=opts.confidence_level,
+    result = compare_recipe(before, after, seeds=labels, margin=opts.margin, confidence_level=1.0 - 2.0 * level,
                             n_resamples=opts.n_resamples, method=opts.method, rng=rng)
     flags: list[str] = []
     if np.ptp(after - before) == 0:
@@ -294,82 +289,61 @@ def _recipe_one(
     k = ratio_k(sum(float(m[:, 0].sum()) for p in paired for m in (p.before, p.after)),
                 sum(float(m[:, 1].sum()) for p in paired for m in (p.before, p.after)))
     return RecipeComparison(metric, group, k, float(before.mean()), float(after.mean()), result, tuple(flags),
-                            k_before=k_before, k_after=k_after)
+                            k_before=k_before, k_after=k_after, level=level)
 
 
-def _judge(c: RecipeComparison, opts: GateOptions) -> tuple[str | None, str | None]:
-    """(the failure it adds, the flag that marks it) for one comparison; (None, None) when it passes."""
+def _evidence(c: RecipeComparison) -> Evidence:
+    """The recipe interval when the recipe has one; with one seed, that seed's own (the recipe is unresolved)."""
     r = c.recipe
-    max_drop = opts.max_drop
-    levels = f"{c.before:.3f} -> {c.after:.3f}"
-    if r.verdict == "regressed":
-        return (f"{c.metric} regressed in {c.group} across {r.n_seeds} seeds: {levels}, recipe delta "
-                f"{r.delta:+.3f} [{r.low:+.3f}, {r.high:+.3f}], {r.seeds_line}, {c.size}"), None
-    if r.verdict == "unresolved" and r.seeds[0].verdict == "regressed":
-        only = r.seeds[0]
-        return (f"{c.metric} regressed in {c.group} at the only training seed {only.seed}: {levels}, delta "
-                f"{only.delta:+.3f} [{only.low:+.3f}, {only.high:+.3f}], {c.size} (recipe unresolved)"), \
-            "the only seed regressed"
-    low = r.low if r.n_seeds > 1 else r.seeds[0].low
-    if max_drop is not None and low is not None and low < -max_drop:
-        return (f"{c.metric} in {c.group} may have dropped more than max_drop {max_drop:.3f}: lower bound "
-                f"{low:+.3f} (delta {r.delta:+.3f}, {c.size})"), "below -max_drop"
-    if opts.fail_on_inconclusive and r.verdict in _UNDECIDED:
-        return (f"{c.metric} in {c.group} is {r.verdict}: delta {r.delta:+.3f}, {c.size} "
-                "(fail_on_inconclusive)"), None
-    return None, None
+    if r.verdict == "unresolved":
+        only = r.seeds[0]  # its regression decides; anything else leaves the recipe unresolved
+        verdict = "regressed" if only.verdict == "regressed" else "unresolved"
+        return Evidence(c.metric, c.group, verdict, c.before, c.after, only.delta, only.low, only.high,
+                        f"{c.size} (recipe unresolved)", c.flags, scope=f" at the only training seed {only.seed}")
+    return Evidence(c.metric, c.group, r.verdict, c.before, c.after, r.delta, r.low, r.high, c.size, c.flags,
+                    scope=f" across {r.n_seeds} seeds", detail=r.seeds_line)
 
 
-def _rule(metrics: Sequence[str], n_seeds: int, opts: GateOptions) -> str:
-    level = f"{opts.confidence_level:.0%}"
+def _flagged(c: RecipeComparison, failure: Failure | None) -> RecipeComparison:
+    """The comparison with its judgement, flagged where the table would not show why it failed."""
+    flag = None if failure is None else failure.flag
+    if failure is not None and failure.kind == "regressed" and c.verdict == "unresolved":
+        flag = "the only seed regressed"
+    return replace(c, failure=failure, flags=(*c.flags, flag) if flag else c.flags)
+
+
+def _rule(metrics: Sequence[str], n_seeds: int, opts: GateOptions, family: FamilyTest | None) -> str:
+    level = "" if family is not None else f"{opts.confidence_level:.0%} "
     if n_seeds > 1:
-        test = (f"{level} {RECIPE_METHOD} upper bound < 0 on the mean over {n_seeds} seeds of the paired deltas; "
-                "no Holm adjustment")
+        test = f"{level}{RECIPE_METHOD} upper bound < 0 on the mean over {n_seeds} seeds of the paired deltas"
     else:
-        test = (f"one training seed: the recipe is unresolved and the seed's own {level} "
+        test = (f"one training seed: the recipe is unresolved and the seed's own {level}"
                 f"{METHOD_NAMES[opts.method]} upper bound < 0 decides")
-    parts = [f"fail if the recipe regressed {', '.join(metrics)} overall or in any category ({test})",
-             "a category is missing from a side"]
-    if opts.max_drop is not None:
-        parts.append(f"a lower bound is below -{opts.max_drop:.2f} (non-inferiority)")
-    if opts.require_moved:
-        parts.append("overall pass@1 did not move up")
-    if opts.fail_on_inconclusive:
-        parts.append("any verdict is inconclusive, insufficient or unresolved")
-    return "; or ".join(parts) + f"; flat = interval inside ±{opts.margin:.2f}"
+    return rule_text(metrics, opts, family, test=test, subject="the recipe ")
 
 
 def _recipe_comparisons(
     before: Side, afters: Sequence[Side], metrics: Sequence[str], shared: list[str], labels: Sequence[int | str],
     opts: GateOptions,
-) -> list[RecipeComparison]:
-    """Every (metric, group) recipe comparison, each seed paired with the before side."""
+) -> tuple[list[RecipeComparison], FamilyTest | None]:
+    """Every (metric, group) recipe comparison, each seed paired with the before side, at the family's level.
+
+    The recipe interval has no per-comparison p-value to calibrate a joint law with, so the
+    family is held by Bonferroni: each comparison that can fail at ``family_level / m``.
+    """
     grouped = groups(shared)
     paired = {group: [Paired.of(before, after, cats) for after in afters] for group, cats in grouped}
-    comparisons: list[RecipeComparison] = []
-    index = 0
-    for column, metric in enumerate(metrics, 2):
-        for group, _cats in grouped:
-            index += 1
-            comparisons.append(_recipe_one(paired[group], metric, column, group, labels, opts,
-                                           rng=resample_stream(opts.bootstrap_seed, index)))
-    return comparisons
-
-
-def _apply_rule(comparisons: list[RecipeComparison], opts: GateOptions) -> list[str]:
-    """The failures the comparisons add; flags the comparisons (in place) that :func:`_judge` marks."""
-    failures: list[str] = []
-    for i, c in enumerate(comparisons):
-        failure, flag = _judge(c, opts)
-        if failure:
-            failures.append(failure)
-        if flag:
-            comparisons[i] = replace(c, flags=(*c.flags, flag))
-    if opts.require_moved and comparisons[0].verdict != "moved":
-        head = comparisons[0]
-        failures.append(f"headline pass@1 overall did not move: {head.verdict}, recipe delta {head.delta:+.3f} "
-                        "(require_moved)")
-    return failures
+    cells = [(metric, column, group) for column, metric in enumerate(metrics, 2) for group, _ in grouped]
+    family = None
+    level = (1.0 - opts.confidence_level) / 2.0
+    if opts.family_level is not None:
+        members = sum(1 for _m, _c, group in cells if paired[group][0].n >= MIN_UNITS)
+        level = opts.family_level / max(members, 1)
+        family = FamilyTest(opts.family_level, level, members, members, "bonferroni", 0)
+    comparisons = [_recipe_one(paired[group], metric, column, group, labels, opts, level,
+                               rng=resample_stream(opts.bootstrap_seed, at))
+                   for at, (metric, column, group) in enumerate(cells, 1)]
+    return comparisons, family
 
 
 def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateOptions | None = None,
@@ -379,18 +353,17 @@ def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateO
     *after_rows* is a mapping seed -> row source or a list of row sources (labels from
     :func:`seed_labels`). The options are :func:`pytest_rlgate.gate.adapter.compare_adapter`'s,
     applied to the recipe interval; ``method``, ``n_resamples`` and ``bootstrap_seed`` make
-    each seed's own interval. ``holm=True`` is a :class:`UsageError`: the recipe interval
-    has no p-value to adjust. Each row file is opened once. Flips (``show_flips``) are an
+    each seed's own interval. The family (``family_level``) is held by Bonferroni over the
+    recipe comparisons. Each row file is opened once. Flips (``show_flips``) are an
     adapter's and not listed here; a release ``policy`` is refused (it is written for one
     adapter's verdicts).
     """
     opts = GateOptions.build(options, **overrides)
-    if opts.holm:
-        raise UsageError("holm=True: the recipe interval (over units and seeds) has no p-value to Holm-adjust; "
-                         "drop --holm, or gate each seed's rows on its own")
     if opts.policy is not None:
         raise UsageError("a release policy gates one adapter; gate each seed's rows on its own with --policy, "
                          "or drop it for the recipe")
+    if opts.metrics:
+        raise UsageError("pass^K / pass@K gate one adapter; gate each seed's rows on its own with --gate-metric")
     with ExitStack() as stack:
         before_reader = stack.enter_context(open_side(before_rows, "before"))
         labels, after_readers = open_afters(after_rows, stack)
@@ -405,26 +378,16 @@ def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateO
     if not shared:
         raise DataError(f"{before.label} and the after sides share no category; nothing to compare")
 
-    metrics = ["pass@1", *(f"marker:{g}" for g in sides.guards)]
-    comparisons = _recipe_comparisons(before, afters, metrics, shared, labels, opts)
-    failures = sides.failures + _apply_rule(comparisons, opts)
-
+    metrics = metric_columns((), sides.guards)
+    comparisons, family = _recipe_comparisons(before, afters, metrics, shared, labels, opts)
+    decision = Decision.default(confidence_level=opts.confidence_level, margin=opts.margin, max_drop=opts.max_drop)
+    comparisons = [_flagged(c, judge(_evidence(c), decision, opts)) for c in comparisons]
     return RecipeGateResult(
-        comparisons=tuple(comparisons),
-        failures=tuple(failures),
-        rule=_rule(metrics, len(labels), opts),
-        seeds=tuple(labels),
-        method=opts.method,
-        confidence_level=float(opts.confidence_level),
-        n_resamples=0 if opts.method == "t" else int(opts.n_resamples),
-        seed=opts.bootstrap_seed,
-        margin=float(opts.margin),
-        warnings=tuple(notes),
-        options={"env": None if sides.declared is None else sides.declared.name, "guards": list(sides.guards),
-                 "max_drop": opts.max_drop, "require_moved": opts.require_moved,
-                 "fail_on_inconclusive": opts.fail_on_inconclusive, "categories": list(sides.categories or ()),
-                 "before": before.label, "after": after_labels,
-                 "headers": {"before": sides.before_header, "after": sides.after_headers},
-                 "allow_env_change": opts.allow_env_change, "shared_units_only": opts.shared_units_only,
-                 "dropped_units": {side.label: side.dropped for side in (before, *afters)}},
+        comparisons=tuple(comparisons), rule=_rule(metrics, len(labels), opts, family), seeds=tuple(labels),
+        options=opts, family=family, side_failures=tuple(sides.failures), warnings=tuple(notes),
+        sides=GateSides(before=before.label, after=tuple(after_labels),
+                        env=None if sides.declared is None else sides.declared.name, guards=tuple(sides.guards),
+                        categories=tuple(sides.categories or ()),
+                        headers={"before": sides.before_header, "after": sides.after_headers},
+                        dropped_units={side.label: side.dropped for side in (before, *afters)}),
     )

@@ -22,10 +22,15 @@ from tabulate import tabulate
 from .numtext import interval
 from .options import METHOD_NAMES
 from .text import REMEDY, is_borderline, units_label
-from .verdicts import RECIPE_VERDICTS
+from .verdicts import BORDERLINE, RECIPE_VERDICTS, verdict_word
 
 if TYPE_CHECKING:
-    from .recipe import RecipeComparisonRecord, RecipeRecord
+    from collections.abc import Mapping
+    from typing import Any
+
+    #: a recipe result's ``to_dict()`` and one of its comparisons: what every recipe face renders
+    RecipeRecord = Mapping[str, Any]
+    RecipeComparisonRecord = Mapping[str, Any]
 
 __all__ = ["DOTS_LEGEND", "render_failure", "render_report", "render_seeds", "render_table", "seed_dots",
            "seeds_cell", "settings_line", "summary_line", "worth_a_look"]
@@ -37,7 +42,6 @@ DOTS_LEGEND = ("per-seed Δ: ● one seed's delta (a digit: that many seeds at o
 HEADERS = ("metric", "group", "units×k", "seeds", "before", "after", "delta", "{level} CI", "MDE", "per-seed Δ",
            "verdict", "regressed", "flags")
 SEED_HEADERS = ("metric", "group", "seed", "delta", "{level} CI", "MDE", "verdict")
-_UNDECIDED = ("regressed", "inconclusive", "insufficient", "unresolved")
 
 
 def seed_dots(deltas: Sequence[float], low: float | None = None, high: float | None = None, *,
@@ -83,23 +87,21 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def _verdict(verdict: str) -> str:
-    return verdict.upper() if verdict == "regressed" else verdict
-
-
 def worth_a_look(c: RecipeComparisonRecord) -> bool:
     """Shown without verbose: an undecided recipe, one any seed regressed on, or a flag."""
-    return c["verdict"] in _UNDECIDED or c["regressed_seeds"] > 0 or is_borderline(c["verdict"], c["flags"])
+    return c["verdict"] in BORDERLINE or c["regressed_seeds"] > 0 or is_borderline(c["verdict"], c["flags"])
 
 
 def _level(result: RecipeRecord) -> str:
-    return f"{result['confidence_level']:.0%}"
+    family = result.get("family")
+    return f"{result['confidence_level']:.0%}" if not family else f"{1 - 2 * family['marginal']:.1%}"
 
 
 def _row(c: RecipeComparisonRecord) -> list[str]:
     return [c["metric"], c["group"], units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after")),
             str(c["n_seeds"]), f"{c['before']:.3f}", f"{c['after']:.3f}", f"{c['delta']:+.3f}",
-            _ci(c.get("low"), c.get("high")), _num(c.get("mde")), _dots(c), _verdict(c["verdict"]),
+            _ci(c.get("low"), c.get("high")), _num(c.get("mde")), _dots(c),
+            verdict_word(c["verdict"], c.get("failure") is not None),
             f"{c['regressed_seeds']} of {c['n_seeds']}", ", ".join(c["flags"])]
 
 
@@ -124,7 +126,7 @@ def render_table(result: RecipeRecord, *, verbose: bool = True) -> str:
 def render_seeds(result: RecipeRecord, *, verbose: bool = True) -> str:
     """Every seed gated on its own, under the recipe rows it belongs to."""
     rows = [[c["metric"], c["group"], str(s["seed"]), f"{s['delta']:+.3f}", _ci(s.get("low"), s.get("high")),
-             _num(s.get("mde")), _verdict(s["verdict"])]
+             _num(s.get("mde")), verdict_word(s["verdict"], s["verdict"] == "regressed")]
             for c in result["comparisons"] if verbose or worth_a_look(c) for s in c["seeds"]]
     if not rows:
         return "(no seed to show)"
@@ -145,9 +147,12 @@ def summary_line(result: RecipeRecord) -> str:
 def settings_line(result: RecipeRecord) -> str:
     """How the intervals were made: the recipe's, and each seed's own (enough to reproduce them)."""
     resamples = "" if result["method"] == "t" else f", {result['n_resamples']} resamples"
+    family = result.get("family")
+    held = "" if not family else (f"; {family['members']} comparisons held together by Bonferroni, each at one-sided "
+                                  f"{family['marginal']:.2%}: an unchanged recipe fails at most {family['level']:.0%}")
     return (f"recipe: mean over seeds of per-{result['unit']} paired deltas, {_level(result)} CI "
             f"{result['recipe_method']}; each seed alone: {METHOD_NAMES[result['method']]}{resamples}, "
-            f"seed {result['seed']}; margin {result['margin']:.2f}, no Holm")
+            f"seed {result['seed']}; margin {result['margin']:.2f}{held}")
 
 
 def render_report(result: RecipeRecord, *, verbose: bool = True) -> str:
@@ -158,18 +163,15 @@ def render_report(result: RecipeRecord, *, verbose: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _failed(c: RecipeComparisonRecord) -> bool:
-    return c["verdict"] == "regressed" or any(f in c["flags"] for f in ("below -max_drop", "the only seed regressed"))
-
-
 def render_failure(result: RecipeRecord) -> str:
     """The RegressionError text: what failed, each failing row's seeds, the rule and the remedy."""
-    counted = sorted((c for c in result["comparisons"] if _failed(c)), key=lambda c: c["delta"])
+    counted = sorted((c for c in result["comparisons"] if c.get("failure")), key=lambda c: c["delta"])
     head = f"{len(counted)} of {len(result['comparisons'])} recipe comparisons failed"
     if counted:
         head += ": " + ", ".join(f"{c['metric']} in {c['group']} ({c['seeds_line']})" for c in counted[:4])
         head += f" and {len(counted) - 4} more" if len(counted) > 4 else ""
-    others = [f for f in result["failures"] if " regressed in " not in f and "max_drop" not in f]
+    others = [*result["side_failures"], *(c["failure"]["text"] for c in counted
+                                          if c["failure"]["kind"] not in ("regressed", "max_drop"))]
     if others:
         head += f"; {len(others)} other failure{'s' if len(others) != 1 else ''}"
     lines = [head, settings_line(result)]

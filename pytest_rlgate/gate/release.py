@@ -12,9 +12,16 @@ so in YAML or TOML, without Python::
       with_id: {max_drop: 0.02}
       "marker:*": {tier: critical}
 
-Tiers: ``advisory`` never fails (its verdict is shown); ``supporting`` (the default) fails
-on ``regressed``; ``critical`` fails on ``regressed`` and also on ``insufficient``. Each
-tier, and each rule, may set its own ``confidence`` and ``margin``. ``max_drop`` fails a
+Tiers: ``advisory`` never fails (its verdict is shown, and it is left out of the family the
+gate holds at its run-level false-fail); ``supporting`` (the default) fails on ``regressed``;
+``critical`` fails on ``regressed`` and also on ``insufficient``. Each tier, and each rule,
+may set its own ``confidence`` and ``margin``: inside the family a comparison's share of the
+run-level false-fail is proportional to ``1 - confidence`` (a critical tier at 0.90 is held to
+twice the level of a supporting one at 0.95), and with ``family_level: null`` each is tested
+at its own confidence. ``family_level`` at the top sets the run-level false-fail (a
+``--family-level`` the command line sets wins). ``severe_flips: true`` also fails a
+comparison in which any scenario went from every reply passing to none, however flat the
+mean. ``max_drop`` fails a
 lower bound below ``-max_drop``; ``max_relative_drop`` one below ``-max_relative_drop x
 before`` (for low baselines, where two points are a large share); ``required: true`` fails
 when the category is missing; ``min_units`` turns a comparison over fewer units into
@@ -49,9 +56,12 @@ __all__ = ["TIERS", "Decision", "ReleasePolicy", "ReleaseRule", "as_release_poli
 TIERS: tuple[str, ...] = ("critical", "supporting", "advisory")
 #: the tier of a comparison no rule names (``overall`` excepted: advisory)
 DEFAULT_TIER = "supporting"
-_RULE_KEYS = ("tier", "confidence", "margin", "max_drop", "max_relative_drop", "required", "min_units")
+_RULE_KEYS = ("tier", "confidence", "margin", "max_drop", "max_relative_drop", "required", "min_units",
+              "severe_flips")
 _TIER_KEYS = ("confidence", "margin")
-_TOP_KEYS = ("tiers", "rules")
+_TOP_KEYS = ("tiers", "rules", "family_level")
+#: a policy that does not set family_level leaves the gate's
+_UNSET = "unset"
 _MAX_BYTES = 1 << 20
 _GLOB = re.compile(r"[*?\[]")
 _MARKER = "marker:"
@@ -73,6 +83,7 @@ class ReleaseRule:
     max_relative_drop: float | None = None
     required: bool = False
     min_units: int | None = None
+    severe_flips: bool = False
 
     @property
     def is_glob(self) -> bool:
@@ -88,7 +99,11 @@ class ReleaseRule:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the policy says on one comparison: its tier, level, margin and limits, and which line said it."""
+    """What the policy says on one comparison: its tier, level, margin and limits, and which line said it.
+
+    A gate without a policy file decides every comparison with :meth:`default` (supporting,
+    the gate's own settings, ``where`` empty: no line to name).
+    """
 
     tier: str
     confidence_level: float
@@ -96,7 +111,20 @@ class Decision:
     max_drop: float | None
     max_relative_drop: float | None
     min_units: int | None
-    where: str  #: ``release.yaml:4 no_id`` or ``release.yaml (no rule: overall is advisory)``
+    where: str  #: ``release.yaml:4 no_id`` or ``release.yaml (no rule: overall is advisory)``; "" without a policy
+    severe_flips: bool = False
+    #: the comparison's share of the family's level, relative to a comparison at the gate's own confidence
+    weight: float = 1.0
+
+    @classmethod
+    def default(cls, *, confidence_level: float, margin: float, max_drop: float | None) -> Decision:
+        """The decision of the gate without a policy: every comparison supporting, at the gate's settings."""
+        return cls(tier=DEFAULT_TIER, confidence_level=confidence_level, margin=margin, max_drop=max_drop,
+                   max_relative_drop=None, min_units=None, where="")
+
+    @property
+    def can_fail(self) -> bool:
+        return self.tier != "advisory"
 
     def label(self) -> str:
         """``critical (release.yaml:4 no_id)``."""
@@ -110,6 +138,15 @@ class ReleasePolicy:
     source: str
     rules: tuple[ReleaseRule, ...]
     tiers: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: the run-level false-fail the policy asks for (None: each comparison at its own confidence);
+    #: ``"unset"`` leaves the gate's own
+    family_level: float | None | str = _UNSET
+
+    def family(self, gate_level: float | None, gate_default: float | None) -> float | None:
+        """The family level in force: the gate's when it was set away from its default, else the policy's."""
+        if self.family_level == _UNSET or gate_level != gate_default:
+            return gate_level
+        return self.family_level if not isinstance(self.family_level, str) else gate_level
 
     def _rule(self, name: str, *, marker: bool) -> ReleaseRule | None:
         pool = [r for r in self.rules if r.is_marker == marker]
@@ -143,11 +180,13 @@ class ReleasePolicy:
             value = None if rule is None else getattr(rule, name)
             return value if value is not None else settings.get(name, gate)
 
-        return Decision(tier=tier, confidence_level=float(pick("confidence", confidence_level)),
-                        margin=float(pick("margin", margin)),
+        level = float(pick("confidence", confidence_level))
+        return Decision(tier=tier, confidence_level=level, margin=float(pick("margin", margin)),
                         max_drop=rule.max_drop if rule is not None and rule.max_drop is not None else max_drop,
                         max_relative_drop=None if rule is None else rule.max_relative_drop,
-                        min_units=None if rule is None else rule.min_units, where=where)
+                        min_units=None if rule is None else rule.min_units, where=where,
+                        severe_flips=rule is not None and rule.severe_flips,
+                        weight=(1.0 - level) / (1.0 - confidence_level))
 
     def required(self) -> list[ReleaseRule]:
         return [r for r in self.rules if r.required and not r.is_marker]
@@ -181,9 +220,13 @@ class ReleasePolicy:
                 bits.append(f"min_units {r.min_units}")
             if r.required:
                 bits.append("required")
+            if r.severe_flips:
+                bits.append("severe_flips")
             parts.append(f"{r.selector} {' '.join(bits)} (line {r.line})")
         tiers = "".join(f"; {t}: " + ", ".join(f"{k} {v:g}" for k, v in s.items()) for t, s in self.tiers.items())
-        return f"release policy {self.source}: " + "; ".join(parts) + tiers
+        family = "" if self.family_level == _UNSET else \
+            f"; family_level {'null' if self.family_level is None else f'{self.family_level:g}'}"
+        return f"release policy {self.source}: " + "; ".join(parts) + tiers + family
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -217,9 +260,9 @@ def _rule(source: str, selector: str, line: int, body: object, lines: Mapping[st
             if value not in TIERS:
                 raise _fail(source, at, f"tier must be one of {', '.join(TIERS)}, got {value!r}")
             values[key] = value
-        elif key == "required":
+        elif key in ("required", "severe_flips"):
             if not isinstance(value, bool):
-                raise _fail(source, at, f"required must be true or false, got {value!r}")
+                raise _fail(source, at, f"{key} must be true or false, got {value!r}")
             values[key] = value
         elif key == "min_units":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -264,7 +307,14 @@ def _build(source: str, data: object, where: _Lines) -> ReleasePolicy:
                 raise _fail(source, at, f"unknown key {key!r} in tier {tier!r}; a tier takes {', '.join(_TIER_KEYS)}")
             settings[key] = _share(source, at, key, value, open_low=key == "confidence")
         tiers[tier] = settings
-    return ReleasePolicy(source=source, rules=tuple(rules), tiers=tiers)
+    family: float | None | str = _UNSET
+    if "family_level" in data:
+        family = data["family_level"]
+        if family is not None:
+            family = _share(source, where.line(("family_level",)), "family_level", family, open_low=True)
+            if family >= 0.5:
+                raise _fail(source, where.line(("family_level",)), f"family_level must be below 0.5, got {family!r}")
+    return ReleasePolicy(source=source, rules=tuple(rules), tiers=tiers, family_level=family)
 
 
 class _Lines:

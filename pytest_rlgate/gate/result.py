@@ -1,72 +1,38 @@
 """What a one-adapter gate returns: one record per (metric, group) comparison, and the result.
 
-Plain frozen records, so a result can be written as JSON (``to_dict``) and read back
-(``from_dict``) without the statistics; the text they print lives in :mod:`.text`.
+Plain frozen records, each field declared once: the JSON shape (``to_dict``) and its inverse
+(``from_dict``) follow from the fields (:mod:`.record`), so a run's gate.json reads back as
+the result the run printed; the text they print lives in :mod:`.text`. Each comparison keeps
+the judgement it got (:class:`~.verdicts.Failure`, or None), and the result its
+:class:`~.options.GateOptions`, so every face reads one judgement and the command that
+reproduces it is generated from the options.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
-from ..errors import DataError
+from ..errors import UsageError
+from .family import FamilyTest
 from .flips import Flip
+from .options import N_RESAMPLES, GateOptions
+from .record import from_record, to_record
 from .text import render_failure, render_report, render_table, settings_line
+from .verdicts import Failure
 
-__all__ = ["Comparison", "ComparisonKeys", "ComparisonRecord", "GateRecord", "GateResult"]
-
-
-class ComparisonKeys(TypedDict):
-    """The keys every comparison record has, one adapter's or a recipe's: what reports read."""
-
-    metric: str
-    group: str
-    n_units: int
-    k: float
-    before: float
-    after: float
-    delta: float
-    low: float | None
-    high: float | None
-    verdict: str
-    mde: float | None
-    flags: list[str]
-
-
-class ComparisonRecord(ComparisonKeys):
-    """:meth:`Comparison.to_dict`: one row of ``rlgate gate --json`` and of a run's gate.json."""
-
-    p_less: float | None
-    p_adjusted: float | None
-    noise: float | None
-    k_before: float | None
-    k_after: float | None
-    flips: list[Mapping[str, object]]
-    tier: str | None
-    decided_by: str | None
-
-
-class GateRecord(TypedDict):
-    """:meth:`GateResult.to_dict`: the JSON shape of ``rlgate gate --json`` (and ``--rlgate-report`` entries)."""
-
-    passed: bool
-    rule: str
-    comparisons: list[ComparisonRecord]
-    failures: list[str]
-    method: str
-    confidence_level: float
-    n_resamples: int
-    seed: int | None
-    margin: float
-    holm: bool
-    warnings: list[str]
-    options: dict[str, object]
+__all__ = ["Comparison", "GateResult", "GateSides"]
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One (metric, group) before/after comparison over paired units."""
+    """One (metric, group) before/after comparison over paired units, and its judgement.
+
+    ``low``/``high`` are the interval at the one-sided ``level`` the family test set (so the
+    verdict is exactly what the interval shows); ``p_less`` is the comparison's own paired t
+    p-value and ``p_adjusted`` the smallest run-level false-fail at which it would regress.
+    """
 
     metric: str
     group: str
@@ -89,9 +55,22 @@ class Comparison:
     k_after: float | None = None
     #: the scenarios that lost the most, when the comparison failed (or every one was asked for)
     flips: tuple[Flip, ...] = ()
+    #: how many scenarios lost at all, and how many beyond those shown lost as much as the last shown
+    lost: int = 0
+    tied: int = 0
     #: the release policy's tier and the line that decided it (None without a policy)
     tier: str | None = None
     decided_by: str | None = None
+    #: the one-sided level of the interval (each side): the family's marginal level, or (1 - confidence) / 2
+    level: float | None = None
+    #: units that went from every reply passing to none (pass^K and pass@1 alike)
+    severe: int = 0
+    #: why it failed the gate; None when it did not
+    failure: Failure | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
 
     @property
     def size(self) -> str:
@@ -100,92 +79,102 @@ class Comparison:
             return f"{self.n_units} units x {self.k}"
         return f"{self.n_units} units x {self.k_before} (before) / {self.k_after} (after)"
 
-    def to_dict(self) -> ComparisonRecord:
-        return {
-            "metric": self.metric,
-            "group": self.group,
-            "n_units": self.n_units,
-            "k": self.k,
-            "before": self.before,
-            "after": self.after,
-            "delta": self.delta,
-            "low": self.low,
-            "high": self.high,
-            "verdict": self.verdict,
-            "mde": self.mde,
-            "p_less": self.p_less,
-            "p_adjusted": self.p_adjusted,
-            "noise": self.noise,
-            "flags": list(self.flags),
-            "k_before": self.k_before,
-            "k_after": self.k_after,
-            "flips": [f.to_dict() for f in self.flips],
-            "tier": self.tier,
-            "decided_by": self.decided_by,
-        }
+    def to_dict(self) -> dict[str, Any]:
+        return dict(to_record(self))
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Comparison:
         """The inverse of :meth:`to_dict` (a row of a run's gate.json)."""
-        return cls(**{**record, "flags": tuple(record.get("flags") or ()),
-                      "flips": tuple(Flip.from_dict(f) for f in record.get("flips") or ())})
+        return from_record(cls, record)
+
+
+@dataclass(frozen=True)
+class GateSides:
+    """What the gate read: the sides' labels and headers, and what the options resolved to."""
+
+    before: str
+    after: tuple[str, ...]  #: one label per after side (a recipe has one per training seed)
+    env: str | None = None  #: the environment the options named
+    guards: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()  #: the declared categories
+    headers: Mapping[str, object] = field(default_factory=dict)
+    dropped_units: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class GateResult:
-    """Every comparison, what failed, and the rule that decided it."""
+    """Every comparison, what failed, and the rule that decided it.
+
+    ``failures`` are the comparisons' own failures after the failures of the sides
+    (``side_failures``: a category on one side only, a required one missing).
+    """
+
+    __record_properties__ = ("passed", "failures", "method", "confidence_level", "n_resamples", "seed", "margin")
 
     comparisons: tuple[Comparison, ...]
-    failures: tuple[str, ...]
     rule: str
-    method: str
-    confidence_level: float
-    n_resamples: int
-    seed: int | None
-    margin: float
-    holm: bool
+    options: GateOptions
+    sides: GateSides
+    family: FamilyTest | None = None
+    side_failures: tuple[str, ...] = ()
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
-    options: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        return self.side_failures + tuple(c.failure.text for c in self.comparisons if c.failure is not None)
 
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return not self.side_failures and not any(c.failure for c in self.comparisons)
 
     def __bool__(self) -> bool:
         return self.passed
 
-    def to_dict(self) -> GateRecord:
-        """The JSON shape of ``rlgate gate --json`` (and ``--rlgate-report`` entries)."""
-        return {
-            "passed": self.passed,
-            "rule": self.rule,
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "failures": list(self.failures),
-            "method": self.method,
-            "confidence_level": self.confidence_level,
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-            "margin": self.margin,
-            "holm": self.holm,
-            "warnings": list(self.warnings),
-            "options": dict(self.options),
-        }
+    @property
+    def method(self) -> str:
+        return self.options.method
+
+    @property
+    def confidence_level(self) -> float:
+        return float(self.options.confidence_level)
+
+    @property
+    def n_resamples(self) -> int:
+        """Resamples (or sign flips) the intervals drew; 0 when nothing was drawn (paired t, each on its own)."""
+        drawn = self.options.method != "t" or (self.family is not None and self.family.draws > 0)
+        return int(self.options.n_resamples) if drawn else 0
+
+    @property
+    def seed(self) -> int | None:
+        return self.options.bootstrap_seed
+
+    @property
+    def margin(self) -> float:
+        return float(self.options.margin)
+
+    def comparison(self, metric: str, group: str) -> Comparison:
+        """The comparison of *metric* in *group*, e.g. ``result.comparison("pass@1", "no_id")``."""
+        for c in self.comparisons:
+            if (c.metric, c.group) == (metric, group):
+                return c
+        known = ", ".join(f"{c.metric}/{c.group}" for c in self.comparisons)
+        raise UsageError(f"no comparison {metric}/{group} in this gate; it has {known}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``rlgate gate --json`` (and ``--rlgate-report`` entries, a run's gate.json)."""
+        return dict(to_record(self))
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> GateResult:
         """The inverse of :meth:`to_dict`: a run's gate.json as the result the run printed.
 
+        A record written before the result kept its options and sides (a run folder of an
+        older release) is read through :func:`_older_record`.
+
         :raises DataError: the record is not ``GateResult.to_dict()``'s shape.
         """
-        try:
-            return cls(comparisons=tuple(Comparison.from_dict(c) for c in record["comparisons"]),
-                       failures=tuple(record["failures"]), rule=record["rule"], method=record["method"],
-                       confidence_level=record["confidence_level"], n_resamples=record["n_resamples"],
-                       seed=record["seed"], margin=record["margin"], holm=record["holm"],
-                       warnings=tuple(record.get("warnings") or ()), options=dict(record.get("options") or {}))
-        except (KeyError, TypeError) as exc:
-            raise DataError(f"not a gate result (GateResult.to_dict()): {exc}") from None
+        return from_record(cls, record if "sides" in record else _older_record(record))
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
@@ -202,3 +191,37 @@ class GateResult:
     def message(self) -> str:
         """The :class:`RegressionError` text: count, settings, failing rows, rule, remedy."""
         return render_failure(self)
+
+
+def _older_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """An older gate.json (settings at the top, an untyped ``options`` dict, failures as sentences) in today's shape.
+
+    Its comparisons' failures are recovered from the sentences that name them, so an old run
+    still reports which comparison failed; a sentence naming no comparison is a side failure.
+    """
+    old = dict(record.get("options") or {})
+    settings = {"method": record.get("method", "expanded"), "confidence_level": record.get("confidence_level", 0.95),
+                "n_resamples": record.get("n_resamples") or N_RESAMPLES, "bootstrap_seed": record.get("seed"),
+                "margin": record.get("margin", 0.10), "family_level": None}
+    for key in ("max_drop", "require_moved", "fail_on_inconclusive", "allow_env_change", "shared_units_only",
+                "show_flips", "flips_in", "policy", "env"):
+        if old.get(key) is not None:
+            settings[key] = old[key]
+    if old.get("guards") is not None:
+        settings["guards"] = list(old["guards"])
+    failures = list(record.get("failures") or ())
+    comparisons = []
+    for c in record.get("comparisons") or ():
+        named = [f for f in failures if f.startswith((f"{c['metric']} regressed in {c['group']}:",
+                                                      f"{c['metric']} in {c['group']} "))]
+        kind = "regressed" if named and " regressed in " in named[0] else "max_drop"
+        comparisons.append({**c, "failure": {"kind": kind, "text": named[0]} if named else None})
+        failures = [f for f in failures if f not in named[:1]]
+    after = old.get("after")
+    return {"comparisons": comparisons, "rule": record.get("rule", ""), "options": settings,
+            "sides": {"before": str(old.get("before") or "before"),
+                      "after": [str(a) for a in after] if isinstance(after, list) else [str(after or "after")],
+                      "env": old.get("env"), "guards": list(old.get("guards") or ()),
+                      "categories": list(old.get("categories") or ()), "headers": old.get("headers") or {},
+                      "dropped_units": old.get("dropped_units") or {}},
+            "side_failures": failures, "warnings": list(record.get("warnings") or ())}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import math
 import sys
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, KeysView, Mapping, Sequence
@@ -30,10 +31,10 @@ from ..data.rows import NEW, SAME, RowInput, RowReader
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
 from .flips import KEEP, Page, ReplyBook
-from .options import GateOptions
+from .options import GateOptions, parse_metric
 
-__all__ = ["Paired", "PairFn", "Side", "Sides", "Units", "groups", "open_side", "pair_units", "ratio_k", "read_sides",
-           "resample_stream", "warn_caller"]
+__all__ = ["Paired", "PairFn", "Side", "Sides", "Units", "groups", "metric_columns", "open_side", "pair_units",
+           "ratio_k", "read_sides", "resample_stream", "warn_caller"]
 
 #: a bad row file gated in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -109,12 +110,16 @@ class Side:
     With a :class:`~.flips.ReplyBook`, the same pass keeps each unit's example reply.
     """
 
-    def __init__(self, reader: SideReader, guards: Sequence[str], *, book: ReplyBook | None = None) -> None:
+    def __init__(self, reader: SideReader, guards: Sequence[str], *, book: ReplyBook | None = None,
+                 metrics: Sequence[str] = ()) -> None:
         label = self.label = reader.label
         self.dropped = 0
         self.book = book
-        width = 3 + len(guards)
+        width = 3 + len(guards) + len(metrics)
         zeros = [0] * width
+        #: (category, cell offset, prompt) -> [replies, passes], for pass^K and pass@K
+        prompts: dict[tuple[str, int, str], list[int]] | None = {} if metrics else None
+        tally = [0, 0]
         marked = tuple(enumerate(guards, 3))
         cells: dict[str, _Cells] = {}
         category: str | None = None
@@ -150,9 +155,14 @@ class Side:
                 if state == NEW:
                     sums[at + 1] += 1
                 page, best, replies, cases = table.page, table.best, table.replies, table.cases
+                if prompts is not None:
+                    tally = prompts.setdefault((category, at, row["prompt"]), [0, 0])
             reward = row["reward"]
             sums[at] += 1
             sums[at + 2] += reward
+            if prompts is not None:
+                tally[0] += 1
+                tally[1] += reward >= 1
             if page is not None:  # the unit's best reply so far (highest before, lowest after): the first wins
                 value = reward if high else -reward
                 held = best.get(unit)
@@ -177,6 +187,8 @@ class Side:
                         path=label, line=line,
                     ) from None
         self._cells = cells
+        if prompts:
+            _add_reliability(cells, prompts, metrics, 3 + len(guards), label)
         self._tables()
 
     def _tables(self) -> None:
@@ -247,6 +259,27 @@ class Side:
         return Units(index, sums)
 
 
+def _add_reliability(cells: Mapping[str, _Cells], prompts: Mapping[tuple[str, int, str], list[int]],
+                     metrics: Sequence[str], first: int, label: str) -> None:
+    """Each cell's pass^K / pass@K columns: the prompts' unbiased estimates, weighted by their replies.
+
+    With n replies of which c pass, pass^K = C(c, K) / C(n, K) (every one of K fresh replies
+    passes) and pass@K = 1 - C(n - c, K) / C(n, K) (at least one does); stored times n, so
+    the gate's per-unit mean (the column over the unit's rows) averages its prompts.
+    """
+    parsed = [parse_metric(m) for m in metrics]
+    for (category, at, prompt), (n, c) in prompts.items():
+        sums = cells[category].sums
+        for offset, (kind, k) in enumerate(parsed):
+            if n < k:
+                raise DataError(f"{metrics[offset]} needs at least {k} replies of every prompt; prompt "
+                                f"{prompt[:60]!r} ({category}) has {n} (sample k >= {k}, or gate a smaller K)",
+                                path=label)
+            total = math.comb(n, k)
+            estimate = math.comb(c, k) / total if kind == "^" else 1.0 - math.comb(n - c, k) / total
+            sums[at + first + offset] += n * estimate
+
+
 def _keep(page: Page, column: int, unit: str, value: float, reply: str, case: Case | None) -> None:
     """A guard's reply for the unit, when *value* beats the one the page holds (the first wins)."""
     held = page[0][column].get(unit)
@@ -298,10 +331,11 @@ class Paired:
     gate over 50,000 units walks its tables a handful of times, not once per comparison.
     """
 
-    before: np.ndarray  #: [units, columns]: rows, prompts, sum reward, sum marker...
+    before: np.ndarray  #: [units, columns]: rows, prompts, sum reward, sum marker..., pass^K...
     after: np.ndarray
     before_runs: np.ndarray  #: [eval runs, columns]
     after_runs: np.ndarray
+    units: tuple[str, ...] = ()  #: the units, row for row
 
     @classmethod
     def of(cls, before: Side, after: Side, categories: Sequence[str]) -> Paired:
@@ -312,7 +346,8 @@ class Paired:
         def runs(sums: list[list[float]]) -> np.ndarray:
             return np.array(sums, dtype=float).reshape(-1, width)
 
-        return cls(b.rows(units), a.rows(units), runs(_runs(before, categories)), runs(_runs(after, categories)))
+        return cls(b.rows(units), a.rows(units), runs(_runs(before, categories)), runs(_runs(after, categories)),
+                   tuple(units))
 
     @property
     def n(self) -> int:
@@ -420,8 +455,8 @@ def read_sides(before_reader: SideReader, after_readers: Sequence[SideReader], o
         return ReplyBook(guards, high=high, cases=cases) if replies else None
 
     with _no_collection():
-        before = Side(before_reader, guards, book=book(True))
-        afters = [Side(reader, guards, book=book(False)) for reader in after_readers]
+        before = Side(before_reader, guards, book=book(True), metrics=options.metrics)
+        afters = [Side(reader, guards, book=book(False), metrics=options.metrics) for reader in after_readers]
     # what the harness readers let through (errored samples, allowed prompt changes)
     notes += [note for note in source_notes([before_reader, *after_readers]) if note not in notes]
     failures, shared, dropped = pair(before, afters, categories or (), options.shared_units_only)
@@ -449,6 +484,11 @@ def _no_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def metric_columns(metrics: Sequence[str], guards: Sequence[str]) -> list[str]:
+    """The gate's metrics in the order of the sides' columns (from column 2): pass@1, the guards, then pass^K/pass@K."""
+    return ["pass@1", *(f"marker:{g}" for g in guards), *metrics]
 
 
 def groups(shared: list[str]) -> list[tuple[str, list[str]]]:

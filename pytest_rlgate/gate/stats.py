@@ -32,10 +32,10 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .options import CONFIDENCE_LEVEL, DEFAULT_METHOD, METHOD_NAMES, METHODS, N_RESAMPLES, Method
+from .options import BOOTSTRAP_METHOD, CONFIDENCE_LEVEL, METHOD_NAMES, METHODS, N_RESAMPLES, Method
 
 __all__ = [
-    "DEFAULT_METHOD",
+    "BOOTSTRAP_METHOD",
     "METHODS",
     "METHOD_NAMES",
     "ConfidenceInterval",
@@ -291,7 +291,7 @@ def paired_bootstrap(
     *,
     n_resamples: int = N_RESAMPLES,
     confidence_level: float = CONFIDENCE_LEVEL,
-    method: Method = DEFAULT_METHOD,
+    method: Method = BOOTSTRAP_METHOD,
     rng: np.random.Generator | int | None = None,
 ) -> PairedBootstrapResult:
     """Interval for ``mean(after - before)`` over units paired by position.

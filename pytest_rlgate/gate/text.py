@@ -8,43 +8,54 @@ no numpy reprs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
 from .numtext import interval
 from .options import METHOD_NAMES
-from .verdicts import VERDICTS
+from .verdicts import BORDERLINE, VERDICTS, verdict_word
 
 if TYPE_CHECKING:  # pragma: no cover
     from .result import Comparison, GateResult
 
-__all__ = ["comparison_row", "is_borderline", "plan_hint", "render_failure", "render_flips", "render_report",
-           "render_table", "settings_line", "summary_line", "units_label"]
+__all__ = ["comparison_row", "flip_headings", "interval_heading", "is_borderline", "plan_hint", "render_failure",
+           "render_flips", "render_report", "render_table", "settings_line", "summary_line", "units_label"]
 
-HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level} CI", "MDE", "verdict", "flags")
+HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level}", "MDE", "verdict", "flags")
 REMEDY = (
     "Remedy: find what the fine-tune broke in the failing groups (rebalance the training prompts, "
     "e.g. `rlgate train --balance 0.25`, or fix the reward), retrain and gate the new candidate once; "
     "re-sampling until the gate passes hides real regressions."
 )
-_BORDERLINE = ("regressed", "inconclusive", "insufficient")
 #: flags that describe a comparison without making it worth a look on their own
 _QUIET_FLAGS = ("constant", "no variation")
 
 
 def is_borderline(verdict: str, flags: Iterable[str]) -> bool:
     """Shown without -v: failing or undecided verdicts, or a flag such as "within noise"."""
-    return verdict in _BORDERLINE or any(f not in _QUIET_FLAGS for f in flags)
+    return verdict in BORDERLINE or any(f not in _QUIET_FLAGS for f in flags)
 
 
 def settings_line(result: GateResult) -> str:
+    """The method, the level and the family: enough to reproduce the intervals from the output alone."""
     resamples = "" if result.method == "t" else f", {result.n_resamples} resamples"
-    return (
-        f"{METHOD_NAMES[result.method]} of per-{result.unit} deltas: {result.confidence_level:.0%} CI"
-        f"{resamples}, seed {result.seed}, margin {result.margin:.2f}, Holm {'on' if result.holm else 'off'}"
-    )
+    family = result.family
+    if family is None:
+        level = f": {result.confidence_level:.0%} CI, each comparison on its own"
+    else:
+        level = f"; {family.describe()}: an unchanged run fails at most {family.level:.0%}"
+    return (f"{METHOD_NAMES[result.method]} of per-{result.unit} deltas{level}{resamples}; seed {result.seed}, "
+            f"margin {result.margin:.2f}")
+
+
+def interval_heading(result: GateResult) -> str:
+    """``95% CI``, or the two-sided level of the family's intervals (``98.9% CI``)."""
+    levels = {c.level for c in result.comparisons if c.level is not None}
+    if result.family is None or len(levels) != 1:
+        return f"{result.confidence_level:.0%} CI" if result.family is None else "CI"
+    return f"{1 - 2 * levels.pop():.1%} CI"
 
 
 def units_label(n_units: int, k: object, k_before: object = None, k_after: object = None) -> str:
@@ -68,13 +79,13 @@ def comparison_row(c: Comparison) -> list[str]:
         f"{c.delta:+.3f}",
         _ci(c),
         "" if c.mde is None else f"{c.mde:.3f}",
-        c.verdict.upper() if c.verdict == "regressed" and c.tier != "advisory" else c.verdict,
+        verdict_word(c.verdict, c.failed),
         ", ".join([*([c.tier] if c.tier else []), *c.flags]),
     ]
 
 
 def _table(result: GateResult, comparisons: list[Comparison]) -> str:
-    headers = [h.format(level=f"{result.confidence_level:.0%}") for h in HEADERS]
+    headers = [h.format(level=interval_heading(result)) for h in HEADERS]
     rows = [comparison_row(c) for c in comparisons]
     return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
                     colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left")))
@@ -100,23 +111,52 @@ def plan_hint(result: GateResult) -> str | None:
     groups = list(dict.fromkeys(c.group for c in result.comparisons if c.verdict == "inconclusive"))
     if not groups:
         return None
-    before = result.options.get("before") or "BEFORE.jsonl"
+    before = result.sides.before or "BEFORE.jsonl"
     before = "BEFORE.jsonl" if str(before).startswith("<") else before
     shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
     return (f"inconclusive in {shown}: too few scenarios to tell a drop of {result.margin:.2f} from noise; "
             f"`rlgate plan {before} --drop {result.margin:.2f}` says how many each category needs")
 
 
+def flip_headings(comparisons: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, bool]]:
+    """(index, heading, repeated) for each comparison with flips, as text and Markdown print them.
+
+    The heading says how many scenarios are shown of how many, how many lost at all, and
+    ties at the cut; a comparison whose flips are the same scenarios as an earlier one's in
+    its group (a guard that broke with pass@1) is *repeated*: its heading says so and its
+    list is not printed again.
+    """
+    out = []
+    seen: dict[tuple[str, tuple[str, ...]], str] = {}
+    for at, c in enumerate(comparisons):
+        flips = c.get("flips") or ()
+        if not flips:
+            continue
+        units = tuple(f["unit"] for f in flips)
+        head = f"flips in {c['metric']} {c['group']} ({c['verdict']}): "
+        earlier = seen.get((c["group"], units))
+        if earlier is not None:
+            out.append((at, head + f"the same {len(units)} scenario{'s' if len(units) != 1 else ''} as {earlier}",
+                        True))
+            continue
+        seen[(c["group"], units)] = c["metric"]
+        lost, tied = int(c.get("lost") or len(flips)), int(c.get("tied") or 0)
+        text = f"the {len(flips)} of {c['n_units']} scenarios that lost the most"
+        if lost > len(flips):
+            text += f" ({lost} lost"
+            text += f"; {tied} more lost as much as the last shown)" if tied else ")"
+        out.append((at, head + text + ", before -> after", False))
+    return out
+
+
 def render_flips(result: GateResult) -> list[str]:
     """Every comparison's flips: a heading per comparison, then each scenario with its replies."""
     lines: list[str] = []
-    for c in result.comparisons:
-        if not c.flips:
-            continue
-        lines += ["", f"flips in {c.metric} {c.group} ({c.verdict}): the {len(c.flips)} scenario"
-                      f"{'s' if len(c.flips) != 1 else ''} that lost the most, before -> after"]
-        for flip in c.flips:
-            lines += flip.lines()
+    for at, heading, repeated in flip_headings([c.to_dict() for c in result.comparisons]):
+        lines += ["", heading]
+        if not repeated:
+            for flip in result.comparisons[at].flips:
+                lines += flip.lines()
     return lines
 
 
@@ -133,30 +173,28 @@ def render_report(result: GateResult, *, verbose: bool = True) -> str:
 
 
 def render_failure(result: GateResult) -> str:
-    failing = sorted((c for c in result.comparisons if c.verdict == "regressed" and c.tier != "advisory"),
-                     key=lambda c: c.delta)
+    """The :class:`RegressionError` text: what failed (each comparison by its own judgement), the rule, the remedy."""
+    failing = sorted((c for c in result.comparisons if c.failure is not None), key=lambda c: c.delta)
+    regressed = [c for c in failing if c.failure is not None and c.failure.kind == "regressed"]
+    head = f"{len(regressed)} of {len(result.comparisons)} comparisons regressed"
+    if regressed:
+        head += ": " + ", ".join(f"{c.metric} in {c.group}" for c in regressed[:4])
+        head += f" and {len(regressed) - 4} more" if len(regressed) > 4 else ""
     # under a release policy every failure names the line that decided it: list them all
     policy = any(c.decided_by for c in result.comparisons)
-    named = " ".join(result.failures)
-    below = [c for c in result.comparisons if c.verdict != "regressed" and (
-        "below -max_drop" in c.flags or policy and c.tier != "advisory" and f"{c.metric} in {c.group}" in named)]
-    counted = failing + below
-    head = f"{len(failing)} of {len(result.comparisons)} comparisons regressed"
-    if failing:
-        head += ": " + ", ".join(f"{c.metric} in {c.group}" for c in failing[:4])
-        head += f" and {len(failing) - 4} more" if len(failing) > 4 else ""
-    others = [f for f in result.failures if policy or " regressed in " not in f]
-    if policy:
-        head += f"; {len(others)} failure{'s' if len(others) != 1 else ''} under the release policy"
-    elif others:
-        head += f"; {len(others)} other failure{'s' if len(others) != 1 else ''}"
+    listed = list(result.failures) if policy else [*result.side_failures, *(
+        c.failure.text for c in failing if c.failure is not None and c.failure.kind != "regressed")]
+    if listed:
+        many = "s" if len(listed) != 1 else ""
+        head += f"; {len(listed)} failure{many} under the release policy" if policy else \
+            f"; {len(listed)} other failure{many}"
     lines = [head, settings_line(result)]
-    if counted:
-        lines += ["", _table(result, counted)]
+    if failing:
+        lines += ["", _table(result, failing)]
     lines += render_flips(result)
-    if others:
-        lines += [""] + [f"- {f}" for f in others]
-    rest = len(result.comparisons) - len(counted)
+    if listed:
+        lines += [""] + [f"- {f}" for f in listed]
+    rest = len(result.comparisons) - len(failing)
     lines += ["", f"rule: {result.rule}",
               f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one)."]
     hint = plan_hint(result)

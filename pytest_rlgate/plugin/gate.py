@@ -11,6 +11,7 @@ the tables' text module only when the summary has a gate to show.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -24,8 +25,8 @@ from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
 from pytest_rlgate.gate.numtext import interval
-from pytest_rlgate.gate.options import Choice, GateOptions, shown_default
-from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS
+from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, shown_default
+from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS, verdict_word
 from pytest_rlgate.options import Number, path_problem
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
@@ -35,16 +36,19 @@ if TYPE_CHECKING:
     from pytest_rlgate.data.rows import RowInput
     from pytest_rlgate.environment.contract import Env
     from pytest_rlgate.gate.afters import SeedSources
-    from pytest_rlgate.gate.recipe import RecipeComparisonRecord, RecipeGateResult
+    from pytest_rlgate.gate.recipe import RecipeGateResult
     from pytest_rlgate.gate.result import GateResult
 
 PROPERTY = "rlgate_gate"
 _STATE = pytest.StashKey["_GateLog"]()
 
 
-def _kind(bound: Number | Choice) -> type:
-    """How a setting's text is read before its bound checks it: a name, an integer or a number."""
-    return str if isinstance(bound, Choice) else int if bound.integer else float
+def _kind(bound: Number | Choice | OrNone) -> type:
+    """How a setting's text is read before its bound checks it: a name, an integer or a number.
+
+    A setting that may be ``none`` is read as its text, so ``none`` stays apart from unset.
+    """
+    return str if isinstance(bound, (Choice, OrNone)) else int if bound.integer else float
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,6 +72,7 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, spec in GateOptions.settings().items():
         bound, flag = spec.metadata["bound"], name
+        value: object
         if spec.name == "bootstrap_seed":
             value, deprecated = _bootstrap_seed(config)
             flag = "seed" if deprecated else name
@@ -75,6 +80,12 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
             value = setting(config, name, _kind(bound))
         if value is None:
             continue
+        if isinstance(bound, OrNone):
+            try:
+                value = bound(str(value))
+            except argparse.ArgumentTypeError as exc:
+                raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {value!r}: {exc}") \
+                    from None
         problem = bound.problem(value)
         if problem is not None and isinstance(bound, Choice):
             raise pytest.UsageError(f"--rlgate-{flag} {value!r}: choose {bound.describe()}")
@@ -278,12 +289,17 @@ class _GateLog:
         self.report_path = str(path)
 
     def _markdown(self) -> None:
-        """``--rlgate-markdown`` and, under CI, ``$GITHUB_STEP_SUMMARY``: every gate's summary, failing first."""
+        """``--rlgate-markdown`` and, under CI, ``$GITHUB_STEP_SUMMARY``: every gate's summary, failing first.
+
+        Nothing is imported in a session that gated nothing: someone else's test run pays for no report module.
+        """
+        if not self.gates:
+            return
         from pytest_rlgate.report.markdown import markdown_summary, step_summary_path
 
         path = setting(self.config, "markdown", str)
         step = step_summary_path()
-        if not self.gates or not (path or step):
+        if not (path or step):
             return
         ordered = sorted(self.gates, key=lambda g: g["passed"])
         text = "\n".join(markdown_summary(g, title=g["nodeid"], reproduce=f"pytest {shlex.quote(g['nodeid'])}")
@@ -316,7 +332,7 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
 
     def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
         if "seeds" in c:  # a recipe's
-            return worth_a_look(cast("RecipeComparisonRecord", c))
+            return worth_a_look(c)
         return is_borderline(c["verdict"], c["flags"])
 
     failed = sum(not g["passed"] for g in log.gates)
@@ -334,7 +350,7 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
             for c in g["comparisons"]:
                 if verbosity > 0 or _borderline(c):
                     ci = interval(c["low"], c["high"])
-                    verdict = c["verdict"].upper() if c["verdict"] == "regressed" else c["verdict"]
+                    verdict = verdict_word(c["verdict"], c.get("failure") is not None)
                     size = units_label(c["n_units"], c["k"], c.get("k_before"), c.get("k_after"))
                     seeds = [seeds_cell(c) if "seeds" in c else ""] if recipes else []
                     rows.append([g["nodeid"], c["metric"], c["group"], size,

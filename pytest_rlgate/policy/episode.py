@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypedDict
@@ -34,7 +35,7 @@ from ..data.records import PromptItem
 from ..data.rows import Rows
 from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
-from ..errors import UsageError
+from ..errors import RlgateWarning, UsageError
 from .generate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_NEW_TOKENS,
@@ -110,11 +111,14 @@ class _Backend:
         self.tokenizer = self.sampler.llm.get_tokenizer() if self.sampler is not None else tokenizer
         self.takes_seed = self.function is not None and _takes_seed(self.function)
         self.tools = env.tool_functions() if env.is_episodic else None
+        #: the model's context in positions (0: it declares none, or it is not a transformers model)
+        self.limit = 0
         if self.kind != "function":
             if self.tokenizer is None or getattr(self.tokenizer, "chat_template", None) is None:
                 raise UsageError("the tokenizer has no chat_template; load an instruct/chat model "
                                  "(or set tokenizer.chat_template) so episodes render as conversations")
-            self.limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+            limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+            self.limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
 
     def render(self, messages: Sequence[Message]) -> str:
         if self.tokenizer is None or self.kind == "function":
@@ -122,12 +126,39 @@ class _Backend:
         extra = {"tools": self.tools} if self.tools else {}
         return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra))
 
+    def width(self, rendered: str) -> int | None:
+        """How many of the model's positions *rendered* takes (None: the model declares no context)."""
+        if self.tokenizer is None or self.kind != "transformers" or not self.limit:
+            return None
+        return len(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
     def fits(self, rendered: str) -> bool:
         """Whether another turn fits the model's context after *rendered*."""
-        if self.tokenizer is None or self.kind != "transformers" or not self.limit:
-            return True
-        width = len(self.tokenizer(rendered, add_special_tokens=False)["input_ids"])
-        return bool(width + self.options["max_new_tokens"] <= self.limit)
+        width = self.width(rendered)
+        return width is None or width + self.options["max_new_tokens"] <= self.limit
+
+    def refuse_unfit(self, prompts: Sequence[str], rendered: Sequence[str]) -> None:
+        """Before anything is sampled: a first chat (system prompt, tool schemas, prompt) that
+        leaves no room for a turn in the model's context is a :class:`UsageError` naming the
+        lengths and the fix; sampling on would return only empty episodes stopped by the budget."""
+        widths = [self.width(text) for text in rendered]
+        turn = self.options["max_new_tokens"]
+        unfit = [(w, p) for w, p in zip(widths, prompts) if w is not None and w + turn > self.limit]
+        if not unfit:
+            return
+        width, prompt = max(unfit, key=lambda found: found[0])
+        tools = len(self.tools or ())
+        schemas = f"{tools} tool schema{'s' * (tools != 1)} " if tools else ""
+        parts = f"the system prompt, {schemas}and the prompt"
+        room = self.limit - width
+        lower = (f", lower --max-new-tokens (max_new_tokens) to {room} or less" if room >= 8 else "")
+        raise UsageError(
+            f"{len(unfit)} of {len(prompts)} prompts cannot be sampled: the chat of {prompt[:50]!r} renders to "
+            f"{width} tokens ({parts}) and a turn may add {turn}, but the model's context is {self.limit} positions "
+            f"(max_position_embeddings); every episode would stop before its first turn. Use a model with a longer "
+            f"context{lower}, shorten the environment's system prompt or tools, or build a tiny policy for this "
+            f"environment, whose system turn is one token (`rlgate policy build --env {self.env.spec or 'MODULE:CLASS'}"
+            " --out DIR`, then --base-model DIR or --model DIR)")
 
     def generate(self, chats: Sequence[Sequence[Message]], rendered: Sequence[str],
                  seeds: Sequence[int]) -> Sequence[str | Mapping[str, object]]:
@@ -202,6 +233,7 @@ def sample_episodes(
         training = lm.training
         lm.eval()
         switch = _both(switch, torch.inference_mode())
+    engine.refuse_unfit([prompt for prompt, _ in cases], [engine.render(row[0].messages) for row in runs if row])
     shown = bar(len(runs) * k * env.max_turns, desc, progress, unit="turn", leave=False)
     try:
         with switch:
@@ -229,7 +261,20 @@ def sample_episodes(
         shown.close()
         if lm is not None and training is not None:
             lm.train(training)
-    return [[run.finish("max_turns") for run in row] for row in runs]
+    episodes = [[run.finish("max_turns") for run in row] for row in runs]
+    _warn_if_silent(episodes)
+    return episodes
+
+
+def _warn_if_silent(episodes: Sequence[Sequence[Episode]]) -> None:
+    """Every episode of a call without a word (no turn, or only empty turns) is a broken
+    sampler, never a result: say so, so that rows of nothing are never gated silently."""
+    flat = [episode for row in episodes for episode in row]
+    if flat and not any(turn.strip() for episode in flat for turn in episode.turns):
+        stops = sorted({episode.stop for episode in flat})
+        warnings.warn(RlgateWarning(
+            f"all {len(flat)} sampled episodes are empty (stop: {', '.join(stops)}): the policy wrote nothing; a gate "
+            "of these rows compares nothing (check the model, its chat template and --max-new-tokens)"), stacklevel=3)
 
 
 @contextlib.contextmanager

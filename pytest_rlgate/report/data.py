@@ -32,6 +32,7 @@ from ..train.run import (
     INDEX_NAME,
     METRICS,
     MONITOR,
+    NONFINITE,
     RECIPE_FILE,
     REPORT_NAME,
     RunFolder,
@@ -41,7 +42,7 @@ from ..train.run import (
 )
 
 __all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "is_number",
-           "is_recipe_folder", "load_report_data", "lookup", "read_recipe", "run_dirs"]
+           "is_recipe_folder", "load_report_data", "lookup", "nonfinite_steps", "read_recipe", "run_dirs"]
 
 
 
@@ -104,6 +105,12 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
     config = read_json_object(_required(path / CONFIG))
     _check_config(config, path / CONFIG)
     metrics = list(read_metrics(_required(path / METRICS)))
+    gaps = nonfinite_steps(metrics)
+    if gaps:
+        notes.append("metrics.jsonl logged values that are not numbers (a diverged run?): "
+                     + "; ".join(f"{key} {word} at step{'s' * (len(steps) > 1)} {_steps_text(steps)}"
+                                 for (key, word), steps in gaps.items())
+                     + ". The curves show gaps there.")
 
     monitor_path = path / MONITOR
     monitor, alarms = _read_monitor(monitor_path) if monitor_path.exists() else (None, [])
@@ -126,6 +133,25 @@ def load_report_data(run_dir: str | os.PathLike[str]) -> ReportData:
         missing = [n for n, ok in (("holdout_before*.jsonl", bool(before)), (AFTER, after is not None)) if not ok]
         notes.append(f"No {' or '.join(missing)}: pass@1 levels come from gate.json, without level bands.")
     return ReportData(path, config, metrics, monitor, alarms, gate, before, after, notes)
+
+
+def nonfinite_steps(metrics: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+    """``(key, "NaN" | "Infinity" | "-Infinity") -> steps`` of the values a run logged that are not
+    numbers (written as null and named under ``nonfinite``), in the order they first appear."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for record in metrics:
+        named = record.get(NONFINITE)
+        if not isinstance(named, Mapping):
+            continue
+        for key, word in named.items():
+            if record.get(key) is None:
+                found.setdefault((str(key), str(word)), []).append(float(record["step"]))
+    return found
+
+
+def _steps_text(steps: list[float], shown: int = 6) -> str:
+    text = ", ".join(f"{s:g}" for s in steps[:shown])
+    return text + (f" and {len(steps) - shown} more" if len(steps) > shown else "")
 
 
 def _check_config(config: Mapping[str, object], path: Path) -> None:

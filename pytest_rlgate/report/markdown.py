@@ -21,22 +21,23 @@ from typing import TYPE_CHECKING, Any, Union
 from .._io.atomic import atomic_write
 from ..errors import UsageError
 from ..gate.numtext import interval, signed
-from ..gate.options import BOOTSTRAP_SEED, CONFIDENCE_LEVEL, DEFAULT_METHOD, MARGIN, N_RESAMPLES, SHOW_FLIPS
+from ..gate.options import MARGIN, GateOptions
+from ..gate.record import Record, from_record
+from ..gate.text import flip_headings
+from ..gate.verdicts import ORDER, verdict_word
 
 if TYPE_CHECKING:
     from ..gate.recipe import RecipeGateResult
     from ..gate.result import GateResult
 
 #: a gate's result, or its ``to_dict()`` record (a run's gate.json, a session's report entry)
-Gated = Union["GateResult", "RecipeGateResult", Mapping[str, Any]]
+Gated = Union["GateResult", "RecipeGateResult", Record]
 
 __all__ = ["BAR_WIDTH", "interval_bar", "markdown_summary", "reproduce_command", "step_summary_path",
            "write_markdown"]
 
 #: characters of an interval bar
 BAR_WIDTH = 21
-_FAILING = ("regressed",)
-_ORDER = {"regressed": 0, "insufficient": 1, "inconclusive": 2, "flat": 3, "moved": 4}
 
 
 def _record(result: Gated) -> Mapping[str, Any]:
@@ -81,53 +82,35 @@ def _shown(comparisons: Sequence[Mapping[str, Any]], failing: set[tuple[str, str
     """pass@1 in every group; a guarded marker only where it fails or is borderline."""
     rows = [c for c in comparisons if c["metric"] == "pass@1"
             or (c["metric"], c["group"]) in failing or c["verdict"] in ("regressed", "inconclusive")]
-    return sorted(rows, key=lambda c: ((c["metric"], c["group"]) not in failing, _ORDER.get(c["verdict"], 5),
+    return sorted(rows, key=lambda c: ((c["metric"], c["group"]) not in failing, ORDER.get(c["verdict"], 9),
                                        c["group"] != "overall", c["metric"], c["group"]))
 
 
 def _failing(record: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """The comparisons a failure names (``pass@1 regressed in no_id``, ``... in with_id may have dropped``)."""
-    failures = list(record.get("failures") or ())
-    out = set()
-    for c in record["comparisons"]:
-        if c.get("tier") == "advisory":
-            continue
-        named = (f"{c['metric']} regressed in {c['group']}", f"{c['metric']} in {c['group']} ")
-        if any(f.startswith(named[0] + end) for f in failures for end in (":", " ")) or \
-                any(f.startswith(named[1]) for f in failures):
-            out.add((c["metric"], c["group"]))
-    return out
+    """The comparisons that failed the gate, as each recorded its own judgement."""
+    return {(c["metric"], c["group"]) for c in record["comparisons"] if c.get("failure")}
 
 
 def reproduce_command(result: Gated) -> str:
-    """The ``rlgate gate`` command that reproduces *result*, from the options it records."""
+    """The ``rlgate gate`` command that reproduces *result*: its sides, then every option that is not its default.
+
+    The flags come from the result's :class:`~pytest_rlgate.gate.options.GateOptions`
+    (:meth:`~pytest_rlgate.gate.options.GateOptions.to_argv`), so every option the gate took
+    is repeated, whichever door it came in by.
+    """
     record = _record(result)
-    options = record.get("options") or {}
-    after = options.get("after")
-    afters = after if isinstance(after, list) else [after]
-    words = ["rlgate", "gate", str(options.get("before") or "BEFORE.jsonl"),
-             *(str(a) for a in afters if a is not None)]
-    if options.get("env"):
-        words += ["--env", str(options["env"])]
-    pairs = (("--seed", record.get("seed"), BOOTSTRAP_SEED), ("--resamples", record.get("n_resamples"), N_RESAMPLES),
-             ("--confidence", record.get("confidence_level"), CONFIDENCE_LEVEL),
-             ("--method", record.get("method"), DEFAULT_METHOD), ("--margin", record.get("margin"), MARGIN),
-             ("--max-drop", options.get("max_drop"), None), ("--policy", options.get("policy"), None),
-             ("--show-flips", options.get("show_flips"), SHOW_FLIPS))
-    for flag, value, default in pairs:
-        if value is not None and value != default and not (flag == "--resamples" and value == 0):
-            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    if options.get("flips_in") == "all":
-        words += ["--flips-in", "all"]
-    for flag, key in (("--require-moved", "require_moved"), ("--fail-on-inconclusive", "fail_on_inconclusive"),
-                      ("--allow-env-change", "allow_env_change"), ("--shared-units-only", "shared_units_only")):
-        if options.get(key):
-            words.append(flag)
+    sides = record.get("sides") or {}
+    after = sides.get("after") or ["AFTER.jsonl"]
+    options = from_record(GateOptions, record.get("options") or {})
+    words = ["rlgate", "gate", str(sides.get("before") or "BEFORE.jsonl"),
+             *(str(a) for a in (after if isinstance(after, list) else [after])), *options.to_argv()]
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _flip_lines(c: Mapping[str, Any]) -> list[str]:
-    lines = [f"**Flips in {c['metric']} {c['group']}** ({c['verdict']}): the scenarios that lost the most", ""]
+def _flip_lines(c: Mapping[str, Any], heading: str, repeated: bool) -> list[str]:
+    lines = [f"**{heading.replace(' -> ', ' → ')}**", ""]
+    if repeated:
+        return lines
     for f in c["flips"]:
         lines.append(f"- `{_cell(f['unit'])}` {f.get('counts', '').replace('->', '→')}")
         for side in ("before", "after"):
@@ -152,13 +135,14 @@ def markdown_summary(result: Gated, *, title: str | None = None, reproduce: str 
     head = f"### {title or 'rlgate gate'}: {'✅' if passed else '❌'} {word}"
     if not passed:
         head += f" ({len(failures)} failure{'s' if len(failures) != 1 else ''})"
-    level = f"{record.get('confidence_level', CONFIDENCE_LEVEL):.0%}"
+    family = record.get("family")
+    level = f"{record['confidence_level']:.0%}" if not family else f"{1 - 2 * family['marginal']:.1%}"
     shown = _shown(comparisons, failing)
     scale = _scale(shown)
     lines = [head, "", "| metric | group | units×k | before → after | Δ | " + level + " CI | "
              f"interval (±{scale:.1f}) | verdict |", "|---|---|---:|---|---:|---|---|---|"]
     for c in shown:
-        verdict = c["verdict"].upper() if (c["metric"], c["group"]) in failing else c["verdict"]
+        verdict = verdict_word(c["verdict"], (c["metric"], c["group"]) in failing)
         if c.get("tier"):
             verdict += f" · {c['tier']}"
         size = f"{c['n_units']}×{c['k']}"
@@ -170,13 +154,12 @@ def markdown_summary(result: Gated, *, title: str | None = None, reproduce: str 
                   f"{len(comparisons) - len(shown)} other comparison(s) passed quietly.", ""]
     if failures:
         lines += ["**Failures**", ""] + [f"- {_cell(f)}" for f in failures] + [""]
-    flipped = [c for c in sorted(comparisons, key=lambda c: (c["metric"], c["group"]) not in failing)
-               if c.get("flips")]
-    for c in flipped:
-        lines += _flip_lines(c)
+    ordered = sorted(comparisons, key=lambda c: (c["metric"], c["group"]) not in failing)
+    for at, heading, repeated in flip_headings(ordered):
+        lines += _flip_lines(ordered[at], heading, repeated)
     undecided = list(dict.fromkeys(c["group"] for c in comparisons if c["verdict"] == "inconclusive"))
     if undecided:
-        before = str((record.get("options") or {}).get("before") or "BEFORE.jsonl")
+        before = str((record.get("sides") or {}).get("before") or "BEFORE.jsonl")
         before = "BEFORE.jsonl" if before.startswith("<") else before
         margin = float(record.get("margin") or MARGIN)
         lines += [f"**Inconclusive** in {', '.join(undecided)}: too few scenarios to tell a drop of {margin:.2f} "

@@ -8,19 +8,22 @@ plot is returned as PNG bytes without a version stamp, so the same run draws the
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UsageError
+from ..train.run import NONFINITE
 from .data import ReportData, is_number
 from .levels import LEVEL_CONFIDENCE, Level, groups, levels, pass_comparisons, series
 
 if TYPE_CHECKING:  # matplotlib loads when a report draws
     from matplotlib.figure import Figure
 
-__all__ = ["ALARM_COLOURS", "CURVES", "VERDICT_COLOURS", "plot_categories", "plot_curves", "plot_recipe"]
+__all__ = ["ALARM_COLOURS", "CURVES", "VERDICT_COLOURS", "gapped_series", "plot_categories", "plot_curves",
+           "plot_recipe"]
 
 #: (short name, axis label, metric keys: the first one logged wins). GRPO rows use
 #: train.grpo.METRIC_KEYS names; TRL's raw names and DPO's margin are fallbacks.
@@ -39,6 +42,25 @@ VERDICT_COLOURS = {
     "unresolved": "#6b46c1",
 }
 BEFORE_COLOUR, AFTER_COLOUR, MONITOR_COLOUR = "#a0aec0", "#2b6cb0", "#319795"
+GAP_COLOUR = "#c53030"
+
+
+def _flagged(record: Mapping[str, Any], key: str) -> bool:
+    """Whether *record* logged *key* as NaN or infinity (null, named under ``nonfinite``)."""
+    named = record.get(NONFINITE)
+    return record.get(key) is None and isinstance(named, Mapping) and key in named
+
+
+def gapped_series(records: Sequence[Mapping[str, Any]], candidates: Sequence[str],
+                  ) -> tuple[str | None, list[float], list[float], list[float]]:
+    """(key, steps, values, gap steps) of the first candidate logged at all: a step whose value was
+    NaN or infinite is NaN in *values* (matplotlib breaks the line there) and listed in the gaps."""
+    for key in candidates:
+        points = sorted((float(m["step"]), float(m[key]) if is_number(m.get(key)) else math.nan) for m in records
+                        if (is_number(m.get(key)) and math.isfinite(m[key])) or _flagged(m, key))
+        if points:
+            return key, [p[0] for p in points], [p[1] for p in points], [p[0] for p in points if math.isnan(p[1])]
+    return None, [], [], []
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -69,7 +91,7 @@ def plot_curves(run: ReportData) -> bytes:
     axes = fig.subplots(len(CURVES), 1, sharex=True)
     history = (run.monitor or {}).get("history") or []
     for ax, (name, title, candidates) in zip(axes, CURVES):
-        key, steps, values = series(run.metrics, candidates)
+        key, steps, values, gaps = gapped_series(run.metrics, candidates)
         ax.set_ylabel(title if key in (None, candidates[0]) else f"{title}\n[{key}]", fontsize=9)
         ax.grid(alpha=0.3)
         handles = []
@@ -80,8 +102,15 @@ def plot_curves(run: ReportData) -> bytes:
         else:
             handles += ax.plot(steps, values, color=AFTER_COLOUR, linewidth=1.6, label="training",
                                marker="o" if len(steps) < 30 else None, markersize=3)
+        if gaps:  # a diverged step: a gap in the line, and a mark on the axis where it is
+            handles.append(ax.scatter(gaps, [0.03] * len(gaps), transform=ax.get_xaxis_transform(), marker="x",
+                                      color=GAP_COLOUR, s=28, zorder=5, clip_on=False,
+                                      label=f"not a number (NaN/inf) at {len(gaps)} step{'s' * (len(gaps) > 1)}"))
+            if len(gaps) == len(steps):
+                ax.text(0.5, 0.5, f"every logged {key} is NaN or infinite", ha="center", va="center",
+                        transform=ax.transAxes, color=GAP_COLOUR)
         if name == "reward" and key == "reward":
-            _, std_steps, stds = series(run.metrics, ("reward_std",))
+            _, std_steps, stds, _ = gapped_series(run.metrics, ("reward_std",))
             if std_steps == steps:
                 mean, spread = np.array(values), np.array(stds)
                 handles.append(ax.fill_between(steps, mean - spread, mean + spread, color=AFTER_COLOUR, alpha=0.15,

@@ -10,9 +10,11 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..errors import RlgateError
 from ..gate import recipe_text
 from ..gate.flips import Flip
 from ..gate.numtext import interval as format_interval
+from ..gate.result import GateResult
 from .data import ReportData, is_number, is_recipe_folder, load_report_data, lookup, read_recipe
 from .levels import series
 from .plots import CURVES
@@ -40,26 +42,20 @@ def units(row: Mapping[str, object]) -> str:
 
 
 def gate_settings(gate: Mapping[str, object]) -> str:
-    """How the gate's intervals were made, from gate.json's settings (whatever it recorded)."""
-    bits = []
-    if gate.get("method"):
-        bits.append(f"method {gate['method']}")
-    if is_number(gate.get("confidence_level")):
-        bits.append(f"{gate['confidence_level']:.0%} intervals")
-    if gate.get("n_resamples"):
-        bits.append(f"{gate['n_resamples']} resamples")
-    if gate.get("seed") is not None:
-        bits.append(f"seed {gate['seed']}")
-    if is_number(gate.get("margin")):
-        bits.append(f"margin ±{gate['margin']:.2f}")
-    if isinstance(gate.get("holm"), bool):
-        bits.append(f"Holm {'on' if gate['holm'] else 'off'}")
-    if gate.get("unit"):
-        bits.append(f"unit {gate['unit']}")
-    return ", ".join(bits)
+    """How the gate's intervals were made: the settings line the gate itself printed, from gate.json."""
+    try:
+        if gate.get("kind") == "recipe":
+            return recipe_text.settings_line(gate)
+        return GateResult.from_dict(gate).settings_line()
+    except (RlgateError, KeyError, TypeError):  # a record this release cannot read back: say nothing wrong
+        return ""
 
 
 def interval_header(gate: Mapping[str, object]) -> str:
+    """``97.7% interval``: the two-sided level of the gate's intervals (its family's, when it held one)."""
+    family = gate.get("family")
+    if isinstance(family, Mapping) and is_number(family.get("marginal")):
+        return f"{1 - 2 * float(family['marginal']):.1%} interval"
     level = gate.get("confidence_level")
     return f"{level:.0%} interval" if is_number(level) else "interval"
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field as dataclass_field
@@ -49,7 +50,7 @@ import yaml
 from ..data.jsonl import iter_json_lines
 from ..environment.contract import Env, load_env
 from ..environment.trust import evaluates_text
-from ..errors import DataError, RewardValueError, RlgateError, SpecError
+from ..errors import DataError, RewardValueError, RlgateError, SpecError, UsageError
 from ..options import MAX_DEPTH
 from . import SPEC_SUFFIXES
 
@@ -168,14 +169,32 @@ class RewardRow:
             kwargs["steps"] = self.steps
         if self.pass_prompt:
             kwargs["prompt"] = self.prompt
-        value = self.reward(self.reply, self.case, **kwargs)
+        try:
+            value = self.reward(self.reply, self.case, **kwargs)
+        except UsageError as exc:  # an environment's score, which checks its own number: the row's failure
+            raise RewardValueError(exc.reason) from None
         if self.field is not None:
             if not isinstance(value, Mapping) or self.field not in value:
                 raise RewardValueError(f"{self.reward_path} returned {value!r}, which has no field {self.field!r}")
             value = value[self.field]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RewardValueError(f"{self.reward_path} returned {value!r}; a reward must return a number")
-        return float(value)
+        return _reward_number(self.reward_path, value)
+
+
+def _reward_number(member: str, value: object) -> float:
+    """What a reward returned, as a finite float: text, a bool, NaN, an infinity or an integer
+    beyond a double (``10**400``) is the row's failure, named with the value, never a bare
+    ``OverflowError`` (numpy's numbers are numbers)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise RewardValueError(f"{member} returned {_short(value)}; a reward must return "
+                               "a number")
+    try:
+        number = float(value)
+    except (OverflowError, TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise RewardValueError(f"{member} returned {_short(value, 40)}; a reward must return a finite number "
+                               "(no NaN, no infinity, nothing beyond ±1.8e308)")
+    return number
 
 
 # ---------------------------------------------------------------------------------------

@@ -340,8 +340,10 @@ class RunKnobs:
         chosen: dict[str, Any] = {}
         if self.base_model is None:
             if env.base_model is None:
+                policy = ("a tiny agent built for it (`rlgate policy build --env SPEC --out DIR`, then "
+                          "--base-model DIR)" if env.is_episodic else repr(TINY_POLICY))
                 raise UsageError(f"--base-model: environment {env.name} names no base model of its own; pass a "
-                                 f"hub id, a local model folder or {TINY_POLICY!r}")
+                                 f"hub id, a local model folder or {policy}")
             chosen["base_model"] = env.base_model
         tiny = is_tiny(chosen.get("base_model", self.base_model))
         chosen.update({k: v for k, v in self._resolved_values(tiny).items() if getattr(self, k) is None})

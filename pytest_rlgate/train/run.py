@@ -26,17 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io.atomic import atomic_write, public_mode
+from .._io.atomic import atomic_write, disk_errors, disk_problem, public_mode
 from .._io.ranks import agree, is_main_process, rank, stopped_cleanly, wait_for_main, world_size
 from .._io.stale import OWNER, sweep, token
-from ..data.jsonl import iter_json_lines, loads_bounded
+from ..data.jsonl import GZIP_ERRORS, loads_bounded, open_lines
 from ..data.records import Row
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
 
-__all__ = ["COMPLETE", "RunFolder", "RunWriter", "before_name", "read_json", "read_json_object", "read_metrics",
-           "sweep_runs", "write_json", "write_jsonl"]
+__all__ = ["COMPLETE", "NONFINITE", "RunFolder", "RunWriter", "before_name", "finite_json", "read_json",
+           "read_json_object", "read_metrics", "sweep_runs", "write_json", "write_jsonl"]
 
 #: Written last; a folder without it is an interrupted (or still running) run.
 COMPLETE = "COMPLETE"
@@ -64,14 +64,56 @@ def before_name(index: int, seed: int) -> str:
     return "holdout_before.jsonl" if index == 0 else f"holdout_before_seed{seed}.jsonl"
 
 
+#: The field that names the values a record could not hold as numbers: ``{"loss": "NaN"}``.
+#: A diverged run logs NaN or infinite losses and grad norms; JSON has no word for them (every
+#: reader here refuses ``NaN``), so they are written as ``null`` and named here, and the report
+#: shows them as gaps in the curves instead of refusing the run whose curves matter most.
+NONFINITE = "nonfinite"
+
+
+def _nonfinite_word(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def finite_json(obj: object) -> tuple[object, dict[str, str]]:
+    """*obj* with every NaN and infinite float replaced by None, and where each was
+    (``{"loss": "NaN", "history[3].kl": "Infinity"}``): what JSON can hold of a training log."""
+    found: dict[str, str] = {}
+
+    def clean(value: object, where: str) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            found[where] = _nonfinite_word(value)
+            return None
+        if isinstance(value, Mapping):
+            return {key: clean(item, f"{where}.{key}" if where else str(key)) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    return clean(obj, ""), found
+
+
+def _noted(obj: object) -> object:
+    """:func:`finite_json` of *obj*; an object keeps its list of replaced values under ``nonfinite``."""
+    cleaned, found = finite_json(obj)
+    if found and isinstance(cleaned, dict):
+        cleaned[NONFINITE] = {**(cleaned.get(NONFINITE) or {}), **found}
+    return cleaned
+
+
+def _dumps(obj: object, **kwargs: Any) -> str:
+    return json.dumps(_noted(obj), sort_keys=True, default=str, allow_nan=False, **kwargs)
+
+
 def write_json(path: Path, obj: object) -> None:
-    """Write *obj* as indented, key-sorted JSON, atomically."""
-    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    """Write *obj* as indented, key-sorted JSON, atomically; a NaN or infinity becomes ``null``,
+    named under ``nonfinite`` (:data:`NONFINITE`), so the file stays JSON every reader reads."""
+    atomic_write(path, _dumps(obj, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, object]]) -> None:
-    """Write one JSON object per line, atomically."""
-    atomic_write(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    """Write one JSON object per line, atomically; non-finite numbers as in :func:`write_json`."""
+    atomic_write(path, "".join(_dumps(r) + "\n" for r in rows))
 
 
 class RunWriter:
@@ -88,11 +130,12 @@ class RunWriter:
             raise UsageError(
                 f"--run-name {name!r}: {self.final} already exists; pick another --run-name or delete the folder"
             )
-        self.final.parent.mkdir(parents=True, exist_ok=True)
         #: only the main process of a launch publishes; another rank's files are its scratch
         self.main = is_main_process()
         scratch = "" if self.main else f".rank{rank()}"
-        self.path = Path(tempfile.mkdtemp(prefix=f".{name}{scratch}.partial-{token()}-", dir=self.final.parent))
+        with disk_errors(self.final, "the run folder"):
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.path = Path(tempfile.mkdtemp(prefix=f".{name}{scratch}.partial-{token()}-", dir=self.final.parent))
         self.overwrite = overwrite
         self._signals = contextlib.ExitStack()
 
@@ -106,6 +149,11 @@ class RunWriter:
                 self.discard()
         finally:
             self._signals.close()
+        # a full disk met anywhere in the run (the trainer's checkpoints, the adapter, a row file) is
+        # the machine's state, not a bug: one line, after the partial folder is gone
+        problem = disk_problem(exc, "the run folder", self.final) if isinstance(exc, OSError) else None
+        if problem is not None:
+            raise problem from None
 
     def discard(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -146,7 +194,8 @@ class RunWriter:
             wait_for_main()
             return RunFolder(self.final)
         try:
-            return self._publish()
+            with disk_errors(self.final, "the run folder"):
+                return self._publish()
         finally:
             wait_for_main()
 
@@ -300,11 +349,68 @@ def read_json_object(path: Path, *, remedy: str = "re-run the step that wrote it
     return value
 
 
+_OLD_CONSTANTS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: no writer of ours wrote that; the strict verdict stands
+        raise ValueError(text)
+    return value
+
+
+#: reads the bare ``NaN`` / ``Infinity`` that older runs wrote (json.dumps' defaults), nothing more
+_LENIENT = json.JSONDecoder(parse_constant=_OLD_CONSTANTS.__getitem__, parse_float=_finite_float)
+_BOM = b"\xef\xbb\xbf"
+
+
+def _old_nonfinite_line(raw: bytes, label: str, number: int) -> object | None:
+    """A line an older run wrote with bare ``NaN`` / ``Infinity``: its values as :func:`write_jsonl`
+    writes them now (``null``, named under ``nonfinite``); None when that is not what is wrong."""
+    try:
+        value = _LENIENT.decode(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    cleaned = _noted(value)
+    if cleaned == value or not isinstance(cleaned, dict):
+        return None
+    try:  # every other bound (huge integers, depth) still holds
+        return loads_bounded(json.dumps(cleaned, allow_nan=False), label, number, what="metrics log")
+    except (DataError, ValueError, RecursionError):
+        return None
+
+
+def _metric_lines(path: Path, fix: str) -> Iterator[tuple[int, object]]:
+    """``(line, value)`` of metrics.jsonl: strict JSON, plus the bare NaN of older runs."""
+    label = os.fspath(path)
+    handle = open_lines(path, what="metrics log", fix=fix)
+    try:
+        for number, raw in enumerate(handle, 1):
+            line = raw[len(_BOM):] if number == 1 and raw.startswith(_BOM) else raw
+            if not line.strip():
+                continue
+            try:
+                yield number, loads_bounded(line, label, number, what="metrics log")
+            except DataError:
+                old = _old_nonfinite_line(line, label, number)
+                if old is None:
+                    raise
+                yield number, old
+    except GZIP_ERRORS as exc:
+        raise DataError(f"damaged or truncated gzip file ({exc}); write it again", path=label) from None
+    finally:
+        handle.close()
+
+
 def read_metrics(path: Path, *, remedy: str = "re-run the training") -> Iterator[dict[str, Any]]:
     """metrics.jsonl: one object per logged step, each with a finite numeric ``step``; a bad
-    line is a ``DataError`` naming the file and line (a truncated last line, as such)."""
+    line is a ``DataError`` naming the file and line (a truncated last line, as such).
+
+    A value a diverged run logged as NaN or infinity is ``null`` with its name under
+    ``nonfinite`` (:data:`NONFINITE`); a file an older run wrote with bare ``NaN`` reads the same.
+    """
     try:
-        for number, record in iter_json_lines(path, what="metrics log", fix=remedy):
+        for number, record in _metric_lines(path, remedy):
             if not isinstance(record, dict):
                 raise DataError(f"expected one JSON object per line, found {type(record).__name__}",
                                 path=path, line=number)

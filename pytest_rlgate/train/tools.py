@@ -121,8 +121,9 @@ def tool_trainer_options(env: Env, tokenizer: Tokenizer) -> dict[str, object]:
 
     if not supports_tool_calling(tokenizer):
         raise UsageError(f"environment {env.name} has tools, but the model's chat template cannot render tool "
-                         "calls and results; use a tool-calling chat model (Qwen2.5, Llama 3.1, ...) or the "
-                         "environment's tiny policy")
+                         "calls and results; use a tool-calling chat model (Qwen2.5, Llama 3.1, ...), the "
+                         "environment's tiny policy, or a tiny agent built for it offline (`rlgate policy build "
+                         "--env SPEC --out DIR`, then --base-model DIR)")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # we pin the API here, on purpose
     if env.factory is not None:
         return {"environment_factory": trl_environment_factory(env), "tools": list(env.tools) or None}

@@ -1,16 +1,19 @@
 """Readers: the per-sample output of the eval harnesses teams already run, as graded rows.
 
-A team that evaluates with lm-evaluation-harness, Inspect AI, promptfoo, verifiers or NeMo
-Evaluator already has per-sample results for the base and the candidate on the same items;
-the gate needs nothing more. Each reader owns one format and turns it into the rows
-:mod:`pytest_rlgate.data.rows` validates, streamed, with no model and no reward function:
-the harness graded the replies, the reader only says which field is the category, the unit
-and the score. rlgate's own row files are one format among them.
+A team that evaluates with an eval harness already has per-sample results for the base and
+the candidate on the same items; the gate needs nothing more. Each reader owns one format
+and turns it into the rows :mod:`pytest_rlgate.data.rows` validates, streamed, with no
+model and no reward function: the harness graded the replies, the reader only says which
+field is the category, the unit and the score. rlgate's own row files are one format among
+them.
 
-Readers are registered like environments: :data:`BUILTIN` names the built-in ones (a dict in
-code, so they work without the package's entry points installed) and the ``rlgate.readers``
-entry-point group adds more (``name = "package.module:READER"``, an object with ``name``,
-``sniff(path, head)`` and ``open(path, options)``). :func:`read_rows` opens a path in the
+The formats are one registry: every module of this package that defines ``READER`` (an
+object of the :class:`~.source.Reader` interface) is a built-in format, found by looking,
+so a new reader is its module, its test and its docs section; the ``rlgate.readers``
+entry-point group adds another package's (``name = "package.module:READER"``). Detection
+tries rlgate's own row files first, then the others by name, then the entry points'.
+``rlgate gate``, ``rlgate convert``, the plugin's ``--rlgate-format`` and the docs table of
+formats are generated from or checked against it. :func:`read_rows` opens a path in the
 format it names or the one detected; ``path#key=value`` picks read options per side
 (``results.json#provider=openai:gpt-4o``).
 """
@@ -20,48 +23,67 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from collections.abc import Iterator, Sequence
+import pkgutil
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ...errors import DataError, UsageError
+from ...errors import DataError, UsageError, hide_user_errors
 from ..rows import RowInput, read_rows as _check_rows
 from .pairing import check_items, check_sources, describe
-from .source import Reader, ReadOptions, RowSource, SideReader
+from .source import Opened, Pass, Reader, ReaderOption, ReadOptions, RowSource, SideReader, refuse_unknown
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ReadOptions", "Reader", "RowSource", "as_side", "check_items",
-           "check_sides", "describe", "detect_format", "load_reader", "read_rows", "reader_names"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "Opened", "Pass", "ReadOptions", "Reader", "ReaderOption", "RowSource",
+           "as_side", "check_items", "check_sides", "declared_options", "describe", "detect_format", "load_reader",
+           "read_rows", "reader_names"]
 
-#: format name -> "module:attribute" of its reader; the order is the detection order
-BUILTIN: dict[str, str] = {
-    "rlgate": "pytest_rlgate.data.readers.rlgate:READER",
-    "lm-eval": "pytest_rlgate.data.readers.lm_eval:READER",
-    "inspect": "pytest_rlgate.data.readers.inspect:READER",
-    "promptfoo": "pytest_rlgate.data.readers.promptfoo:READER",
-    "verifiers": "pytest_rlgate.data.readers.verifiers:READER",
-    "nemo": "pytest_rlgate.data.readers.nemo:READER",
-}
+#: a bad log read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
+
 ENTRY_POINT_GROUP = "rlgate.readers"
+#: the format every file no reader claims is read as (its reader names what is wrong, at its line)
+NATIVE = "rlgate"
 _HEAD = 4096
 _MISSING = ("no such row file or eval-harness log (write rows with pytest_rlgate.write_rows or rlgate eval, or "
             "point at the harness's output)")
+
+
+@functools.cache
+def _builtin() -> dict[str, Reader]:
+    """format name -> reader, for every module here that defines ``READER``; the order is the detection order."""
+    found: dict[str, Reader] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        reader = getattr(module, "READER", None)
+        if reader is not None:
+            found[reader.name] = reader
+    return {NATIVE: found.pop(NATIVE), **found}
+
+
+def __getattr__(name: str) -> object:
+    if name == "BUILTIN":  # format name -> "module:attribute" of its reader, in detection order
+        return {n: f"{type(r).__module__}:READER" for n, r in _builtin().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.lru_cache(maxsize=1)
 def _plugins() -> dict[str, str]:
     from importlib.metadata import entry_points
 
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN}
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in _builtin()}
 
 
 def reader_names() -> list[str]:
     """Every format a path can be read as: the built-in ones, then the entry points'."""
-    return [*BUILTIN, *sorted(_plugins())]
+    return [*_builtin(), *sorted(_plugins())]
 
 
 @functools.cache
 def load_reader(name: str) -> Reader:
     """The reader of format *name* (built in, or an ``rlgate.readers`` entry point)."""
-    target = BUILTIN.get(name) or _plugins().get(name)
+    builtin = _builtin().get(name)
+    if builtin is not None:
+        return builtin
+    target = _plugins().get(name)
     if target is None:
         raise UsageError(f"--format {name!r}: no such format; choose one of {', '.join(reader_names())}")
     module, _, attr = target.partition(":")
@@ -70,6 +92,22 @@ def load_reader(name: str) -> Reader:
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"format {name!r}: cannot load its reader {target} ({exc})") from None
     return reader  # type: ignore[no-any-return]
+
+
+def declared_options() -> dict[str, tuple[ReaderOption, list[str]]]:
+    """option name -> (its declaration, the formats that declare it): the readers' own read options.
+
+    A plugin format that cannot be loaded declares nothing here (reading it names the error).
+    """
+    out: dict[str, tuple[ReaderOption, list[str]]] = {}
+    for name in reader_names():
+        try:
+            reader = load_reader(name)
+        except UsageError:
+            continue
+        for option in getattr(reader, "options", ()):
+            out.setdefault(option.name, (option, []))[1].append(name)
+    return out
 
 
 def _head(path: Path) -> bytes:
@@ -106,7 +144,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         if load_reader(name).sniff(where, head):
             return name
     if where.is_file():
-        return "rlgate"
+        return NATIVE
     raise DataError(f"is a directory, expected a JSONL row file or an eval harness's output in a format rlgate "
                     f"reads ({', '.join(reader_names())}); pass --format NAME if it is one of them", path=where)
 
@@ -126,74 +164,85 @@ def _split(spec: str | os.PathLike[str]) -> tuple[Path, dict[str, str]]:
     return Path(base).expanduser(), picked
 
 
-def read_rows(
-    source: RowInput,
-    format: str | None = None,
-    *,
-    category: str | None = None,
-    unit: str | None = None,
-    metric: str | None = None,
-    pass_threshold: float | None = None,
-    filter: str | None = None,
-    provider: str | None = None,
-    allow_prompt_change: bool = False,
-) -> RowSource:
+def _read_options(name: str, picked: Mapping[str, str], given: Mapping[str, object], reader: Reader,
+                  where: str) -> ReadOptions:
+    """The options a path is read with: a per-path value (``#key=value``) wins over the keyword."""
+
+    def text(key: str) -> str | None:
+        value = picked.get(key, given.get(key))
+        if value is None or isinstance(value, str):
+            return value
+        raise UsageError(f"{key}={value!r}: expected a non-empty string")
+
+    threshold = given.get("pass_threshold")
+    if "pass_threshold" in picked:
+        try:
+            threshold = float(picked["pass_threshold"])
+        except ValueError:
+            raise UsageError(f"{where!r}: pass_threshold must be a number") from None
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise UsageError(f"pass_threshold={threshold!r}: expected a finite number")
+    allow = given.get("allow_prompt_change", False)
+    if "allow_prompt_change" in picked:
+        allow = picked["allow_prompt_change"].lower() in ("1", "true", "yes")
+    if not isinstance(allow, bool):
+        raise UsageError(f"allow_prompt_change={allow!r}: expected True or False")
+    return ReadOptions(format=name, category=text("category"), unit=text("unit"), metric=text("metric"),
+                       pass_threshold=threshold, allow_prompt_change=allow,
+                       own={option.name: text(option.name) for option in reader.options},
+                       loose=frozenset(option.name for option in reader.options if not option.shapes))
+
+
+def read_rows(source: RowInput, format: str | None = None, **options: object) -> RowSource:
     """Open a row file or a harness's output as rows: an iterable with ``header``, re-read on each pass.
 
-    The options are :class:`~pytest_rlgate.options.ReadOptions`' fields.
-    *format* is a name of :func:`reader_names` (default: detected). *category* and *unit*
-    are dotted paths into the harness's record (lm-eval: ``doc.subject``, or ``task`` /
-    ``group``; Inspect: a ``metadata`` key), *metric* the score (lm-eval metric, Inspect
-    scorer, promptfoo named score, verifiers metric), *pass_threshold* what passes for a
-    non-binary score, *filter* an lm-eval filter, *provider* a promptfoo provider id.
-    ``path#key=value`` sets an option for this path alone. Iterating yields validated-shape
-    row dicts; bad input is a :class:`~pytest_rlgate.errors.DataError` at ``file:line``.
-    An iterable of row dicts is validated as it streams (a generator, as before readers).
+    The keywords are :class:`~pytest_rlgate.options.ReadOptions`' fields (``category``,
+    ``unit``, ``metric``, ``pass_threshold``, ``allow_prompt_change``) and the options the
+    readers declare for themselves (lm-eval's ``filter``, promptfoo's ``provider``,
+    Inspect's ``findings``: :func:`declared_options`), each used by the format that declares
+    it. *format* is a name of :func:`reader_names` (default: detected). ``path#key=value``
+    sets an option for this path alone. Iterating yields validated-shape row dicts; bad
+    input is a :class:`~pytest_rlgate.errors.DataError` at ``file:line``. An iterable of
+    row dicts is validated as it streams (a generator, as before readers).
     """
     if isinstance(source, RowSource):
         return source
     if not isinstance(source, (str, os.PathLike)):
         return _check_rows(source)  # type: ignore[return-value]  # rows in memory: validated as they stream
+    where = os.fspath(source)
     path, picked = _split(source)
-    unknown = sorted(set(picked) - set(ReadOptions.names()))
-    if unknown:
-        raise UsageError(f"{os.fspath(source)!r}: unknown option(s) after '#': {', '.join(unknown)} "
-                         f"(known: {', '.join(ReadOptions.names())})")
-    if "pass_threshold" in picked:
-        try:
-            pass_threshold = float(picked["pass_threshold"])
-        except ValueError:
-            raise UsageError(f"{os.fspath(source)!r}: pass_threshold must be a number") from None
-    if "allow_prompt_change" in picked:
-        allow_prompt_change = picked["allow_prompt_change"].lower() in ("1", "true", "yes")
-    options = ReadOptions(format=picked.get("format", format), category=picked.get("category", category),
-                          unit=picked.get("unit", unit), metric=picked.get("metric", metric),
-                          pass_threshold=pass_threshold, filter=picked.get("filter", filter),
-                          provider=picked.get("provider", provider), allow_prompt_change=allow_prompt_change)
-    format = options.format
-    name = format or detect_format(path)
+    declared = declared_options()
+    shared = [name for name in ReadOptions.names() if name != "format"]
+    refuse_unknown(options, [*shared, *declared], "read_rows")
+    refuse_unknown(picked, [*ReadOptions.names(), *declared], f"{where!r} after '#'")
+    name = picked.get("format") or format or detect_format(path)
     if not path.exists():
         raise DataError(_MISSING, path=path)
-    opened = load_reader(name).open(path, options)
-    if picked:
-        opened.spec = os.fspath(source)  # two providers of one file are two sides: their labels must differ
-    return opened
+    reader = load_reader(name)
+    stray = sorted(set(picked) - set(ReadOptions.names()) - {option.name for option in reader.options})
+    if stray:
+        raise UsageError(f"{where!r}: {stray[0]} is an option of the {' / '.join(declared[stray[0]][1])} reader, "
+                         f"and this path reads as {name}")
+    read = _read_options(name, picked, options, reader, where)
+    opened = reader.open(path, read)
+    # two providers of one file are two sides: a side named with '#' is labelled so, apart from the other
+    return RowSource(name, opened.path or path, opened.header, opened.rows, read, spec=where if picked else None)
 
 
 def as_side(source: RowInput) -> RowInput:
     """What the gate reads for one side: rlgate row files stay paths (the gate's own fast reader), a
     harness's log becomes its :class:`RowSource`; rows in memory pass through."""
     if isinstance(source, RowSource):
-        return source.path if source.format == "rlgate" else source
+        return source.path if source.format == NATIVE else source
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         path = Path(text)
         if not path.exists() and "#" not in text:
             return source  # the gate's reader names the missing file
-        if path.is_file() and detect_format(path) == "rlgate":
+        if path.is_file() and detect_format(path) == NATIVE:
             return source
         opened = read_rows(source)
-        return opened.path if opened.format == "rlgate" else opened
+        return opened.path if opened.format == NATIVE else opened
     return source
 
 

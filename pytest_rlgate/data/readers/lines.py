@@ -16,14 +16,19 @@ may hold (:func:`check_depth`). Without orjson it is :func:`parsed_lines`.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
-from ...errors import DataError
+from ...errors import DataError, hide_user_errors
 from ...options import MAX_DEPTH
 from ..jsonl import iter_checked_lines, iter_json_lines
 
-__all__ = ["check_depth", "json_lines", "not_an_object", "parsed_lines", "record_lines"]
+__all__ = ["check_depth", "json_lines", "json_object", "not_an_object", "parsed_lines", "record_lines"]
+
+#: a bad log read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 _WHAT = "harness log"
 _FIX = "point at the file or folder the harness wrote"
@@ -87,3 +92,16 @@ def json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, ob
         if type(obj) is not dict:
             raise not_an_object(obj, label, line)
         yield line, obj
+
+
+def json_object(path: Path, what: str) -> dict[str, object]:
+    """A file holding one JSON object (a results file, a bundle), or a DataError naming *what* it is not."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise DataError(f"not {what}: {exc}", path=path) from None
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    if not isinstance(data, dict):
+        raise DataError(f"not {what} (expected a JSON object)", path=path)
+    return data

@@ -16,22 +16,21 @@ with an ``error``) stays gated as nel scored it, and is counted and reported.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ...errors import DataError
+from ...errors import DataError, hide_user_errors
 from ..records import Row
-from .hashes import pack
-from .lines import json_lines
+from .lines import json_lines, json_object
 from .source import (
     MISSING,
+    Opened,
+    Pass,
+    Pick,
+    ReaderOption,
     ReadOptions,
-    RowSource,
-    keys_at,
-    label_of,
-    lookup,
+    as_dict,
     number,
     pass_of,
     short_hash,
@@ -40,11 +39,8 @@ from .source import (
 
 __all__ = ["READER"]
 
-_SHOWN = 5
-
-
-def _mapping(value: object) -> dict[str, object]:
-    return value if isinstance(value, dict) else {}
+#: a bad bundle read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 
 def _bundle(folder: Path) -> Path | None:
@@ -75,17 +71,16 @@ def _bundles(path: Path) -> list[tuple[Path, Path]]:
 
 
 def _load(bundle: Path) -> dict[str, object]:
-    try:
-        data = json.loads(bundle.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DataError(f"not a NeMo Evaluator bundle: {exc}", path=bundle) from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmark"), dict):
+    data = json_object(bundle, "a NeMo Evaluator bundle")
+    if not isinstance(data.get("benchmark"), dict):
         raise DataError("not a NeMo Evaluator bundle (no 'benchmark' object)", path=bundle)
     return data
 
 
 class NemoReader:
     name = "nemo"
+    summary = "NVIDIA NeMo Evaluator bundles (`eval-*.json` beside `results.jsonl`), one folder per benchmark"
+    options: tuple[ReaderOption, ...] = ()
 
     def sniff(self, path: Path, head: bytes) -> bool:
         try:
@@ -98,76 +93,60 @@ class NemoReader:
         return path.name == "results.jsonl" and b'"problem_idx"' in head and (path.parent / "results.jsonl").exists() \
             and any(path.parent.glob("eval-*.json"))
 
-    def open(self, path: Path, options: ReadOptions) -> RowSource:
+    def open(self, path: Path, options: ReadOptions) -> Opened:
         pairs = _bundles(path)
         bundles = [(_load(b), results) for b, results in pairs]
         for bundle, results in pairs:
             if not results.is_file():
                 raise DataError(f"bundle {bundle.name} has no results.jsonl beside it: per-problem results are what "
                                 "a paired gate needs (re-run nel eval run)", path=bundle.parent)
-        tasks = {str(_mapping(d["benchmark"]).get("name")): _mapping(d["benchmark"]).get("repeats") for d, _ in bundles}
+        names = [str(as_dict(d["benchmark"]).get("name")) for d, _ in bundles]
+        tasks = {name: as_dict(d["benchmark"]).get("repeats") for name, (d, _) in zip(names, bundles)}
         versions = sorted({str(d.get("sdk_version")) for d, _ in bundles})
-        models = sorted({str(_mapping(d.get("config")).get("model")) for d, _ in bundles})
+        models = sorted({str(as_dict(d.get("config")).get("model")) for d, _ in bundles})
         header = source_header("nemo", version=versions[0] if len(versions) == 1 else ",".join(versions),
                                tasks=tasks, options=options, path=path, model=models[0] if len(models) == 1 else None,
-                               extra={"config_hash": {str(_mapping(d["benchmark"]).get("name")): d.get("config_hash")
-                                                      for d, _ in bundles}})
+                               extra={"config_hash": {name: d.get("config_hash")
+                                                      for name, (d, _) in zip(names, bundles)}})
 
-        def produce(source: RowSource) -> Iterator[Row]:
-            for data, results in bundles:
-                yield from _rows(source, str(_mapping(data["benchmark"]).get("name")), results, options)
+        def rows(record: Pass) -> Iterator[Row]:
+            category, unit = Pick("category", options.category), Pick("unit", options.unit)
+            for name, (_data, results) in zip(names, bundles):
+                yield from _rows(record, name, results, options, category, unit)
 
-        return RowSource(self.name, path, header, produce, options)
+        return Opened(header, rows)
 
 
-def _rows(source: RowSource, benchmark: str, file: Path, options: ReadOptions) -> Iterator[Row]:
+def _rows(record: Pass, benchmark: str, file: Path, options: ReadOptions, category: Pick,
+          unit: Pick) -> Iterator[Row]:
     label = os.fspath(file)
-    failed: list[str] = []
-    first_error = ""
+    metric = options.metric or "reward"
     for line, rec in json_lines(file):
         idx, repeat = rec.get("problem_idx"), rec.get("repeat", 0)
         if idx is None:
             raise DataError("no 'problem_idx' (not a NeMo Evaluator results line?)", path=label, line=line)
-        details = _mapping(rec.get("scoring_details"))
+        details = as_dict(rec.get("scoring_details"))
         if details.get("error"):
-            failed.append(f"problem {idx} repeat {repeat}")
-            first_error = first_error or " ".join(str(details["error"]).split())[:200]
-        if options.category:
-            found = lookup(rec, options.category)
-            if found is MISSING:
-                raise DataError(f"no category at {options.category!r} ({keys_at(rec, options.category)}); pass "
-                                "another --category-key", path=label, line=line)
-            category = label_of(found, what="category", path=label, line=line, key=options.category)
-        else:
-            category = benchmark
-        if options.unit:
-            found = lookup(rec, options.unit)
-            if found is MISSING:
-                raise DataError(f"no unit at {options.unit!r} ({keys_at(rec, options.unit)})", path=label, line=line)
-            unit = label_of(found, what="unit", path=label, line=line, key=options.unit)
-        else:
-            unit = f"{benchmark}/{idx}"
-        metric = options.metric or "reward"
-        rewards = _mapping(rec.get("scorer_rewards"))
+            record.tally("result(s) NeMo Evaluator graded 0 after a failed solve, gated as graded",
+                         f"problem {idx} repeat {repeat}", str(details["error"]), label=label)
+        rewards = as_dict(rec.get("scorer_rewards"))
         value = rec.get("reward") if options.metric is None else rewards.get(metric, MISSING)
         if value is MISSING:
             raise DataError(f"no scorer reward {metric!r} (scorer_rewards: {', '.join(rewards) or 'none'})",
                             path=label, line=line)
         score = number(value, metric=metric, path=label, line=line)
-        reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=line)
-        meta = _mapping(rec.get("metadata"))
-        prompt = meta.get("question") or meta.get("prompt") or f"{benchmark} problem {idx}"
+        meta = as_dict(rec.get("metadata"))
         expected = rec.get("expected_answer")
-        source.pairs[(benchmark, idx)] = pack(None, short_hash(expected) if expected is not None else None, None)
-        yield {"prompt": str(prompt), "scenario_id": unit, "category": category,
-               "rollout_index": int(repeat) if isinstance(repeat, int) and repeat >= 0 else 0,
-               "reply": str(rec.get("model_response") or ""), "score": score, "reward": reward, "markers": {},
-               "case": {"benchmark": benchmark, "problem_idx": idx, "expected_answer": expected}}
-    if failed:
-        source.errors += len(failed)
-        shown = ", ".join(failed[:_SHOWN]) + (f" and {len(failed) - _SHOWN} more" if len(failed) > _SHOWN else "")
-        source.note(f"{label}: {len(failed)} result(s) NeMo Evaluator graded 0 after a failed solve, gated as "
-                    f"graded ({shown}): {first_error}")
+        record.pair((benchmark, idx), None, short_hash(expected) if expected is not None else None, None)
+        yield {"prompt": str(meta.get("question") or meta.get("prompt") or f"{benchmark} problem {idx}"),
+               "scenario_id": unit(rec, f"{benchmark}/{idx}", path=label, line=line),
+               "category": category(rec, benchmark, path=label, line=line),
+               "rollout_index": repeat if isinstance(repeat, int) and not isinstance(repeat, bool) and repeat >= 0
+               else 0,
+               "reply": str(rec.get("model_response") or ""), "score": score,
+               "reward": pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label,
+                                 line=line),
+               "markers": {}, "case": {"benchmark": benchmark, "problem_idx": idx, "expected_answer": expected}}
 
 
 READER = NemoReader()

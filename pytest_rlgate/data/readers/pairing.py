@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING
 
-from ...errors import DataError
+from ...errors import DataError, hide_user_errors
 from .hashes import unpack
 
 if TYPE_CHECKING:
     from .source import RowSource
 
 __all__ = ["check_items", "check_sources", "describe"]
+
+#: a bad log read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 _WHAT = ("document", "target", "prompt")
 _FIELDS = ("doc_hash", "target_hash", "prompt_hash")

@@ -25,26 +25,16 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ...errors import DataError
+from ...errors import DataError, hide_user_errors
 from ..records import Row
-from .hashes import pack
-from .source import (
-    MISSING,
-    ReadOptions,
-    RowSource,
-    keys_at,
-    label_of,
-    lookup,
-    number,
-    pass_of,
-    short_hash,
-    source_header,
-)
+from .source import Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, short_hash, source_header
 
 __all__ = ["READER"]
 
+#: a bad results file read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
+
 _ERROR = 2
-_SHOWN = 5
 
 
 def _load(path: Path) -> tuple[dict[str, object], list[object]]:
@@ -66,10 +56,6 @@ def _load(path: Path) -> tuple[dict[str, object], list[object]]:
     return data, results
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _provider(result: Mapping[str, object]) -> str:
     provider = result.get("provider")
     if isinstance(provider, Mapping):
@@ -80,7 +66,7 @@ def _provider(result: Mapping[str, object]) -> str:
 def _unit_vars(result: Mapping[str, object]) -> dict[str, object]:
     given = result.get("vars")
     if not isinstance(given, Mapping):
-        given = _mapping(_mapping(result.get("testCase")).get("vars"))
+        given = as_dict(as_dict(result.get("testCase")).get("vars"))
     return {k: v for k, v in given.items() if not str(k).startswith("_") and k != "sessionId"}
 
 
@@ -94,6 +80,9 @@ def _reply(result: Mapping[str, object]) -> str:
 
 class PromptfooReader:
     name = "promptfoo"
+    summary = "promptfoo `promptfoo eval -o results.json`, one side per provider"
+    options = (ReaderOption("provider", "promptfoo: the provider of a file holding several (PATH#provider=ID)",
+                            metavar="ID", shapes=False),)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if path.is_dir() or path.suffix != ".json":
@@ -101,97 +90,83 @@ class PromptfooReader:
         return b'"results"' in head and (b'"promptIdx"' in head or b'"evalId"' in head or b'"testIdx"' in head
                                          or (b'"version": 3' in head or b'"version":3' in head))
 
-    def open(self, path: Path, options: ReadOptions) -> RowSource:
+    def open(self, path: Path, options: ReadOptions) -> Opened:
         data, results = _load(path)
         providers = sorted({_provider(r) for r in results if isinstance(r, Mapping)})
-        provider = options.provider
+        provider = options.text("provider")
         if provider is None and len(providers) > 1:
             raise DataError(f"holds {len(providers)} providers ({', '.join(providers)}): one side each; pick one "
                             f"with {path}#provider=ID", path=path)
         if provider is not None and provider not in providers:
             raise DataError(f"#provider={provider}: no such provider here ({', '.join(providers)})", path=path)
         provider = provider or (providers[0] if providers else None)
-        config = _mapping(data.get("config"))
+        config = as_dict(data.get("config"))
         task = str(config.get("description") or path.stem)
-        body = _mapping(data.get("results")) or data
-        version = _mapping(data.get("metadata")).get("promptfooVersion")
+        body = as_dict(data.get("results")) or data
+        version = as_dict(data.get("metadata")).get("promptfooVersion")
         header = source_header("promptfoo", version=version, tasks={task: body.get("version")}, options=options,
                                path=path, model=provider, extra={"eval_id": data.get("evalId")})
 
-        def produce(source: RowSource) -> Iterator[Row]:
-            yield from _rows(source, results, provider, os.fspath(path), task, options)
+        def rows(record: Pass) -> Iterator[Row]:
+            return _rows(record, results, provider, os.fspath(path), task, options)
 
-        return RowSource(self.name, path, header, produce, options)
+        return Opened(header, rows)
 
 
-def _rows(source: RowSource, results: list[object], provider: str | None, label: str, task: str,
+def _rows(record: Pass, results: list[object], provider: str | None, label: str, task: str,
           options: ReadOptions) -> Iterator[Row]:
-    category_key = options.category
-    errors: list[str] = []
-    first_error = ""
+    named_categories = options.category == "namedScores"
+    category = Pick("category", None if named_categories else options.category, probe="testCase.metadata.category")
     counts: dict[tuple[str, str, str], int] = {}
     for position, result in enumerate(results):
         where = f"results[{position}]"
-        if not isinstance(result, Mapping):
+        if not isinstance(result, dict):
             raise DataError(f"{where} is not an object", path=label)
         if provider is not None and _provider(result) != provider:
             continue
         if result.get("failureReason") == _ERROR:
-            errors.append(f"test {result.get('testIdx')}")
-            first_error = first_error or " ".join(str(result.get("error") or "").split())[:200]
+            record.tally("error result(s) (failureReason 2) not gated", f"test {result.get('testIdx')}",
+                         str(result.get("error") or ""))
             continue
         unit = f"{result.get('promptIdx', 0)}:{short_hash(_unit_vars(result))}"
         raw = result.get("prompt")
         prompt = (raw.get("raw") or raw.get("label")) if isinstance(raw, Mapping) else raw
         prompt = prompt if isinstance(prompt, str) and prompt else unit
-        if category_key is None:
-            category_key = ("testCase.metadata.category"
-                            if lookup(result, "testCase.metadata.category") is not MISSING else "")
-        named = _mapping(result.get("namedScores"))
-        if category_key == "namedScores":
-            entries: list[tuple[str, object]] = [(str(name), value) for name, value in named.items()]
-            if not entries:
-                raise DataError(f"{where} has no namedScores to take categories from", path=label)
-        else:
-            if category_key:
-                found = lookup(result, category_key)
-                if found is MISSING:
-                    raise DataError(f"{where}: no category at {category_key!r} ({keys_at(result, category_key)}); "
-                                    "pass another --category-key", path=label)
-                category = label_of(found, what="category", path=label, line=None, key=category_key)
-            else:
-                category = "all"
-            if options.metric is not None:
-                if options.metric not in named:
-                    raise DataError(f"{where}: no named score {options.metric!r} (it has "
-                                    f"{', '.join(named) or 'none'})", path=label)
-                entries = [(category, named[options.metric])]
-            else:
-                entries = [(category, None)]
-        for category, value in entries:
-            if value is None:
-                score = number(result.get("score"), metric="score", path=label, line=None)
-                reward = int(bool(result.get("success")))
-            else:
-                metric = options.metric or category
-                score = number(value, metric=metric, path=label, line=None)
-                reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label,
-                                 line=None)
+        for name, score, reward in _scores(result, category, named_categories, options, label, where):
             index = result.get("repeatIndex")
             if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-                slot = (category, unit, prompt)
-                index = counts.get(slot, 0)
-                counts[slot] = index + 1
-            source.pairs[(task, unit)] = pack(short_hash(_mapping(result.get("testCase")).get("assert") or []), None,
-                                              short_hash(prompt))
-            yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index,
+                index = counts.get((name, unit, prompt), 0)
+                counts[(name, unit, prompt)] = index + 1
+            record.pair((task, unit), short_hash(as_dict(result.get("testCase")).get("assert") or []), None,
+                        short_hash(prompt))
+            yield {"prompt": prompt, "scenario_id": unit, "category": name, "rollout_index": index,
                    "reply": _reply(result), "score": score, "reward": reward, "markers": {},
                    "case": {"testIdx": result.get("testIdx"), "promptIdx": result.get("promptIdx"),
                             "provider": _provider(result), "vars": _unit_vars(result)}}
-    if errors:
-        source.errors += len(errors)
-        shown = ", ".join(errors[:_SHOWN]) + (f" and {len(errors) - _SHOWN} more" if len(errors) > _SHOWN else "")
-        source.note(f"{label}: {len(errors)} error result(s) (failureReason 2) not gated ({shown}): {first_error}")
+
+
+def _scores(result: dict[str, object], category: Pick, named_categories: bool, options: ReadOptions, label: str,
+            where: str) -> list[tuple[str, float, int]]:
+    """(category, score, pass) of a result: one, or one per named score with ``--category-key namedScores``."""
+    named = as_dict(result.get("namedScores"))
+    if named_categories:
+        if not named:
+            raise DataError(f"{where} has no namedScores to take categories from", path=label)
+        return [(str(name), *_named(value, options.metric or str(name), options, label))
+                for name, value in named.items()]
+    name = category(result, "all", path=label, where=where)
+    if options.metric is None:
+        return [(name, number(result.get("score"), metric="score", path=label, line=None),
+                 int(bool(result.get("success"))))]
+    if options.metric not in named:
+        raise DataError(f"{where}: no named score {options.metric!r} (it has {', '.join(named) or 'none'})",
+                        path=label)
+    return [(name, *_named(named[options.metric], options.metric, options, label))]
+
+
+def _named(value: object, metric: str, options: ReadOptions, label: str) -> tuple[float, int]:
+    score = number(value, metric=metric, path=label, line=None)
+    return score, pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=None)
 
 
 READER = PromptfooReader()

@@ -12,18 +12,24 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from ...errors import hide_user_errors
 from ..provenance import HEADER_KEY
 from ..records import Row
 from ..rows import read_header, read_rows
-from .source import ReadOptions, RowSource
+from .source import Opened, Pass, ReaderOption, ReadOptions
 
 __all__ = ["READER"]
+
+#: a bad row file read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
 
 _ROW_KEYS = (b'"rollout_index"', b'"reward"', b'"prompt"')
 
 
 class RlgateReader:
     name = "rlgate"
+    summary = "rlgate's own graded row files (`.jsonl`, `.jsonl.gz`)"
+    options: tuple[ReaderOption, ...] = ()
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if not head:
@@ -35,11 +41,11 @@ class RlgateReader:
             return first.startswith(b"{") and (HEADER_KEY.encode() in first or all(k in first for k in _ROW_KEYS))
         return isinstance(obj, dict) and (HEADER_KEY in obj or all(k.strip(b'"').decode() in obj for k in _ROW_KEYS))
 
-    def open(self, path: Path, options: ReadOptions) -> RowSource:
-        def produce(_source: RowSource) -> Iterator[Row]:
+    def open(self, path: Path, options: ReadOptions) -> Opened:
+        def rows(_pass: Pass) -> Iterator[Row]:
             yield from read_rows(path)
 
-        return RowSource("rlgate", path, read_header(path) or {}, produce, options)
+        return Opened(read_header(path) or {}, rows)
 
 
 READER = RlgateReader()

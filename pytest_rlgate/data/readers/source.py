@@ -1,16 +1,23 @@
-"""What every reader hands the gate: a :class:`RowSource`, and the options it was read with.
+"""The one reader interface, and the per-record steps every reader shares.
 
 A harness's log is not a row file, but the gate needs only rows and a header, so a reader
-turns one into the other as the rows are read, never holding them: a :class:`RowSource`
-iterates its file again on every pass and yields the dicts :mod:`pytest_rlgate.data.rows`
-validates. Its header says where the rows came from (``source``: the harness, its version,
-the task and the task version it recorded, and the options that shaped the rows), which is
-how two sides from different tasks are refused before a single row is compared.
+turns one into the other as the rows are read, never holding them. A reader is a small
+object (:class:`Reader`): its ``name`` (the ``--format``), a one-line ``summary`` (the
+docs table), the read ``options`` it declares for itself (lm-eval's ``filter``, promptfoo's
+``provider``), ``sniff(path, head)`` and ``open(path, options)``, which reads what it must
+to build the header (never the rows) and returns an :class:`Opened`: that header and a
+function that streams the rows of one pass. Each pass gets a :class:`Pass`, where the
+reader records what it let through (errored samples, counted and named) and each item's
+pairing hashes. The header says where the rows came from (``source``: the harness, its
+version, the task and the task version it recorded, and the options that shaped the
+rows), which is how two sides from different tasks are refused before a single row is
+compared.
 
-Readers own their format; the knobs they share are :class:`~pytest_rlgate.options.ReadOptions`,
-declared once beside the other doors' options: which field of a record is the category and
-the unit, which metric is the score, and the threshold that turns a non-binary score into a
-pass.
+What readers have in common is here once: the category and the unit at a dotted key with
+the reader's default (:class:`Pick`), a score as a finite number (:func:`number`) and the
+threshold that turns it into a pass (:func:`pass_of`), the header (:func:`source_header`).
+:class:`RowSource` is what the package makes of an opened reader: an iterable of rows that
+reads the file again on every pass, with the last pass's notes and pairs.
 """
 
 from __future__ import annotations
@@ -19,21 +26,43 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Generator, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Protocol
 
-from ...errors import DataError, UsageError
+from ...errors import DataError, UsageError, hide_user_errors
 from ...options import ReadOptions
 from ..provenance import HEADER_KEY, HEADER_VERSION
 from ..records import Header, Row
 from .hashes import pack, unpack
 from .pairing import check_items
 
-__all__ = ["CheckedReader", "ReadOptions", "Reader", "RowSource", "fingerprint", "lookup", "pack", "pass_of",
-           "path_getter", "SideReader", "rows_of", "short_hash", "source_header", "unpack"]
+__all__ = ["MISSING", "CheckedReader", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
+           "SideReader", "as_dict", "fingerprint", "keys_at", "label_of", "lookup", "number", "pack", "pass_of",
+           "path_getter", "short_hash", "source_header", "unpack"]
+
+#: a bad log read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
+
+
+@dataclass(frozen=True)
+class ReaderOption:
+    """A read option one reader declares for itself (lm-eval's ``filter``, promptfoo's ``provider``).
+
+    *name* is its keyword (``read_rows(..., filter="none")``) and its per-path spelling
+    (``PATH#filter=none``); *flag* its ``rlgate gate``/``rlgate convert`` flag (None: per
+    path only); in pytest it is ``--rlgate-read NAME=VALUE``. *shapes*: the value decides
+    what a row means, so the header records it and both sides must agree (a provider or a
+    findings file differs per side by design and does not).
+    """
+
+    name: str
+    help: str
+    flag: str | None = None
+    metavar: str = "VALUE"
+    shapes: bool = True
 
 
 class Reader(Protocol):
@@ -41,59 +70,105 @@ class Reader(Protocol):
 
     ``sniff(path, head)`` gets the path and the first 4 KiB of the file (empty for a
     folder) and answers cheaply; ``open`` reads what it must to build the header (never the
-    rows) and returns the source.
+    rows) and returns an :class:`Opened`. ``options`` are the read options it declares for
+    itself, beside the shared :class:`~pytest_rlgate.options.ReadOptions`; their values are
+    in ``options.own`` when it opens a path.
     """
 
     name: str
+    summary: str
+    options: Sequence[ReaderOption]
 
     def sniff(self, path: Path, head: bytes) -> bool: ...
 
-    def open(self, path: Path, options: ReadOptions) -> RowSource: ...
+    def open(self, path: Path, options: ReadOptions) -> Opened: ...
 
 
-#: a reader's row stream: called once per pass over the side
-Produce = Callable[["RowSource"], Iterator[Row]]
-#: a reader's checked pass (:attr:`RowSource.checked`): ``(row, position, key state)`` of each
-#: row, then the number of rows it made
-ProduceChecked = Callable[["RowSource"], Generator[tuple[Row, int, int], None, int]]
+@dataclass(frozen=True)
+class Opened:
+    """What a reader's ``open`` returns: the header, and the rows of one pass.
+
+    *rows* is called once per pass with that pass's :class:`Pass` and streams row dicts;
+    *path* is the file actually read when it is not the path given (the one log in a folder).
+    """
+
+    header: Header
+    rows: Callable[[Pass], Iterable[Row]]
+    path: Path | None = None
+
+
+class Pass:
+    """What one pass over a side records: its notes, errored samples and items' pairing hashes.
+
+    ``tally(what, where, detail)`` counts one sample the reader let through (``what`` says
+    how, e.g. ``"errored sample(s) not gated"``); when the pass ends each kind becomes one
+    note naming the first few. ``pair(item, data, target, prompt)`` keeps an item's hashes
+    for the other side's check (:func:`~pytest_rlgate.data.readers.pairing.check_items`).
+    """
+
+    SHOWN = 5
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.notes: list[str] = []
+        self.errors = 0
+        self.pairs: dict[Hashable, str] = {}  #: item -> :func:`pack`'d hashes
+        self.done = False  #: the pass ran to its end: its pairs are complete
+        self._tallies: dict[tuple[str, str], tuple[list[str], str]] = {}
+
+    def note(self, message: str) -> None:
+        """Record what this pass let through: the gate's result carries it (and pytest warns it)."""
+        if message not in self.notes:
+            self.notes.append(message)
+
+    def tally(self, what: str, where: str, detail: str = "", *, label: str | None = None, error: bool = True) -> None:
+        """Count a sample the reader let through; *error* counts it among the side's errored samples."""
+        key = (label or self.label, what)
+        wheres, first = self._tallies.setdefault(key, ([], ""))
+        if not first and detail:
+            self._tallies[key] = (wheres, " ".join(detail.split())[:200])
+        wheres.append(where)
+        self.errors += error
+
+    def pair(self, item: Hashable, data: str | None, target: str | None, prompt: str | None) -> None:
+        self.pairs[item] = pack(data, target, prompt)
+
+    def finish(self) -> None:
+        for (label, what), (wheres, first) in self._tallies.items():
+            shown = ", ".join(wheres[:self.SHOWN])
+            more = f" and {len(wheres) - self.SHOWN} more" if len(wheres) > self.SHOWN else ""
+            self.note(f"{label}: {len(wheres)} {what} ({shown}{more}){': ' + first if first else ''}")
+        self._tallies.clear()
+        self.done = True
 
 
 @dataclass
 class RowSource:
     """One side's rows, read from a harness's output each time it is iterated.
 
+    Made by :func:`~pytest_rlgate.data.readers.read_rows` from a reader's :class:`Opened`.
     ``header`` is a row-file header (:mod:`~pytest_rlgate.data.provenance`) whose ``source``
-    names the harness; ``notes`` collects what a pass let through (errored samples not
-    gated, changed prompts allowed), ``errors`` counts errored samples. ``pairs`` maps an
-    item (task, doc) to the hashes of its data, target and prompt, filled while the rows
-    stream, so the other side can be checked against it (:func:`~pytest_rlgate.data.readers.check_sides`).
-
-    A reader that makes every row valid as it builds it may also give ``checked``: the same
-    pass with each row's position and key state, its rows valid as made (what
-    :func:`~pytest_rlgate.data.rows.validate_row` accepts unchanged) and each (scenario,
-    prompt, eval_run, rollout_index) made once; the gate then reads it through a
-    :class:`CheckedReader`, without checking every row a second time.
+    names the harness; ``notes``, ``errors`` and ``pairs`` are the last pass's
+    (:class:`Pass`); ``partner`` is the other side, set by
+    :func:`~pytest_rlgate.data.readers.check_sides`, whose items are checked against this
+    side's once both have been read.
     """
 
     format: str
     path: Path
     header: Header
-    produce: Produce
+    rows: Callable[[Pass], Iterable[Row]] = field(repr=False)
     options: ReadOptions = field(default_factory=ReadOptions)
-    notes: list[str] = field(default_factory=list)
-    errors: int = 0
-    pairs: dict[Hashable, str] = field(default_factory=dict, repr=False)  #: item -> :func:`pack`'d hashes
-    #: set by check_sides: the other side, checked once both have been read
-    partner: RowSource | None = field(default=None, repr=False)
-    done: bool = False
     #: how the side was named (``results.json#provider=ID``), when that says more than the path
     spec: str | None = None
-    #: the reader's checked pass, when it has one (see above)
-    checked: ProduceChecked | None = field(default=None, repr=False)
+    partner: RowSource | None = field(default=None, repr=False)
+    last: Pass | None = field(default=None, repr=False)
     _pass: Iterator[Row] | None = field(default=None, repr=False)
     #: every pass makes its rows afresh, so the gate checks a plain valid one in place, as it
     #: does a row it parsed from a file (:class:`~pytest_rlgate.data.rows.RowReader`), not a copy
     fresh_rows: ClassVar[bool] = True
+    #: rows come in one way, checked by the row reader as they stream
+    checked: ClassVar[None] = None
 
     @property
     def label(self) -> str:
@@ -104,33 +179,31 @@ class RowSource:
         source = self.header.get("source")
         return str(source.get("harness", self.format) if isinstance(source, Mapping) else self.format)
 
+    @property
+    def notes(self) -> list[str]:
+        return self.last.notes if self.last is not None else []
+
+    @property
+    def errors(self) -> int:
+        return self.last.errors if self.last is not None else 0
+
+    @property
+    def pairs(self) -> dict[Hashable, str]:
+        return self.last.pairs if self.last is not None else {}
+
+    @property
+    def done(self) -> bool:
+        """Whether the last pass ran to its end (its pairs are complete)."""
+        return self.last is not None and self.last.done
+
     def __iter__(self) -> Iterator[Row]:
-        self._start()
-        yield from self.produce(self)
-        self._finish()
-
-    def checked_pass(self) -> Generator[tuple[Row, int, int], None, int]:
-        """One pass of :attr:`checked`: ``(row, position, state)`` per row, then the number of rows."""
-        if self.checked is None:
-            raise TypeError(f"the {self.format} reader gives no checked pass")
-        self._start()
-        count = yield from self.checked(self)
-        self._finish()
-        return count
-
-    def _start(self) -> None:
-        self.notes.clear()
-        self.errors = 0
-        self.pairs.clear()
-        self.done = False
-
-    def _finish(self) -> None:
-        self.done = True
+        record = self.last = Pass(self.label)
+        yield from self.rows(record)
+        record.finish()
         partner = self.partner
         if partner is not None and partner.done:
             for note in check_items(partner, self):
-                if note not in self.notes:
-                    self.notes.append(note)
+                record.note(note)
 
     def __next__(self) -> Row:
         """The next row of one pass, as from a generator (``read_rows`` returned one before readers)."""
@@ -138,63 +211,18 @@ class RowSource:
             self._pass = iter(self)
         return next(self._pass)
 
-    def note(self, message: str) -> None:
-        """Record what this pass let through: the gate's result carries it (and pytest warns it)."""
-        if message not in self.notes:
-            self.notes.append(message)
-
-
-def rows_of(checked: ProduceChecked) -> Produce:
-    """A checked pass as a plain row stream (its rows without their positions and states)."""
-
-    def produce(source: RowSource) -> Iterator[Row]:
-        for row, _position, _state in checked(source):
-            yield row
-
-    return produce
-
 
 class CheckedReader:
-    """The gate's reader of a :class:`RowSource` that has a checked pass: its rows as the reader made them.
-
-    What a :class:`~pytest_rlgate.data.rows.RowReader` is to the gate (``label``, ``header``,
-    ``source``, a context manager that streams ``(row, line, state)`` once), without checking
-    each row again and refusing repeated rollouts: the reader's checked pass has done both
-    as it built the rows, and gives each its position and key state.
-    """
+    """Kept for the gate's side opener, which asks for it when a source has ``checked`` (none has now)."""
 
     is_file = False
 
     def __init__(self, source: RowSource) -> None:
-        self.source = source
-        self.label = source.label
-        self.header: Header | None = source.header
-        self._read = False
-
-    def __iter__(self) -> Iterator[tuple[Row, int, int]]:
-        if self._read:
-            raise UsageError(f"{self.label}: rows already read (a RowReader streams once)")
-        self._read = True
-        return self._rows()
-
-    def _rows(self) -> Iterator[tuple[Row, int, int]]:
-        count = yield from self.source.checked_pass()
-        if not count:
-            raise DataError("no rows (an empty gate proves nothing; grade some replies first)", path=self.label)
-
-    def close(self) -> None:
-        """Nothing to close: each pass opens and closes its own files."""
-
-    def __enter__(self) -> CheckedReader:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
+        raise TypeError("no reader gives a checked pass: read a RowSource through a RowReader")
 
 
 class SideReader(Protocol):
-    """What the gate reads one side through: a :class:`~pytest_rlgate.data.rows.RowReader` or a :class:`CheckedReader`.
+    """What the gate reads one side through: a :class:`~pytest_rlgate.data.rows.RowReader`.
 
     Its header is read when it is opened; iterating it streams ``(row, line, state)`` once.
     """
@@ -214,8 +242,6 @@ class SideReader(Protocol):
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None: ...
-
-
 
 
 def short_hash(value: object) -> str:
@@ -260,45 +286,60 @@ def source_header(
     }
 
 
-_MISSING = object()
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: what :func:`lookup` returns when a dotted path leads nowhere
+MISSING: object = _Missing()
+
+
+def as_dict(value: object) -> dict[str, object]:
+    """*value* when it is a dict, else an empty one: a record's optional object field, read safely."""
+    return value if isinstance(value, dict) else {}
 
 
 def lookup(record: object, dotted: str) -> object:
-    """The value at a dotted path (``doc.subject``, ``info.task``, ``choices.0``), or a sentinel miss.
-
-    Returns :data:`MISSING` when a step is absent, so a reader can name the path and the
-    keys that were there.
-    """
+    """The value at a dotted path (``doc.subject``, ``info.task``, ``choices.0``), or :data:`MISSING`."""
     value = record
     for part in dotted.split("."):
         if isinstance(value, Mapping):
-            value = value.get(part, _MISSING)
+            value = value.get(part, MISSING)
         elif isinstance(value, (list, tuple)) and part.lstrip("-").isdigit():
             index = int(part)
-            value = value[index] if -len(value) <= index < len(value) else _MISSING
+            value = value[index] if -len(value) <= index < len(value) else MISSING
         else:
-            return _MISSING
-        if value is _MISSING:
-            return _MISSING
+            return MISSING
+        if value is MISSING:
+            return MISSING
     return value
-
-
-MISSING = _MISSING
 
 
 def path_getter(dotted: str) -> Callable[[object], object]:
     """:func:`lookup` for one dotted path, compiled once: plain dicts take the fast road (a row each)."""
     parts = tuple(dotted.split("."))
+    if len(parts) == 2:  # the common doc.subject, metadata.category: two lookups inline
+        first, second = parts
+
+        def get_two(record: object) -> object:
+            if type(record) is dict:
+                inner = record.get(first, MISSING)
+                if type(inner) is dict:
+                    return inner.get(second, MISSING)
+            return lookup(record, dotted)
+
+        return get_two
 
     def get(record: object) -> object:
         value = record
-        for part in parts:
+        for position, part in enumerate(parts):
             if type(value) is dict:
-                value = value.get(part, _MISSING)
-                if value is _MISSING:
-                    return _MISSING
+                value = value.get(part, MISSING)
+                if value is MISSING:
+                    return MISSING
             else:
-                return lookup(value, ".".join(parts[parts.index(part):]))
+                return lookup(value, ".".join(parts[position:]))
         return value
 
     return get
@@ -307,8 +348,7 @@ def path_getter(dotted: str) -> Callable[[object], object]:
 def keys_at(record: object, dotted: str) -> str:
     """The keys found where a dotted path stopped: for the error that names what was there."""
     value = record
-    parts = dotted.split(".")
-    for part in parts[:-1]:
+    for part in dotted.split(".")[:-1]:
         nxt = lookup(value, part)
         if nxt is MISSING:
             break
@@ -331,6 +371,55 @@ def label_of(value: object, *, what: str, path: str, line: int | None, key: str)
     return str(value)
 
 
+class Pick:
+    """One row field of a record: a dotted path the user named (``--category-key``), else the reader's default.
+
+    The default is a fixed value handed to each call, or a path *probe* the reader prefers
+    when the first record has it (Inspect's ``metadata.category``). *spell* maps the user's
+    key to a path once (Inspect reads a bare key in the sample's metadata). A path that
+    leads nowhere is a DataError naming the key and what was there.
+    """
+
+    def __init__(self, what: str, key: str | None, *, probe: str | None = None,
+                 spell: Callable[[str], str] | None = None) -> None:
+        self.what = what
+        self.key = None if key is None else (spell(key) if spell is not None else key)
+        self.given = key  #: as the user spelled it, for messages
+        self._probe = probe
+        self._get = None if self.key is None else path_getter(self.key)
+
+    def __call__(self, record: object, default: str, *, path: str, line: int | None = None,
+                 where: str | None = None) -> str:
+        get = self._get
+        if get is not None:
+            found = get(record)
+            if type(found) is str and found:
+                return found
+        elif self._probe is None:
+            return default
+        return self._slow(record, default, path=path, line=line, where=where)
+
+    def _slow(self, record: object, default: str, *, path: str, line: int | None, where: str | None) -> str:
+        get = self._get
+        if get is None:
+            if self._probe is None:
+                return default
+            probe, self._probe = self._probe, None
+            if lookup(record, probe) is MISSING:
+                return default
+            self.key = self.given = probe
+            get = self._get = path_getter(probe)
+        found = get(record)
+        if type(found) is str and found:
+            return found
+        if found is MISSING:
+            key = str(self.key)
+            spelled = "" if self.given in (None, key) else f", from --{self.what}-key {self.given}"
+            raise DataError(f"{where + ': ' if where else ''}no {self.what} at {key!r} ({keys_at(record, key)}"
+                            f"{spelled}); pass another --{self.what}-key", path=path, line=line)
+        return label_of(found, what=self.what, path=path, line=line, key=str(self.key))
+
+
 def pass_of(score: float, threshold: float | None, *, higher_is_better: bool, metric: str, path: str,
             line: int | None) -> int:
     """``reward`` of a score: 0/1 scores as they are; others need the pass threshold."""
@@ -344,15 +433,13 @@ def pass_of(score: float, threshold: float | None, *, higher_is_better: bool, me
 
 
 def number(value: object, *, metric: str, path: str, line: int | None) -> float:
-    """A score as a finite float (booleans are 1/0), or a DataError naming the metric."""
+    """A score as a finite float (booleans are 1/0, numeric text is read), or a DataError naming the metric."""
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    if isinstance(value, str):
+    if isinstance(value, (int, float, str)):
         try:
             parsed = float(value)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or an int past a double's range
             parsed = math.nan
         if math.isfinite(parsed):
             return parsed
@@ -360,5 +447,8 @@ def number(value: object, *, metric: str, path: str, line: int | None) -> float:
                     path=path, line=line)
 
 
-def env_path(path: str | os.PathLike[str]) -> Path:
-    return Path(os.fspath(path)).expanduser()
+def refuse_unknown(given: Mapping[str, object], known: Sequence[str], where: str) -> None:
+    """A UsageError naming the read options nothing declares (and those that are)."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise UsageError(f"{where}: unknown read option(s) {', '.join(unknown)} (known: {', '.join(known)})")

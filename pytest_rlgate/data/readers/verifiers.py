@@ -22,17 +22,17 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ...errors import DataError
+from ...errors import DataError, hide_user_errors
 from ..records import Row
-from .hashes import pack
-from .lines import json_lines
+from .lines import json_lines, json_object
 from .source import (
     MISSING,
+    Opened,
+    Pass,
+    Pick,
+    ReaderOption,
     ReadOptions,
-    RowSource,
-    keys_at,
-    label_of,
-    lookup,
+    as_dict,
     number,
     pass_of,
     short_hash,
@@ -41,8 +41,10 @@ from .source import (
 
 __all__ = ["READER"]
 
+#: a bad results file read in a user's test fails it with one line naming file:line, not these frames
+__tracebackhide__ = hide_user_errors
+
 _FILES = ("results.jsonl", "traces.jsonl")
-_SHOWN = 5
 
 
 def _file(path: Path) -> Path:
@@ -52,10 +54,6 @@ def _file(path: Path) -> Path:
                 return path / name
         raise DataError("holds no results.jsonl or traces.jsonl (a verifiers evaluation folder)", path=path)
     return path
-
-
-def _mapping(value: object) -> dict[str, object]:
-    return value if isinstance(value, dict) else {}
 
 
 def _text(message: object) -> str:
@@ -83,12 +81,12 @@ def _last(messages: object, role: str) -> str:
 
 def _v1_reward(trace: Mapping[str, object], path: str, line: int) -> float | None:
     """A v1 trace's reward: its rewards' scores, weighted (None while one is not scored)."""
-    rewards = _mapping(trace.get("rewards"))
+    rewards = as_dict(trace.get("rewards"))
     if any(r is None for r in rewards.values()):
         return None
     total = 0.0
     for name, entry in rewards.items():
-        found = _mapping(entry)
+        found = as_dict(entry)
         total += (number(found.get("score", 0.0), metric=f"rewards.{name}.score", path=path, line=line)
                   * number(found.get("weight", 1.0), metric=f"rewards.{name}.weight", path=path, line=line))
     return total
@@ -96,6 +94,8 @@ def _v1_reward(trace: Mapping[str, object], path: str, line: int) -> float | Non
 
 class VerifiersReader:
     name = "verifiers"
+    summary = "verifiers `results.jsonl` (v0, beside `metadata.json`) and v1 `traces.jsonl`"
+    options: tuple[ReaderOption, ...] = ()
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if path.is_dir():  # a NeMo Evaluator bundle folder has a results.jsonl too, beside its eval-*.json
@@ -106,16 +106,12 @@ class VerifiersReader:
         v1 = b'"task"' in head and b'"rewards"' in head and b'"key"' in head
         return v0 or v1
 
-    def open(self, path: Path, options: ReadOptions) -> RowSource:
+    def open(self, path: Path, options: ReadOptions) -> Opened:
         file = _file(path)
         meta_path = file.parent / "metadata.json"
         meta: dict[str, object] = {}
         if meta_path.is_file():
-            try:
-                loaded = json.loads(meta_path.read_text(encoding="utf-8"))
-                meta = loaded if isinstance(loaded, dict) else {}
-            except ValueError as exc:
-                raise DataError(f"not JSON: {exc}", path=meta_path) from None
+            meta = json_object(meta_path, "a verifiers metadata.json")
         env = str(meta.get("env_id") or meta.get("env") or file.parent.name)
         model = meta.get("model")
         header = source_header("verifiers", version=meta.get("verifiers_version") or meta.get("version"),
@@ -123,90 +119,71 @@ class VerifiersReader:
                                model=model if isinstance(model, str) else None,
                                extra={"layout": "v1 traces" if file.name == "traces.jsonl" else "v0 results"})
 
-        def produce(source: RowSource) -> Iterator[Row]:
-            yield from _rows(source, file, env, options)
+        def rows(record: Pass) -> Iterator[Row]:
+            return _rows(record, file, env, options)
 
-        return RowSource(self.name, file, header, produce, options)
+        return Opened(header, rows, file)
 
 
-def _rows(source: RowSource, file: Path, env: str, options: ReadOptions) -> Iterator[Row]:
+def _rollout(rec: Mapping[str, object]) -> tuple[object, str, str, str | None]:
+    """(unit id, prompt, reply, error or None) of a v0 result or a v1 trace."""
+    task = rec.get("task")
+    if isinstance(task, dict):
+        data = as_dict(task.get("data"))
+        asked = data.get("prompt")
+        listed = rec.get("errors")
+        error = json.dumps(listed[0] if isinstance(listed, (list, str)) and listed else None, default=str)
+        return (task.get("key") or task.get("hash"), _last(asked, "user") or (asked if isinstance(asked, str) else ""),
+                str(rec.get("root_reply") or ""), error if listed else None)
+    failed = rec.get("error") not in (None, "", {})
+    return (rec.get("example_id"), _last(rec.get("prompt"), "user"), _last(rec.get("completion"), "assistant"),
+            str(rec.get("error")) if failed else None)
+
+
+def _rows(record: Pass, file: Path, env: str, options: ReadOptions) -> Iterator[Row]:
     label = os.fspath(file)
-    category_key = options.category
-    errors: list[str] = []
-    first_error = ""
+    category = Pick("category", options.category, probe="info.env_id")
+    unit_key = Pick("unit", options.unit)
     counts: dict[tuple[str, str, str], int] = {}
     for line, rec in json_lines(file):
-        task = rec.get("task")
-        v1 = isinstance(task, dict)
-        if isinstance(task, dict):
-            unit_id = task.get("key") or task.get("hash")
-            data = _mapping(task.get("data"))
-            asked = data.get("prompt")
-            prompt = _last(asked, "user") or (asked if isinstance(asked, str) else "")
-            reply = str(rec.get("root_reply") or "")
-            failed = bool(rec.get("errors"))
-            listed = rec.get("errors")
-            error_text = json.dumps(listed[0] if isinstance(listed, (list, str)) and listed else None, default=str)
-        else:
-            unit_id = rec.get("example_id")
-            prompt = _last(rec.get("prompt"), "user")
-            reply = _last(rec.get("completion"), "assistant")
-            failed = rec.get("error") not in (None, "", {})
-            error_text = str(rec.get("error"))
+        v1 = isinstance(rec.get("task"), dict)
+        unit_id, prompt, reply, error = _rollout(rec)
         if unit_id is None:
             raise DataError("no example_id (v0) or task.key (v1) to pair rollouts by", path=label, line=line)
-        if failed:
-            errors.append(f"line {line}")
-            first_error = first_error or " ".join(error_text.split())[:200]
+        if error is not None:
+            record.tally("errored rollout(s) not gated", f"line {line}", error)
             continue
-        if options.unit:
-            found = lookup(rec, options.unit)
-            if found is MISSING:
-                raise DataError(f"no unit at {options.unit!r} ({keys_at(rec, options.unit)})", path=label, line=line)
-            unit = label_of(found, what="unit", path=label, line=line, key=options.unit)
-        else:
-            unit = str(unit_id)
-        if category_key is None:
-            category_key = "info.env_id" if lookup(rec, "info.env_id") is not MISSING else ""
-        if category_key:
-            found = lookup(rec, category_key)
-            if found is MISSING:
-                raise DataError(f"no category at {category_key!r} ({keys_at(rec, category_key)}); pass another "
-                                "--category-key", path=label, line=line)
-            category = label_of(found, what="category", path=label, line=line, key=category_key)
-        else:
-            category = env
-        metric = options.metric
-        if metric is None:
-            value: object = _v1_reward(rec, label, line) if v1 else rec.get("reward")
-            metric = "reward"
-            if value is None:
-                errors.append(f"line {line} (not scored)")
-                continue
-        else:
-            metrics = _mapping(rec.get("metrics"))
-            value = metrics.get(metric, MISSING)
-            if value is MISSING and v1:
-                entry = _mapping(rec.get("rewards")).get(metric)
-                value = entry.get("score") if isinstance(entry, Mapping) else MISSING
-            if value is MISSING:
-                raise DataError(f"no metric {metric!r} (metrics: {', '.join(metrics) or 'none'})",
-                                path=label, line=line)
+        unit = unit_key(rec, str(unit_id), path=label, line=line)
+        name = category(rec, env, path=label, line=line)
+        metric = options.metric or "reward"
+        value = _value(rec, options.metric, v1, label, line)
+        if value is None:
+            record.tally("errored rollout(s) not gated", f"line {line} (not scored)")
+            continue
         score = number(value, metric=metric, path=label, line=line)
         reward = pass_of(score, options.pass_threshold, higher_is_better=True, metric=metric, path=label, line=line)
         prompt = prompt or unit
-        slot = (category, unit, prompt)
-        index = counts.get(slot, 0)
-        counts[slot] = index + 1
+        index = counts.get((name, unit, prompt), 0)
+        counts[(name, unit, prompt)] = index + 1
+        task = rec.get("task")
         answer = task.get("hash") if isinstance(task, dict) else rec.get("answer")
-        source.pairs[(env, unit)] = pack(None, short_hash(answer) if answer is not None else None, short_hash(prompt))
-        yield {"prompt": prompt, "scenario_id": unit, "category": category, "rollout_index": index, "reply": reply,
+        record.pair((env, unit), None, short_hash(answer) if answer is not None else None, short_hash(prompt))
+        yield {"prompt": prompt, "scenario_id": unit, "category": name, "rollout_index": index, "reply": reply,
                "score": score, "reward": reward, "markers": {}, "case": {"unit": unit_id, "answer": answer}}
-    if errors:
-        source.errors += len(errors)
-        shown = ", ".join(errors[:_SHOWN]) + (f" and {len(errors) - _SHOWN} more" if len(errors) > _SHOWN else "")
-        source.note(f"{label}: {len(errors)} errored rollout(s) not gated ({shown}){': ' if first_error else ''}"
-                    f"{first_error}")
+
+
+def _value(rec: Mapping[str, object], metric: str | None, v1: bool, label: str, line: int) -> object:
+    """The score: ``reward`` (v1: the weighted rewards; None while not scored) or a named metric."""
+    if metric is None:
+        return _v1_reward(rec, label, line) if v1 else rec.get("reward")
+    metrics = as_dict(rec.get("metrics"))
+    value = metrics.get(metric, MISSING)
+    if value is MISSING and v1:
+        entry = as_dict(rec.get("rewards")).get(metric)
+        value = entry.get("score") if isinstance(entry, dict) else MISSING
+    if value is MISSING:
+        raise DataError(f"no metric {metric!r} (metrics: {', '.join(metrics) or 'none'})", path=label, line=line)
+    return value
 
 
 READER = VerifiersReader()

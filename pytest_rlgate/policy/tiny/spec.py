@@ -109,6 +109,8 @@ def spec_of(env: Env) -> TinySpec:
     """The environment's ``tiny_policy`` spec, or a :class:`UsageError` saying how to add one."""
     spec = env.tiny_policy
     if not isinstance(spec, TinySpec):
+        tools = (" (a tool environment: `rlgate policy build --env SPEC --out DIR` builds a tiny agent from its "
+                 "prompts and tools)" if env.is_episodic else "")
         raise UsageError(f"environment {env.name} has no tiny policy spec (a 'tiny_policy' TinySpec "
-                         "attribute, see docs/policy.md); add one, or train from --base-model MODEL")
+                         f"attribute, see docs/policy.md){tools}; add one, or train from --base-model MODEL")
     return spec

@@ -1,0 +1,118 @@
+"""Every Eval Ever instance-level files, written by Every Eval Ever's own converter, as gate sides.
+
+``tests/data/harness/eee/{base,candidate}`` are what ``every_eval_ever convert lm_eval
+--include_samples`` (every-eval-ever 0.3.0, run from a Python 3.12 environment: the package
+needs it, this venv is 3.11) wrote from the committed lm-eval logs
+(``tests/data/harness/make_eee.py`` says how). ``demo`` is Every Eval Ever's frozen reference
+conversion from its repository; ``eval.schema.json`` its aggregate schema (0.3.0), against
+which :func:`eee_record`'s output is validated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _harness import HARNESS_DATA, LM_EVAL, gate_deltas, paired_category_deltas
+
+from pytest_rlgate import DataError, compare, detect_format, read_rows
+from pytest_rlgate.cli import main
+from pytest_rlgate.data.readers.eee import eee_record
+
+EEE = HARNESS_DATA / "eee"
+BASE, CANDIDATE = EEE / "base", EEE / "candidate"
+#: the metric the raw lm-eval line scores first, per task (what the lm-eval reader reads by default)
+FIRST = "contains,acc"
+
+
+def _raw(folder: Path) -> dict[tuple[str, str], list[float]]:
+    """(task, task/doc_id) -> [pass] straight from the lm-eval samples files, filter none, first metric."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for file in sorted(folder.glob("samples_*.jsonl")):
+        task = file.name[len("samples_"):].rsplit("_", 1)[0]
+        for line in file.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["filter"] == "none":
+                out[(task, f"{task}/{rec['doc_id']}")] = [float(rec[rec["metrics"][0]] == 1.0)]
+    return out
+
+
+def test_the_committed_files_are_what_the_converter_writes() -> None:
+    for side in (BASE, CANDIDATE):
+        assert detect_format(side) == "eee"
+        for samples in side.glob("*/*_samples.jsonl"):
+            aggregate = json.loads(samples.with_name(samples.name.replace("_samples.jsonl", ".json")).read_text())
+            assert aggregate["eval_library"] == {"name": "lm_eval", "version": "0.4.13"}
+            assert aggregate["detailed_evaluation_results"]["file_path"].endswith(samples.name)
+            first = json.loads(samples.read_text().splitlines()[0])
+            assert first["schema_version"] == "0.3.0" and first["interaction_type"] == "single_turn"
+
+
+def test_the_eee_readers_deltas_equal_the_raw_lm_eval_files() -> None:
+    result = compare(read_rows(BASE, metric=FIRST), read_rows(CANDIDATE, metric=FIRST), n_resamples=500)
+    reference = paired_category_deltas(_raw(LM_EVAL / "base"), _raw(LM_EVAL / "candidate"))
+    assert gate_deltas(result) == pytest.approx(reference) and reference["rg_refund"] == pytest.approx(-0.6)
+    direct = compare(read_rows(LM_EVAL / "base", filter="none"), read_rows(LM_EVAL / "candidate", filter="none"),
+                     n_resamples=500)
+    assert [(c.group, c.delta, c.low, c.high) for c in result.comparisons] == [
+        (c.group, c.delta, c.low, c.high) for c in direct.comparisons]
+
+
+def test_a_sample_under_several_results_needs_a_metric_and_errors_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"evaluation 'rg_refund_choice' has records of several results \(acc, "
+                                        r"acc_norm\); choose with --metric ID"):
+        list(read_rows(BASE))
+    rows = list(read_rows(BASE, metric="acc_norm"))
+    assert {r["category"] for r in rows} == {"rg_refund_choice"} and len(rows) == 40
+    assert {r["category"] for r in read_rows(BASE, metric="contains,contains:first-line")} == {
+        "rg_refund", "rg_refund/first-line"}
+    (samples,) = (BASE / "rg_refund").glob("*_samples.jsonl")
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    lines[0]["error"] = "timeout"
+    broken = tmp_path / samples.name
+    broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    source = read_rows(broken, metric="contains")
+    assert len(list(source)) == 39 and source.errors == 1
+    assert "1 errored record(s) not gated (rg_refund sample 0): timeout" in source.notes[0]
+    assert {r["category"] for r in read_rows(broken, metric="contains", category="metadata.filter")} == {"none"}
+
+
+def test_the_repositorys_own_example_reads(tmp_path: Path) -> None:
+    demo = EEE / "demo"
+    assert detect_format(demo) == "eee"
+    (row,) = read_rows(demo)
+    assert row["scenario_id"] == "demo-source.demo_bench/demo_0001" and row["reward"] == 1
+    assert row["reply"] == "The answer is 4." and row["prompt"] == "What is 2 + 2?"
+    (subject,) = read_rows(demo, category="metadata.subject")
+    assert subject["category"] == "arithmetic"
+    assert read_rows(demo).header["source"]["model"] == "demo-org/demo-model"
+
+
+def test_convert_writes_rows_from_it_and_the_gate_reads_those(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "base.jsonl.gz"
+    assert main(["convert", str(BASE), "--metric", FIRST, "--out", str(out)]) == 0
+    assert "wrote 80 rows of the eee 0.3.0 log of rg_refund" in capsys.readouterr().out
+    assert main(["gate", str(out), str(CANDIDATE), "--metric", FIRST, "--resamples", "500"]) == 1
+    assert "FAIL: pass@1 regressed in rg_refund: 0.900 -> 0.300" in capsys.readouterr().out
+    assert main(["gate", str(out), str(CANDIDATE), "--metric", "acc", "--resamples", "500"]) == 2  # other options
+    assert "the sides were read with different options (metric 'contains,acc' vs 'acc')" in capsys.readouterr().err
+
+
+def test_json_writes_the_gates_intervals_in_eees_uncertainty_fields(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    target = tmp_path / "gate.json"
+    assert main(["gate", str(BASE), str(CANDIDATE), "--metric", FIRST, "--resamples", "500", "--json", str(target),
+                 "--json-format", "eee"]) == 1
+    record = json.loads(target.read_text())
+    jsonschema.validate(record, json.loads((EEE / "eval.schema.json").read_text()))
+    result = compare(read_rows(BASE, metric=FIRST), read_rows(CANDIDATE, metric=FIRST), n_resamples=500)
+    by_name = {r["evaluation_name"]: r["score_details"] for r in record["evaluation_results"]}
+    for c in result.comparisons:
+        details = by_name[f"{c.metric} {c.group}"]
+        interval = details["uncertainty"]["confidence_interval"]
+        assert (details["score"], interval["lower"], interval["upper"]) == (c.delta, c.low, c.high)
+        assert interval["confidence_level"] == 0.95 and details["uncertainty"]["num_samples"] == c.n_units
+        assert details["uncertainty"]["num_bootstrap_samples"] == 500 and details["details"]["verdict"] == c.verdict
+    assert record["model_info"]["id"] == "rlgate/tiny-refund"
+    assert eee_record(result, model="org/m", retrieved=1.0)["evaluation_id"] == "rlgate-gate/org/m/1"
