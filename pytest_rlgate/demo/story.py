@@ -565,10 +565,12 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
              env: EnvSpec = None, jobs: int | None = None, verbose: bool = False) -> DemoResult:
     """The whole story on *env* (the default environment when None); returns what it printed as data.
 
-    *jobs* runs train side by side in that many worker processes (None: one per available
-    core; 1: one after the other in this process); the table and the story do not depend on
-    it. *verbose* lets the workers' third-party warnings and logs through. Verdicts are
-    results, not errors.
+    *jobs* runs train side by side, this process and ``jobs - 1`` worker processes (None: one
+    per available core; 1: one after the other in this process); the table and the story do
+    not depend on it. The workers are started with multiprocessing's ``spawn``, which imports
+    the calling script again in each: a script calls this under ``if __name__ == "__main__":``.
+    *verbose* lets the workers' third-party warnings and logs through. Verdicts are results,
+    not errors.
     """
     import torch
 
