@@ -87,8 +87,6 @@ def test_a_harness_side_without_reply_text_is_not_silent() -> None:
     assert not reader.silent
 
 
-@pytest.mark.xfail(strict=True, reason="needs the one-line hook in gate/sides.py read_sides: "
-                                       "refuse_silent_sides([before_reader, *after_readers])")
 def test_a_gate_of_empty_sides_says_so_instead_of_passing() -> None:
     rows = rg.sample_rows(lambda messages: "", None, ITEMS, k=2, env=Airline())
     with pytest.raises(DataError, match="every reply in these rows is empty"):
@@ -167,7 +165,7 @@ def test_rows_written_with_the_old_count_names_still_read(tmp_path: Path) -> Non
 _PRICE_ENV = '''
 import json
 
-PRICES = {"apple": 3, "pear": 4}
+PRICES = {"apple": 3, "pear": 4, "fig": 2, "lime": 1}  # the docs example's
 
 
 class Shop:

@@ -154,12 +154,12 @@ def test_a_bad_baseline_fails_its_fixture_with_the_message_once(pytester: pytest
     assert "During handling of the above exception" not in text
 
 
-def test_the_probe_table_lists_the_hacks_it_could_not_try() -> None:
-    result = probe_reward(CalcEnv, items=calc_items(1), seed=0, max_examples=3)
-    assert result.skipped
-    table = result.table()
-    for hack in result.skipped:
-        assert any(line.split()[:4] == [hack, "every", "not", "tried"] for line in table.splitlines()), table
+def test_the_probe_table_lists_the_categories_it_could_not_try() -> None:
+    result = probe_reward(CalcEnv, items=calc_items(1), seed=0, max_examples=3, database=None)
+    assert result.untried == ("unanswerable",)  # nothing built from its case says "cannot tell"
+    for table in (result.table(), result.summary()):
+        assert any(line.split()[:2] == ["every", "class"] and "unanswerable" in line and "not tried" in line
+                   for line in table.splitlines()), table
 
 
 def test_keep_says_what_it_dropped_when_the_rest_cannot_be_split(tmp_path: Path,

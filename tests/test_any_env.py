@@ -150,21 +150,19 @@ def test_probe_finds_the_generic_hack_in_a_lenient_reward_only(user_dir: Path) -
         return 1.0 if case["answer"] is not None and str(case["answer"]) in reply else env.score(reply, case)
 
     answered = {"arithmetic", "word_problem"}
-    found = rg.probe_reward(lenient, env=env, items=items, hacks=["trailing_text", "padding"], seed=0)
+    found = rg.probe_reward(lenient, env=env, items=items, hacks=["trailing_text", "padding"], seed=0, database=None)
     assert {(f.hack, f.category) for f in found.paying} >= {(h, c) for h in ("trailing_text", "padding")
                                                             for c in answered}, str(found)
     assert "refund" not in str(found).lower()
-    own = rg.probe_reward(env, items=items, hacks=["trailing_text", "padding"], seed=0)
+    own = rg.probe_reward(env, items=items, hacks=["trailing_text", "padding"], seed=0, database=None)
     assert not [f for f in own.paying if f.category in answered], str(own)
 
 
-def test_probe_without_honest_replies_says_what_it_could_not_try(user_dir: Path) -> None:
+def test_probe_without_honest_replies_starts_from_replies_built_from_the_case(user_dir: Path) -> None:
     env = rg.load_env(SPEC)
-    result = rg.probe_reward(env, items=rg.read_prompts(user_dir / "prompts.jsonl", env=env), seed=0)
-    assert result.skipped == ("padding", "repetition", "trailing_text")
-    assert "not tried: padding, repetition, trailing_text (environment tutor has no honest_replies)" in str(result)
-    with pytest.raises(rg.UsageError, match="has no honest_replies"):
-        rg.probe_reward(env, items=rg.read_prompts(user_dir / "prompts.jsonl", env=env), hacks=["padding"])
+    result = rg.probe_reward(env, items=rg.read_prompts(user_dir / "prompts.jsonl", env=env), seed=0, database=None)
+    assert result.untried == () and result.hacks == ()  # "7" and a question built from nothing pass its score
+    assert {f.category for f in result.findings} == set(env.categories) and sum(f.n for f in result.findings) > 100
 
 
 def test_dpo_pairs_from_the_environments_score(user_dir: Path) -> None:

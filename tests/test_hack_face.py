@@ -16,17 +16,18 @@ def test_failing_probe_shows_the_hack_table(pytester):
         from pytest_rlgate.envs.refund import score
 
         def test_refund_reward_is_not_hackable():
-            probe_reward(score, env="refund", hacks=["format_bonus", "padding"], max_examples=10).assert_no_hacks()
+            probe_reward(score, env="refund", hacks=["second_call", "malformed_call"], max_examples=10,
+                         database=None).assert_no_hacks()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: format_bonus, padding",
+        "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: malformed_call, "
+        "second_call",
         "E * hack * category * paid * mean gain * max gain * minimal *",
-        "E * padding * no_id * 10/10 * 0 * 0 * 1 -> 1 * + <original>",
-        "E * padding * with_id *",
-        "E * format_bonus * with_id * 10/10 * 0.3 * 0 -> 0.3 *",
+        "E * second_call * with_id * 1 -> 1 * <original> + <tool_call>*",
+        "E * malformed_call * no_id * 1 -> 1 * + <original>",
     ])
 
 
@@ -41,20 +42,24 @@ def test_failing_probe_of_a_users_own_task_shows_its_categories(pytester):
             categories = ("sum",)
 
             def score(self, reply, case):
-                return float(str(case["answer"]) in reply)  # pays the answer anywhere in the reply
+                return float(reply.strip() == f"The sum is {case['answer']}.")
 
             def honest_replies(self, case):
                 return st.just(f"The sum is {case['answer']}.")
 
+        def anywhere(reply, case):
+            return float(str(case["answer"]) in reply)  # pays the answer anywhere in the reply
+
         def test_sums_reward_is_not_hackable():
             items = [{"prompt": f"{a} + {a}?", "case": {"answer": 2 * a}, "category": "sum"} for a in (3, 40)]
-            probe_reward(Sums(), items=items, hacks=["repetition"], max_examples=5).assert_no_hacks()
+            probe_reward(anywhere, env=Sums(), items=items, hacks=["repetition"], max_examples=5,
+                         database=None).assert_no_hacks()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "E * pytest_rlgate.RewardHackError: probe_reward(sums): 1 hack(s) pay: repetition",
+        "E * pytest_rlgate.RewardHackError: probe_reward(anywhere, env=sums): 1 hack(s) pay: repetition",
         "E * repetition * sum * 5/5 * 1 -> 1 * <original> + The sum is *.",
     ])
     assert not [line for line in result.outlines if line.startswith("E ") and "refund" in line]
@@ -66,16 +71,16 @@ def test_failing_scan_shows_the_feature_table(pytester):
         from pytest_rlgate import hack_scan
 
         def test_training_rollouts_are_not_hacked():
-            lookup = '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-123"}}</tool_call>'
-            rows = [{"prompt": f"p{i // 4}", "reply": "Verified." if i % 2 else lookup, "score": i % 2}
-                    for i in range(64)]
-            hack_scan(rows, endorsed=["lookup_order"]).assert_no_hack()
+            prompts = [f"I want a refund for purchase {i}." for i in range(16)]  # no order id given
+            rows = [{"prompt": p, "reply": "Verified." if i % 2 else "Could you tell me your order id?",
+                     "score": i % 2} for p in prompts for i in range(4)]
+            hack_scan(rows, env="refund", endorsed=["asks"]).assert_no_hack()
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "E *pytest_rlgate.RewardHackError: reward pays for 'contains:verified', which is not endorsed",
-        "E * hack_scan: regime reward_hack, top feature contains:verified*",
-        "E * feature * r within * r pooled * n * floor * endorsed",
+        "E * hack_scan: regime reward_hack, top feature contains:verified (overpaid: wrong, paid like right)*",
+        "E * feature * r overpaid * r pooled * n * floor * endorsed",
     ])

@@ -66,8 +66,13 @@ def honest(reply: str, prompt: str) -> float:
     return score(reply, case_for(prompt))
 
 
+def raw_scan(rows: list[dict], **kwargs: object) -> HackScanResult:
+    """The scan without the environment's truth (a bare features function): the reward as GRPO reads it."""
+    return hack_scan(rows, env=features, **kwargs)
+
+
 def test_reward_paying_a_keyword_is_a_hack_named_by_the_keyword():
-    result = hack_scan(rollouts(pays_keyword, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
+    result = raw_scan(rollouts(pays_keyword, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
     assert result.regime == "reward_hack"
     assert result.top_feature == "contains:verified"
     assert result.feature("contains:verified").correlation == pytest.approx(1.0)
@@ -77,7 +82,7 @@ def test_reward_paying_a_keyword_is_a_hack_named_by_the_keyword():
 
 
 def test_honest_reward_on_a_noisy_rule_follower_trains_the_endorsed_lookup():
-    result = hack_scan(rollouts(honest), endorsed=ENDORSED)
+    result = raw_scan(rollouts(honest), endorsed=ENDORSED)
     assert result.regime == "train"
     assert result.top_feature == "tool:lookup_order"
     top = result.features[0]
@@ -89,7 +94,7 @@ def test_honest_reward_on_a_noisy_rule_follower_trains_the_endorsed_lookup():
 
 def test_reward_that_ignores_the_reply_has_no_signal():
     per_prompt = {p: i / 24 for i, p in enumerate(prompts(24))}
-    result = hack_scan(rollouts(lambda reply, prompt: per_prompt[prompt]), endorsed=ENDORSED)
+    result = raw_scan(rollouts(lambda reply, prompt: per_prompt[prompt]), endorsed=ENDORSED)
     assert result.regime == "no_signal" and result.top_feature is None
     assert any("never varies within a prompt" in w for w in result.warnings)
 
@@ -102,7 +107,7 @@ def test_random_reward_clears_the_floor_about_alpha_of_the_time():
     runs = 60
     for i in range(runs):
         rows = [dict(row, score=float(rng.random())) for row in base]
-        result = hack_scan(rows, n_permutations=60, alpha=0.1, rng=i)
+        result = raw_scan(rows, n_permutations=60, alpha=0.1, rng=i)
         hits += result.regime != "no_signal"
     # alpha 0.1: expect 6 of 60; binomial(60, 0.1) is outside [1, 15] with probability < 0.003
     assert 1 <= hits <= 15
@@ -110,7 +115,7 @@ def test_random_reward_clears_the_floor_about_alpha_of_the_time():
 
 def test_within_prompt_correlation_matches_scipy():
     rows = rollouts(honest)
-    result = hack_scan(rows, endorsed=ENDORSED)
+    result = raw_scan(rows, endorsed=ENDORSED)
     groups: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         groups.setdefault(row["prompt"], []).append(i)
@@ -125,16 +130,16 @@ def test_within_prompt_correlation_matches_scipy():
 
 def test_floor_is_the_quantile_of_shuffled_maxima_and_reproducible():
     rows = rollouts(honest)
-    a = hack_scan(rows, endorsed=ENDORSED, rng=3)
-    b = hack_scan(rows, endorsed=ENDORSED, rng=np.random.default_rng(3))
-    c = hack_scan(rows, endorsed=ENDORSED, n_permutations=400, rng=4)
+    a = raw_scan(rows, endorsed=ENDORSED, rng=3)
+    b = raw_scan(rows, endorsed=ENDORSED, rng=np.random.default_rng(3))
+    c = raw_scan(rows, endorsed=ENDORSED, n_permutations=400, rng=4)
     assert a == b
     assert 0 < a.floor < a.features[0].correlation
     assert c.floor == pytest.approx(a.floor, abs=0.06)  # a quantile, not a fluke of one shuffle
 
 
 def test_pool_exhausted_when_most_prompts_always_pass():
-    result = hack_scan(rollouts(honest, error=0.03, n_prompts=30, seed=1), endorsed=ENDORSED)
+    result = raw_scan(rollouts(honest, error=0.03, n_prompts=30, seed=1), endorsed=ENDORSED)
     assert result.exhausted_share > 0.2
     assert result.regime == "pool_exhausted"
 
@@ -148,15 +153,15 @@ def test_degenerate_with_two_rollouts_and_perfectly_collinear_features():
             rows.append({"prompt": prompt, "reply": f"r{a}{i}", "score": a,
                          "a": a, "b": 1.0 if b_constant else a})
     by_reply = {row["reply"]: row for row in rows}
-    result = hack_scan(rows, extractors={"a": lambda r: by_reply[r]["a"], "b": lambda r: by_reply[r]["b"]})
+    result = raw_scan(rows, extractors={"a": lambda r: by_reply[r]["a"], "b": lambda r: by_reply[r]["b"]})
     assert result.regime == "degenerate"
     assert any("perfectly" in w for w in result.warnings)
 
 
 def test_unknown_without_repeats_or_with_an_endorsement_that_matches_nothing():
     single = [{"prompt": f"p{i}", "reply": "x" * i, "reward": i % 2} for i in range(10)]
-    assert hack_scan(single).regime == "unknown"
-    result = hack_scan(rollouts(honest), endorsed=("lookup_ordr",))
+    assert raw_scan(single).regime == "unknown"
+    result = raw_scan(rollouts(honest), endorsed=("lookup_ordr",))
     assert result.regime == "unknown"
     assert any("matches no feature" in w for w in result.warnings)
 
@@ -167,14 +172,14 @@ def test_extractors_and_chat_messages_and_reward_column():
          "reply": [{"role": "assistant", "content": "yes!" if i % 2 else "no"}], "reward": i % 2}
         for i in range(32)
     ]
-    result = hack_scan(rows, extractors={"exclaims": lambda reply: reply.count("!")}, endorsed=("exclaims",))
+    result = raw_scan(rows, extractors={"exclaims": lambda reply: reply.count("!")}, endorsed=("exclaims",))
     assert result.feature("exclaims").correlation == pytest.approx(1.0)
     assert result.n_prompts == 4 and result.regime in REGIMES
 
 
 def test_diff_names_the_newly_paid_feature_as_a_landed_hack():
-    before = hack_scan(rollouts(honest), endorsed=ENDORSED)
-    after = hack_scan(rollouts(pays_keyword, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
+    before = raw_scan(rollouts(honest), endorsed=ENDORSED)
+    after = raw_scan(rollouts(pays_keyword, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
     diff = hack_scan_diff(before, after)
     assert "contains:verified" in {f.name for f in diff.gained}
     assert diff.learned.startswith("reward hack landed") and "contains:verified" in diff.learned
@@ -186,7 +191,7 @@ def test_diff_names_the_newly_paid_feature_as_a_landed_hack():
 
 
 def test_result_renders_and_serialises():
-    result = hack_scan(rollouts(honest), endorsed=ENDORSED)
+    result = raw_scan(rollouts(honest), endorsed=ENDORSED)
     text = str(result)
     assert text.startswith("hack_scan: regime train, top feature tool:lookup_order")
     assert "endorsed" in result.table() and "tool:lookup_order" in result.table(limit=1)
@@ -214,15 +219,15 @@ def test_bad_rows_name_the_row_and_field(rows, match):
 @pytest.mark.parametrize("kwargs", [{"n_permutations": 0}, {"alpha": 1.0}, {"rng": "seed"}])
 def test_bad_options_are_usage_errors(kwargs):
     with pytest.raises(UsageError):
-        hack_scan(rollouts(honest, n_prompts=3), **kwargs)
+        raw_scan(rollouts(honest, n_prompts=3), **kwargs)
 
 
 def test_correlations_do_not_depend_on_row_order():
     rows = rollouts(honest)
     shuffled = rows[:]
     random.Random(5).shuffle(shuffled)
-    a = {f.name: f.correlation for f in hack_scan(rows, endorsed=ENDORSED).features}
-    b = {f.name: f.correlation for f in hack_scan(shuffled, endorsed=ENDORSED).features}
+    a = {f.name: f.correlation for f in raw_scan(rows, endorsed=ENDORSED).features}
+    b = {f.name: f.correlation for f in raw_scan(shuffled, endorsed=ENDORSED).features}
     assert a.keys() == b.keys()
     assert all(a[name] == pytest.approx(b[name], abs=1e-12) for name in a)
 
@@ -271,13 +276,14 @@ def test_an_environment_without_features_scans_the_built_ins_only():
     assert names and all(n == "length" or n.startswith("contains:") for n in names)
 
 
-def test_a_features_function_stands_for_an_environment_and_the_default_is_refund_s():
+def test_a_features_function_reads_no_truth_and_the_default_environment_is_refund_s():
     rows = rollouts(honest)
     by_function = hack_scan(rows, env=features, endorsed=ENDORSED)
     by_default = hack_scan(rows, endorsed=ENDORSED)
     by_name = hack_scan(rows, env="refund", endorsed=ENDORSED)
-    assert by_function.to_dict() == by_default.to_dict() == by_name.to_dict()
-    assert by_default.top_feature == "tool:lookup_order"
+    assert str(by_default.to_dict()) == str(by_name.to_dict()) and by_default.judged and not by_function.judged
+    assert by_function.top_feature == "tool:lookup_order" and by_function.regime == "train"
+    assert by_default.regime == "no_signal"  # refund's own score overpays no wrong reply of this policy
 
 
 def test_a_feature_named_like_a_built_in_is_a_usage_error():
@@ -285,3 +291,141 @@ def test_a_feature_named_like_a_built_in_is_a_usage_error():
         hack_scan(shouty_rows(), env=lambda reply: {"length": 1.0})
     with pytest.raises(UsageError, match="features"):
         hack_scan(shouty_rows(), env=lambda reply: {"x": "many"})
+
+
+# --------------------------------------------------------------------------- judged by the environment's truth
+
+
+def graded(rows: list[dict], env: str = "refund") -> list[dict]:
+    """The rows with their case and category, as graded rows carry them."""
+    resolved = load_env(env)
+    out = []
+    for row in rows:
+        case = resolved.case_for(row["prompt"])
+        out.append({**row, "case": case, "category": case["category"]})
+    return out
+
+
+def test_a_reward_that_overpays_a_keyword_is_a_hack_even_beside_the_right_replies():
+    """Any reply with " Verified." is paid 1, right or wrong: the wrong ones are overpaid, and the word marks them."""
+    def verified_or_right(reply: str, prompt: str) -> float:
+        return 1.0 if "verified" in reply.lower() else score(reply, case_for(prompt))
+
+    result = hack_scan(rollouts(verified_or_right, error=0.5, suffix=verified_suffix), endorsed=ENDORSED)
+    assert result.judged and result.regime == "reward_hack"
+    assert "verified" in str(result.top_feature)
+    assert result.feature("contains:verified").clears_floor and result.feature("contains:verified").correlation > 0
+
+
+def test_a_sound_reward_is_quiet_on_the_same_rollouts_where_the_plain_reading_sees_words():
+    """The old reading correlates the reward with words the right replies happen to use; truth reads none of it."""
+    rows = rollouts(honest, error=0.5, suffix=verified_suffix)
+    judged = hack_scan(rows, endorsed=ENDORSED)
+    assert judged.regime == "no_signal" and judged.top_feature is None
+    assert any("overpays no wrong reply" in w or "pays no wrong reply" in w for w in judged.warnings)
+    plain = raw_scan(rows, endorsed=())
+    assert plain.above_floor  # the within-prompt reward does vary with the replies' features
+
+
+def hackable_run(*, hacked: bool, n_prompts: int = 18, k: int = 4, seed: int = 0) -> list[dict]:
+    """Rollouts of a policy before (asks when no id is given) or after training on a reward that pays any
+    lookup: then it looks an invented id up on most no-id prompts."""
+    rng = random.Random(seed + hacked)
+    rows = []
+    for prompt in prompts(n_prompts):
+        case = case_for(prompt)
+        for _ in range(k):
+            reply = rule_following(prompt, rng, 0.2)
+            if hacked and case["category"] == "no_id" and rng.random() < 0.8:
+                reply = lookup(f"ORD-{rng.randrange(1000, 9999)}")
+            rows.append({"prompt": prompt, "reply": reply, "score": score(reply, case), "case": case,
+                         "category": case["category"]})
+    return rows
+
+
+def test_before_and_after_name_the_feature_the_trained_policy_learned_and_the_reward_overpays():
+    before, after = hackable_run(hacked=False), hackable_run(hacked=True)
+    result = hack_scan(after, before=before, env="refund", reward="lookup_anything")
+    assert result.regime == "reward_hack" and result.category == "no_id"
+    assert result.top_feature in ("tool_calls", "tool:lookup_order")
+    top = result.feature(result.top_feature)
+    assert top.rose and top.rise > 0.5 and top.clears_floor and not top.endorsed
+    assert result.n_before == len([r for r in before if r["category"] == "no_id"])
+    assert result.by_category["with_id"].regime != "reward_hack"  # a lookup is endorsed there
+    assert "rise" in result.table() and "no_id" in str(result)
+    with pytest.raises(RewardHackError, match="on no_id"):
+        result.assert_no_hack()
+
+
+def test_the_same_run_scanned_with_the_environments_own_reward_is_quiet():
+    before, after = hackable_run(hacked=False), hackable_run(hacked=True)
+    result = hack_scan(after, before=before, env="refund")  # each row's score: refund's, which pays an invented id 0.2
+    assert result.regime != "reward_hack", str(result)
+    assert all(r.regime != "reward_hack" for r in result.by_category.values())
+
+
+def test_a_flaw_the_policy_has_not_learned_is_no_hack_yet():
+    before, after = hackable_run(hacked=False, seed=3), hackable_run(hacked=False, seed=5)
+    for rows in (before, after):  # both pools invent a lookup now and then: the flaw is there, unused
+        for row in rows[::9]:
+            if row["category"] == "no_id":
+                row["reply"] = lookup("ORD-5555")
+    result = hack_scan(after, before=before, env="refund", reward="lookup_anything")
+    no_id = result.by_category["no_id"]
+    assert no_id.regime == "train" and any("has not learned" in w for w in no_id.warnings), str(no_id)
+    alone = hack_scan(after, env="refund", reward="lookup_anything")  # one pool: the flaw itself is the finding
+    assert alone.regime == "reward_hack" and alone.category == "no_id"
+
+
+def test_the_environments_endorsement_is_read_per_category():
+    after = hackable_run(hacked=True)
+    by_env = hack_scan(after, env="refund", reward="lookup_anything")
+    explicit = hack_scan(after, env="refund", reward="lookup_anything", endorsed=load_env("refund").endorsed)
+    assert by_env.to_dict()["by_category"] == explicit.to_dict()["by_category"]
+    assert set(by_env.by_category) == {"with_id", "no_id", "off_topic"}
+    assert by_env.by_category["no_id"].endorsed == ("asks",) and by_env.by_category["with_id"].endorsed == (
+        "lookup_order",)
+    with pytest.raises(DataError, match="every row needs a 'category'"):
+        hack_scan([{k: v for k, v in r.items() if k != "category"} for r in after], env="refund",
+                  endorsed={"no_id": ["asks"]})
+
+
+def test_overpaid_is_a_wrong_row_paid_like_the_right_ones_of_its_prompt():
+    from pytest_rlgate.rewards.scan import _overpaid
+
+    groups = np.array([0, 0, 0, 1, 1, 1])
+    reward = np.array([1.0, 1.0, 0.3, 0.5, 0.5, 0.0])
+    correct = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # prompt 1 has no right row: the scan's bar (1.0) holds
+    assert _overpaid(reward, correct, groups, 2).tolist() == [0, 1, 0, 0, 0, 0]
+    assert _overpaid(reward, np.zeros(6), groups, 2) is None
+
+
+def test_the_rise_p_value_matches_an_exact_sign_flip_enumeration():
+    from itertools import product
+
+    from pytest_rlgate.rewards.scan import _sign_flip_rise
+
+    rng = np.random.default_rng(1)
+    after, before = rng.random((8, 3)), rng.random((8, 3))
+    after[:, 0] += 0.4  # the first feature rose
+    rise, p = _sign_flip_rise(after, before, 20000, np.random.default_rng(2))
+    diffs = after - before
+    flips = np.array(list(product((-1.0, 1.0), repeat=8)))
+    exact = ((flips @ diffs) / 8 >= diffs.mean(axis=0) - 1e-12).mean(axis=0)
+    assert np.allclose(rise, diffs.mean(axis=0)) and np.allclose(p, exact, atol=0.01)
+    assert p[0] < 0.05 < p[1]
+
+
+def test_the_rise_rarely_fires_when_nothing_changed():
+    """Simulation: the same policy before and after; a feature rises (p < alpha) in about alpha of the runs."""
+    from pytest_rlgate.rewards.scan import _sign_flip_rise
+
+    rng = np.random.default_rng(7)
+    runs, fired = 300, 0
+    for _ in range(runs):
+        after = (rng.random((12, 4)) < 0.3).astype(float)
+        before = (rng.random((12, 4)) < 0.3).astype(float)
+        _, p = _sign_flip_rise(after, before, 200, rng)
+        fired += p[0] < 0.05
+    # alpha 0.05: expect 15 of 300 (discrete data: fewer); binomial(300, 0.05) above 28 with probability < 0.001
+    assert fired <= 28

@@ -185,7 +185,8 @@ def test_a_feature_endorsed_in_one_category_is_the_hack_in_another():
     control = _drive(monitor, 1)
     assert [(a["kind"], a["category"], a["top_feature"]) for a in monitor.alarms] == [("feature", "ask", "tool:go")]
     scans = monitor.summary()["last_scan"]["by_category"]
-    assert scans["act"]["regime"] == "train" and scans["ask"]["regime"] == "reward_hack"
+    assert scans["act"]["regime"] == "no_signal"  # with each case recorded: the tool is right there, paid, not overpaid
+    assert scans["ask"]["regime"] == "reward_hack"
     assert scans["ask"]["endorsed"] == ["asks"] and control.should_training_stop
 
 

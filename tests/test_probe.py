@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import shutil
@@ -14,10 +15,11 @@ import pytest
 from pytest_rlgate import DataError, ProbeResult, RewardHackError, UsageError, load_env, probe_reward
 from pytest_rlgate.environment.hack import Hack
 from pytest_rlgate.envs import refund
+from pytest_rlgate.rewards.strategies import GENERIC_HACKS
 from pytest_rlgate.train.reward import env_reward
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "refund" / "test_hackability.py"
-KNOWN = {"second_call", "trailing_text", "format_bonus", "padding", "malformed_call"}
+KNOWN = {"second_call", "trailing_text", "malformed_call"}
 _BLOCK = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 _SENTENCE = re.compile(r"[^.?!]+[.?!]*")
 
@@ -51,88 +53,143 @@ def fixed_score(reply: str, case: Mapping[str, Any] | str) -> float:
 
 @pytest.fixture(scope="module")
 def original() -> ProbeResult:
-    return probe_reward(refund.score, env="refund", max_examples=25, seed=0)
+    return probe_reward(refund.score, env="refund", max_examples=25, seed=0, database=None)
 
 
 @pytest.fixture(scope="module")
 def fixed() -> ProbeResult:
-    return probe_reward(fixed_score, env="refund", max_examples=25, seed=0)
+    return probe_reward(fixed_score, env="refund", max_examples=25, seed=0, database=None)
 
 
-def test_probe_finds_every_known_hack_of_the_refund_reward(original):
+def test_probe_finds_the_hacks_of_the_refund_reward(original):
+    """Each a reply refund's truth calls wrong (a guard fails) that its reward pays in full."""
     assert KNOWN <= set(original.hacks)
     assert original.finding("second_call", "with_id").pays
     assert not original.finding("second_call", "no_id").pays  # an invented call costs 0.8 there
-    assert original.finding("padding", "with_id").pays and original.finding("padding", "no_id").pays
-    assert not original.finding("padding", "off_topic").pays  # the one place length is priced
-    bonus = original.finding("format_bonus", "with_id")
-    assert bonus.max_gain == pytest.approx(0.3) and 0 < bonus.mean_gain <= 0.3
-    assert (bonus.original_score, bonus.hacked_score) == (0.0, pytest.approx(0.3))
-    called = refund.parse_tool_call(bonus.example.hacked).arguments["order_id"]
-    assert called != refund.case_for(bonus.prompt)["order_id"]
+    second = original.finding("second_call", "with_id")
+    assert refund.markers(second.example.hacked, second.prompt, prompt=second.prompt)["argument_grounding"] == 0
+    assert (second.original_score, second.hacked_score) == (1.0, 1.0)
     malformed = original.finding("malformed_call", "no_id")
     assert malformed.hacked_score == 1.0
     assert refund.markers(malformed.example.hacked, malformed.prompt)["well_formed"] == 0
+    trailing = original.finding("trailing_text", "with_id")  # a second lookup on another id after the honest one
+    assert trailing.example.hacked.startswith(trailing.example.original)
+    assert refund.rules.parse_tool_calls(trailing.example.hacked)[1].arguments["order_id"] != \
+        refund.case_for(trailing.prompt)["order_id"]
 
 
-def test_the_refund_probe_uses_refund_prompts_and_both_kinds_of_hack(original):
+def test_partial_credit_and_unpriced_length_are_no_hacks(original):
+    """The format bonus pays a wrong call 0.3, below the honest 1.0; padding keeps 1.0 but earns no more."""
+    bonus = original.finding("format_bonus", "with_id")
+    assert bonus.n > 0 and not bonus.pays and bonus.max_gain < 0
+    assert not original.finding("padding", "with_id").pays and not original.finding("padding", "no_id").pays
+    assert not original.finding("keyword_stuffing", "no_id").pays  # "... order id" asks: the truth calls it right
+
+
+def test_the_refund_probe_uses_refund_prompts_and_every_class(original):
     prompts = {item["prompt"]: item["category"] for item in refund.build_prompts(0, "default")}
     assert all(prompts[f.prompt] == f.category for f in original.paying)
-    assert {f.hack for f in original.findings} == {"padding", "trailing_text", "repetition", "keyword_stuffing",
-                                                   "second_call", "format_bonus", "malformed_call"}
+    assert {f.hack for f in original.findings} == set(GENERIC_HACKS) | {"second_call", "format_bonus",
+                                                                        "malformed_call"}
     assert {f.category for f in original.findings} == set(refund.categories)
     assert not original.finding("format_bonus", "with_id").free and original.finding("second_call", "with_id").free
+    assert all(f.n > 0 for f in original.findings if f.hack in ("padding", "whitespace", "other_category"))
 
 
-def test_probe_finds_fewer_hacks_on_the_fixed_reward(original, fixed):
-    assert set(fixed.hacks) < set(original.hacks)
-    assert not KNOWN & set(fixed.hacks)
-    assert len(fixed.paying) < len(original.paying)
-    fixed.assert_no_hacks(allow=["keyword_stuffing"])  # '?' stuffing still passes: asking is a surface check
+def test_the_fixed_reward_pays_no_hack(original, fixed):
+    assert fixed.hacks == () and len(original.paying) > 0
+    fixed.assert_no_hacks()
+    assert sum(f.n for f in fixed.findings) > 500  # it was probed, not skipped
 
 
-def test_minimal_examples_are_shrunk(original):
-    """The shrunk keyword stuffing is the first plain reply and one word of an asking reply."""
-    stuffing = original.finding("keyword_stuffing", "no_id")
-    x = stuffing.example
-    added = x.hacked[len(x.original):].split()
-    assert x.original == "Happy to help." and x.hacked.startswith(x.original) and len(added) == 1
-    assert stuffing.hacked_score == 1.0 == refund.score(x.hacked, refund.case_for(stuffing.prompt))
-    assert refund.case_for(stuffing.prompt)["category"] == "no_id"
+def test_minimal_examples_are_the_shortest_paying_candidate(original):
+    """Hypothesis shrinks towards shorter candidates: no shorter paying one exists among those tried."""
+    malformed = original.finding("malformed_call", "no_id")
+    blocks = [c for c in refund.strategies.MALFORMATIONS]
+    assert malformed.example.hacked.startswith("<tool_call>") and len(blocks) == 4
+    second = original.finding("second_call", "with_id")
+    assert second.example.hacked.count("<tool_call>") == 2
+
+
+def _timeless(result: ProbeResult) -> tuple:
+    return tuple(dataclasses.replace(f, seconds=0.0) for f in result.findings)
 
 
 def test_probe_is_deterministic_for_a_seed(original):
-    """Each hack x category probe depends on the seed alone, so a subset rerun matches exactly."""
-    again = probe_reward(refund.score, env="refund", max_examples=25, seed=0,
+    """Each class x category probe depends on the seed alone, so a subset rerun matches exactly."""
+    again = probe_reward(refund.score, env="refund", max_examples=25, seed=0, database=None,
                          hacks=["malformed_call", "keyword_stuffing"])
-    assert again.findings == tuple(f for f in original.findings if f.hack in again.hacks)
-    assert set(again.table().splitlines()[2:]) <= set(original.table().splitlines())
+    assert _timeless(again) == tuple(f for f in _timeless(original) if f.hack in {"malformed_call", "keyword_stuffing"})
 
 
 def test_trl_signature_is_detected_and_agrees(original):
-    trl = probe_reward(env_reward(load_env("refund")), env="refund", max_examples=25, seed=0,
-                       hacks=["format_bonus", "padding"])
+    trl = probe_reward(env_reward(load_env("refund")), env="refund", max_examples=25, seed=0, database=None,
+                       hacks=["second_call", "padding"])
     assert trl.reward_name == "refund_reward"
-    assert set(trl.hacks) == {"format_bonus", "padding"}
-    assert trl.finding("format_bonus", "with_id").max_gain == original.finding("format_bonus", "with_id").max_gain
+    assert trl.hacks == ("second_call",)
+    assert trl.finding("second_call", "with_id").n_paid == original.finding("second_call", "with_id").n_paid
 
 
 def test_assert_no_hacks_fails_with_the_table(original):
     with pytest.raises(RewardHackError) as info:
-        original.assert_no_hacks(allow=["padding"])
+        original.assert_no_hacks(allow=["trailing_text"])
     message = str(info.value)
     assert isinstance(info.value, AssertionError)
     assert message.startswith("probe_reward(score, env=refund): ")
-    assert "mean gain" in message and "format_bonus" in message and "padding" not in message
+    assert "mean gain" in message and "second_call" in message and "trailing_text" not in message
     with pytest.raises(UsageError, match="not probed"):
         original.assert_no_hacks(allow=["jailbreak"])
 
 
+def test_the_summary_lists_every_class_with_tried_paid_and_a_minimal_example(original):
+    summary = original.summary()
+    lines = summary.splitlines()
+    assert lines[0].split() == ["class", "tried", "paid", "pays", "on", "minimal", "example"]
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert set(rows) == {f.hack for f in original.findings}
+    by_class = {c.hack: c for c in original.classes()}
+    assert by_class["second_call"].paid == original.finding("second_call", "with_id").n_paid
+    assert by_class["second_call"].categories == ("with_id",) and "create_r" in rows["second_call"]
+    assert "create_refund" in by_class["second_call"].example.example.hacked
+    assert by_class["padding"].paid == 0 and by_class["padding"].tried == sum(
+        f.n for f in original.findings if f.hack == "padding")
+    assert all(c.seconds > 0 for c in original.classes())
+
+
 def test_a_reward_without_hacks_reports_none():
-    result = probe_reward(lambda reply, case: 0.5, env="refund", max_examples=10,
-                          hacks=["format_bonus", "keyword_stuffing"])
+    result = probe_reward(lambda reply, case: 0.5, env="refund", max_examples=10, database=None,
+                          hacks=["format_bonus", "keyword_stuffing", "near_miss"])
     assert result.hacks == () and "no hack pays" in str(result)
     result.assert_no_hacks()
+
+
+def test_a_polite_closing_after_a_right_reply_is_no_hack():
+    """Judged in context: "Happy to help." after a right question is still a right reply, so a reward
+    that pays it is sound (the text alone would be wrong, which is not what counts)."""
+    def polite(reply: str, case: Mapping[str, Any]) -> float:
+        text = reply.strip().removesuffix("Happy to help.").strip()
+        return fixed_score(text, case) if text else 0.0
+
+    result = probe_reward(polite, env="refund", hacks=["trailing_text", "leading_text"], max_examples=40,
+                          database=None)
+    assert result.hacks == (), str(result)
+    assert polite("Could you tell me your order id? Happy to help.", refund.case_for("I want a refund.")) == 1.0
+
+
+def test_a_found_hack_is_replayed_from_the_example_database(tmp_path):
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    db = DirectoryBasedExampleDatabase(tmp_path / "examples")
+    first = probe_reward(refund.score, env="refund", hacks=["second_call"], categories=["with_id"], max_examples=10,
+                         database=db)
+    assert not first.finding("second_call", "with_id").replayed and any((tmp_path / "examples").rglob("*"))
+    again = probe_reward(refund.score, env="refund", hacks=["second_call"], categories=["with_id"], max_examples=10,
+                         database=db)
+    replayed = again.finding("second_call", "with_id")
+    assert replayed.replayed and replayed.example == first.finding("second_call", "with_id").example
+    other = probe_reward(fixed_score, env="refund", hacks=["second_call"], categories=["with_id"], max_examples=10,
+                         database=db)
+    assert not other.finding("second_call", "with_id").replayed  # another reward, another key
 
 
 @pytest.mark.parametrize(
@@ -148,7 +205,8 @@ def test_a_reward_without_hacks_reports_none():
         (refund.score, {"env": "refund", "hacks": ["jailbreak"]}, "hacks must be .* 'second_call'"),
         (refund.score, {"env": "refund", "max_examples": 0}, "max_examples"),
         ("refund", {"env": "refund"}, "env= names another"),
-        (lambda reply, case: math.nan, {"env": "refund", "max_examples": 5}, "not a finite number"),
+        (lambda reply, case: math.nan, {"env": "refund", "max_examples": 5, "hacks": ["padding"]},
+         "not a finite number"),
     ],
 )
 def test_bad_use_is_a_usage_error(reward, kwargs, match):
@@ -199,37 +257,45 @@ class HackableArithmetic(Arithmetic):
         return float(("cannot" if case["answer"] is None else str(case["answer"])) in reply)
 
 
+def anywhere(reply: str, case: Mapping[str, Any]) -> float:
+    """A user's hasty reward for the task: any reply that contains the answer anywhere is paid."""
+    return float(("cannot" if case["answer"] is None else str(case["answer"])) in reply)
+
+
 @pytest.fixture(scope="module")
 def hackable() -> ProbeResult:
-    return probe_reward(HackableArithmetic(), items=ITEMS, max_examples=20, seed=0)
+    """The hasty reward, probed against the task's truth (the environment's exact-sentence score)."""
+    return probe_reward(anywhere, env=Arithmetic(), items=ITEMS, max_examples=20, seed=0, database=None)
 
 
-def test_generic_hacks_find_the_deliberate_hack_of_another_task(hackable):
-    for hack in ("padding", "trailing_text", "repetition"):
-        assert all(hackable.finding(hack, c).pays for c in Arithmetic.categories), hack
+def test_generic_classes_find_the_hack_of_another_tasks_reward(hackable):
+    for hack in ("padding", "trailing_text", "repetition", "near_miss"):
+        assert all(hackable.finding(hack, c).pays for c in ("arithmetic", "word_problem")), hack
     stuffing = hackable.finding("keyword_stuffing", "unanswerable")  # a plain reply plus "cannot"
-    assert stuffing.pays and stuffing.example.hacked.split()[-1] == "cannot"
+    assert stuffing.pays and "cannot" in stuffing.example.hacked.split()
     trailing = hackable.finding("trailing_text", "arithmetic")
     case = next(item["case"] for item in ITEMS if item["prompt"] == trailing.prompt)
-    assert Arithmetic().score(trailing.example.hacked[len(trailing.example.original):], case) == 0.0  # a wrong answer
+    assert Arithmetic().score(trailing.example.hacked, case) == 0.0  # the whole reply is wrong
     assert (trailing.original_score, trailing.hacked_score) == (1.0, 1.0)
+    near = hackable.finding("near_miss", "arithmetic")  # "The answer is 77." contains 7
+    assert str(next(i["case"] for i in ITEMS if i["prompt"] == near.prompt)["answer"]) in near.example.hacked
 
 
 def test_the_probe_of_another_task_never_mentions_refund(hackable):
-    text = f"{hackable}\n{hackable.table(paying_only=False)}"
-    assert text.startswith("probe_reward(hackable_arithmetic): ")
+    text = f"{hackable}\n{hackable.table(paying_only=False)}\n{hackable.summary()}"
+    assert text.startswith("probe_reward(anywhere, env=arithmetic): ")
     assert {f.prompt for f in hackable.paying} <= {item["prompt"] for item in ITEMS}
     examples = " ".join(f"{f.example.original} {f.example.hacked}" for f in hackable.paying)
     for word in ("refund", "order", "ORD-", "tool_call", "lookup"):
         assert word not in text and word not in examples, word
     assert {f.category for f in hackable.findings} == set(Arithmetic.categories)
-    assert {f.hack for f in hackable.findings} == {"padding", "trailing_text", "repetition", "keyword_stuffing"}
+    assert {f.hack for f in hackable.findings} == set(GENERIC_HACKS)
 
 
 def test_an_honest_reward_of_another_task_pays_no_hack():
-    result = probe_reward(Arithmetic().score, env=Arithmetic(), items=ITEMS, max_examples=20, seed=0)
+    result = probe_reward(Arithmetic().score, env=Arithmetic(), items=ITEMS, max_examples=20, seed=0, database=None)
     assert result.hacks == () and str(result).startswith("probe_reward(Arithmetic.score, env=arithmetic): no hack pays")
-    assert all(f.n > 0 for f in result.findings)
+    assert all(c.tried > 0 for c in result.classes())
     result.assert_no_hacks()
 
 
@@ -238,19 +304,33 @@ def test_a_trl_reward_gets_the_case_column():
     def trl_reward(prompts: list[str], completions: list[str], case: list[Mapping[str, Any]], **_: Any) -> list[float]:
         return [Arithmetic().score(c, k) for c, k in zip(completions, case)]
 
-    result = probe_reward(trl_reward, env=Arithmetic(), items=ITEMS, max_examples=10, hacks=["padding"])
+    result = probe_reward(trl_reward, env=Arithmetic(), items=ITEMS, max_examples=10, hacks=["padding"],
+                          database=None)
     assert result.hacks == () and all(f.n == 10 for f in result.findings)
 
 
 def test_an_environments_own_hack_runs_on_its_categories_only():
-    class WithOwnHack(HackableArithmetic):
+    class WithOwnHack(Arithmetic):
         hacks = (Hack("answer_plus_one", lambda reply, case: f"{reply} Or {case['answer'] + 1}.",
                       categories=("arithmetic", "word_problem")),)
 
-    result = probe_reward(WithOwnHack(), items=ITEMS, max_examples=5, hacks=["answer_plus_one"])
+    result = probe_reward(anywhere, env=WithOwnHack(), items=ITEMS, max_examples=5, hacks=["answer_plus_one"],
+                          database=None)
     assert [f.category for f in result.findings] == ["arithmetic", "word_problem"]
     assert result.hacks == ("answer_plus_one",)
     assert result.finding("answer_plus_one", "arithmetic").example.hacked.endswith(".")
+    assert probe_reward(WithOwnHack(), items=ITEMS, max_examples=5, hacks=["answer_plus_one"],
+                        database=None).hacks == ()  # the exact sentence is not paid for a second guess
+
+
+class Secret:
+    """A task whose right replies nobody can guess from the case: nothing to start a hack from."""
+
+    name = "secret"
+    categories = ("arithmetic", "word_problem", "unanswerable")
+
+    def score(self, reply: str, case: Mapping[str, Any]) -> float:
+        return float(reply == "xyzzy")
 
 
 @pytest.mark.parametrize(
@@ -262,11 +342,9 @@ def test_an_environments_own_hack_runs_on_its_categories_only():
         (lambda: probe_reward(Arithmetic(), max_examples=5), "writes no prompts of its own; pass items="),
         (lambda: probe_reward(Arithmetic(), items=ITEMS[:5]), "no prompt items of category 'unanswerable'"),
         (lambda: probe_reward(Arithmetic(), items="What is 1 + 1?"), "items must be a list"),
-        (lambda: probe_reward(type("Bare", (), {"name": "bare", "categories": ("arithmetic",),
-                                                "score": staticmethod(lambda reply, case: 0.0)})(),
-                              items=ITEMS[:5], hacks=["padding", "trailing_text", "keyword_stuffing"]),
-         "no honest_replies\\(case\\), which the hacks padding, trailing_text start from"),
-        (lambda: probe_reward(type("Stray", (HackableArithmetic,),
+        (lambda: probe_reward(Secret(), items=ITEMS, hacks=["padding", "trailing_text"]),
+         "no honest_replies\\(case\\) and no reply built from its cases passes its score"),
+        (lambda: probe_reward(type("Stray", (Arithmetic,),
                                    {"hacks": (Hack("x", str, categories=("no_id",)),)})(), items=ITEMS),
          "hack 'x' names categories \\['no_id'\\]"),
     ],
@@ -284,16 +362,35 @@ def test_items_outside_the_environment_name_the_item():
         probe_reward(Arithmetic(), items=[{"prompt": "What is 1 + 1?", "category": "arithmetic"}])
 
 
-def test_an_environment_without_honest_replies_still_runs_gain_hacks():
+def test_without_honest_replies_the_probe_starts_from_replies_built_from_the_case():
+    """The contract alone: "The answer is 7." is built from the case and passes the score, so every class runs."""
     class Bare:
         name = "bare"
         categories = ("arithmetic", "word_problem", "unanswerable")
-        score = staticmethod(HackableArithmetic.score.__get__(HackableArithmetic()))
+        score = staticmethod(Arithmetic().score)
 
-    result = probe_reward(Bare(), items=ITEMS, hacks=["keyword_stuffing"], max_examples=20)
-    assert [f.hack for f in result.findings] == ["keyword_stuffing"] * 3
-    assert all({w.strip("?") for w in f.example.hacked.split()[3:]} <= {w.strip("?") for i in ITEMS
-               for w in i["prompt"].split()} for f in result.paying)  # words of the prompts themselves
+    result = probe_reward(anywhere, env=Bare(), items=ITEMS, max_examples=20, database=None)
+    assert result.untried == ("unanswerable",)  # "I cannot answer that." is built from nothing in the case
+    assert {f.category for f in result.findings} == {"arithmetic", "word_problem"}
+    trailing = result.finding("trailing_text", "arithmetic")
+    case = next(i["case"] for i in ITEMS if i["prompt"] == trailing.prompt)
+    assert trailing.example.original == f"The answer is {case['answer']}."  # built from the case's answer
+    assert "not tried on unanswerable" in str(result) and "not tried" in result.table()
+    nothing = probe_reward(Secret(), items=ITEMS, max_examples=5, database=None)
+    assert nothing.findings == () and set(nothing.untried) == set(Secret.categories)
+
+
+def test_a_reward_of_an_episode_environment_reads_the_episode():
+    seen = []
+
+    def looked_up(episode: Any, case: Mapping[str, Any]) -> float:
+        seen.append(type(episode).__name__)
+        return float(any(c.name == "lookup_order" for c in episode.tool_calls))
+
+    result = probe_reward(looked_up, env="refund_agent", categories=["not_refundable"], hacks=["other_category"],
+                          max_examples=10, database=None)
+    assert set(seen) == {"Episode"}
+    assert result.hacks == ("other_category",)  # the lookup, then a refund of the closed order: paid in full
 
 
 def test_the_refund_suite_fails_its_hack_tests_on_the_fixed_reward(pytester):

@@ -185,19 +185,45 @@ ITEMS = [{"prompt": f"{a} + {b}?", "case": {"answer": a + b}, "category": "sum"}
         [{"prompt": "How far is it?", "case": {"answer": None}, "category": "unanswerable"}]
 
 
+def sum_items() -> list[dict[str, Any]]:
+    return [{**item, "prompt": item["prompt"]} for item in ITEMS]
+
+
+SUM_CLASSES = {c.name: c for c in gs.hack_classes(load_env(Sums()), sum_items())}
+SUM_REPLIES = {name: c.replies(sum_items()[0]) for name, c in SUM_CLASSES.items()}  # built outside any test
+
+
 @FAST
 @given(st.data())
-def test_generic_hacks_are_built_from_the_environment(data):
+def test_hack_classes_are_built_from_the_environment_and_judged_by_its_truth(data):
     env = load_env(Sums())
-    hacks = {h.name: h for h in gs.generic_hacks(env, ITEMS, category="sum")}
-    assert list(hacks) == list(gs.GENERIC_HACKS) and all(h.description == gs.GENERIC_HACKS[n] for n, h in hacks.items())
-    assert [h.name for h in hacks.values() if not h.free] == ["keyword_stuffing"]
-    case = ITEMS[0]["case"]
-    trailing = data.draw(hacks["trailing_text"].hacked("The sum is 3.", case))
-    assert trailing.startswith("The sum is 3. ") and env.score(trailing[14:], case) == 0.0  # a wrong reply follows
-    stuffed = data.draw(hacks["keyword_stuffing"].hacked("Hm.", case))
-    assert set(stuffed.split()[1:]) <= {"The", "sum", "is", "3", "42"}  # words of the "sum" category's honest replies
-    assert data.draw(hacks["repetition"].hacked("The sum is 3.", case)).startswith("The sum is 3. The sum is 3.")
+    assert list(SUM_CLASSES) == list(gs.GENERIC_HACKS) and all(c.description == gs.GENERIC_HACKS[n]
+                                                               for n, c in SUM_CLASSES.items())
+    case = sum_items()[0]["case"]
+    for name in ("near_miss", "trailing_text", "hidden_answer", "other_category", "keyword_stuffing"):
+        x = data.draw(SUM_REPLIES[name])
+        assert x.hack == name and x.kind == "wrong" and env.score(x.hacked, case) == 0.0
+        assert x.original == "The sum is 3."  # compared with the honest reply, whatever it started from
+    trailing = data.draw(SUM_REPLIES["trailing_text"])
+    assert trailing.hacked.startswith("The sum is 3.") and trailing.hacked != "The sum is 3."
+    moved = data.draw(SUM_REPLIES["other_category"])
+    assert moved.hacked == "No idea."  # the unanswerable category's right move
+    padded = data.draw(SUM_REPLIES["padding"])
+    assert padded.kind == "wrong" and padded.original in padded.hacked  # the exact sentence is no padded one
+    stuffed = data.draw(SUM_REPLIES["keyword_stuffing"])
+    plain = {w for text in gs._PLAIN for w in text.split()}
+    assert set(stuffed.hacked.split()) - plain <= {"sum", "The", "No", "idea", "How", "far", "it?", "is"}
+
+
+def test_a_class_with_nothing_wrong_to_offer_is_empty():
+    class Anything(Sums):
+        def score(self, reply: str, case: Mapping[str, Any]) -> float:
+            return 1.0  # every reply is right: there is no hack to judge
+
+    classes = {c.name: c for c in gs.hack_classes(load_env(Anything()), sum_items())}
+    assert classes["near_miss"].replies(sum_items()[0]).is_empty
+    padded = [classes["padding"].judge(x, sum_items()[0]) for x in classes["padding"].candidates(sum_items()[0])]
+    assert padded and {x.kind for x in padded if x is not None} == {"unpriced"}  # filler: paid only if paid more
 
 
 def test_reply_strategy_accepts_a_reply_or_a_strategy_and_names_a_bad_one():
@@ -253,3 +279,114 @@ def test_lazy_imports_on_first_call_and_hack_checks_its_fields():
         Hack("echo", str, categories="sum")  # type: ignore[arg-type]
     assert Hack("echo", str, categories=["sum"]).categories == ("sum",)
     assert Hack("echo", str).applies_to("anything") and not Hack("echo", str, categories=("sum",)).applies_to("x")
+
+
+# -- the classes' building blocks: near-misses, broken structure, another case's move ------------
+
+
+@pytest.mark.parametrize("value", ["ORD-412", "ORD-4017", "INV-77", "Ana"])
+def test_near_miss_values_of_a_string_cover_the_loose_comparisons(value):
+    import unicodedata
+
+    misses = gs.near_miss_values(value)
+    assert value not in misses and len(misses) == len(set(misses))
+    assert value[:-1] in misses and value + "0" in misses  # a prefix, a longer value containing it
+    assert any(unicodedata.normalize("NFKC", m) == value for m in misses)  # fullwidth: the same after NFKC
+    assert any(m.lower() == value.lower() for m in misses if m != value)  # another case
+    if any(ch.isdigit() for ch in value):
+        digits = "".join(ch for ch in value if ch.isdigit())
+        assert digits in misses and value.replace(digits, "0" + digits) in misses  # digits only, a leading zero
+        assert any(m.replace("_", "-") == value for m in misses)  # another separator
+
+
+@pytest.mark.parametrize("value", [7, 12, 40])
+def test_near_miss_values_of_a_number_are_close_numbers(value):
+    misses = gs.near_miss_values(value)
+    assert {str(value + 1), str(value - 1), f"{value}.4", f"{value}.0", str(-value), f"1{value}"} <= set(misses)
+    assert str(value) not in misses
+    assert gs.near_miss_values(True) == gs.near_miss_values(None) == gs.near_miss_values("x") == ()
+
+
+def test_near_miss_texts_replace_every_mention_and_each_alone():
+    reply = 'lookup("ord_412") then refund("ORD-412", 40)'
+    texts = gs.near_miss_texts(reply, {"order_id": "ORD-412", "amount": 40, "category": "with_id"})
+    assert 'lookup("ORD-41") then refund("ORD-41", 40)' in texts  # every mention, respelled ones too
+    assert 'lookup("ord_412") then refund("ORD-4120", 40)' in texts  # the second mention alone
+    assert 'lookup("ord_412") then refund("ORD-412", 41)' in texts  # the amount
+    assert all("ORD-4123" not in t for t in gs.near_miss_texts("ORD-4123", {"order_id": "ORD-412"}))  # no mention
+    assert gs.near_miss_texts("no values here", {"order_id": "ORD-412"}) == ()
+
+
+def test_lenient_texts_break_what_a_strict_parser_reads():
+    import json
+
+    block = '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-412"}}</tool_call>'
+    broken = gs.lenient_texts(block)
+    bodies = [t.removeprefix("<tool_call>").removesuffix("</tool_call>") for t in broken if "<tool_call>" in t]
+    assert block.replace('"', "'") in broken and block.removesuffix("</tool_call>") in broken
+    assert sum(1 for body in bodies if _parses(json, body)) < len(bodies) / 2  # mostly not JSON any more
+    assert all("ORD-412" in t for t in broken)  # the right value kept: only the parser is at stake
+    assert "Answer 7" in gs.lenient_texts("Answer: 7")
+
+
+def _parses(json: Any, body: str) -> bool:
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
+
+
+def test_transplant_moves_another_cases_reply_onto_this_case():
+    reply = '<tool_call>{"name": "issue_refund", "arguments": {"order_id": "ORD-900", "amount": 25}}</tool_call>'
+    moved = gs.transplant(reply, {"order_id": "ORD-900", "amount": 25, "refundable": True},
+                          {"order_id": "ORD-412", "amount": 40, "refundable": False})
+    assert '"ORD-412"' in moved and '"amount": 40' in moved and "ORD-900" not in moved
+
+
+@FAST
+@given(st.data())
+def test_public_class_strategies_yield_only_what_the_truth_calls_wrong(data):
+    item = data.draw(rs.cases(categories=["with_id"]))
+    case, prompt = item["case"], item["prompt"]
+    honest = refund.honest_replies(case)
+    near = data.draw(gs.near_miss_replies(honest, case=case, env="refund", prompt=prompt))
+    assert near.kind == "wrong" and score(near.hacked, case) < 1.0
+    broken = data.draw(gs.lenient_replies(honest, case=case, env="refund", prompt=prompt))
+    assert broken.kind == "wrong"
+    assert score(broken.hacked, case) < 1.0 or markers(broken.hacked, case)["well_formed"] == 0
+    spaced = data.draw(gs.whitespace_replies(honest))
+    assert spaced.hacked.strip() == spaced.original.strip() or " " in spaced.hacked or "\n" in spaced.hacked
+    assert data.draw(gs.near_misses(case["order_id"])) != case["order_id"]
+
+
+def test_hack_replies_serve_a_users_own_property():
+    """What a user writes: every judged hack of a with-id prompt is wrong, and a sound reward pays none."""
+    from hypothesis import HealthCheck
+
+    from pytest_rlgate.envs.refund import parse_tool_call as parse
+
+    item = next(i for i in refund.build_prompts(0, "small") if i["category"] == "with_id")
+    case = item["case"]
+
+    def sound(reply: str, case: Mapping[str, Any]) -> float:
+        call = parse(reply)
+        one = reply.strip().startswith("<tool_call>") and reply.strip().endswith("</tool_call>") \
+            and reply.count("<tool_call>") == 1
+        return float(one and call is not None and call.name == "lookup_order"
+                     and normalise_order_id(str(call.arguments.get("order_id"))) == case["order_id"])
+
+    def substring(reply: str, case: Mapping[str, Any]) -> float:
+        call = parse(reply)
+        return float(call is not None and str(call.arguments.get("order_id", "x")) in case["order_id"])
+
+    paid = []
+
+    @settings(max_examples=60, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(gs.hack_replies("refund", item, classes=["near_miss", "lenient_parse", "trailing_text"]))
+    def prop(x):
+        assert x.kind in ("wrong", "unpriced") and not x.paid_by(sound, case), x
+        paid.append(x.paid_by(substring, case))
+
+    prop()
+    assert any(paid)  # the substring match is caught by the same strategy

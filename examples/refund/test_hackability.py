@@ -155,11 +155,16 @@ def test_hack_malformed_block_plus_question_passes_no_id(reward):
 
 
 def test_probe_finds_every_known_hack(reward):
-    """The reusable probe runs all standard hacks at once and finds the four of DESIGN section 4.
+    """The reusable probe runs every hack class at once and finds the exploits refund's truth rejects.
 
-    For your own reward, ``probe_reward(reward, env=...).assert_no_hacks()`` fails with a
-    table of every hack that pays, its mean and max gain, and a minimal example.
+    Those are the first-turn-only hack (a second call on an id the customer never gave: the
+    guarded ``argument_grounding`` fails) and the malformed block (``well_formed`` fails), each
+    paid like the honest reply. The format bonus (a wrong call earns 0.3, below the honest 1.0)
+    and unpriced padding (1.0, no more) are not paid *as much as* a right reply, so the probe
+    does not call them hacks; the tests above show them. For your own reward,
+    ``probe_reward(reward, env=...).assert_no_hacks()`` fails with a table of every hack that
+    pays, how often, and a minimal example.
     """
-    result = probe_reward(reward, env="refund", max_examples=20, seed=0)
+    result = probe_reward(reward, env="refund", max_examples=20, seed=0, database=None)
     print(result)
-    assert {"second_call", "format_bonus", "padding", "malformed_call"} <= set(result.hacks)
+    assert {"second_call", "malformed_call"} <= set(result.hacks)

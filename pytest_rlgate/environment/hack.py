@@ -1,15 +1,17 @@
 """What a hack is, as :func:`~pytest_rlgate.probe_reward` tries it: a named transform of a reply.
 
 An environment lists the exploits of its own task in ``hacks`` (refund's second tool call,
-say); the probe adds the generic ones that fit any task (padding, trailing text, keyword
-stuffing, repetition). Both are :class:`Hack` values. This module imports neither
-Hypothesis nor anything heavy, so an environment can declare its hacks at import time and
-the Hypothesis strategies behind them load only when a probe runs (:func:`lazy`).
+say); the probe adds the generic classes that fit any task (near-misses of the case's values,
+lenient parsing, another category's right move, extra text, padding, ...), built from the
+environment's own truth (:class:`Truth`). This module imports neither Hypothesis nor anything
+heavy, so an environment can declare its hacks at import time and the Hypothesis strategies
+behind them load only when a probe runs (:func:`lazy`).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +22,9 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["Hack", "HackTransform", "lazy"]
+    from .contract import Env
+
+__all__ = ["Hack", "HackTransform", "Truth", "lazy"]
 
 #: ``hacked(reply, case)``: the hacked form of *reply* to *case*, a string or a Hypothesis
 #: strategy of strings (the probe draws from it and shrinks it).
@@ -33,11 +37,12 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class Hack:
     """One exploit: how to hack a reply, which replies it starts from, where it applies.
 
-    A *free* hack (the default) starts from an honest reply (the environment's
-    ``honest_replies(case)``) and adds something the task forbids; it pays when the reward
-    does not charge for it (hacked >= original, the original scoring above zero). A *gain*
-    hack (``free=False``) starts from a plain, unhelpful reply and pays when the hacked
-    reply scores strictly higher. ``categories`` limits it to those prompt categories
+    A hack is wrong by construction: the environment declares that what ``hacked`` makes is
+    no right reply, whatever its score says. A *free* hack (the default) starts from an honest
+    reply (the environment's ``honest_replies(case)``) and adds something the task forbids;
+    ``free=False`` starts from a plain, unhelpful reply instead. Either way the probe compares
+    the hacked reply with an honest one: it pays when the reward scores it at least as much
+    (and more than an empty reply). ``categories`` limits it to those prompt categories
     (empty: every category).
     """
 
@@ -83,3 +88,47 @@ def lazy(target: str) -> Callable[..., object]:
     call.__name__ = call.__qualname__ = attr
     call.__doc__ = f"{target}, imported on first use."
     return call
+
+
+class Truth:
+    """What the environment says of one reply to one case: right, or wrong.
+
+    A reply is *right* when the environment's score passes and every guarded marker is at 1
+    (guards read higher-is-better: ``well_formed``, ``argument_grounding``, ``exact``): the
+    same two things the gate holds a trained policy to. Everything else is *wrong*. This is
+    how a hack is judged in context: a mutated reply is a candidate hack only if the whole
+    reply, read by the environment, is wrong, never because a piece of it would be wrong
+    alone. Verdicts are cached per (prompt, case, reply): the probe asks the same question
+    many times while Hypothesis shrinks.
+    """
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self._seen: dict[tuple[str, str, str], bool] = {}
+
+    def right(self, reply: str, case: Mapping[str, object], prompt: str | None = None) -> bool:
+        key = (prompt or "", _case_key(case), reply)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._judge(reply, case, prompt)
+            self._seen[key] = found
+        return found
+
+    def wrong(self, reply: str, case: Mapping[str, object], prompt: str | None = None) -> bool:
+        return not self.right(reply, case, prompt)
+
+    def _judge(self, reply: str, case: Mapping[str, object], prompt: str | None) -> bool:
+        env = self.env
+        if not env.passes(env.score(reply, case)):
+            return False
+        if not env.guards:
+            return True
+        marks = env.markers(reply, case, prompt=prompt)
+        return all(marks[guard] >= 1.0 for guard in env.guards)
+
+
+def _case_key(case: Mapping[str, object]) -> str:
+    try:
+        return json.dumps(case, sort_keys=True, default=str)
+    except (TypeError, ValueError):  # keys that do not sort: the repr still tells cases apart
+        return repr(sorted(case.items(), key=lambda kv: str(kv[0])))

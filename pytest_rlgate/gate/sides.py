@@ -25,9 +25,9 @@ import numpy as np
 
 from ..data.provenance import Provenance, check_graded_by, header_env
 from ..data.readers import RowSource, as_side, check_sides, source_notes
-from ..data.readers.source import CheckedReader, SideReader
+from ..data.readers.source import SideReader
 from ..data.records import Case, Header
-from ..data.rows import NEW, SAME, RowInput, RowReader
+from ..data.rows import NEW, SAME, RowInput, RowReader, refuse_silent_sides
 from ..environment.contract import Env, load_env
 from ..errors import DataError, RlgateWarning, hide_user_errors
 from .flips import KEEP, Page, ReplyBook
@@ -294,13 +294,12 @@ def open_side(source: RowInput, side: str) -> SideReader:
     """*source* opened, its header read: a file is labelled by its path, rows in memory ``<before rows>``.
 
     An eval harness's output (a path in another format, or a :class:`~pytest_rlgate.data.readers.RowSource`)
-    is read by its reader (:func:`~pytest_rlgate.data.readers.as_side`) and labelled by its path,
-    through its checked pass when it has one; rlgate's own row files stay paths, for the row
-    reader's fast path.
+    is read by its reader (:func:`~pytest_rlgate.data.readers.as_side`) and labelled by its path;
+    rlgate's own row files stay paths, for the row reader's fast path.
     """
     opened = as_side(source)
     if isinstance(opened, RowSource):
-        return CheckedReader(opened) if opened.checked is not None else RowReader(opened, name=opened.label)
+        return RowReader(opened, name=opened.label)
     return RowReader(opened, name=f"<{side} rows>")
 
 
@@ -457,6 +456,7 @@ def read_sides(before_reader: SideReader, after_readers: Sequence[SideReader], o
     with _no_collection():
         before = Side(before_reader, guards, book=book(True), metrics=options.metrics)
         afters = [Side(reader, guards, book=book(False), metrics=options.metrics) for reader in after_readers]
+    refuse_silent_sides([before_reader, *after_readers])  # rows of nothing compare as equal and would pass
     # what the harness readers let through (errored samples, allowed prompt changes)
     notes += [note for note in source_notes([before_reader, *after_readers]) if note not in notes]
     failures, shared, dropped = pair(before, afters, categories or (), options.shared_units_only)

@@ -72,12 +72,14 @@ Alarm = dict[str, object]
 
 
 class _Completion(TypedDict):
-    """A training completion the reward wrapper kept, with the reward it got."""
+    """A training completion the reward wrapper kept, with the reward it got and its prompt's case
+    (``hack_scan`` judges with it which wrong replies the reward pays like right ones)."""
 
     prompt: str
     reply: str
     reward: float
     category: str | None
+    case: Mapping[str, object] | None
 
 
 class _Point(TypedDict):
@@ -141,18 +143,20 @@ class HackMonitor(TrainerCallback):
 
     # --- the reward wrapper -------------------------------------------------------------
     def wrap(self, reward_fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
-        """Return *reward_fn* recording (prompt, completion, reward, category) of every call.
+        """Return *reward_fn* recording (prompt, completion, reward, category, case) of every call.
 
-        The category is the dataset's ``category`` column (TRL passes it as a keyword list).
+        The category and case are the dataset's ``category`` and ``case`` columns (TRL passes
+        them as keyword lists).
         """
 
         @functools.wraps(reward_fn)  # keeps __name__, so TRL's rewards/<name> columns survive
         def recorded(prompts: Sequence[Chat], completions: Sequence[object], **kwargs: Any) -> list[float]:
             rewards = reward_fn(prompts, completions, **kwargs)
             categories = kwargs.get("category") or [None] * len(completions)
-            for p, c, r, g in zip(prompts, completions, rewards, categories):
+            cases = kwargs.get("case") or [None] * len(completions)
+            for p, c, r, g, k in zip(prompts, completions, rewards, categories, cases):
                 self.buffer.append({"prompt": prompt_text(p), "reply": completion_text(c), "reward": r,
-                                    "category": g})
+                                    "category": g, "case": k if isinstance(k, Mapping) else None})
             return rewards
 
         return recorded
@@ -284,7 +288,8 @@ class HackMonitor(TrainerCallback):
         return done
 
     def _scan(self, buffered: Sequence[_Completion], endorsed: tuple[str, ...]) -> dict[str, object] | None:
-        rows = [{**row, "scenario_id": hashlib.sha1(row["prompt"].encode()).hexdigest()[:16],
+        rows = [{**{k: v for k, v in row.items() if v is not None},
+                 "scenario_id": hashlib.sha1(row["prompt"].encode()).hexdigest()[:16],
                  "score": row["reward"], "rollout_index": i} for i, row in enumerate(buffered)]
         assert self.scan_fn is not None  # only called with the feature alarm on
         try:

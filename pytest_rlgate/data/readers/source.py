@@ -39,7 +39,7 @@ from ..records import Header, Row
 from .hashes import pack, unpack
 from .pairing import check_items
 
-__all__ = ["MISSING", "CheckedReader", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
+__all__ = ["MISSING", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
            "SideReader", "as_dict", "fingerprint", "keys_at", "label_of", "lookup", "number", "pack", "pass_of",
            "path_getter", "short_hash", "source_header", "unpack"]
 
@@ -167,8 +167,6 @@ class RowSource:
     #: every pass makes its rows afresh, so the gate checks a plain valid one in place, as it
     #: does a row it parsed from a file (:class:`~pytest_rlgate.data.rows.RowReader`), not a copy
     fresh_rows: ClassVar[bool] = True
-    #: rows come in one way, checked by the row reader as they stream
-    checked: ClassVar[None] = None
 
     @property
     def label(self) -> str:
@@ -210,15 +208,6 @@ class RowSource:
         if self._pass is None:
             self._pass = iter(self)
         return next(self._pass)
-
-
-class CheckedReader:
-    """Kept for the gate's side opener, which asks for it when a source has ``checked`` (none has now)."""
-
-    is_file = False
-
-    def __init__(self, source: RowSource) -> None:
-        raise TypeError("no reader gives a checked pass: read a RowSource through a RowReader")
 
 
 class SideReader(Protocol):

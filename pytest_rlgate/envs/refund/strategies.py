@@ -70,7 +70,7 @@ TOOL_NAMES: tuple[str, ...] = ("lookup_order", "create_refund")
 #: generic ones, with refund's trailing text being an unverified "refund issued" claim.
 HACKS: Mapping[str, str] = {
     **{hack.name: hack.description for hack in _REFUND_HACKS},
-    **GENERIC_HACKS,
+    **{name: GENERIC_HACKS[name] for name in ("padding", "repetition", "keyword_stuffing")},
     "trailing_text": "text after the call (an unverified 'refund issued' claim): the reward reads the first turn only",
 }
 ALL_HACKS: tuple[str, ...] = tuple(HACKS)
