@@ -225,20 +225,22 @@ class KnobMeta(TypedDict):
     metavar: str | tuple[str, ...] | None
     nargs: int | None
     aliases: tuple[str, ...]
+    flag: str | None
 
 
 def knob(default: _T, help: str | Callable[[], str], *, group: str, bound: Number | None = None,
          parse: Callable[[str], object] | None = None, metavar: str | tuple[str, ...] | None = None,
-         nargs: int | None = None, aliases: tuple[str, ...] = ()) -> _T:
+         nargs: int | None = None, aliases: tuple[str, ...] = (), flag: str | None = None) -> _T:
     """A dataclass field declared once, the TRL way: its default, its help, its range and how its
     flag parses live in the field, and the CLI generates ``--<name>`` from it.
 
     *help* may be a callable when the text needs a heavy import (TRL's loss types); *group*
     is the ``--help`` section; *aliases* are older spellings of the flag, still accepted
-    with a deprecation warning.
+    with a deprecation warning; *flag* replaces ``--<name>`` where the name cannot be the
+    flag's (``--async``: ``async`` is a Python keyword).
     """
     meta: KnobMeta = {"help": help, "group": group, "bound": bound, "parse": parse, "metavar": metavar,
-                      "nargs": nargs, "aliases": aliases}
+                      "nargs": nargs, "aliases": aliases, "flag": flag}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -248,7 +250,7 @@ def knob_meta(spec: dataclasses.Field[object]) -> KnobMeta | None:
     if "help" not in meta or "group" not in meta:
         return None
     return KnobMeta(help=meta["help"], group=meta["group"], bound=meta["bound"], parse=meta["parse"],
-                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"])
+                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"], flag=meta.get("flag"))
 
 
 def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[str, Number]:

@@ -6,6 +6,9 @@ environment; the end-to-end ``--quick`` flow is in ``test_demo_flow.py`` (slow).
 
 from __future__ import annotations
 
+import concurrent.futures
+import concurrent.futures.process
+import dataclasses
 import json
 
 import pytest
@@ -14,10 +17,13 @@ from _calc_env import CalcEnv
 from pytest_rlgate.cli import main
 from pytest_rlgate.data.prompts import build_prompts, stratified_split
 from pytest_rlgate.data.rows import grade_replies
+from pytest_rlgate.demo import story, workers as workers_module
 from pytest_rlgate.demo.recipe import recipe_configurations, recipe_seeds
 from pytest_rlgate.demo.story import (
+    STEPS,
     DemoConfig,
     RunSummary,
+    Trained,
     base_noise,
     configurations,
     hackable_configuration,
@@ -29,10 +35,11 @@ from pytest_rlgate.demo.story import (
     summarise,
     watched,
 )
+from pytest_rlgate.demo.workers import Workers, side_by_side
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, score
 from pytest_rlgate.envs.refund.hackable import lookup_anything
-from pytest_rlgate.errors import UsageError
+from pytest_rlgate.errors import RlgateError, UsageError
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.methods import make_knobs
 from pytest_rlgate.train.pipeline import gate_runs
@@ -295,3 +302,109 @@ def test_the_examples_suite_trains_the_demo_configurations_so_they_share_cached_
         seeds = knobs.pop("seeds", None)
         made = make_knobs(knobs.pop("method"), **knobs)
         assert made in demo if seeds is None else (made in recipes and seeds == recipe_seeds(3))
+
+
+# --------------------------------------------------------------------------- side by side
+
+
+class _Synchronous:
+    """Workers that run each call when it is submitted, and keep the order they were given."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def submit(self, fn, *args):
+        self.order.append(args[0].name)
+        future = concurrent.futures.Future()
+        future.set_result(fn(*args))
+        return future
+
+    result = staticmethod(Workers.result)
+
+
+def _trained_by(outcomes):
+    """A stand-in for ``train_config``: each configuration's summary (or error) by name."""
+
+    def train(config, runs_dir, progress=None):
+        made = outcomes[config.name]
+        if isinstance(made, str):
+            return Trained(config, None, error=made)
+        return Trained(config, dataclasses.replace(made, config=config, path=runs_dir / config.name), seconds=7.0)
+
+    return train
+
+
+def _both_ways(monkeypatch, tmp_path, outcomes):
+    """(transcript, summaries, plan, hacked) of the demo's runs one at a time and side by side."""
+    monkeypatch.setattr(story, "train_config", _trained_by(outcomes))
+    honest = configurations()
+
+    def plan_for(summary):
+        return story.hackable_plan(REFUND, summary, STEPS, quick=False, env=None)
+
+    got = []
+    for flow in ("one", "side"):
+        said: list[str] = []
+        if flow == "one":
+            result = story._one_at_a_time(honest, tmp_path, said.append, plan_for=plan_for, progress=False)
+        else:
+            workers = _Synchronous()
+            result = story._side_by_side(honest, tmp_path, said.append, workers, plan_for=plan_for, progress=False)
+        got.append((said, *result, getattr(locals().get("workers"), "order", None)))
+    return got
+
+
+def _outcomes(summaries, **changes):
+    honest, hacked = summaries
+    return {"grpo": honest, "grpo-balance-0.25": honest, "dpo-constructed": honest, "grpo-hackable-reward": hacked,
+            **changes}
+
+
+@pytest.mark.parametrize("case", ["hackable run", "honest collapse", "grpo untrained", "dpo untrained"])
+def test_side_by_side_says_and_returns_what_one_at_a_time_does(monkeypatch, tmp_path, summaries, case):
+    honest, hacked = summaries
+    changes = {"hackable run": {}, "honest collapse": {"grpo": hacked}, "grpo untrained": {"grpo": "too few pairs"},
+               "dpo untrained": {"dpo-constructed": "too few pairs"}}[case]
+    (one, *serial, _), (side, *parallel, order) = _both_ways(monkeypatch, tmp_path, _outcomes(summaries, **changes))
+    assert side == one and parallel == serial
+    summaries_, plan, hacked_run = serial
+    assert (hacked_run is not None) == (case != "honest collapse")
+    assert (plan is None) == (case == "honest collapse")
+    assert order == ["dpo-constructed", "grpo-balance-0.25"]  # GRPO and the hackable run train in the demo's process
+    told = [*configurations(), *([hackable_configuration()] if case != "honest collapse" else [])]
+    assert [line.split(":")[0] for line in one if line.startswith("- ")] == [f"- {c.label}" for c in told]
+    if case.endswith("untrained"):
+        assert "  not trained: too few pairs" in one
+
+
+def test_how_many_train_side_by_side(monkeypatch):
+    monkeypatch.setattr(workers_module, "available_cores", lambda: 2)
+    assert side_by_side(None, 4) == 2 and side_by_side(None, 1) == 1 and side_by_side(8, 4) == 4
+    assert side_by_side(1, 4) == 1
+    monkeypatch.setattr(workers_module.ranks, "group_size", lambda: 2)  # torchrun: every process trains each run
+    assert side_by_side(None, 4) == 1
+    assert workers_module.available_cores() >= 1
+
+
+def test_run_demo_refuses_a_bad_jobs_count(tmp_path):
+    with pytest.raises(UsageError, match=r"jobs=0: give the number of runs"):
+        story.run_demo(tmp_path, jobs=0)
+
+
+def test_a_worker_that_died_is_one_line_naming_the_way_out():
+    broken = concurrent.futures.Future()
+    broken.set_exception(concurrent.futures.process.BrokenProcessPool("gone"))
+    with pytest.raises(RlgateError, match=r"worker process died .* rerun with --jobs 1"):
+        Workers.result(broken)
+
+
+@pytest.mark.slow
+def test_leaving_the_workers_on_an_error_stops_them_instead_of_waiting():
+    import time
+
+    with pytest.raises(KeyboardInterrupt), Workers(1) as workers:
+        started = time.perf_counter()
+        long = workers.submit(time.sleep, 600)
+        workers.result(workers._ready[0])  # the worker is up
+        raise KeyboardInterrupt
+    assert time.perf_counter() - started < 300 and long.done()

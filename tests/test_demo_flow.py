@@ -8,6 +8,7 @@ every number it prints is the one in the run folders.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -21,21 +22,32 @@ pytest.importorskip("trl")
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::pytest_rlgate.errors.RlgateWarning")]
 
 
-@pytest.fixture(scope="module")
-def quick_demo(tmp_path_factory):
-    """(exit code, stdout, runs dir) of ``rlgate demo --quick``, run once for the module."""
+def _quick_demo(folder, *args):
+    """(exit code, stdout, runs dir) of ``rlgate demo --quick`` from an empty cache of its own."""
     import contextlib
     import io
 
     import torch
 
-
     torch.set_num_threads(1)
-    runs = tmp_path_factory.mktemp("demo") / "runs"
+    runs = folder / "runs"
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["demo", "--quick", "--runs-dir", str(runs)])
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setenv("RLGATE_CACHE_DIR", str(folder / "cache"))
+        code = main(["demo", "--quick", "--runs-dir", str(runs), *args])
     return code, out.getvalue(), runs
+
+
+@pytest.fixture(scope="module")
+def quick_demo(tmp_path_factory):
+    """The quick demo as it runs by default: its runs side by side (two workers at least)."""
+    return _quick_demo(tmp_path_factory.mktemp("demo"), "--jobs", "2")
+
+
+@pytest.fixture(scope="module")
+def serial_quick_demo(tmp_path_factory):
+    """The same, one run after the other in this process."""
+    return _quick_demo(tmp_path_factory.mktemp("serial-demo"), "--jobs", "1")
 
 
 def test_the_quick_demo_exits_0_and_prints_the_table_and_the_story(quick_demo):
@@ -84,3 +96,19 @@ def test_the_story_says_when_the_hackable_run_did_not_collapse_either(quick_demo
     gate = json.loads((runs / "grpo-hackable-reward" / "gate.json").read_text())
     no_id = next(c for c in gate["comparisons"] if c["metric"] == "pass@1" and c["group"] == "no_id")
     assert ("did not collapse no-id either" in out) == (no_id["verdict"] != "regressed")
+
+
+def _told(out, runs):
+    return [re.sub(r"\b\d+ s\b", "N s", line.replace(str(runs), "<runs>")) for line in out.splitlines()]
+
+
+def test_side_by_side_and_one_at_a_time_tell_the_same_story_from_the_same_files(quick_demo, serial_quick_demo):
+    (code, out, runs), (serial_code, serial_out, serial_runs) = quick_demo, serial_quick_demo
+    assert code == serial_code == 0
+    assert _told(out, runs) == _told(serial_out, serial_runs)
+    names = sorted(p.name for p in runs.iterdir() if (p / "config.json").is_file())
+    assert names == sorted(p.name for p in serial_runs.iterdir() if (p / "config.json").is_file()) and names
+    for name in names:  # every row file, gate and adapter byte for byte (metrics.jsonl holds step times)
+        for file in ("holdout_after.jsonl", "holdout_before.jsonl", "gate.json", "monitor.json",
+                     "adapter/adapter_model.safetensors"):
+            assert (runs / name / file).read_bytes() == (serial_runs / name / file).read_bytes(), f"{name}/{file}"

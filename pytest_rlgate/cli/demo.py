@@ -7,6 +7,10 @@ offers when honest GRPO leaves the watched categories intact; refund, the defaul
 watches no-id), gates each against three base runs by category, prints the categories side
 by side and what happened, and writes run folders, reports and an index.
 
+``--jobs N`` trains that many runs side by side (default: one per available core), each in
+its own spawned process with one torch thread; the runs, the table and the story are the
+same as one after the other.
+
 ``--seeds N`` tells the recipe story instead: honest GRPO and the balanced one, each trained
 at N trainer seeds (17, 18, ...) on a larger holdout, gated as recipes across the seeds
 (:mod:`pytest_rlgate.demo.recipe`).
@@ -28,7 +32,7 @@ from .._io import ranks
 from ..demo.recipe import run_recipe_demo
 from ..demo.story import QUICK_STEPS, STEPS, run_demo
 from ..errors import UsageError
-from ..options import add_env_argument, add_output_arguments, bounds_of, output_dir
+from ..options import Number, add_env_argument, add_output_arguments, bounds_of, output_dir
 from ..train.config import GRPOKnobs
 
 HELP = "the whole story on the embedded tiny policy, CPU only"
@@ -43,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the whole flow on the small prompt set with very few steps (a smoke test: "
                              "too short for the verdicts to mean anything)")
+    parser.add_argument("--jobs", type=Number(1, 256, "2", integer=True), metavar="N",
+                        help="runs trained side by side, each in its own process with one thread (default: one "
+                             "per available CPU core; 1 trains them one after the other); the table is the same")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="the recipe story: honest GRPO and the balanced one at N trainer seeds each, gated "
                              "across the seeds (--seeds 3: about 10 minutes on 2 CPU cores)")
@@ -60,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--quick with --seeds: the quick smoke test trains one seed per run; drop one of them")
     with _one_voice(args) as runs_dir:
         if args.seeds is None:
-            run_demo(runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env)
+            run_demo(runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env,
+                     jobs=args.jobs, verbose=args.verbose)
         else:
             run_recipe_demo(runs_dir, seeds=args.seeds, steps=args.steps, progress=args.progress, env=args.env)
     return 0

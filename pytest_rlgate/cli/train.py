@@ -42,11 +42,12 @@ def add_knob_arguments(parser: argparse.ArgumentParser,
         if meta["group"] not in groups:
             groups[meta["group"]] = parser.add_argument_group(meta["group"])
         help_ = meta["help"]() if callable(meta["help"]) else meta["help"]
-        flags = [f"--{f.name.replace('_', '-')}", *meta["aliases"]]
+        flags = [meta["flag"] or f"--{f.name.replace('_', '-')}", *meta["aliases"]]
         if f.default is False:
-            groups[meta["group"]].add_argument(*flags, action="store_true", help=help_)
+            groups[meta["group"]].add_argument(*flags, action="store_true", help=help_, dest=f.name)
             continue
-        kwargs: dict[str, Any] = {"default": f.default, "help": help_, "type": meta["bound"] or meta["parse"]}
+        kwargs: dict[str, Any] = {"default": f.default, "help": help_, "type": meta["bound"] or meta["parse"],
+                                  "dest": f.name}
         if meta["metavar"] is not None:
             kwargs["metavar"] = meta["metavar"]
         if meta["nargs"] is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +36,7 @@ from tabulate import tabulate
 from ..data.prompts import count_by_category, write_prompts
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
-from ..errors import DataError, RlgateError
+from ..errors import DataError, RlgateError, UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.numtext import interval, signed
 from ..gate.record import Record as ComparisonRecord
@@ -50,6 +51,7 @@ from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.run import RunFolder
 from ..train.seeds import publish_copy
+from .workers import Workers, side_by_side
 
 __all__ = [
     "BASE_LABEL",
@@ -388,24 +390,155 @@ class DemoResult:
     seconds: float
 
 
-def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *,
-           progress: bool | None) -> RunSummary | None:
-    """Train (or serve) one configuration into ``runs_dir/<name>``; None when it cannot train."""
-    say(f"- {config.label}: {config.method} {' '.join(f'{k}={v}' for k, v in config.knobs.items())}")
+@dataclass(frozen=True)
+class Trained:
+    """One configuration's run, as the demo tells it: its summary, or why it was not trained."""
+
+    config: DemoConfig
+    summary: RunSummary | None
+    seconds: float = 0.0
+    error: str | None = None
+
+    def say(self, say: Callable[[str], None], *, announce: bool = True) -> None:
+        """Its lines of the transcript (*announce*: the configuration's line first)."""
+        if announce:
+            say(_announce(self.config))
+        if self.summary is None:
+            say(f"  not trained: {self.error}")
+            return
+        how = "served from the cache" if self.summary.from_cache else "trained"
+        say(f"  {how} in {self.seconds:.0f} s -> {self.summary.path}")
+
+
+def _announce(config: DemoConfig) -> str:
+    return f"- {config.label}: {config.method} {' '.join(f'{k}={v}' for k, v in config.knobs.items())}"
+
+
+def train_config(config: DemoConfig, runs_dir: Path, progress: bool | None = None) -> Trained:
+    """Train (or serve) one configuration into ``runs_dir/<name>`` with its report; run in the
+    demo's process or in a worker (it pickles, and so does what it returns)."""
     started = time.perf_counter()
     try:
         # trainers print their log dicts to stdout; the demo's stdout is the story, so they go to stderr
         with contextlib.redirect_stdout(sys.stderr):
             served = cached_run(make_knobs(config.method, **config.knobs), progress=progress)
     except RlgateError as exc:  # e.g. DPO finds too few preference pairs on this policy: say so, go on
-        say(f"  not trained: {exc}")
-        return None
+        return Trained(config, None, error=str(exc))
     seconds = time.perf_counter() - started
     folder = publish_copy(served.run, runs_dir / config.name)
     write_report(folder.path)
-    how = "served from the cache" if served.hit else "trained"
-    say(f"  {how} in {seconds:.0f} s -> {folder.path}")
-    return summarise(config, folder, seconds=seconds, from_cache=served.hit)
+    return Trained(config, summarise(config, folder, seconds=seconds, from_cache=served.hit), seconds)
+
+
+def _train(config: DemoConfig, runs_dir: Path, say: Callable[[str], None], *,
+           progress: bool | None) -> RunSummary | None:
+    """Train (or serve) one configuration here, saying so before and after; None when it cannot train."""
+    return _train_here(config, runs_dir, say, progress).summary
+
+
+@dataclass(frozen=True)
+class HackablePlan:
+    """Whether the story trains the hackable-reward run, and the words it says about it."""
+
+    config: DemoConfig | None
+    line: str  #: said after the honest runs
+    reason: str | None = None  #: the closing paragraph
+    note: str | None = None  #: the note under the table
+    collapse: str = ""
+
+    def after(self, hacked: RunSummary | None, watch: Sequence[str], steps: int) -> str | None:
+        """The closing paragraph once the hackable run (if any) is known."""
+        if self.reason and hacked is not None and not honest_collapse(hacked, watch):
+            return self.reason + f" Within {steps} steps it did not collapse {self.collapse} either."
+        return self.reason
+
+
+def hackable_plan(environment: Env, first: RunSummary | None, steps: int, *, quick: bool,
+                  env: EnvSpec) -> HackablePlan | None:
+    """The hackable-reward run the story adds when honest GRPO (*first*) collapsed no watched
+    category; None when it did."""
+    watch = watched(environment)
+    if first is not None and honest_collapse(first, watch):
+        return None
+    rows = first.pass_at_1() if first is not None else {}
+    verdicts = [rows[c]["verdict"] if c in rows else "not measured" if first is not None else "untrained"
+                for c in watch]
+    left = f"{' / '.join(watch)} after honest GRPO: {' / '.join(verdicts)}"
+    reward = hackable_reward(environment)
+    if reward is None:
+        return HackablePlan(None, f"{left}; environment {environment.name} offers no deliberately hackable reward "
+                                  "(rewards), so there is no hackable-reward run")
+    collapse = "/".join(c.replace("_", "-") for c in watch)
+    reason = (f"Honest GRPO left {', '.join(f'{c} {v}' for c, v in zip(watch, verdicts))} "
+              f"within {steps} steps, so the demo also trained GRPO on a deliberately hackable reward "
+              f"(marked *) to show what a real {collapse} collapse looks like to the gate and the monitor.")
+    return HackablePlan(hackable_configuration(steps, quick=quick, env=env, reward=reward),
+                        f"{left}; training the hackable-reward run too (marked *)", reason=reason,
+                        note=hackable_note(environment, reward), collapse=collapse)
+
+
+def _one_at_a_time(honest: Sequence[DemoConfig], root: Path, say: Callable[[str], None], *,
+                   plan_for: Callable[[RunSummary | None], HackablePlan | None],
+                   progress: bool | None) -> tuple[list[RunSummary], HackablePlan | None, RunSummary | None]:
+    """Every run in this process, one after the other, each said as it starts and ends."""
+    summaries = [s for s in (_train(config, root, say, progress=progress) for config in honest) if s is not None]
+    plan = plan_for(summaries[0] if summaries else None)
+    hacked = None
+    if plan is not None:
+        say(plan.line)
+        if plan.config is not None:
+            hacked = _train(plan.config, root, say, progress=progress)
+    return summaries, plan, hacked
+
+
+def _side_by_side(honest: Sequence[DemoConfig], root: Path, say: Callable[[str], None], workers: Workers, *,
+                  plan_for: Callable[[RunSummary | None], HackablePlan | None],
+                  progress: bool | None) -> tuple[list[RunSummary], HackablePlan | None, RunSummary | None]:
+    """The first honest run, then the hackable one, in this process, the other honest runs in
+    *workers* meanwhile; said in the order :func:`_one_at_a_time` says them, so the transcript
+    differs only in its times.
+
+    The first honest run (unbalanced GRPO, whose verdict decides the hackable run) samples the
+    base runs every run shares, and the hackable run can start only after it: that chain is the
+    longest, so it runs here, where the training stack is already imported, and the hackable
+    run starts the moment the verdict is known. The workers take the others in order, a run of
+    another method first: DPO samples its preference pairs before it needs the base runs, so it
+    does not wait for them.
+    """
+    others = sorted(honest[1:], key=lambda c: c.method == honest[0].method)
+    pending = {c.name: workers.submit(train_config, c, root) for c in others}
+    first = _train_here(honest[0], root, say, progress)
+    done = [first]
+    plan: HackablePlan | None = None
+    decided = first.summary is not None
+    if decided:
+        plan = plan_for(first.summary)
+    hacked = None
+    if plan is not None and plan.config is not None:
+        hacked = train_config(plan.config, root, progress)
+    for config in honest[1:]:  # in the story's order; if GRPO did not train, the first that did decides
+        done.append(workers.result(pending[config.name]))
+        done[-1].say(say)
+        if not decided and (done[-1].summary is not None or len(done) == len(honest)):
+            decided = True
+            plan = plan_for(done[-1].summary)
+    if plan is not None:
+        say(plan.line)
+        if plan.config is not None:
+            if hacked is None:  # decided only now
+                hacked = _train_here(plan.config, root, say, progress)
+            else:
+                hacked.say(say)
+    return ([t.summary for t in done if t.summary is not None], plan,
+            hacked.summary if hacked is not None else None)
+
+
+def _train_here(config: DemoConfig, root: Path, say: Callable[[str], None], progress: bool | None) -> Trained:
+    """Train one configuration in this process, saying so before and after."""
+    say(_announce(config))
+    trained = train_config(config, root, progress)
+    trained.say(say, announce=False)
+    return trained
 
 
 def _write_prompt_files(runs_dir: Path, knobs: RunKnobs, say: Callable[[str], None]) -> None:
@@ -429,13 +562,21 @@ def _tiny_policy(base_model: str, say: Callable[[str], None]) -> None:
 
 def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | None = None, quick: bool = False,
              progress: bool | None = None, say: Callable[[str], None] = print,
-             env: EnvSpec = None) -> DemoResult:
+             env: EnvSpec = None, jobs: int | None = None, verbose: bool = False) -> DemoResult:
     """The whole story on *env* (the default environment when None); returns what it printed as data.
 
-    Verdicts are results, not errors.
+    *jobs* runs train side by side, this process and ``jobs - 1`` worker processes (None: one
+    per available core; 1: one after the other in this process); the table and the story do
+    not depend on it. The workers are started with multiprocessing's ``spawn``, which imports
+    the calling script again in each: a script calls this under ``if __name__ == "__main__":``.
+    *verbose* lets the workers' third-party warnings and logs through. Verdicts are results,
+    not errors.
     """
     import torch
 
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UsageError(f"jobs={jobs!r}: give the number of runs to train side by side, 1 or more (None: one "
+                         "per available CPU core)")
     torch.set_num_threads(1)
     started = time.perf_counter()
     environment = load_env(env)
@@ -444,35 +585,29 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     root.mkdir(parents=True, exist_ok=True)
 
     honest = configurations(steps, quick=quick, env=env)
-    first = make_knobs(honest[0].method, **honest[0].knobs)
-    _tiny_policy(resolved(first.base_model, "base_model"), say)
-    _write_prompt_files(root, first, say)
+    side = side_by_side(jobs, len(honest) + (hackable_reward(environment) is not None))
+    problem = _unpicklable(honest) if side > 1 else None
+    with contextlib.ExitStack() as stack:
+        # this process trains too: side - 1 workers beside it
+        workers = stack.enter_context(Workers(side - 1, verbose=verbose)) if side > 1 and problem is None else None
+        first = make_knobs(honest[0].method, **honest[0].knobs)
+        _tiny_policy(resolved(first.base_model, "base_model"), say)
+        _write_prompt_files(root, first, say)
+        if problem is not None:
+            say(f"training one run at a time: {problem}")
+        say("training (each run samples the holdout of the base 3 times - the noise floor - then trains, "
+            "samples again and gates by category):")
 
-    say("training (each run samples the holdout of the base 3 times - the noise floor - then trains, "
-        "samples again and gates by category):")
-    summaries = [s for s in (_train(config, root, say, progress=progress) for config in honest) if s is not None]
-    reason = note = None
-    watch = watched(environment)
-    if not summaries or not honest_collapse(summaries[0], watch):
-        rows = summaries[0].pass_at_1() if summaries else {}
-        verdicts = [rows[c]["verdict"] if c in rows else "not measured" if summaries else "untrained" for c in watch]
-        left = f"{' / '.join(watch)} after honest GRPO: {' / '.join(verdicts)}"
-        reward = hackable_reward(environment)
-        if reward is None:
-            say(f"{left}; environment {environment.name} offers no deliberately hackable reward (rewards), "
-                "so there is no hackable-reward run")
+        def plan_for(summary: RunSummary | None) -> HackablePlan | None:
+            return hackable_plan(environment, summary, steps, quick=quick, env=env)
+
+        if workers is None:
+            summaries, plan, hacked = _one_at_a_time(honest, root, say, plan_for=plan_for, progress=progress)
         else:
-            collapse = "/".join(c.replace("_", "-") for c in watch)
-            reason = (f"Honest GRPO left {', '.join(f'{c} {v}' for c, v in zip(watch, verdicts))} "
-                      f"within {steps} steps, so the demo also trained GRPO on a deliberately hackable reward "
-                      f"(marked *) to show what a real {collapse} collapse looks like to the gate and the monitor.")
-            note = hackable_note(environment, reward)
-            say(f"{left}; training the hackable-reward run too (marked *)")
-            hacked = _train(hackable_configuration(steps, quick=quick, env=env, reward=reward), root, say,
-                            progress=progress)
-            summaries += [hacked] if hacked is not None else []
-            if hacked is not None and not honest_collapse(hacked, watch):
-                reason += f" Within {steps} steps it did not collapse {collapse} either."
+            summaries, plan, hacked = _side_by_side(honest, root, say, workers, plan_for=plan_for, progress=progress)
+    summaries += [hacked] if hacked is not None else []
+    reason = plan.after(hacked, watched(environment), steps) if plan is not None else None
+    note = plan.note if plan is not None else None
 
     if not summaries:
         raise DataError("no demo run could be trained; see the lines above", path=root)
@@ -495,3 +630,12 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     seconds = time.perf_counter() - started
     say(f"demo finished in {seconds:.0f} s")
     return DemoResult(runs_dir=root, summaries=summaries, base=base, index=index, seconds=seconds)
+
+
+def _unpicklable(configs: Sequence[DemoConfig]) -> str | None:
+    """Why *configs* cannot go to a worker process (an environment object nothing can import), or None."""
+    try:
+        pickle.dumps(list(configs))
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        return f"the environment does not pickle ({type(exc).__name__}: {str(exc)[:80]})"
+    return None

@@ -151,6 +151,16 @@ class Env:
         self.rewards = found.rewards
         self.fingerprint: str = self._fingerprint()
 
+    def __reduce__(self) -> tuple[Callable[..., Env], tuple[object, ...]]:
+        """Pickled as it was loaded, so another process (TRL's async rollout worker, ``rlgate demo``'s
+        workers) loads the same environment instead of copying module objects: by its spec, by
+        its module's name, else by wrapping the user's object again (which must pickle itself)."""
+        if self.spec is not None:
+            return load_env, (self.spec,)
+        if isinstance(self.raw, ModuleType):
+            return _module_env, (self.raw.__name__,)
+        return _wrap, (self.raw, None)
+
     @property
     def _who(self) -> str:
         return f"environment {self.name}"
@@ -544,6 +554,11 @@ def _load(spec: object = None) -> Env:
     if isinstance(obj, Env):
         return obj
     return _wrap(obj, spec.strip())
+
+
+def _module_env(name: str) -> Env:
+    """The environment a module object is, found again by the module's name (an unpickled :class:`Env`)."""
+    return _wrap(_import_module(name), None)
 
 
 def _wrap(obj: object, spec: str | None) -> Env:

@@ -58,9 +58,9 @@ import numpy as np
 from tabulate import tabulate
 
 from ..data.provenance import header_env
-from ..data.records import Header
 from ..data.rows import RowInput, RowReader
 from ..errors import DataError, UsageError, hide_user_errors
+from ..records import Header
 from .family import PRIOR_DF, z_to_t
 from .options import DEFAULT_METHOD, FAMILY_LEVEL, MARGIN, METHOD_NAMES
 from .stats import t_ppf

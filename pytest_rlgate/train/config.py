@@ -99,6 +99,11 @@ TINY_PROMPTS_PER_STEP = 2
 #: graded by the environment's own score.
 REWARD: str | None = None
 
+#: ``--async``: TRL's ``AsyncGRPOTrainer`` instead of ``GRPOTrainer`` (off; :func:`async_trainer_problem`).
+ASYNC_TRAINER = False
+#: What TRL's asynchronous GRPO needs beside itself (TRL 1.16: ``trl.experimental.async_grpo``).
+_ASYNC_NEEDS = ("a CUDA GPU", "vllm", "kernels")
+
 #: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
 _FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -122,6 +127,41 @@ def trl_choices(config: str, name: str, sentence: str, fallback: tuple[str, ...]
 def trl_loss_types() -> tuple[str, ...]:
     """The ``loss_type`` values the installed TRL's ``GRPOConfig`` documents."""
     return trl_choices("GRPOConfig", "loss_type", "Supported values are", _FALLBACK_LOSS_TYPES)
+
+
+def async_trainer_problem() -> str:
+    """Why ``--async`` does not train here, as the one line it fails with.
+
+    TRL's ``AsyncGRPOTrainer`` scores rollouts in a spawned process (which rlgate's rewards and
+    environment factories survive: they pickle), but it generates every rollout on a vLLM
+    server over HTTP, trains with a FlashAttention-3 tree-attention kernel that the ``kernels``
+    package fetches for CUDA, and pushes weights to the server over NCCL (or as a LoRA folder
+    the server loads). None of that runs on a CPU, and rlgate's own trainer (``GRPOTrainer``,
+    in one process) is what every run folder, the monitor and the fixtures are measured with.
+    """
+    import importlib.util
+
+    try:
+        import trl
+    except ImportError:  # pragma: no cover - the train extra is missing
+        return "--async: TRL is not installed; pip install \"pytest-rlgate[train]\""
+    version = str(getattr(trl, "__version__", "?"))
+    with warnings.catch_warnings():  # finding the module imports trl.experimental, which warns on import
+        warnings.simplefilter("ignore")
+        found = hasattr(trl, "AsyncGRPOTrainer") or importlib.util.find_spec("trl.experimental.async_grpo") is not None
+    if not found:
+        return f"--async: the installed TRL {version} has no AsyncGRPOTrainer; drop --async"
+    import torch
+
+    present = (torch.cuda.is_available(), importlib.util.find_spec("vllm") is not None,
+               importlib.util.find_spec("kernels") is not None)
+    missing = [need for need, here in zip(_ASYNC_NEEDS, present) if not here]
+    needs = (f"TRL {version}'s AsyncGRPOTrainer generates on a vLLM server (trl vllm-serve), trains with a CUDA "
+             "FlashAttention-3 kernel (the kernels package) and syncs weights over NCCL")
+    if missing:
+        return f"--async: {needs}; missing here: {', '.join(missing)}. Drop --async: rlgate trains with GRPOTrainer"
+    return (f"--async: {needs}, which rlgate train does not drive; build AsyncGRPOTrainer in your own script with "
+            "rg.env_reward(env) (it pickles) and gate its saved checkpoints with rlgate sample and rlgate gate")
 
 
 def csv(text: str) -> tuple[str, ...]:
@@ -391,6 +431,9 @@ class GRPOKnobs(RunKnobs):
                               "(e.g. a deliberately hackable one, for demos) or module:attr of a score(reply, case) "
                               "function; the holdout is always graded by the environment's own score",
                               group=GRPO, metavar="NAME")
+    async_trainer: bool = knob(ASYNC_TRAINER, "train with TRL's AsyncGRPOTrainer (rollouts in a spawned process); "
+                               "it needs a CUDA GPU and a vLLM server, and is refused with what is missing",
+                               group=GRPO, flag="--async")
 
     method: str = field(default="grpo", init=False)
 
@@ -412,3 +455,5 @@ class GRPOKnobs(RunKnobs):
         if self.loss_type not in accepted:
             _fail("loss-type", self.loss_type, f"the installed TRL accepts {', '.join(accepted)}")
         score_function(self.environment, self.reward)  # a UsageError naming --reward and the choices
+        if self.async_trainer:
+            raise UsageError(async_trainer_problem())

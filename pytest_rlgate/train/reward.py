@@ -22,9 +22,9 @@ from ..environment.episode import messages_text
 from ..environment.trust import evaluates_text
 from ..errors import DataError, UsageError
 from ..records import Case
-from .tools import Chat, episode_reward
+from .tools import Chat, score_episodes
 
-__all__ = ["completion_text", "env_reward", "prompt_text", "score_function"]
+__all__ = ["EnvReward", "completion_text", "env_reward", "prompt_text", "score_function"]
 
 ScoreFn = Callable[[str, Mapping[str, object]], float]
 #: TRL's reward-function shape: (prompts, completions, **dataset columns) -> one float each.
@@ -87,25 +87,41 @@ def env_reward(env: EnvSpec = None, name: str | None = None) -> RewardFn:
     """The TRL reward function scoring each completion with *env* (or its variant *name*).
 
     Its ``__name__`` (TRL's ``rewards/<name>`` log column) is the variant's name, or
-    ``<env>_reward`` for the environment's own score.
+    ``<env>_reward`` for the environment's own score. It pickles (:class:`EnvReward`).
     """
-    env = load_env(env)
-    score = score_function(env, name)
-    if env.is_episodic:  # TRL's tool loop hands over whole episodes
-        episodic = episode_reward(env, score)
-        episodic.__name__ = episodic.__qualname__ = (f"{env.name}_reward" if score == env.score
-                                                     else str(name).rpartition(":")[2])
-        return episodic
+    return EnvReward(load_env(env), name)
 
-    def reward(prompts: Sequence[Chat], completions: Sequence[object],
-               case: Sequence[Mapping[str, object] | None] | None = None, **_: object) -> list[float]:
+
+class EnvReward:
+    """TRL's reward over *env*'s score (or its variant *name*), as a picklable callable.
+
+    TRL's ``AsyncGRPOTrainer`` scores rollouts in a spawned process, so it pickles every
+    reward function: a closure cannot go, and neither can the module objects an environment
+    is made of. This pickles as ``(env, name)`` (an :class:`Env` pickles as its spec) and
+    looks the score up again on the other side. An episode environment's completions are
+    whole tool-loop episodes, replayed and scored (:func:`~pytest_rlgate.train.tools.score_episodes`).
+    """
+
+    def __init__(self, env: Env, name: str | None = None) -> None:
+        self.env, self.name = env, name
+        self._score = score_function(env, name)
+        own = name in (None, "", "env", env.name)
+        self.__name__ = self.__qualname__ = f"{env.name}_reward" if own else str(name).rpartition(":")[2]
+
+    def __reduce__(self) -> tuple[type[EnvReward], tuple[Env, str | None]]:
+        return EnvReward, (self.env, self.name)
+
+    def __repr__(self) -> str:
+        return f"EnvReward({self.env.name!r}, {self.name!r})"
+
+    def __call__(self, prompts: Sequence[Chat], completions: Sequence[Chat],
+                 case: Sequence[Mapping[str, object] | None] | None = None, **_: object) -> list[float]:
+        if self.env.is_episodic:  # TRL's tool loop hands over whole episodes
+            return score_episodes(self.env, self._score, prompts, completions, case)
         cases = list(case) if case is not None else [None] * len(completions)
-        return [float(score(completion_text(c), dict(k) if k is not None else _case_for(env, prompt_text(p))))
+        return [float(self._score(completion_text(c), dict(k) if k is not None else _case_for(self.env,
+                                                                                              prompt_text(p))))
                 for p, c, k in zip(prompts, completions, cases)]
-
-    own = score == env.score
-    reward.__name__ = reward.__qualname__ = f"{env.name}_reward" if own else str(name).rpartition(":")[2]
-    return reward
 
 
 def _case_for(env: Env, prompt: str) -> Case:
