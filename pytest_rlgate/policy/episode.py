@@ -207,10 +207,12 @@ def sample_episodes(
     desc: str = "sampling episodes",
     token_budget: int | None = None,
     backend: str = "transformers",
+    first: int = 0,
 ) -> list[list[Episode]]:
     """``episodes[i]`` = the *k* episodes of ``prompts[i]`` (prompt items with their case, or texts
     the environment's ``case_for`` reads). *max_new_tokens* bounds one turn; *token_budget* (default:
-    *max_new_tokens* times the environment's ``max_turns``) bounds an episode's generated tokens."""
+    *max_new_tokens* times the environment's ``max_turns``) bounds an episode's generated tokens. *first* > 0
+    runs episodes ``first .. first + k - 1`` instead, on their own seeds."""
     check_sampling(k, temperature, top_p, max_new_tokens, batch_size)
     if backend not in ("transformers", "vllm"):
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
@@ -252,7 +254,7 @@ def sample_episodes(
                     chunk = active[lo: lo + step]
                     replies = engine.generate([runs[i][j].messages for i, j in chunk],
                                                [rendered[key] for key in chunk],
-                                               [reply_seed(seed, j, rendered[(i, j)]) for i, j in chunk])
+                                               [reply_seed(seed, first + j, rendered[(i, j)]) for i, j in chunk])
                     for (i, j), reply in zip(chunk, replies):
                         used[(i, j)] += engine.tokens(reply)
                         runs[i][j].step(reply, budget_left=used[(i, j)] < budget)
@@ -284,18 +286,19 @@ def _both(first: AbstractContextManager[object], second: AbstractContextManager[
 
 
 def sample_texts(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, *, env: Env, k: int = 4,
-                 seed: int = SAMPLE_SEED, **options: Unpack[SampleOptions]) -> list[list[str]]:
+                 seed: int = SAMPLE_SEED, first: int = 0, **options: Unpack[SampleOptions]) -> list[list[str]]:
     """What :func:`~pytest_rlgate.policy.sampling.sample` returns for an episode environment or a
     callable policy: each episode's text form (a one-turn environment's: the reply itself)."""
-    episodes = sample_episodes(model, tokenizer, prompts, env=env, k=k, seed=seed, **options)
+    episodes = sample_episodes(model, tokenizer, prompts, env=env, k=k, seed=seed, first=first, **options)
     return [[ep.text if env.is_episodic else (ep.turns[0] if ep.turns else "") for ep in row] for row in episodes]
 
 
 def sample_episode_rows(model: Policy, tokenizer: Tokenizer | None, items: Sequence[PromptItem], *, env: Env, k: int,
-                        seed: int, meta: RowMeta, prompts_fingerprint: str | None,
+                        seed: int, meta: RowMeta, prompts_fingerprint: str | None, first: int = 0,
                         **options: Unpack[SampleOptions]) -> Rows:
-    """Sampled episodes graded into rows (:func:`~pytest_rlgate.data.episodes.grade_episodes`)."""
-    episodes = sample_episodes(model, tokenizer, items, env=env, k=k, seed=seed, **options)
+    """Sampled episodes graded into rows (:func:`~pytest_rlgate.data.episodes.grade_episodes`); episodes
+    ``first ..`` keep rollout indices from 0 here (the caller shifts them)."""
+    episodes = sample_episodes(model, tokenizer, items, env=env, k=k, seed=seed, first=first, **options)
     header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"), seed=seed, k=k,
                         temperature=options.get("temperature", SAMPLE_TEMPERATURE),
                         top_p=options.get("top_p", SAMPLE_TOP_P))

@@ -22,7 +22,7 @@ from .._io import ranks
 from .._io.progress import bar
 from ..data.prompts import fingerprint
 from ..data.provenance import row_header
-from ..data.records import PromptItem
+from ..data.records import PromptItem, Row
 from ..data.rows import Rows, grade_replies
 from ..environment.contract import EnvSpec, load_env
 from ..errors import UsageError
@@ -84,6 +84,7 @@ def sample(
     progress: bool | None = None,
     desc: str = "sampling",
     backend: str = "transformers",
+    first: int = 0,
 ) -> list[list[str]]:
     """``replies[i]`` = the *k* sampled replies to ``prompts[i]`` (a prompt item or a string).
 
@@ -93,14 +94,17 @@ def sample(
     (adapter disabled). *temperature* 0 is greedy. ``backend="vllm"`` samples with vLLM:
     pass a :class:`VllmSampler` (or a model name/folder) as *model*; *tokenizer* may be None.
     *progress* shows a bar named *desc* (None: when stderr is a terminal, see
-    :mod:`pytest_rlgate._io.progress`).
+    :mod:`pytest_rlgate._io.progress`). *first* > 0 draws replies ``first .. first + k - 1``
+    instead, on their own seeds: what extends a prompt sampled at k = *first* without
+    resampling it.
     """
     check_sampling(k, temperature, top_p, max_new_tokens, batch_size)
+    check_first(first, backend, model)
     env = load_env(env)
     if env.is_episodic or is_policy_function(model):  # the tool loop (episodes), or a callable policy
         return sample_texts(model, tokenizer, prompts, env=env, k=k, temperature=temperature, top_p=top_p,
                             seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, adapter=adapter,
-                            progress=progress, desc=desc, backend=backend)
+                            progress=progress, desc=desc, backend=backend, first=first)
     if backend == "vllm" or isinstance(model, VllmSampler):
         sampler = model if isinstance(model, VllmSampler) else VllmSampler(model)
         return sampler.sample(prompts, k=k, temperature=temperature, top_p=top_p, seed=seed,
@@ -134,7 +138,7 @@ def sample(
         with switch, torch.inference_mode():
             for lo in range(0, len(order), batch_size):
                 chunk = order[lo : lo + batch_size]
-                rows = [(i, j) for i in chunk for j in range(k)]
+                rows = [(i, j) for i in chunk for j in range(first, first + k)]
                 texts = generate_batch(
                     model, tokenizer, [rendered[i] for i, _ in rows],
                     [reply_seed(seed, j, rendered[i]) for i, j in rows],
@@ -160,6 +164,7 @@ def sample_rows(
     eval_run: str | None = None,
     env: EnvSpec = None,
     shard: bool = True,
+    first: int = 0,
     **options: Unpack[SampleOptions],
 ) -> Rows:
     """Sample *k* replies per prompt item and grade them into rows (``rows.grade_replies``).
@@ -172,7 +177,9 @@ def sample_rows(
     :func:`sample` (temperature, top_p, batch_size, adapter, ...). The returned
     :class:`~pytest_rlgate.data.rows.Rows` carry the provenance header (environment, prompt-set
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
+    *first* > 0 samples replies ``first .. first + k - 1`` (their ``rollout_index``).
     """
+    check_first(first, str(options.get("backend", "transformers")), model)
     env = load_env(env)
     meta: RowMeta = {"sample_seed": seed}
     if policy is not None:
@@ -186,7 +193,8 @@ def sample_rows(
         def episodes(part: Sequence[PromptItem], shown: bool = True) -> list[Rows]:
             settings: SampleOptions = {**options, "progress": progress if shown else False}
             rows = sample_episode_rows(model, tokenizer, part, env=env, k=k, seed=seed, meta=meta,
-                                       prompts_fingerprint=fingerprint, **settings)
+                                       prompts_fingerprint=fingerprint, first=first, **settings)
+            shift_rollouts(rows, first)
             return [Rows(rows[i * k:(i + 1) * k], header=rows.header) for i in range(len(part))]
 
         per_item = _sharded(episodes, items) if shard else episodes(items)
@@ -195,13 +203,29 @@ def sample_rows(
 
     def draw(part: Sequence[PromptItem], shown: bool = True) -> list[list[str]]:
         settings: SampleOptions = {**options, "progress": progress if shown else False}
-        return sample(model, tokenizer, part, k=k, seed=seed, env=env, **settings)
+        return sample(model, tokenizer, part, k=k, seed=seed, env=env, first=first, **settings)
 
     replies = _sharded(draw, items) if shard else draw(items)
     header = row_header(env, prompts_fingerprint=_fingerprint(items), policy=policy, seed=seed, k=k,
                         temperature=options.get("temperature", SAMPLE_TEMPERATURE),
                         top_p=options.get("top_p", SAMPLE_TOP_P))
-    return Rows(grade_replies(items, replies, env=env, **meta), header=header)
+    return Rows(shift_rollouts(grade_replies(items, replies, env=env, **meta), first), header=header)
+
+
+def check_first(first: int, backend: str, model: object) -> None:
+    """*first* is a reply index; vLLM seeds a prompt's replies together, so it cannot start at one."""
+    if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        raise UsageError(f"first={first!r}: the first reply to sample is an index of 0 or more")
+    if first and (backend == "vllm" or isinstance(model, VllmSampler)):
+        raise UsageError("the vllm backend seeds a prompt's replies together, so it cannot sample replies "
+                         f"{first} and up alone: extend rows with backend='transformers'")
+
+
+def shift_rollouts(rows: list[Row], first: int) -> list[Row]:
+    """*rows* graded from replies ``first ..``: their ``rollout_index`` counted from *first*."""
+    for row in rows:
+        row["rollout_index"] += first
+    return rows
 
 
 def _unit(item: str | Mapping[str, object]) -> _Unit:
