@@ -107,25 +107,29 @@ def betting_cs(rounds: np.ndarray, alpha: float, trunc: float = 0.5) -> tuple[fl
     items is a test supermartingale for the items' average mean (by the AM-GM inequality).
     """
     n_rounds, n_items = rounds.shape
+    if not np.isin(rounds, (0.0, 1.0)).all():
+        raise ValueError("pass/fail rewards only: a round's capital is counted from its passes")
     log_plus = np.zeros_like(GRID)
     log_minus = np.zeros_like(GRID)
     low, high = 0.0, 1.0
-    seen = np.empty(0)
+    total = squares = 0.0  # running sums of the rounds before (predictable bets)
     threshold = math.log(2.0 / alpha)  # max(K+, K-) / 2 >= 1 / alpha rejects m
     for j in range(n_rounds):
-        t = (j + 1) * n_items
-        mean = (0.5 + seen.sum()) / (1 + seen.size)
-        var = (0.25 + float(((seen - mean) ** 2).sum())) / (1 + seen.size)
+        seen, t = j * n_items, (j + 1) * n_items
+        mean = (0.5 + total) / (1 + seen)
+        var = (0.25 + squares - 2 * mean * total + seen * mean * mean) / (1 + seen)
         lam = math.sqrt(2.0 * math.log(2.0 / alpha) / (var * t * math.log(1.0 + t)))
         lam_plus = np.minimum(lam, trunc / np.maximum(GRID, 1e-12))
         lam_minus = np.minimum(lam, trunc / np.maximum(1.0 - GRID, 1e-12))
-        x = rounds[j][:, None]
-        log_plus += np.log1p(lam_plus[None, :] * (x - GRID[None, :])).sum(axis=0)
-        log_minus += np.log1p(-lam_minus[None, :] * (x - GRID[None, :])).sum(axis=0)
+        ones = float(rounds[j].sum())
+        zeros = n_items - ones
+        log_plus += ones * np.log1p(lam_plus * (1.0 - GRID)) + zeros * np.log1p(-lam_plus * GRID)
+        log_minus += ones * np.log1p(-lam_minus * (1.0 - GRID)) + zeros * np.log1p(lam_minus * GRID)
         inside = GRID[np.maximum(log_plus, log_minus) < threshold]
         if inside.size:
             low, high = max(low, float(inside.min())), min(high, float(inside.max()))
-        seen = np.concatenate([seen, rounds[j]])
+        total += ones
+        squares += ones  # x^2 = x for pass/fail
     return low, min(1.0, max(high, low))
 
 

@@ -54,7 +54,7 @@ from .result import GateResult
 from .verdicts import ORDER
 
 __all__ = ["ADAPTIVE_KEY", "DEFAULT_SPENDING", "K0", "K_MAX", "LOOKS", "SPENDING", "AdaptiveResult", "CategoryOutcome", "Design", "Draw",
-           "LookOutcome", "LookRecord", "Spending", "gate_look", "until_decided"]
+           "LookOutcome", "LookRecord", "Spending", "gate_look", "total_level", "until_decided"]
 
 #: the header key that holds the design and the outcome of an adaptive sample
 ADAPTIVE_KEY = "adaptive"
@@ -292,7 +292,7 @@ def _decided(verdicts: Sequence[str]) -> bool:
     return "regressed" in verdicts or not any(v in _OPEN for v in verdicts)
 
 
-def _total_level(options: GateOptions) -> float:
+def total_level(options: GateOptions) -> float:
     """The run-level family level in force: the gate's, or a release policy's when the gate's is its default."""
     release = as_release_policy(options.policy)
     level = options.family_level if release is None else release.family(options.family_level, FAMILY_LEVEL)
@@ -376,7 +376,7 @@ def until_decided(
     *judge* gates one look (default: the gate itself).
     """
     opts = GateOptions.build(options, **overrides)
-    level = _total_level(opts)
+    level = total_level(opts)
     design = design if design is not None else Design.plan(family_level=level)
     if not isinstance(design, Design):
         raise UsageError(f"design must be a Design (Design.plan(k0, k_max)), got {type(design).__name__}")
@@ -396,8 +396,10 @@ def until_decided(
                          f"({len(items)} prompts x k {design.ks[0]}): raise the budget or lower k")
     before_rows = load_rows(before)
     base: Header = dict(header) if header is not None else {}
-    plan: dict[str, object] = {**design.record(), "before": fingerprint(before_rows),
-                               "gate": {k: v for k, v in opts.__record__().items() if k != "show_flips"}}
+    plan: dict[str, object] = {}
+    if base:  # what a published file (or a rerun continuing it) is bound to
+        plan = {**design.record(), "before": fingerprint(before_rows),
+                "gate": {k: v for k, v in opts.__record__().items() if k != "show_flips"}}
     partial = None
     if out is not None:
         if not base:
