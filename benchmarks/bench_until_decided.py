@@ -43,7 +43,7 @@ import numpy as np
 from pytest_rlgate.data.records import PromptItem, Row
 from pytest_rlgate.data.rows import Rows
 from pytest_rlgate.errors import RlgateWarning
-from pytest_rlgate.gate.adaptive import Design, LookOutcome, gate_look, until_decided
+from pytest_rlgate.gate.adaptive import AdaptiveDesign, LookOutcome, gate_look, until_decided
 from pytest_rlgate.gate.options import GateOptions
 from pytest_rlgate.gate.verdicts import interval_verdict
 
@@ -174,13 +174,13 @@ def _run(world: World, design: tuple[int | None, str] | None, options: GateOptio
     budget = len(world.items) * k_fixed
     judge = gate_look
     if design is None:
-        plan = Design.plan(k_fixed, k_fixed)
+        plan = AdaptiveDesign.plan(k_fixed, k_fixed)
     else:
         looks, spending = design
         if spending == "betting":
             spending = "equal"  # unused: the betting CS is valid at every look without spending
             judge = betting_judge(0.05, len({item["category"] for item in world.items}), options.margin)
-        plan = Design.plan(k0, k_max, looks=looks, spending=spending, budget=budget)  # type: ignore[arg-type]
+        plan = AdaptiveDesign.plan(k0, k_max, looks=looks, spending=spending, budget=budget)  # type: ignore[arg-type]
     result = until_decided(world.before, world.draw, world.items, design=plan, options=options, judge=judge)
     claimed = any(look.outcome.regressed for look in result.looks)
     return {c.category: c.verdict for c in result.categories}, claimed, result.replies

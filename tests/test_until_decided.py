@@ -16,7 +16,7 @@ from pytest_rlgate.data.provenance import row_header
 from pytest_rlgate.data.records import PromptItem, Row
 from pytest_rlgate.data.rows import Rows, load_rows, read_header, write_rows
 from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
-from pytest_rlgate.gate.adaptive import Design, LookOutcome, gate_look, until_decided
+from pytest_rlgate.gate.adaptive import AdaptiveDesign, LookOutcome, gate_look, until_decided
 from pytest_rlgate.gate.options import GateOptions
 from pytest_rlgate.policy.adaptive import policy_draw
 from pytest_rlgate.policy.sampling import sample, sample_rows
@@ -30,7 +30,7 @@ def _row(item: PromptItem, j: int, passed: bool) -> Row:
 
 
 class World:
-    """Categories of *scenarios* one-prompt scenarios with pass rates before/after; reply j of a prompt is a fixed draw."""
+    """One-prompt scenarios with pass rates before and after, per category; reply j of a prompt is a fixed draw."""
 
     def __init__(self, rates: dict[str, tuple[Sequence[float], Sequence[float]]], seed: int, k_before: int = 8,
                  k_max: int = 32) -> None:
@@ -38,7 +38,8 @@ class World:
         before, after = [], []
         for category, (b, a) in rates.items():
             for s, (rb, ra) in enumerate(zip(b, a)):
-                self.items.append({"prompt": f"{category}/s{s}", "category": category, "scenario_id": f"{category}/{s}"})
+                self.items.append({"prompt": f"{category}/s{s}", "category": category,
+                                   "scenario_id": f"{category}/{s}"})
                 before.append(rb)
                 after.append(ra)
         rng = np.random.default_rng(seed)
@@ -63,19 +64,19 @@ def _mixed(seed: int = 0) -> World:
 
 
 def test_levels_sum_to_the_family_level_and_the_schedule_doubles() -> None:
-    assert Design.plan().ks == (4, 32)
-    assert Design.plan(2, 16, looks=None).ks == (2, 4, 8, 16)
-    assert Design.plan(3, 20, looks=None).ks == (3, 6, 12, 20)
-    assert Design.plan(4, 32, looks=3).ks == (4, 8, 32)
-    assert Design.plan(8, 8).ks == (8,) and Design.plan(8, 8).levels == (0.05,)
+    assert AdaptiveDesign.plan().ks == (4, 32)
+    assert AdaptiveDesign.plan(2, 16, looks=None).ks == (2, 4, 8, 16)
+    assert AdaptiveDesign.plan(3, 20, looks=None).ks == (3, 6, 12, 20)
+    assert AdaptiveDesign.plan(4, 32, looks=3).ks == (4, 8, 32)
+    assert AdaptiveDesign.plan(8, 8).ks == (8,) and AdaptiveDesign.plan(8, 8).levels == (0.05,)
     for spending in ("obf", "pocock", "equal"):
-        design = Design.plan(2, 16, looks=None, spending=spending, family_level=0.1)
+        design = AdaptiveDesign.plan(2, 16, looks=None, spending=spending, family_level=0.1)
         assert sum(design.levels) == pytest.approx(0.1) and all(v > 0 for v in design.levels)
-    obf = Design.plan(2, 16, looks=None, spending="obf").levels
+    obf = AdaptiveDesign.plan(2, 16, looks=None, spending="obf").levels
     assert obf[0] < 1e-6 < obf[-1] and obf[-1] > 0.04  # O'Brien-Fleming keeps most for the last look
-    assert Design.plan(2, 16, looks=None, spending="equal").levels == pytest.approx((0.0125,) * 4)
+    assert AdaptiveDesign.plan(2, 16, looks=None, spending="equal").levels == pytest.approx((0.0125,) * 4)
     # Pocock-like spending, by its formula: alpha * ln(1 + (e - 1) t)
-    assert Design.plan(4, 32).levels[0] == pytest.approx(0.05 * np.log(1 + (np.e - 1) / 8))
+    assert AdaptiveDesign.plan(4, 32).levels[0] == pytest.approx(0.05 * np.log(1 + (np.e - 1) / 8))
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -84,12 +85,12 @@ def test_levels_sum_to_the_family_level_and_the_schedule_doubles() -> None:
 ])
 def test_a_bad_design_is_one_usage_error(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        Design.plan(**kwargs)  # type: ignore[arg-type]
+        AdaptiveDesign.plan(**kwargs)  # type: ignore[arg-type]
 
 
 def test_a_decided_category_stops_and_only_the_undecided_grow() -> None:
     world = _mixed()
-    result = until_decided(world.before, world.draw, world.items, design=Design.plan(4, 16, looks=None),
+    result = until_decided(world.before, world.draw, world.items, design=AdaptiveDesign.plan(4, 16, looks=None),
                            options=FAST)
     solid, middling = result.category("solid"), result.category("middling")
     assert (solid.verdict, solid.decided_at, solid.k, solid.replies) == ("flat", 1, 4, 48)
@@ -104,7 +105,7 @@ def test_a_decided_category_stops_and_only_the_undecided_grow() -> None:
 
 def test_the_rows_pair_with_the_before_side_and_record_each_scenarios_k() -> None:
     world = _mixed(1)
-    result = until_decided(world.before, world.draw, world.items, design=Design.plan(4, 16, looks=None),
+    result = until_decided(world.before, world.draw, world.items, design=AdaptiveDesign.plan(4, 16, looks=None),
                            options=FAST)
     per_prompt: dict[str, list[int]] = {}
     for row in result.rows:
@@ -122,7 +123,7 @@ def test_the_rows_pair_with_the_before_side_and_record_each_scenarios_k() -> Non
 
 def test_a_budget_stops_the_growth_and_is_never_passed() -> None:
     world = _mixed(2)
-    design = Design.plan(4, 32, budget=24 * 4 + 12 * 3)  # room for 3 more replies on each middling prompt
+    design = AdaptiveDesign.plan(4, 32, budget=24 * 4 + 12 * 3)  # room for 3 more replies on each middling prompt
     result = until_decided(world.before, world.draw, world.items, design=design, options=FAST)
     middling = result.category("middling")
     assert result.replies <= design.budget
@@ -140,7 +141,7 @@ def test_each_look_is_gated_at_its_share_and_a_claim_at_any_look_fails_the_run()
             return LookOutcome(outcome.verdicts, True, True, outcome.result)
         return outcome
 
-    design = Design.plan(4, 16, looks=None, spending="equal")
+    design = AdaptiveDesign.plan(4, 16, looks=None, spending="equal")
     result = until_decided(world.before, world.draw, world.items, design=design, options=FAST,
                            judge=claims_at_the_first_look)
     assert seen == pytest.approx(list(design.levels)) and len(result.looks) == 3
@@ -165,11 +166,11 @@ def test_the_false_regress_rate_of_unchanged_candidates_holds_across_looks() -> 
         rng = np.random.default_rng([run, 7])
         rates = {f"c{c}": (r := rng.beta(2, 2, 6), r) for c in range(2)}
         world = World(rates, run, k_before=4, k_max=16)
-        design = Design.plan(2, 16, looks=None, spending="equal")
+        design = AdaptiveDesign.plan(2, 16, looks=None, spending="equal")
         result = until_decided(world.before, world.draw, world.items, design=design,
                                options=FAST.replace(bootstrap_seed=run))
         claims += any(look.outcome.regressed for look in result.looks)
-        naive_design = Design(design.ks, (0.05,) * 4, 0.05, "equal")  # not a valid design: each look at 5 %
+        naive_design = AdaptiveDesign(design.ks, (0.05,) * 4, 0.05, "equal")  # not a valid design: each look at 5 %
         world = World(rates, run, k_before=4, k_max=16)
         naive_result = until_decided(world.before, world.draw, world.items, design=naive_design,
                                      options=FAST.replace(bootstrap_seed=run))
@@ -198,7 +199,7 @@ def _header() -> dict[str, object]:
 
 def test_the_file_is_resumable_and_its_header_records_the_design(tmp_path: Path) -> None:
     world = _mixed(4)
-    design = Design.plan(4, 16, looks=None)
+    design = AdaptiveDesign.plan(4, 16, looks=None)
     whole = tmp_path / "whole.jsonl"
     until_decided(world.before, world.draw, world.items, design=design, options=FAST, out=whole,
                   header=_header())
@@ -307,3 +308,27 @@ def test_the_cli_refuses_bad_input_in_one_line(tiny_before: tuple[Path, Path], t
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
     assert not (tmp_path / "a.jsonl").exists()
+
+
+FIXTURE_TEST = '''
+import pytest_rlgate as rg
+
+
+def asks(messages, seed):
+    return "What is the order id?"
+
+
+def test_until(rlgate):
+    items = rg.stratified_split(rg.build_prompts(seed=0), 0.2).holdout
+    before = rg.sample_rows(asks, None, items, k=4)
+    result = rlgate.until_decided(before, asks, items=items, design=rg.AdaptiveDesign.plan(2, 8))
+    assert result.passed, result.summary()
+    assert result.looks[0].k == 2 and all(c.decided_at == 1 for c in result.categories)
+'''
+
+
+def test_the_fixture_samples_until_decided_and_records_the_last_look(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_until=FIXTURE_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--rlgate-resamples", "400", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*= rlgate: gates =*", "test_until.py::test_until*pass@1*overall*flat*"])

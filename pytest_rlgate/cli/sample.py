@@ -25,7 +25,7 @@ from ..data.provenance import row_header
 from ..data.records import PromptItem
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
-from ..gate.adaptive import DEFAULT_SPENDING, K_MAX, LOOKS, SPENDING, Design, total_level, until_decided
+from ..gate.adaptive import DEFAULT_SPENDING, K_MAX, LOOKS, SPENDING, AdaptiveDesign, total_level, until_decided
 from ..gate.options import GateOptions
 from ..options import SEED, Number, add_env_argument, add_output_arguments, bounds_of, output_file
 from ..policy.adaptive import policy_draw
@@ -167,7 +167,7 @@ def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], 
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
     options = GateOptions(env=env, **values)
-    design = Design.plan(args.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
+    design = AdaptiveDesign.plan(args.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
                          family_level=total_level(options))
     model, tokenizer = _policy(args)
     draw = policy_draw(model, tokenizer, env=env, seed=header["sampling"]["seed"], policy=label,

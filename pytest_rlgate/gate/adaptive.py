@@ -53,8 +53,9 @@ from .release import as_release_policy
 from .result import GateResult
 from .verdicts import ORDER
 
-__all__ = ["ADAPTIVE_KEY", "DEFAULT_SPENDING", "K0", "K_MAX", "LOOKS", "SPENDING", "AdaptiveResult", "CategoryOutcome", "Design", "Draw",
-           "LookOutcome", "LookRecord", "Spending", "gate_look", "total_level", "until_decided"]
+__all__ = ["ADAPTIVE_KEY", "DEFAULT_SPENDING", "K0", "K_MAX", "LOOKS", "SPENDING", "AdaptiveDesign", "AdaptiveResult",
+           "CategoryOutcome", "Draw", "Judge", "LookOutcome", "LookRecord", "Spending", "gate_look", "total_level",
+           "until_decided"]
 
 #: the header key that holds the design and the outcome of an adaptive sample
 ADAPTIVE_KEY = "adaptive"
@@ -100,7 +101,7 @@ def _spent(spending: Spending, level: float, t: float) -> float:
 
 
 @dataclass(frozen=True)
-class Design:
+class AdaptiveDesign:
     """The planned looks: the k each look reaches, and the family level each may spend.
 
     Build it with :meth:`plan`; ``levels`` sum to ``family_level``, so a regression claimed at
@@ -116,7 +117,7 @@ class Design:
 
     @classmethod
     def plan(cls, k0: int = K0, k_max: int = K_MAX, *, looks: int | None = LOOKS, family_level: float = FAMILY_LEVEL,
-             spending: Spending = DEFAULT_SPENDING, budget: int | None = None) -> Design:
+             spending: Spending = DEFAULT_SPENDING, budget: int | None = None) -> AdaptiveDesign:
         """Looks at k0, 2 k0, 4 k0, ... and k_max (the first ``looks - 1`` of them and k_max; None: every
         doubling), each holding its share of *family_level*."""
         for name, value in (("k0", k0), ("k_max", k_max)):
@@ -137,10 +138,10 @@ class Design:
             ks = ks[:looks - 1] + [k_max] if looks > 1 else [k0]
         return cls(tuple(ks), _levels(ks, family_level, spending), float(family_level), spending, budget)
 
-    def at_level(self, family_level: float) -> Design:
+    def at_level(self, family_level: float) -> AdaptiveDesign:
         """The same looks with *family_level* split the same way."""
-        return Design(self.ks, _levels(self.ks, family_level, self.spending), float(family_level), self.spending,
-                      self.budget)
+        return AdaptiveDesign(self.ks, _levels(self.ks, family_level, self.spending), float(family_level),
+                              self.spending, self.budget)
 
     def describe(self) -> str:
         """``4 looks at k 2, 4, 8, 16, spending 5% as 0.6%, 1.0%, 1.3%, 2.1% (pocock)``."""
@@ -227,7 +228,7 @@ class AdaptiveResult:
     passed. ``result`` is the last look's :class:`~pytest_rlgate.gate.result.GateResult`.
     """
 
-    design: Design
+    design: AdaptiveDesign
     categories: tuple[CategoryOutcome, ...]
     looks: tuple[LookRecord, ...]
     rows: Rows
@@ -355,7 +356,7 @@ def until_decided(
     draw: Draw,
     items: Sequence[PromptItem],
     *,
-    design: Design | None = None,
+    design: AdaptiveDesign | None = None,
     options: GateOptions | None = None,
     out: str | os.PathLike[str] | None = None,
     header: Mapping[str, object] | None = None,
@@ -377,9 +378,10 @@ def until_decided(
     """
     opts = GateOptions.build(options, **overrides)
     level = total_level(opts)
-    design = design if design is not None else Design.plan(family_level=level)
-    if not isinstance(design, Design):
-        raise UsageError(f"design must be a Design (Design.plan(k0, k_max)), got {type(design).__name__}")
+    design = design if design is not None else AdaptiveDesign.plan(family_level=level)
+    if not isinstance(design, AdaptiveDesign):
+        raise UsageError(f"design must be an AdaptiveDesign (AdaptiveDesign.plan(k0, k_max)), got "
+                         f"{type(design).__name__}")
     if not math.isclose(design.family_level, level):
         design = design.at_level(level)
     for metric in opts.metrics:
