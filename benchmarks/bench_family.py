@@ -47,7 +47,7 @@ def _rows(rates: np.ndarray, guard_rates: np.ndarray, rng: np.random.Generator) 
                 marks = rng.random((len(guard_rates), REPLIES)) < guard_rates[:, c, s, None]
                 for r in range(REPLIES):
                     rows.append({"prompt": f"c{c}/s{s}/p{p}", "scenario_id": f"c{c}/s{s}", "category": f"c{c}",
-                                 "rollout_index": r, "reply": "", "score": float(passes[r]),
+                                 "rollout_index": r, "reply": "a reply", "score": float(passes[r]),
                                  "reward": int(passes[r]),
                                  "markers": {f"g{g}": float(marks[g, r]) for g in range(len(guard_rates))}})
     return rows

@@ -95,6 +95,9 @@ _EXPORTS: dict[str, str] = {
     "ConfidenceInterval": "gate.stats",
     "holm": "gate.stats",
     "minimum_detectable_effect": "gate.stats",
+    "family_test": "gate.family",
+    "FamilyMember": "gate.family",
+    "FamilyTest": "gate.family",
     "compare": "gate",
     "GateOptions": "gate.options",
     "GateResult": "gate.result",
@@ -233,6 +236,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         AdaptiveResult as AdaptiveResult,
         until_decided as until_decided,
     )
+    from .gate.family import FamilyMember as FamilyMember, FamilyTest as FamilyTest, family_test as family_test
     from .gate.looks import SequentialGate as SequentialGate
     from .gate.options import GateOptions as GateOptions
     from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan

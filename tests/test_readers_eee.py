@@ -112,7 +112,13 @@ def test_json_writes_the_gates_intervals_in_eees_uncertainty_fields(tmp_path: Pa
         details = by_name[f"{c.metric} {c.group}"]
         interval = details["uncertainty"]["confidence_interval"]
         assert (details["score"], interval["lower"], interval["upper"]) == (c.delta, c.low, c.high)
-        assert interval["confidence_level"] == 0.95 and details["uncertainty"]["num_samples"] == c.n_units
-        assert details["uncertainty"]["num_bootstrap_samples"] == 500 and details["details"]["verdict"] == c.verdict
+        # the interval's own level (the family set it), and no bootstrap count for a t interval
+        assert interval["confidence_level"] == pytest.approx(1 - 2 * c.level)
+        assert details["uncertainty"]["num_samples"] == c.n_units and details["details"]["verdict"] == c.verdict
+        assert "num_bootstrap_samples" not in details["uncertainty"]
     assert record["model_info"]["id"] == "rlgate/tiny-refund"
+    boot = eee_record(compare(read_rows(BASE, metric=FIRST), read_rows(CANDIDATE, metric=FIRST), n_resamples=500,
+                              method="expanded"), model="org/m")
+    assert all(r["score_details"]["uncertainty"].get("num_bootstrap_samples") == 500
+               for r in boot["evaluation_results"] if "confidence_interval" in r["score_details"]["uncertainty"])
     assert eee_record(result, model="org/m", retrieved=1.0)["evaluation_id"] == "rlgate-gate/org/m/1"

@@ -67,12 +67,17 @@ def _write(path: Path, payload) -> Path:
     return path
 
 
-@pytest.fixture
-def promptfoo_file(tmp_path: Path) -> Path:
-    return _write(tmp_path / "results.json", {
+def write_promptfoo(folder: Path) -> Path:
+    """``folder/results.json``: both providers in the ``-o results.json`` envelope (gated in docs/harnesses.md)."""
+    return _write(folder / "results.json", {
         "evalId": "eval-2026-12-01", "results": {"version": 3, "timestamp": "2026-12-01T09:00:00Z",
                                                  "results": _promptfoo_results(), "prompts": [], "stats": {}},
         "config": {"description": "support bot"}, "shareableUrl": None, "metadata": {"promptfooVersion": "0.118.0"}})
+
+
+@pytest.fixture
+def promptfoo_file(tmp_path: Path) -> Path:
+    return write_promptfoo(tmp_path)
 
 
 def _reference_promptfoo(results: list[dict], provider: str) -> dict[tuple[str, str], list[float]]:
@@ -199,12 +204,18 @@ def _nemo_bundle(root: Path, benchmark: str, rewards: list[list[float]], *, mode
     (folder / "results.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
 
 
-def test_nemo_bundles_one_category_per_benchmark(tmp_path: Path, capsys) -> None:
+def write_nemo_sides(root: Path) -> None:
+    """``root/baseline`` and ``root/candidate``, two benchmarks each; the candidate fails half of
+    mmlu_pro, six of its solves after a sandbox error (docs/harnesses.md shows them gated)."""
     good = [[1.0, 1.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]] * 3
-    _nemo_bundle(tmp_path / "baseline", "gsm8k", good, model="base")
-    _nemo_bundle(tmp_path / "baseline", "mmlu_pro", good, model="base")
-    _nemo_bundle(tmp_path / "candidate", "gsm8k", good, model="ft")
-    _nemo_bundle(tmp_path / "candidate", "mmlu_pro", [[0.0, -1.0]] * 6 + good[6:], model="ft")
+    _nemo_bundle(root / "baseline", "gsm8k", good, model="base")
+    _nemo_bundle(root / "baseline", "mmlu_pro", good, model="base")
+    _nemo_bundle(root / "candidate", "gsm8k", good, model="ft")
+    _nemo_bundle(root / "candidate", "mmlu_pro", [[0.0, -1.0]] * 6 + good[6:], model="ft")
+
+
+def test_nemo_bundles_one_category_per_benchmark(tmp_path: Path, capsys) -> None:
+    write_nemo_sides(tmp_path)
     before, after = read_rows(tmp_path / "baseline"), read_rows(tmp_path / "candidate")
     assert detect_format(tmp_path / "baseline") == "nemo"
     result = compare(before, after, n_resamples=500)

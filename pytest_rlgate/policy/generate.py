@@ -20,6 +20,7 @@ from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
 from .handles import Prompts
 from .lora import check_adapter
+from .models import fetched_model_dir, is_model_name
 
 if TYPE_CHECKING:
     import torch
@@ -178,7 +179,7 @@ class VllmSampler:
             raise UsageError("the vllm backend takes a model name or folder (or a VllmSampler), "
                              "not a loaded transformers model")
         self._vllm = vllm
-        self.model = str(model)
+        self.model = str(fetched_model_dir(model) if is_model_name(model) else model)
         self.adapter = None if adapter is None else str(adapter)
         if self.adapter is not None:
             check_adapter(self.adapter, flag="adapter")

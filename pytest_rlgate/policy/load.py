@@ -25,6 +25,7 @@ from .._io import cache
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
 from .lora import attach_adapter
+from .models import fetched_model_dir, is_model_name
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
 from .tiny.spec import TINY_POLICY, TINY_PREFIX, TinySpec, spec_of
@@ -134,6 +135,8 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
     text = os.fspath(name_or_path)
     if text.startswith(TINY_PREFIX):
         return str(tiny_policy_dir(text)), True
+    if is_model_name(text):  # a registry model: its converted folder, or the line naming the fetch command
+        return str(fetched_model_dir(text)), True
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():

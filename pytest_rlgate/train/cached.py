@@ -21,6 +21,7 @@ from ..data.records import Row
 from ..data.rows import Rows, load_rows, write_rows
 from ..environment.contract import Env
 from ..policy.load import tiny_policy_key
+from ..policy.models import is_model_name, model_identity
 from ..policy.tiny.spec import TINY_PREFIX
 from .adapters import run_lineage
 from .config import RunKnobs, resolved
@@ -70,6 +71,8 @@ def base_identity(name_or_path: str) -> dict[str, str]:
     """What identifies a base model: a tiny policy's content hash, a folder's files, or a hub id."""
     if name_or_path.startswith(TINY_PREFIX):
         return {"tiny": tiny_policy_key(name_or_path)}
+    if is_model_name(name_or_path):
+        return model_identity(name_or_path)
     folder = Path(name_or_path)
     if folder.is_dir():
         digest = hashlib.sha256()

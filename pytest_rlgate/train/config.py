@@ -24,6 +24,7 @@ from ..environment.contract import Env, load_env
 from ..errors import UsageError
 from ..options import HOLDOUT_FRACTION, SEED as SEED_RANGE, Number, bounds_of, knob, path_problem
 from ..policy.load import TINY_POLICY
+from ..policy.models import fetched_model_dir, is_model_name
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from ..policy.tiny.manifest import BUILD_INFO
 from ..policy.tiny.spec import TINY_PREFIX
@@ -229,8 +230,9 @@ class RunKnobs:
     """
 
     env: str | Env | None = None
-    base_model: str | None = knob(None, f"hub id, local folder or {TINY_POLICY} (default: the environment's own "
-                                  "base model)", group=PROMPTS, metavar="ID")
+    base_model: str | None = knob(None, f"hub id, local folder, {TINY_POLICY} or a fetched model such as "
+                                  "smollm2-135m (default: the environment's own base model)", group=PROMPTS,
+                                  metavar="ID")
     prompt_seed: int = knob(SEED, "prompt-set seed (%(default)s)", group=PROMPTS, bound=SEED_RANGE,
                             aliases=("--seed",))
     size: str = knob(SIZE, "the environment's prompt-set size, e.g. small, default, large", group=PROMPTS)
@@ -350,6 +352,11 @@ class RunKnobs:
         problem = path_problem(self.runs_dir, directory=True)
         if problem is not None:
             _fail("runs-dir", self.runs_dir, problem)
+        if is_model_name(self.base_model):  # refused here, before prompts load or anything trains
+            try:
+                fetched_model_dir(self.base_model)
+            except UsageError as exc:
+                _fail("base-model", self.base_model, exc.reason)
 
     def to_dict(self) -> dict[str, object]:
         """Every knob as JSON-ready values (tuples become lists; an ``Env`` without a spec, its name)."""

@@ -257,8 +257,9 @@ def eee_record(result: Gated, *, model: str | None = None, retrieved: float | No
 
     Each comparison is one ``evaluation_results`` entry: its score is the paired delta
     (after minus before) of the metric in the group, and ``score_details.uncertainty``
-    holds the gate's interval (``confidence_interval`` with its level and method, the
-    units as ``num_samples``, the resamples as ``num_bootstrap_samples``); ``details``
+    holds the gate's interval (``confidence_interval`` with its own two-sided level, which the
+    gate's family set, and its method, the units as ``num_samples``, a bootstrap method's
+    resamples as ``num_bootstrap_samples``); ``details``
     keeps both sides' means and the verdict. *model* is the candidate's id
     (``org/name``). The record validates against the schema of :data:`SCHEMA_VERSION`.
     """
@@ -266,12 +267,14 @@ def eee_record(result: Gated, *, model: str | None = None, retrieved: float | No
     entries: list[dict[str, object]] = []
     for c in result.comparisons:
         uncertainty: dict[str, object] = {"num_samples": int(c.n_units)}
+        level = getattr(c, "level", None)  # each side's one-sided level: the interval is 1 - 2 x level
         if c.low is not None and c.high is not None:
-            uncertainty["confidence_interval"] = {"lower": c.low, "upper": c.high,
-                                                  "confidence_level": result.confidence_level,
-                                                  "method": f"paired {result.method} bootstrap of per-unit deltas"
-                                                  if result.method != "t" else "paired t interval of per-unit deltas"}
-        if result.n_resamples:
+            uncertainty["confidence_interval"] = {
+                "lower": c.low, "upper": c.high,
+                "confidence_level": result.confidence_level if level is None else round(1.0 - 2.0 * level, 6),
+                "method": f"paired {result.method} bootstrap of per-unit deltas" if result.method != "t"
+                else "paired t interval of per-unit deltas"}
+        if result.n_resamples and result.method != "t":  # a t interval draws no bootstrap (its flips set the level)
             uncertainty["num_bootstrap_samples"] = int(result.n_resamples)
         entries.append({
             "evaluation_result_id": f"rlgate.delta.{c.metric}.{c.group}",
