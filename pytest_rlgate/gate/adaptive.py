@@ -1,12 +1,13 @@
 """Spend replies where they decide: sample more only for the categories the gate cannot call yet.
 
 A category whose interval is already clear of zero (``regressed``, ``moved``) or inside the
-margin (``flat``) at k = 2 replies learns nothing from 14 more; a middling one, whose interval
-covers zero and is wider than the margin, is exactly where replies buy power (reply noise
-usually exceeds scenario noise in paired comparisons of language models). So the candidate
-is sampled at a small k, gated against the before rows, and only the scenarios of categories
-still ``inconclusive`` get more replies, doubling k at each look up to ``k_max``, until every
-category is decided or the reply budget is spent.
+margin (``flat``) at k = 4 replies learns little from 28 more; a middling one, whose interval
+covers zero and is wider than the margin, is where replies buy power (reply noise usually
+exceeds scenario noise in paired comparisons of language models). So the candidate is sampled
+at a small k, gated against the before rows, and only the scenarios of categories still
+``inconclusive`` get more replies, up to the next k of a planned schedule (k0, 2 k0, ... and
+k_max; two looks, k0 and k_max, by default) or as far as the reply budget allows, until every
+category is decided, the looks run out or the budget is spent.
 
 Looking again after seeing the data is a multiple test: a gate that looks four times at the
 full family level fails unchanged runs more often than the level says. The looks are planned
@@ -191,7 +192,8 @@ class CategoryOutcome:
     """One category's course: the verdict it ended with, the look that decided it, its k and its replies.
 
     ``decided_at`` is the 1-based look whose interval decided it (None: still undecided when
-    the looks or the budget ran out, ``stopped`` says which); ``regressed_at`` the first look
+    it stopped, and ``stopped`` says why: ``last look``, ``budget``, or ``too few scenarios``,
+    fewer than the gate needs, which no reply adds); ``regressed_at`` the first look
     that claimed a regression in it (a claim at any look counts).
     """
 
@@ -261,12 +263,11 @@ class AdaptiveResult:
         """The per-category table and the decision line."""
         lines = [f"until decided: {self.design.describe()}; {len(self.looks)} look{'s' if len(self.looks) != 1 else ''}"
                  f" run, {self.replies:,} replies",
-                 f"{'category':<24} {'verdict':<13} {'decided at':<16} {'k':>4} {'replies':>8}"]
+                 f"{'category':<24} {'verdict':<13} {'decided at':<21} {'k':>4} {'replies':>8}"]
         for c in self.categories:
-            at = (f"look {c.decided_at} (k {self.design.ks[c.decided_at - 1]})" if c.decided_at is not None
-                  else f"not ({c.stopped})")
+            at = f"look {c.decided_at}" if c.decided_at is not None else f"no: {c.stopped}"
             verdict = c.verdict if c.regressed_at is None else f"regressed@{c.regressed_at}"
-            lines.append(f"{c.category:<24} {verdict:<13} {at:<16} {c.k:>4} {c.replies:>8}")
+            lines.append(f"{c.category:<24} {verdict:<13} {at:<21} {c.k:>4} {c.replies:>8}")
         claimed = [look.look for look in self.looks if look.outcome.regressed]
         if claimed:
             lines.append(f"decision: FAILED, a regression was claimed at look {claimed[0]} "
@@ -369,10 +370,11 @@ def until_decided(
 
     Look 1 samples every item at ``design.ks[0]`` replies; each later look samples, for the
     scenarios of categories still ``inconclusive`` only, replies up to the next k of the
-    schedule, and gates again at that look's share of the family level (*options* and
-    *overrides* are the gate's; ``family_level`` is the run's total, default 5 %). It stops
-    when every category is decided, at ``k_max``, or when the next look would pass
-    ``design.budget`` replies. *out* makes it resumable (``<out>.partial``, published
+    schedule (fewer when ``design.budget`` has less left: what is left is shared evenly by the
+    prompts still open), and gates again at that look's share of the family level (*options*
+    and *overrides* are the gate's; ``family_level`` is the run's total, default 5 %). It
+    stops when every category is decided, after the last look, or when the budget is spent.
+    *out* makes it resumable (``<out>.partial``, published
     atomically with *header* plus the design and the outcome under ``"adaptive"``);
     *judge* gates one look (default: the gate itself).
     """
@@ -423,7 +425,8 @@ def until_decided(
     sampled: tuple[str, ...] = tuple(dict.fromkeys(category_of))
     look_replies = len(rows)
     k_open = design.ks[0]  # every category still open was open at every look before, so all share one k
-    stopped = "k_max"
+    stopped = "last look"
+    too_few: set[str] = set()
     for r, look_level in enumerate(design.levels, start=1):
         look_options = opts.replace(family_level=look_level)
         with warnings.catch_warnings():
@@ -435,11 +438,14 @@ def until_decided(
             last_verdicts[category] = verdicts
             if "regressed" in verdicts:
                 regressed_at.setdefault(category, r)
-            if category not in decided_at and _decided(verdicts):
-                decided_at[category] = r
-        open_ = {c for c in dict.fromkeys(category_of) if c not in decided_at}
+            if category not in decided_at and category not in too_few and _decided(verdicts):
+                if "insufficient" in verdicts and "regressed" not in verdicts:
+                    too_few.add(category)  # more replies add no scenarios: stop, undecided
+                else:
+                    decided_at[category] = r
+        open_ = {c for c in dict.fromkeys(category_of) if c not in decided_at and c not in too_few}
         if not open_ or r == len(design.levels):
-            stopped = "k_max" if open_ else ""
+            stopped = "last look" if open_ else ""
             break
         grow = [i for i, c in enumerate(category_of) if c in open_]
         step = design.ks[r] - k_open
@@ -465,7 +471,8 @@ def until_decided(
         if category in regressed_at:
             final = "regressed"
         outcomes.append(CategoryOutcome(category, final, at, max(k_of[i] for i in mine), sum(k_of[i] for i in mine),
-                                        regressed_at.get(category), "" if at is not None else stopped))
+                                        regressed_at.get(category), "" if at is not None else
+                                        "too few scenarios" if category in too_few else stopped))
     published = Rows(rows, header=in_loop)
     result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows))
     if base:
