@@ -323,7 +323,9 @@ def test_until(rlgate):
     before = rg.sample_rows(asks, None, items, k=4)
     result = rlgate.until_decided(before, asks, items=items, design=rg.AdaptiveDesign.plan(2, 8))
     assert result.passed, result.summary()
-    assert result.looks[0].k == 2 and all(c.decided_at == 1 for c in result.categories)
+    assert result.looks[0].k == 2 and len(result.looks) == 1
+    assert {c.category: c.decided_at or c.stopped for c in result.categories} == {
+        'with_id': 1, 'no_id': 1, 'off_topic': 'too few scenarios'}
 '''
 
 
