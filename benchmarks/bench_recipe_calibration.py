@@ -1,6 +1,6 @@
 """Calibration of the recipe interval across training seeds, by simulation.
 
-Design: S training seeds of one recipe, each scored on the same U holdout units (crossed),
+AdaptiveDesign: S training seeds of one recipe, each scored on the same U holdout units (crossed),
 k = 4 rollouts per unit, binary pass. On the logit scale unit u starts at
 ``eta_u ~ N(logit 0.7, 1.0)`` (heterogeneous prompts) and after training seed s sits at
 ``eta_u + mu + c_u + tau * z_s + w_su``: ``c_u ~ N(0, 0.5²)`` is how unit u responds to the

@@ -157,6 +157,11 @@ _EXPORTS: dict[str, str] = {
     "sample_episodes": "policy.episode",
     "grade_episode": "data.episodes",
     "grade_episodes": "data.episodes",
+    # sampling until decided: more replies only where the gate cannot call a category yet
+    "until_decided": "gate.adaptive",
+    "AdaptiveDesign": "gate.adaptive",
+    "AdaptiveResult": "gate.adaptive",
+    "policy_draw": "policy.adaptive",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -224,6 +229,11 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         UsageError as UsageError,
     )
     from .gate import assert_no_regression as assert_no_regression, compare as compare
+    from .gate.adaptive import (
+        AdaptiveDesign as AdaptiveDesign,
+        AdaptiveResult as AdaptiveResult,
+        until_decided as until_decided,
+    )
     from .gate.family import FamilyMember as FamilyMember, FamilyTest as FamilyTest, family_test as family_test
     from .gate.looks import SequentialGate as SequentialGate
     from .gate.options import GateOptions as GateOptions
@@ -246,6 +256,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         minimum_detectable_effect as minimum_detectable_effect,
         paired_bootstrap as paired_bootstrap,
     )
+    from .policy.adaptive import policy_draw as policy_draw
     from .policy.episode import sample_episodes as sample_episodes
     from .policy.load import (
         TINY_POLICY as TINY_POLICY,

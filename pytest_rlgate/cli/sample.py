@@ -24,7 +24,10 @@ from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
 from ..environment.contract import Env
 from ..errors import UsageError
-from ..options import SEED, add_env_argument, add_output_arguments, bounds_of, output_file
+from ..gate.adaptive import DEFAULT_SPENDING, K_MAX, LOOKS, SPENDING, AdaptiveDesign, total_level, until_decided
+from ..gate.options import GateOptions
+from ..options import SEED, Number, add_env_argument, add_output_arguments, bounds_of, output_file
+from ..policy.adaptive import policy_draw
 from ..policy.load import load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
@@ -34,11 +37,15 @@ from ..train import config as C
 from ..train.cached import adapter_identity, base_identity
 from ..train.config import RunKnobs, is_tiny
 from ..train.inputs import load_prompts
+from .gate import _add_option
 
 #: The ranges of the flags shared with `rlgate train` (declared once, on the knobs).
 BOUNDS = bounds_of(RunKnobs)
 HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
 BACKENDS = ("transformers", "vllm")
+#: the gate's options a sample until decided takes (the others keep their defaults)
+UNTIL_DECIDED_GATE = ("family_level", "margin", "guards", "metrics", "n_resamples", "max_drop", "policy",
+                      "fail_on_inconclusive")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +75,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
                         help="the row file to write (.gz: compressed); <PATH>.partial holds it while it grows")
     parser.add_argument("--restart", action="store_true", help="drop an unfinished <PATH>.partial and start over")
+    u = parser.add_argument_group(
+        "until decided: --k replies for every prompt, a gate against BEFORE, then more replies only for the "
+        "categories still inconclusive (exit 1 when a look claims a regression)")
+    u.add_argument("--until-decided", metavar="BEFORE.jsonl",
+                   help="the before side's rows (e.g. the base's `rlgate sample`) to gate each look against")
+    u.add_argument("--k-max", type=BOUNDS["eval_k"], default=K_MAX,
+                   help="most replies a prompt gets (%(default)s)")
+    u.add_argument("--looks", type=Number(1, 16, "2", integer=True), default=LOOKS,
+                   help="planned looks at k, 2k, 4k, ... and the last at --k-max (%(default)s)")
+    u.add_argument("--budget", type=Number(1, 10**9, "2000", integer=True), metavar="REPLIES", default=None,
+                   help="most replies over all looks (default: --k-max for every prompt)")
+    u.add_argument("--spending", choices=SPENDING, default=DEFAULT_SPENDING,
+                   help="how the family level is split between the looks (%(default)s)")
+    for name in UNTIL_DECIDED_GATE:
+        _add_option(parser, GateOptions.field(name))
     add_output_arguments(parser)
 
 
@@ -112,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
                     "adapter": None if args.adapter is None else adapter_identity(args.adapter),
                     "seeds": seeds, "max_new_tokens": max_new, "backend": args.backend, "prompts": source},
     }
+    if args.until_decided is not None:
+        return _until_decided(args, env, items, header, label, max_new)
     model, tokenizer = _policy(args)
     sampled, kept = sample_to_file(
         model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label,
@@ -123,3 +147,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "
               f"({sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
     return 0
+
+
+def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], header: dict[str, Any], label: str,
+                   max_new: int) -> int:
+    """``--until-decided BEFORE``: sample look by look, gating each against BEFORE; 1 when a look regressed."""
+    if ranks.group_size() > 1:
+        raise UsageError("--until-decided runs on one process (each look depends on the last); start it without "
+                         "torchrun / accelerate launch")
+    if args.base_runs != 1:
+        raise UsageError(f"--base-runs {args.base_runs}: --until-decided samples one candidate run; drop --base-runs")
+    if args.backend == "vllm":
+        raise UsageError("--backend vllm seeds a prompt's replies together, so it cannot add replies to a prompt: "
+                         "use --backend transformers with --until-decided")
+    if not Path(args.until_decided).is_file():
+        raise UsageError(f"--until-decided {args.until_decided!r}: no such row file; sample the before side first "
+                         "(`rlgate sample --model BASE --out BEFORE.jsonl`)")
+    values: dict[str, Any] = {name: getattr(args, name) for name in UNTIL_DECIDED_GATE}
+    if values["guards"] is not None:
+        values["guards"] = tuple(g for g in values["guards"] if g)
+    values["metrics"] = tuple(values["metrics"] or ())
+    options = GateOptions(env=env, **values)
+    design = AdaptiveDesign.plan(args.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
+                         family_level=total_level(options))
+    model, tokenizer = _policy(args)
+    draw = policy_draw(model, tokenizer, env=env, seed=header["sampling"]["seed"], policy=label,
+                       temperature=args.temperature, top_p=args.top_p, max_new_tokens=max_new,
+                       batch_size=args.batch_size, backend=args.backend)
+    result = until_decided(args.until_decided, draw, items, design=design, options=options, out=args.out,
+                           header=header, restart=args.restart)
+    print(result.report())
+    print(f"sampled {len(items)} prompts until decided: {result.replies:,} replies in {len(result.looks)} look(s) "
+          f"-> {args.out}")
+    return 0 if result.passed else 1

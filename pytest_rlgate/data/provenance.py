@@ -24,8 +24,8 @@ from ..environment.contract import Env, env_names, load_env
 from ..errors import DataError, UsageError, hide_user_errors
 from ..records import Header
 
-__all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "check_graded_by", "check_header", "header_env", "is_header",
-           "row_header", "sampled_with"]
+__all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "adaptive_note", "check_graded_by", "check_header",
+           "header_env", "is_header", "row_header", "sampled_with"]
 
 #: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -157,11 +157,39 @@ class Provenance:
                                 "--allow-env-change to compare anyway")
             flag = "--shared-units-only" if shared_units_only else "--allow-env-change"
             notes.append(f"prompt set changed: {sides} (compared anyway: {flag})")
+        for label, header in ((self.before_label, self.before), (self.after_label, self.after)):
+            note = adaptive_note(header, label)
+            if note is not None:
+                notes.append(note)
         return notes
 
     def env(self) -> Env | None:
         """The registered environment the headers name, or None (foreign rows, an unknown name)."""
         return header_env([h for h in (self.before, self.after) if h is not None])
+
+
+def adaptive_note(header: Mapping[str, object] | None, label: str) -> str | None:
+    """What a gate of rows sampled until decided must say: its single look is not the run's sequential decision.
+
+    ``rlgate sample --until-decided`` gave more replies only to the categories its earlier
+    looks could not call, and held each look at a share of the family level; a later gate of
+    the file looks once more, at the whole level, at data whose k was chosen by those looks.
+    """
+    design = None if header is None else header.get("adaptive")
+    if not isinstance(design, Mapping):
+        return None
+    ks, levels = design.get("ks"), design.get("levels")
+    plan = ""
+    if isinstance(ks, Sequence) and isinstance(levels, Sequence) and all(_number(v) for v in (*ks, *levels)):
+        plan = (f" (looks at k {', '.join(str(k) for k in ks)}, each at a family level of "
+                f"{', '.join(f'{float(v):.2%}' for v in levels)})")
+    outcome = design.get("outcome")
+    decided = ""
+    if isinstance(outcome, Mapping) and isinstance(outcome.get("passed"), bool):
+        decided = f"; that run {'passed' if outcome['passed'] else 'FAILED'}"
+    return (f"{label} was sampled until decided{plan}: its categories got more replies where earlier looks were "
+            f"undecided, so this one look at the full family level is not the sequential decision{decided} (its "
+            "exit code is the decision; this gate is for the table)")
 
 
 def check_graded_by(env: Env, headers: Sequence[tuple[str, Mapping[str, object] | None]], *,

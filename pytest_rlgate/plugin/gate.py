@@ -35,9 +35,13 @@ from pytest_rlgate.plugin.harness import read_options
 if TYPE_CHECKING:
     from pytest_rlgate.data.rows import RowInput
     from pytest_rlgate.environment.contract import Env
+    from pytest_rlgate.gate.adaptive import AdaptiveDesign, AdaptiveResult
     from pytest_rlgate.gate.afters import SeedSources
     from pytest_rlgate.gate.recipe import RecipeGateResult
     from pytest_rlgate.gate.result import GateResult
+    from pytest_rlgate.policy.generate import Policy
+    from pytest_rlgate.policy.handles import Tokenizer
+    from pytest_rlgate.records import PromptItem
 
 PROPERTY = "rlgate_gate"
 _STATE = pytest.StashKey["_GateLog"]()
@@ -222,6 +226,30 @@ class RlgateGate:
         """
         __tracebackhide__ = hide_user_errors
         return require_passed(self.compare(before, after, **options))
+
+
+    def until_decided(self, before: RowInput, policy: Policy, tokenizer: Tokenizer | None = None, *,
+                      items: Sequence[PromptItem], design: AdaptiveDesign | None = None, seed: int | None = None,
+                      **options: object) -> AdaptiveResult:
+        """Sample *policy* on *items* until decided against *before* (:func:`pytest_rlgate.until_decided`).
+
+        The session's gate options and this test's environment apply (*options* override them);
+        the last look's gate is recorded on the test like :meth:`compare`'s. The test decides:
+        ``assert result.passed, result.summary()`` (a regression claimed at any look fails it).
+        """
+        from pytest_rlgate.gate.adaptive import until_decided
+        from pytest_rlgate.policy.adaptive import policy_draw
+        from pytest_rlgate.policy.generate import SAMPLE_SEED
+
+        __tracebackhide__ = hide_user_errors
+        draw = policy_draw(policy, tokenizer, env=self.env, seed=SAMPLE_SEED if seed is None else seed)
+        result = until_decided(self._rooted(before), draw, items, design=design,
+                               options=self.options.replace(**options))
+        if result.result is not None:
+            record = result.result.to_dict()
+            self._node.user_properties.append((PROPERTY, json.dumps(record, sort_keys=True)))
+            self._node.user_properties.extend(verdict_properties(record))
+        return result
 
 
 def _from_harness(side: object) -> bool:

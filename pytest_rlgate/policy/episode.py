@@ -201,7 +201,7 @@ def sample_episodes(
 def _episodes(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampling: SampleOptions, *, env: Env,
               adapter: bool, progress: bool | None, desc: str, token_budget: int | None,
               backend: str) -> list[list[Episode]]:
-    k, seed = sampling.k, sampling.seed
+    k, seed, first = sampling.k, sampling.seed, sampling.first
     if backend not in ("transformers", "vllm"):
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
     if backend == "vllm" and not isinstance(model, VllmSampler) and not is_policy_function(model):
@@ -241,7 +241,7 @@ def _episodes(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, samp
                     chunk = active[lo: lo + step]
                     replies = engine.generate([runs[i][j].messages for i, j in chunk],
                                                [rendered[key] for key in chunk],
-                                               [reply_seed(seed, j, rendered[(i, j)]) for i, j in chunk])
+                                               [reply_seed(seed, first + j, rendered[(i, j)]) for i, j in chunk])
                     for (i, j), reply in zip(chunk, replies):
                         used[(i, j)] += engine.tokens(reply)
                         runs[i][j].step(reply, budget_left=used[(i, j)] < budget)

@@ -84,7 +84,9 @@ def reply_seed(seed: int, rollout: int, rendered: str) -> int:
 class SampleOptions:
     """How replies are drawn, declared once: *k* replies per prompt at *temperature* (0: greedy)
     and nucleus *top_p*, reply ``j`` seeded from *seed* (:func:`reply_seed`), at most
-    *max_new_tokens* a turn, *batch_size* prompts a ``generate`` call.
+    *max_new_tokens* a turn, *batch_size* prompts a ``generate`` call. *first* > 0 draws replies
+    ``first .. first + k - 1`` instead, each on its own seed: what extends a prompt sampled at
+    k = *first* without resampling it.
 
     Every sampler passes one inside; the public ones (:func:`~pytest_rlgate.policy.sampling.sample`,
     ``sample_rows``, ``sample_episodes``) take one as ``sampling=`` and its fields as keywords
@@ -97,8 +99,11 @@ class SampleOptions:
     seed: int = SAMPLE_SEED
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     batch_size: int = DEFAULT_BATCH_SIZE
+    first: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.first, bool) or not isinstance(self.first, int) or self.first < 0:
+            raise UsageError(f"first={self.first!r}: the first reply to sample is an index of 0 or more")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise UsageError(f"k={self.k!r}: the number of replies per prompt must be an integer >= 1")
         if not 0.0 <= self.temperature:
@@ -220,6 +225,7 @@ class VllmSampler:
     def sample(self, prompts: Prompts, sampling: SampleOptions, *, env: Env, adapter: bool = True,
                progress: bool | None = None) -> list[list[str]]:
         """*sampling.k* replies to each prompt (what :func:`~pytest_rlgate.policy.sampling.sample` returns)."""
+        refuse_later_replies(sampling)
         if not prompts:
             return []
         tokenizer = self.llm.get_tokenizer()
@@ -236,6 +242,13 @@ class VllmSampler:
             lora = LoRARequest("rlgate-adapter", 1, self.adapter)
         outputs = self.llm.generate(rendered, params, use_tqdm=progress_enabled(progress), lora_request=lora)
         return [[completion.text for completion in out.outputs] for out in outputs]
+
+
+def refuse_later_replies(sampling: SampleOptions) -> None:
+    """vLLM seeds a prompt's replies together, so its one-turn sampler cannot start at reply *first*."""
+    if sampling.first:
+        raise UsageError(f"the vllm backend seeds a prompt's replies together, so it cannot sample replies "
+                         f"{sampling.first} and up alone: extend rows with backend='transformers'")
 
 
 #: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a callable, or (vLLM

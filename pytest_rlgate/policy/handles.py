@@ -54,6 +54,7 @@ class SampleKeywords(GenerationOptions, total=False):
 
     k: int
     seed: int
+    first: int
 
 
 # and, for the type checker only, Model and Tokenizer

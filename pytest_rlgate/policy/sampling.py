@@ -25,7 +25,7 @@ from ..data.provenance import row_header
 from ..data.rows import Rows, grade_replies
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
-from ..records import PromptItem
+from ..records import PromptItem, Row
 from .episode import is_policy_function, sample_episode_rows, sample_texts
 from .generate import (
     BASE_RUN_SEEDS,
@@ -93,7 +93,8 @@ def sample(
     (adapter disabled). *temperature* 0 is greedy. ``backend="vllm"`` samples with vLLM:
     pass a :class:`VllmSampler` (or a model name/folder) as *model*; *tokenizer* may be None.
     *progress* shows a bar named *desc* (None: when stderr is a terminal, see
-    :mod:`pytest_rlgate._io.progress`).
+    :mod:`pytest_rlgate._io.progress`). ``first=`` draws later replies of a prompt
+    (:class:`~pytest_rlgate.policy.generate.SampleOptions`).
     """
     return _sample(model, tokenizer, prompts, SampleOptions.of(sampling, **keywords), env=load_env(env),
                    adapter=adapter, progress=progress, desc=desc, backend=backend)
@@ -136,7 +137,7 @@ def _sample(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampli
         with switch, torch.inference_mode():
             for lo in range(0, len(order), sampling.batch_size):
                 chunk = order[lo : lo + sampling.batch_size]
-                rows = [(i, j) for i in chunk for j in range(sampling.k)]
+                rows = [(i, j) for i in chunk for j in range(sampling.first, sampling.first + sampling.k)]
                 texts = generate_batch(
                     model, tokenizer, [rendered[i] for i, _ in rows],
                     [reply_seed(sampling.seed, j, rendered[i]) for i, j in rows],
@@ -178,6 +179,7 @@ def sample_rows(
     *adapter*, *progress*, *desc* and *backend*). The returned
     :class:`~pytest_rlgate.data.rows.Rows` carry the provenance header (environment, prompt-set
     fingerprint, policy, sampling) that :func:`~pytest_rlgate.data.rows.write_rows` writes first.
+    Replies ``first ..`` keep their index as ``rollout_index``.
     """
     drawn = SampleOptions.of(sampling, **keywords)
     resolved = load_env(env)
@@ -193,6 +195,7 @@ def sample_rows(
             rows = sample_episode_rows(model, tokenizer, part, drawn, env=resolved, meta=meta,
                                        prompts_fingerprint=fingerprint, adapter=adapter,
                                        progress=progress if shown else False, desc=desc, backend=backend)
+            _count_from(rows, drawn.first)
             return [Rows(rows[i * drawn.k:(i + 1) * drawn.k], header=rows.header) for i in range(len(part))]
 
         per_item = _sharded(episodes, items) if shard else episodes(items)
@@ -206,7 +209,14 @@ def sample_rows(
     replies = _sharded(draw, items) if shard else draw(items)
     header = row_header(resolved, prompts_fingerprint=_fingerprint(items), policy=policy, seed=drawn.seed, k=drawn.k,
                         temperature=drawn.temperature, top_p=drawn.top_p)
-    return Rows(grade_replies(items, replies, env=resolved, **meta), header=header)
+    return Rows(_count_from(grade_replies(items, replies, env=resolved, **meta), drawn.first), header=header)
+
+
+def _count_from(rows: list[Row], first: int) -> list[Row]:
+    """*rows* graded from replies ``first ..``: their ``rollout_index`` counted from *first*."""
+    for row in rows:
+        row["rollout_index"] += first
+    return rows
 
 
 def _unit(item: str | Mapping[str, object]) -> _Unit:
