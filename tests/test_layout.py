@@ -221,3 +221,93 @@ def test_the_floor_check_sees_a_climb() -> None:
              "pytest_rlgate.cli.gate": {"pytest_rlgate.gate.adapter"}}
     assert _climbs(graph) == ["pytest_rlgate.data.rows -> pytest_rlgate.gate.stats",
                               "pytest_rlgate.gate.stats -> pytest_rlgate.rewards.scan"]
+
+
+#: Where an environment spec may be resolved (``load_env``): the doors, each with why it is one.
+#: Everything inside takes the resolved ``Env``; a new call elsewhere resolves a spec its caller
+#: had resolved already (pass the ``Env`` down instead), or it is a new door to add here.
+ENV_DOORS: dict[tuple[str, str], str] = {
+    ("cli/__init__.py", "_resolve_env"): "the CLI's --env, before the command runs",
+    ("plugin/env.py", "_resolved"): "the plugin's --rlgate-env / rlgate_env / marker env=",
+    ("data/episodes.py", "grade_episode"): "public (rg.grade_episode)",
+    ("data/episodes.py", "grade_episodes"): "public (rg.grade_episodes)",
+    ("data/hygiene.py", "keep_prompts"): "public (rg.keep_prompts)",
+    ("data/prompts.py", "build_prompts"): "public (rg.build_prompts)",
+    ("data/prompts.py", "read_prompts"): "public (rg.read_prompts)",
+    ("data/prompts.py", "stratified_split"): "public (rg.stratified_split)",
+    ("data/replies.py", "grade_file"): "public (rg.grade_file)",
+    ("data/rows.py", "grade_replies"): "public (rg.grade_replies)",
+    ("data/rows.py", "regrade_rows"): "public (rg.regrade_rows)",
+    ("data/provenance.py", "header_env"): "a rows file's header names its environment (registered names only)",
+    ("demo/story.py", "run_demo"): "public (rg.run_demo)",
+    ("demo/recipe.py", "run_recipe_demo"): "rlgate demo --seeds hands it the flag as given",
+    ("gate/looks.py", "SequentialGate.__post_init__"): "public (rg.SequentialGate(env=...))",
+    ("gate/sides.py", "read_sides"): "GateOptions.env, where both gates (adapter, recipe) read their sides",
+    ("policy/adaptive.py", "policy_draw"): "public (rg.policy_draw)",
+    ("policy/load.py", "build_tiny_policy"): "public (docs/policy.md: policy.build_tiny_policy(env, out))",
+    ("policy/sampling.py", "sample"): "public (rg.sample)",
+    ("policy/sampling.py", "sample_rows"): "public (rg.sample_rows)",
+    ("rewards/probe.py", "_resolve"): "public: probe_reward's first two arguments",
+    ("rewards/scan.py", "hack_scan"): "public (rg.hack_scan)",
+    ("rewards/strategies.py", "_truth"): "public: near_miss_replies / lenient_replies env=",
+    ("rewards/strategies.py", "hack_replies"): "public (docs/hacks.md: hack_replies(env, item))",
+    ("rewards/tables.py", "_env"): "a reward table's env: field",
+    ("train/callback.py", "GateCallback.__init__"): "public (rg.GateCallback(env=...))",
+    ("train/config.py", "RunKnobs.environment"): "the env knob of a run's configuration",
+    ("train/monitor.py", "HackMonitor.__init__"): "public (rg.HackMonitor(env=...))",
+    ("train/pairs.py", "build_pairs"): "public (rg.build_pairs)",
+    ("train/reward.py", "env_reward"): "public (rg.env_reward)",
+    ("train/run.py", "RunFolder.environment"): "a run folder's config.json names its environment (or --env)",
+    ("train/watch.py", "watch_checkpoints"): "public (rg.watch_checkpoints)",
+    ("train/watch.py", "confirm_in_folder"): "a watch folder's settings name its environment",
+}
+
+
+def _load_env_calls(source: str) -> list[tuple[str, int]]:
+    """(qualified function name, line) of every ``load_env(...)`` call in *source*, aliases included."""
+    tree = ast.parse(source)
+    names = {"load_env"} | {alias.asname for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                            for alias in node.names if alias.name == "load_env" and alias.asname}
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST, chain: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = chain + (child.name,) if isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else chain
+            if isinstance(child, ast.Call):
+                func = child.func
+                called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
+                    else None
+                if called in names:
+                    found.append((".".join(chain) or "<module>", child.lineno))
+            visit(child, inner)
+
+    visit(tree, ())
+    return found
+
+
+def test_environments_are_resolved_only_at_the_doors() -> None:
+    seen: set[tuple[str, str]] = set()
+    strays = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative == "environment/contract.py":  # where load_env lives
+            continue
+        for function, line in _load_env_calls(path.read_text(encoding="utf-8")):
+            if (relative, function) in ENV_DOORS:
+                seen.add((relative, function))
+            else:
+                strays.append(f"{relative}:{line} in {function}")
+    assert not strays, ("load_env called outside a door (a CLI command, a fixture/hook, a public function): "
+                        f"{strays}; take an `env: Env` and let the caller pass the one it resolved, or, for a "
+                        "new door, add it to ENV_DOORS in tests/test_layout.py with why it is one")
+    stale = sorted(set(ENV_DOORS) - seen)
+    assert not stale, f"ENV_DOORS names doors that no longer resolve an environment (drop them): {stale}"
+
+
+def test_the_door_check_sees_a_call_inside(tmp_path: Path) -> None:
+    source = ("from .contract import load_env, load_env as resolve\n"
+              "def door(env=None):\n    return helper(load_env(env))\n"
+              "class Thing:\n    def method(self, spec):\n        return resolve(spec)\n"
+              "def inner(env):\n    return contract.load_env(env).name\n")
+    assert _load_env_calls(source) == [("door", 3), ("Thing.method", 6), ("inner", 8)]

@@ -54,3 +54,20 @@ def test_a_sampler_checks_its_keywords_before_it_draws() -> None:
 
     with pytest.raises(rg.UsageError, match="top_p=2"):
         rg.sample(never, None, ["What is 3 + 4?"], env="arith", top_p=2)
+
+
+@pytest.mark.parametrize("watcher", ["HackMonitor", "GateCallback"])
+def test_the_training_callbacks_hold_one_sample_options(watcher: str) -> None:
+    cls = getattr(rg, watcher)  # transformers: imported by the test, not at collection
+    params = inspect.signature(cls).parameters
+    assert "sampling" in params and params["keywords"].kind is inspect.Parameter.VAR_KEYWORD
+    assert not {f.name for f in dataclasses.fields(rg.SampleOptions)} & set(params), "a sampling keyword written out"
+    items = [{"prompt": "What is 3 + 4?", "case": {"a": 3, "b": 4, "op": "+"}, "category": "add"}]
+    args = (items, None) if watcher == "HackMonitor" else (items,)
+    held = cls(*args, env="arith", sampling=rg.SampleOptions(k=2, temperature=0.0), seed=5, max_new_tokens=9)
+    assert held.sampling == rg.SampleOptions(k=2, temperature=0.0, seed=5, max_new_tokens=9)
+    assert (held.k, held.seed) == (2, 5)
+    settings = held.summary()["settings"]
+    assert (settings["k"], settings["seed"], settings["temperature"], settings["max_new_tokens"]) == (2, 5, 0.0, 9)
+    with pytest.raises(rg.UsageError, match="top_p=0"):
+        cls(*args, env="arith", top_p=0)  # refused at the door, before a trainer starts

@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ..environment.contract import load_env
+from ..environment.contract import Env
 from ..options import SEED, Number, add_env_argument, add_output_arguments, bounds_of
 from ..train import config as C
 from ..train.config import RunKnobs, is_tiny
@@ -32,7 +32,7 @@ SECONDS = Number(0, 7 * 24 * 3600, "600")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ckpt_dir", metavar="CKPT_DIR", help="the job's output folder, where it writes checkpoint-N/")
-    add_env_argument(parser)
+    add_env_argument(parser, resolve="always")
     parser.add_argument("--base-model", metavar="ID|DIR",
                         help="step 0: the model the run started from (default: the LoRA adapters' base model)")
     parser.add_argument("--baseline", metavar="ROWS", help="gate against these stored rows instead of sampling step 0")
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    env = load_env(args.env)
+    env: Env = args.env  # resolved at the door (cli._resolve_env)
     items, _source = holdout_items(args, env)
     base = args.base_model
     named = base or base_of_checkpoints(args.ckpt_dir) if Path(args.ckpt_dir).is_dir() else base

@@ -119,9 +119,11 @@ def _shared(quick: bool, env: EnvSpec) -> dict[str, object]:
     return knobs
 
 
-def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None) -> list[DemoConfig]:
-    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec;
-    an episode environment trains no DPO round, which pairs one-turn replies)."""
+def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None,
+                   episodic: bool = False) -> list[DemoConfig]:
+    """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec,
+    a knob the runs are keyed by; *episodic*: the caller's resolved environment is an episode
+    environment, which trains no DPO round, because DPO pairs one-turn replies)."""
     shared = _shared(quick, env)
     dpo_extra: dict[str, object] = {"pair_samples": 4} if quick else {}
     runs = [
@@ -131,7 +133,7 @@ def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = No
         DemoConfig("dpo-constructed", f"DPO + constructed negatives, {steps} steps", "dpo",
                    {**shared, "steps": steps, "constructed_negatives": True, **dpo_extra}),
     ]
-    return runs[:2] if load_env(env).is_episodic else runs
+    return runs[:2] if episodic else runs
 
 
 def hackable_reward(env: Env) -> str | None:
@@ -584,7 +586,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     root = Path(runs_dir)
     root.mkdir(parents=True, exist_ok=True)
 
-    honest = configurations(steps, quick=quick, env=env)
+    honest = configurations(steps, quick=quick, env=env, episodic=environment.is_episodic)
     side = side_by_side(jobs, len(honest) + (hackable_reward(environment) is not None))
     problem = _unpicklable(honest) if side > 1 else None
     with contextlib.ExitStack() as stack:

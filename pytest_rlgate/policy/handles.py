@@ -39,23 +39,18 @@ class RowMeta(TypedDict, total=False):
     eval_run: int | str
 
 
-class GenerationOptions(TypedDict, total=False):
-    """How each reply is drawn: the settings a caller forwards as keywords beside *k* and *seed*."""
-
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    batch_size: int
-
-
-class SampleKeywords(GenerationOptions, total=False):
+class SampleKeywords(TypedDict, total=False):
     """:class:`~pytest_rlgate.policy.generate.SampleOptions`' fields as the keywords the public
     samplers take (the tests hold the two to the same names and types)."""
 
     k: int
+    temperature: float
+    top_p: float
     seed: int
+    max_new_tokens: int
+    batch_size: int
     first: int
 
 
 # and, for the type checker only, Model and Tokenizer
-__all__ = ["GenerationOptions", "Message", "PolicyFunction", "Prompts", "RowMeta", "SampleKeywords"]
+__all__ = ["Message", "PolicyFunction", "Prompts", "RowMeta", "SampleKeywords"]

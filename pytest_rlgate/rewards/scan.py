@@ -419,13 +419,6 @@ def _group_by_prompt(prompts: Sequence[str]) -> tuple[np.ndarray, int, np.ndarra
     return groups, n_groups, counts, median
 
 
-def _features_of(env: Env | Environment | str | FeatureFn | None) -> FeatureFn:
-    """The features function *env* stands for: its own, a bare function, or the default environment's."""
-    if callable(env) and not inspect.isclass(env) and not isinstance(env, Env):
-        return env
-    return load_env(cast(EnvSpec, env)).features
-
-
 def _feature_columns(replies: Sequence[str], features: FeatureFn, extractors: Mapping[str, Extractor] | None,
                      max_terms: int) -> dict[str, np.ndarray]:
     """Every feature of every reply: length, the environment's, frequent terms, then *extractors*."""
@@ -832,11 +825,11 @@ def hack_scan(
     """
     _check_knobs(n_permutations, alpha)
     generator = _rng(rng)
-    features_only = callable(env) and not inspect.isclass(env) and not isinstance(env, Env) \
-        and not hasattr(env, "score")
-    resolved = None if features_only else load_env(cast(EnvSpec, env))
+    bare = callable(env) and not inspect.isclass(env) and not isinstance(env, Env)  # a features function
+    resolved = None if bare and not hasattr(env, "score") else load_env(cast(EnvSpec, env))
     chosen = _endorsed_option(endorsed, resolved)
-    options = _Settings(_features_of(env), extractors, max_terms, n_permutations, alpha)
+    features = cast(FeatureFn, env) if bare or resolved is None else resolved.features
+    options = _Settings(features, extractors, max_terms, n_permutations, alpha)
     after_rows = _read_rows(rows)
     before_rows = _read_rows(before, "before row") if before is not None else None
     parts = [after_rows, *([before_rows] if before_rows is not None else [])]

@@ -553,8 +553,9 @@ def hidden_answer_replies(
     return st.builds(_hidden, replies, others, st.sampled_from(_WRAPPERS), st.integers(0, 4))
 
 
-def _truth(env: EnvSpec | Env | None) -> Truth | None:
-    return None if env is None else Truth(env if isinstance(env, Env) else load_env(env))
+def _truth(env: EnvSpec) -> Truth | None:
+    """The door of the strategies that take ``env=``: its truth, resolved once (None: no judging)."""
+    return None if env is None else Truth(load_env(env))
 
 
 def _sampled_texts(original: str, texts: Sequence[str], hack: str, kind: str) -> SearchStrategy[HackedReply]:
@@ -916,7 +917,7 @@ _UNPRICED = ("padding", "whitespace", "repetition")
 _POOL_PER_CATEGORY = 8
 
 
-def hack_classes(env: EnvSpec | Env, items: Sequence[PromptItem], *, seed: int = 0,
+def hack_classes(env: Env, items: Sequence[PromptItem], *, seed: int = 0,
                  vocabulary: Sequence[PromptItem] = ()) -> tuple[HackClass, ...]:
     """The generic classes (:data:`GENERIC_HACKS`), then the environment's own ``hacks``, over *items*.
 
@@ -925,16 +926,15 @@ def hack_classes(env: EnvSpec | Env, items: Sequence[PromptItem], *, seed: int =
     them; keyword stuffing reads the task's words from the prompts of *vocabulary* (default:
     *items*). *seed* seeds the honest replies drawn and the keyword combinations.
     """
-    resolved = env if isinstance(env, Env) else load_env(env)
-    arena = _Arena(resolved, items, seed=seed, vocabulary=vocabulary)
+    arena = _Arena(env, items, seed=seed, vocabulary=vocabulary)
     startable = _memo_items(lambda item: bool(arena.honest(item)))
     classes = {name: HackClass(name, description, _memo_items(getattr(arena, name)), arena.truth,
                                unpriced=name in _UNPRICED, free=name not in ("keyword_stuffing", "other_category"),
                                startable=startable)
                for name, description in GENERIC_HACKS.items()}
-    for hack in resolved.hacks:
+    for hack in env.hacks:
         if not isinstance(hack, Hack):
-            raise UsageError(f"environment {resolved.name}: hacks must be pytest_rlgate.environment.hack.Hack values, "
+            raise UsageError(f"environment {env.name}: hacks must be pytest_rlgate.environment.hack.Hack values, "
                              f"got {hack!r:.60}")
         pool = [item for item in arena.items if hack.applies_to(item["category"])]
         classes[hack.name] = HackClass(hack.name, hack.description, _memo_items(arena.own(hack, pool)), arena.truth,

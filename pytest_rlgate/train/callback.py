@@ -46,14 +46,14 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
-from ..policy.handles import GenerationOptions
-from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample_rows
+from ..policy.sampling import SampleOptions, sample_rows
 from ..records import PromptItem
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerControl, TrainerState, TrainingArguments
+    from typing_extensions import Unpack
 
-    from ..policy.handles import Model, Tokenizer
+    from ..policy.handles import Model, SampleKeywords, Tokenizer
 
 __all__ = ["PICK_ADAPTER", "GateCallback"]
 
@@ -83,7 +83,9 @@ class GateCallback(TrainerCallback):
     for which checkpoints may be picked). *select* (``True`` or ``"metric/group"``, e.g.
     ``"pass@1/with_id"``) picks the checkpoint to ship when training ends. *trainer* (or
     :meth:`attach`) logs each look's figures through ``trainer.log``; without it they go to
-    the trainer's own reporting callbacks all the same.
+    the trainer's own reporting callbacks all the same. Each look samples as *sampling* (a
+    :class:`~pytest_rlgate.policy.generate.SampleOptions`) with its fields as keywords on top
+    (``k``, ``seed``, ``max_new_tokens``, ...), like :func:`~pytest_rlgate.policy.sampling.sample_rows`.
     """
 
     def __init__(
@@ -94,11 +96,6 @@ class GateCallback(TrainerCallback):
         tokenizer: Tokenizer | None = None,
         every: int = 50,
         out_dir: str | Path = "rlgate-checkpoints",
-        k: int = 4,
-        seed: int = SAMPLE_SEED,
-        temperature: float = SAMPLE_TEMPERATURE,
-        top_p: float = SAMPLE_TOP_P,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         alpha: float = ALPHA,
         planned_looks: int | None = None,
         stop_on_regression: bool = False,
@@ -106,6 +103,8 @@ class GateCallback(TrainerCallback):
         policy: str | Path | None = None,
         select: bool | str | None = None,
         trainer: Trainer | None = None,
+        sampling: SampleOptions | None = None,
+        **keywords: Unpack[SampleKeywords],
     ) -> None:
         if not isinstance(every, int) or every < 1:
             raise UsageError(f"every={every!r}: steps between looks, an integer >= 1")
@@ -116,12 +115,11 @@ class GateCallback(TrainerCallback):
             parse_criterion(self.criterion)
         SequentialGate(alpha=alpha, planned=planned_looks)  # the same checks, at the door
         self.holdout = [PromptItem(**item) for item in holdout]
+        self.sampling = SampleOptions.of(sampling, **keywords)
         self.env = load_env(env)
         self.tokenizer = tokenizer
-        self.every, self.k, self.seed = every, k, seed
+        self.every = every
         self.out_dir = Path(out_dir)
-        self.settings: GenerationOptions = {"temperature": temperature, "top_p": top_p,
-                                            "max_new_tokens": max_new_tokens}
         self.alpha, self.planned, self.guards, self.policy = alpha, planned_looks, guards, policy
         self.stop_on_regression = stop_on_regression
         self.trainer = trainer
@@ -141,6 +139,14 @@ class GateCallback(TrainerCallback):
         if self not in trainer.callback_handler.callbacks:
             trainer.add_callback(self)
         return self
+
+    @property
+    def k(self) -> int:
+        return self.sampling.k
+
+    @property
+    def seed(self) -> int:
+        return self.sampling.seed
 
     @property
     def looks(self) -> list[Look]:
@@ -234,8 +240,8 @@ class GateCallback(TrainerCallback):
         try:
             with torch.random.fork_rng(devices=[]), torch.no_grad():  # watching never changes training
                 model.eval()
-                rows = sample_rows(model, self.tokenizer, self.holdout, k=self.k, seed=seed, env=self.env,
-                                   eval_run=f"step-{step}", progress=False, shard=False, **self.settings)
+                rows = sample_rows(model, self.tokenizer, self.holdout, sampling=replace(self.sampling, seed=seed),
+                                   env=self.env, eval_run=f"step-{step}", progress=False, shard=False)
         finally:
             model.train(was_training)
             random.setstate(py_state)
@@ -295,7 +301,8 @@ class GateCallback(TrainerCallback):
                          "sequential": None if self.sequential is None else self.sequential.settings(),
                          "env": self.env.describe(), "prompts": len(self.holdout),
                          "stop_on_regression": self.stop_on_regression, "policy": None if self.policy is None
-                         else str(self.policy), "select": self.criterion, **self.settings},
+                         else str(self.policy), "select": self.criterion, "temperature": self.sampling.temperature,
+                         "top_p": self.sampling.top_p, "max_new_tokens": self.sampling.max_new_tokens},
             "reach": [r.to_dict() for r in self.reach],
             "looks": [look.to_dict() for look in self.looks],
             "stopped_at": self.stopped_at,

@@ -34,8 +34,7 @@ from transformers import TrainerCallback
 from .._io import ranks
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import RlgateWarning
-from ..policy.handles import GenerationOptions
-from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, sample
+from ..policy.sampling import SampleOptions, sample
 from ..records import PromptItem
 from ..rewards.scan import hack_scan
 from .reward import completion_text, prompt_text
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from typing_extensions import Unpack
 
-    from ..policy.handles import Model, Tokenizer
+    from ..policy.handles import Model, SampleKeywords, Tokenizer
 
 __all__ = ["ALARMS", "HackMonitor"]
 
@@ -53,8 +52,6 @@ __all__ = ["ALARMS", "HackMonitor"]
 ALARMS: tuple[str, ...] = ("drift", "feature", "length")
 #: Holdout prompts per evaluation: enough for a stable mean, cheap enough to run every 10 steps.
 MAX_PROMPTS = 32
-#: Samples per holdout prompt per evaluation.
-K = 4
 #: Training completions kept for the hack scan.
 BUFFER = 512
 #: Length alarm threshold: relative growth of mean completion characters.
@@ -92,12 +89,17 @@ class _Point(TypedDict):
     n: int
 
 
-def _default_sampler(env: Env, **settings: Unpack[GenerationOptions]) -> SampleFn:
-    return functools.partial(sample, progress=False, env=env, **settings)
+def _default_sampler(env: Env, sampling: SampleOptions) -> SampleFn:
+    return functools.partial(sample, progress=False, env=env, sampling=sampling)
 
 
 class HackMonitor(TrainerCallback):
-    """A ``TrainerCallback`` that samples the live policy, scans the reward, raises alarms."""
+    """A ``TrainerCallback`` that samples the live policy, scans the reward, raises alarms.
+
+    The holdout is sampled as *sampling* (a :class:`~pytest_rlgate.policy.generate.SampleOptions`)
+    with its fields as keywords on top (``k``, ``seed``, ``temperature``, ``max_new_tokens``, ...),
+    like :func:`~pytest_rlgate.policy.sampling.sample`; its *seed* also seeds the scans.
+    """
 
     def __init__(
         self,
@@ -106,30 +108,26 @@ class HackMonitor(TrainerCallback):
         *,
         env: EnvSpec = None,
         every: int = 10,
-        k: int = K,
         max_prompts: int = MAX_PROMPTS,
         stop_on: Sequence[str] = (),
         kl_budget: float | None = None,
         window: int = WINDOW,
         length_growth: float = LENGTH_GROWTH,
         buffer_size: int = BUFFER,
-        seed: int = SAMPLE_SEED,
-        temperature: float = SAMPLE_TEMPERATURE,
-        top_p: float = SAMPLE_TOP_P,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         sample_fn: SampleFn | None = None,
         scan_fn: Callable[..., object] | None = hack_scan,
+        sampling: SampleOptions | None = None,
+        **keywords: Unpack[SampleKeywords],
     ) -> None:
         """*scan_fn* None switches the feature alarm off (length and drift alarms still run)."""
         picked = random.Random(0).sample(range(len(holdout)), min(max_prompts, len(holdout)))
         self.holdout = [holdout[i] for i in sorted(picked)]
         self.tokenizer = tokenizer
         self.env = load_env(env)
-        self.every, self.k, self.window = every, k, window
+        self.sampling = SampleOptions.of(sampling, **keywords)
+        self.every, self.window = every, window
         self.stop_on = tuple(stop_on)
-        self.kl_budget, self.length_growth, self.seed = kl_budget, length_growth, seed
-        self.sample_settings: GenerationOptions = {"temperature": temperature, "top_p": top_p,
-                                                  "max_new_tokens": max_new_tokens}
+        self.kl_budget, self.length_growth = kl_budget, length_growth
         self._sample_fn = sample_fn
         self.scan_fn = scan_fn
         self.buffer: deque[_Completion] = deque(maxlen=buffer_size)
@@ -202,9 +200,17 @@ class HackMonitor(TrainerCallback):
 
     # --- evaluation and alarms ----------------------------------------------------------
     @property
+    def k(self) -> int:
+        return self.sampling.k
+
+    @property
+    def seed(self) -> int:
+        return self.sampling.seed
+
+    @property
     def sample_fn(self) -> SampleFn:
         if self._sample_fn is None:
-            self._sample_fn = _default_sampler(self.env, **self.sample_settings)
+            self._sample_fn = _default_sampler(self.env, self.sampling)
         return self._sample_fn
 
     def _evaluate(self, model: Model | None, step: int) -> None:
@@ -316,7 +322,8 @@ class HackMonitor(TrainerCallback):
                 "endorsed": ({c: list(v) for c, v in self.env.endorsed.items()}
                              if isinstance(self.env.endorsed, Mapping) else list(self.env.endorsed)),
                 "stop_on": list(self.stop_on), "kl_budget": self.kl_budget, "window": self.window,
-                "length_growth": self.length_growth, "seed": self.seed, **self.sample_settings,
+                "length_growth": self.length_growth, "seed": self.seed, "temperature": self.sampling.temperature,
+                "top_p": self.sampling.top_p, "max_new_tokens": self.sampling.max_new_tokens,
                 "scan": self.scan_fn is not None,
             },
             "history": self.history,

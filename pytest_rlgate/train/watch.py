@@ -133,11 +133,9 @@ def _base_of(folder: Path) -> str | None:
 class _Sampler:
     """Sampling one model's rows into a watch file, with the provenance header of ``rlgate sample``."""
 
-    def __init__(self, env: Env, items: Sequence[PromptItem], *, k: int, seed: int, temperature: float, top_p: float,
-                 max_new_tokens: int, device: str | None, progress: bool | None) -> None:
-        self.env, self.items, self.k, self.seed = env, list(items), k, seed
-        self.sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed,
-                                      max_new_tokens=max_new_tokens)
+    def __init__(self, env: Env, items: Sequence[PromptItem], sampling: SampleOptions, *, device: str | None,
+                 progress: bool | None) -> None:
+        self.env, self.items, self.sampling = env, list(items), sampling
         self.device, self.progress = device, progress
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
@@ -207,6 +205,7 @@ def watch_checkpoints(
     event (the CLI prints them).
     """
     env_ = load_env(env)
+    sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
     root = Path(ckpt_dir)
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
@@ -232,8 +231,7 @@ def watch_checkpoints(
                 "policy": None if policy is None else str(policy), "select": select}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
-    sampler = _Sampler(env_, holdout, k=k, seed=seed, temperature=temperature, top_p=top_p,
-                       max_new_tokens=max_new_tokens, device=device, progress=progress)
+    sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
     options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
     gate = SequentialGate(alpha=alpha, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
@@ -320,9 +318,9 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
         raise DataError(f"unreadable watch settings ({exc})", path=root / SETTINGS) from None
     env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
     items = read_prompts(root / HOLDOUT, env=env)
-    sampler = _Sampler(env, items, k=settings["k"], seed=settings["seed"], temperature=settings["temperature"],
-                       top_p=settings["top_p"], max_new_tokens=settings["max_new_tokens"], device=device,
-                       progress=progress)
+    sampling = SampleOptions(k=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
+                             seed=settings["seed"], max_new_tokens=settings["max_new_tokens"])
+    sampler = _Sampler(env, items, sampling, device=device, progress=progress)
     paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
     baseline = settings.get("baseline")
     step0 = load_rows(baseline if baseline else root / "step-000000.jsonl")
