@@ -54,12 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "policy, when it names one)")
     parser.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter folder put on top of --model")
     add_env_argument(parser, resolve="always")
-    p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
-    p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
-    p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
-    p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
-                   help="share held out by category (%(default)s)")
+    add_prompt_arguments(parser)
     s = parser.add_argument_group("sampling")
     s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
     s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="first sample seed (%(default)s)")
@@ -91,6 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name in UNTIL_DECIDED_GATE:
         _add_option(parser, GateOptions.field(name))
     add_output_arguments(parser)
+
+
+def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
+    """The prompts a command samples, as :func:`holdout_items` reads them."""
+    p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
+    p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
+    p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
+    p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
+    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
+                   help="share held out by category (%(default)s)")
 
 
 def holdout_items(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:

@@ -19,7 +19,7 @@ from ..options import SEED, Number, add_env_argument, add_output_arguments, boun
 from ..train import config as C
 from ..train.config import RunKnobs, is_tiny
 from ..train.watch import WATCH_DIR, base_of_checkpoints, watch_checkpoints
-from .sample import holdout_items
+from .sample import add_prompt_arguments, holdout_items
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"
 BOUNDS = bounds_of(RunKnobs)
@@ -36,12 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-model", metavar="ID|DIR",
                         help="step 0: the model the run started from (default: the LoRA adapters' base model)")
     parser.add_argument("--baseline", metavar="ROWS", help="gate against these stored rows instead of sampling step 0")
-    p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
-    p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
-    p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
-    p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
-                   help="share held out by category (%(default)s)")
+    add_prompt_arguments(parser)
     s = parser.add_argument_group("sampling")
     s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
     s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="sample seed (%(default)s)")
