@@ -85,12 +85,12 @@ def test_unbalanced_grpo_recipe_moves_with_id_and_leaves_no_id_undecided(rlgate,
     """Honest GRPO on the imbalanced split, as a recipe over trainer seeds 17, 18 and 19.
 
     Measured on the tiny policy (20 steps, 10 no-id scenarios x 4 replies x 3 seeds): no_id
-    Δ −0.06 [−0.29, +0.17], inconclusive, minimum detectable effect 0.29. Seed 18 alone
-    regressed (−0.15, its own interval [−0.34, −0.01]); seeds 17 and 19 did not (+0.03,
-    −0.05). So the recipe gate passes: one bad seed of three is not a recipe regression, and
-    the MDE says a no-id drop under ~0.3 could still go unseen on 10 scenarios. with_id moved
-    at every seed (recipe Δ +0.25 [+0.14, +0.35]). The per-seed verdicts are at the gate's
-    default resampling seed.
+    Δ −0.06 [−0.61, +0.49], inconclusive, minimum detectable effect 0.61. Seed 18 lost the most
+    (−0.15), seeds 17 and 19 little (+0.03, −0.05); none regressed on its own at the level the
+    recipe's family holds each comparison to (its 8 comparisons at a 5 % run-level false fail,
+    on 2 degrees of freedom for the seeds). So the recipe gate passes, and its MDE says how
+    large a no-id drop 3 seeds of 10 scenarios can miss. with_id moved (recipe Δ +0.25
+    [+0.01, +0.49]) and moved at every seed.
     """
     if next(iter(rlgate_adapter.values())).handed_in:
         pytest.skip("--rlgate-adapter hands in one adapter; a recipe needs one trained per seed")
@@ -98,24 +98,28 @@ def test_unbalanced_grpo_recipe_moves_with_id_and_leaves_no_id_undecided(rlgate,
     no_id = result.comparison("pass@1", "no_id")
     assert no_id.verdict == "inconclusive" and no_id.mde > 0.25
     assert _seed_deltas(no_id) == {17: 0.025, 18: -0.15, 19: -0.05}
-    assert no_id.recipe.seeds_line == "regressed in 1 of 3 seeds"
-    assert result.comparison("pass@1", "with_id").verdict == "moved"
+    assert no_id.recipe.seeds_line == "regressed in 0 of 3 seeds"
+    with_id = result.comparison("pass@1", "with_id")
+    assert with_id.verdict == "moved" and all(seed.verdict == "moved" for seed in with_id.seeds)
 
 
 @pytest.mark.rlgate(method="grpo", balance=0.25, **RECIPE)
 def test_balanced_grpo_recipe_holds_no_id(rlgate, rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
     """GRPO balanced to 25 % minority categories, as a recipe over trainer seeds 17, 18 and 19.
 
-    Measured on the tiny policy: no_id held, Δ +0.03 [−0.04, +0.09] inside the ±0.10 margin
-    (MDE 0.09), no seed regressed it (0.00, +0.03, +0.05): balancing removes the no-id risk the
-    unbalanced recipe carries. It buys little with_id (Δ +0.03 [−0.09, +0.15], inconclusive),
-    and seed 18 alone regressed the well_formed guard (−0.15), which the recipe reads as
-    inconclusive (1 of 3 seeds), so the gate passes.
+    Measured on the tiny policy: no_id Δ +0.03 [−0.13, +0.18] (MDE 0.17), no seed lost any
+    (0.00, +0.03, +0.05): balancing removes the no-id risk the unbalanced recipe carries, whose
+    interval reaches −0.61 on the same scenarios. The interval still reaches past the ±0.10
+    margin, so the verdict is inconclusive, not flat: 3 seeds give the seed piece 2 degrees of
+    freedom at the family's level. It buys little with_id (Δ +0.03 [−0.26, +0.32],
+    inconclusive), and seed 18 alone regressed the well_formed guard, which the recipe reads
+    as inconclusive (1 of 3 seeds), so the gate passes.
     """
     if next(iter(rlgate_adapter.values())).handed_in:
         pytest.skip("--rlgate-adapter hands in one adapter; a recipe needs one trained per seed")
     result = gate(rlgate, rlgate_before_rows, rlgate_after_rows)
     no_id = result.comparison("pass@1", "no_id")
-    assert no_id.verdict == "flat" and no_id.recipe.regressed_seeds == 0
+    assert no_id.verdict == "inconclusive" and no_id.recipe.regressed_seeds == 0
+    assert no_id.low > -0.15 and no_id.delta > 0 and no_id.mde < 0.2
     assert _seed_deltas(no_id) == {17: 0.0, 18: 0.025, 19: 0.05}
     assert result.comparison("marker:well_formed", "overall").recipe.seeds_line == "regressed in 1 of 3 seeds"
