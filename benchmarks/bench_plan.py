@@ -30,6 +30,7 @@ points on an 80 % power; --quick uses 200 (±5.5).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_plan.py [--quick] [--reps 1000] [--old]
         [--others 7] [--gate defaults|per-comparison] [--level A] [--pilot 15] [--concentration 4]
+        [--base-rates 0.2 0.5 0.9]
 """
 
 from __future__ import annotations
@@ -253,6 +254,8 @@ def main() -> None:
                         help="unchanged categories beside the planned one, in every baseline and holdout (0)")
     parser.add_argument("--other-size", type=int, default=30, help="scenarios in each of them (30)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--base-rates", type=float, nargs="+", default=BASE_RATES, metavar="M",
+                        help="the base rates to run (0.2 0.5 0.9); each is seeded alike, so one alone prints its row")
     args = parser.parse_args()
     reps = 200 if args.quick else args.reps
     t0 = time.perf_counter()
@@ -266,7 +269,7 @@ def main() -> None:
         header[5:5] = ["previous plan: power", "median N (previous)"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for base in BASE_RATES:
+    for base in args.base_rates:
         population = Population(base, args.concentration)
         out = run(population, reps, seed=args.seed, level=args.level, mode=args.gate, pilot=args.pilot,
                   old=args.old, others=args.others, other_size=args.other_size)
