@@ -40,7 +40,7 @@ from .recipe_stats import RECIPE_METHOD, RecipeResult, SeedComparison, compare_r
 from .recipe_text import render_failure, render_report, render_table, settings_line
 from .record import from_record, to_record
 from .release import Decision
-from .result import GateSides
+from .result import GateSides, JudgedResult
 from .sides import (
     Paired,
     Side,
@@ -144,7 +144,7 @@ class RecipeComparison:
 
 
 @dataclass(frozen=True)
-class RecipeGateResult:
+class RecipeGateResult(JudgedResult):
     """Every recipe comparison, what failed, and the rule that decided it (``kind`` "recipe")."""
 
     __record_properties__ = ("kind", "passed", "failures", "method", "recipe_method", "confidence_level",
@@ -162,45 +162,16 @@ class RecipeGateResult:
 
     kind = "recipe"
     recipe_method = RECIPE_METHOD
-
-    @property
-    def failures(self) -> tuple[str, ...]:
-        return self.side_failures + tuple(c.failure.text for c in self.comparisons if c.failure is not None)
-
-    @property
-    def passed(self) -> bool:
-        return not self.side_failures and not any(c.failure for c in self.comparisons)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    @property
-    def method(self) -> str:
-        return self.options.method
-
-    @property
-    def confidence_level(self) -> float:
-        return float(self.options.confidence_level)
+    _named = "recipe gate"
 
     @property
     def n_resamples(self) -> int:
         return 0 if self.options.method == "t" else int(self.options.n_resamples)
 
-    @property
-    def seed(self) -> int | None:
-        return self.options.bootstrap_seed
-
-    @property
-    def margin(self) -> float:
-        return float(self.options.margin)
-
     def comparison(self, metric: str, group: str) -> RecipeComparison:
         """The comparison of *metric* in *group*, e.g. ``result.comparison("pass@1", "no_id")``."""
-        for c in self.comparisons:
-            if (c.metric, c.group) == (metric, group):
-                return c
-        known = ", ".join(sorted({f"{c.metric}/{c.group}" for c in self.comparisons}))
-        raise UsageError(f"no comparison {metric}/{group} in this recipe gate; it has {known}")
+        found: RecipeComparison = super().comparison(metric, group)
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``rlgate gate BEFORE AFTER AFTER... --json`` and of ``recipe.json``'s gate."""

@@ -102,24 +102,15 @@ class GateSides:
     dropped_units: Mapping[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class GateResult:
-    """Every comparison, what failed, and the rule that decided it.
+class JudgedResult:
+    """What a gate result (one adapter's or a recipe's) derives from its comparisons, the
+    failures of its sides and its options; the fields are the subclass dataclass's."""
 
-    ``failures`` are the comparisons' own failures after the failures of the sides
-    (``side_failures``: a category on one side only, a required one missing).
-    """
-
-    __record_properties__ = ("passed", "failures", "method", "confidence_level", "n_resamples", "seed", "margin")
-
-    comparisons: tuple[Comparison, ...]
-    rule: str
+    comparisons: tuple[Any, ...]
     options: GateOptions
-    sides: GateSides
-    family: FamilyTest | None = None
-    side_failures: tuple[str, ...] = ()
-    unit: str = "scenario"
-    warnings: tuple[str, ...] = ()
+    side_failures: tuple[str, ...]
+    #: what :meth:`comparison` calls this result when a comparison is missing
+    _named = "gate"
 
     @property
     def failures(self) -> tuple[str, ...]:
@@ -141,12 +132,6 @@ class GateResult:
         return float(self.options.confidence_level)
 
     @property
-    def n_resamples(self) -> int:
-        """Resamples (or sign flips) the intervals drew; 0 when nothing was drawn (paired t, each on its own)."""
-        drawn = self.options.method != "t" or (self.family is not None and self.family.draws > 0)
-        return int(self.options.n_resamples) if drawn else 0
-
-    @property
     def seed(self) -> int | None:
         return self.options.bootstrap_seed
 
@@ -154,13 +139,44 @@ class GateResult:
     def margin(self) -> float:
         return float(self.options.margin)
 
-    def comparison(self, metric: str, group: str) -> Comparison:
+    def comparison(self, metric: str, group: str) -> Any:
         """The comparison of *metric* in *group*, e.g. ``result.comparison("pass@1", "no_id")``."""
         for c in self.comparisons:
             if (c.metric, c.group) == (metric, group):
                 return c
-        known = ", ".join(f"{c.metric}/{c.group}" for c in self.comparisons)
-        raise UsageError(f"no comparison {metric}/{group} in this gate; it has {known}")
+        known = ", ".join(sorted({f"{c.metric}/{c.group}" for c in self.comparisons}))
+        raise UsageError(f"no comparison {metric}/{group} in this {self._named}; it has {known}")
+
+
+@dataclass(frozen=True)
+class GateResult(JudgedResult):
+    """Every comparison, what failed, and the rule that decided it.
+
+    ``failures`` are the comparisons' own failures after the failures of the sides
+    (``side_failures``: a category on one side only, a required one missing).
+    """
+
+    __record_properties__ = ("passed", "failures", "method", "confidence_level", "n_resamples", "seed", "margin")
+
+    comparisons: tuple[Comparison, ...]
+    rule: str
+    options: GateOptions
+    sides: GateSides
+    family: FamilyTest | None = None
+    side_failures: tuple[str, ...] = ()
+    unit: str = "scenario"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_resamples(self) -> int:
+        """Resamples (or sign flips) the intervals drew; 0 when nothing was drawn (paired t, each on its own)."""
+        drawn = self.options.method != "t" or (self.family is not None and self.family.draws > 0)
+        return int(self.options.n_resamples) if drawn else 0
+
+    def comparison(self, metric: str, group: str) -> Comparison:
+        """The comparison of *metric* in *group*, e.g. ``result.comparison("pass@1", "no_id")``."""
+        found: Comparison = super().comparison(metric, group)
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``rlgate gate --json`` (and ``--rlgate-report`` entries, a run's gate.json)."""
@@ -179,25 +195,25 @@ class GateResult:
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
-        from .text import settings_line
+        from .text import settings_line  # it names this module's types
 
         return settings_line(self)
 
     def table(self, *, verbose: bool = True) -> str:
         """The aligned table (every comparison, or only the failing/borderline ones)."""
-        from .text import render_table
+        from .text import render_table  # it names this module's types
 
         return render_table(self, verbose=verbose)
 
     def report(self, *, verbose: bool = True) -> str:
         """Header, table, rule and failures: what ``rlgate gate`` prints."""
-        from .text import render_report
+        from .text import render_report  # it names this module's types
 
         return render_report(self, verbose=verbose)
 
     def message(self) -> str:
         """The :class:`RegressionError` text: count, settings, failing rows, rule, remedy."""
-        from .text import render_failure
+        from .text import render_failure  # it names this module's types
 
         return render_failure(self)
 

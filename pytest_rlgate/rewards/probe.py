@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, TypeGuard
 from ..data.prompts import prompt_item
 from ..environment.contract import Env, EnvSpec, load_env
 from ..environment.episode import Episode
+from ..environment.hack import Hack
 from ..errors import DataError, RewardHackError, UsageError
 from ..records import Case, PromptItem
 
@@ -346,8 +347,6 @@ def _names(what: str, values: Collection[str] | None, allowed: Sequence[str], ow
 
 def _check_own_hacks(env: Env) -> None:
     """The environment's own hacks are Hack values naming only its categories."""
-    from ..environment.hack import Hack
-
     for hack in env.hacks:
         if not isinstance(hack, Hack):
             raise UsageError(f"environment {env.name}: hacks must be pytest_rlgate.environment.hack.Hack values, "
