@@ -12,6 +12,10 @@ Two ratios, each from runs that alternate so machine load hits both sides alike 
 
     rlgate models fetch smollm2-135m
     OMP_NUM_THREADS=1 python benchmarks/bench_real_speed.py [--repeats 2] [--steps 2]
+
+The real-model story's GRPO configuration (refund, the warm-started base, groups of 4, no reference
+model; docs/training.md) is ``--env refund --model smollm2-135m+refund --beta 0 --learning-rate 5e-4
+--max-new-tokens 48 --only grpo`` (after ``rlgate models warm-start smollm2-135m --env refund``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from pytest_rlgate.train.reward import env_reward
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 MODEL = "smollm2-135m"
 ENV = "arith"
+#: set from the command line (--model, --env) before anything loads
+SETTINGS = {"model": MODEL, "env": ENV}
 
 
 def raw_generate(model, tok, rendered, *, k, batch_size, temperature, top_p, max_new_tokens):
@@ -54,8 +60,8 @@ def raw_generate(model, tok, rendered, *, k, batch_size, temperature, top_p, max
 def bench_sampling(args: argparse.Namespace) -> float:
     import torch
 
-    env = rg.load_env(ENV)
-    model, tok = rg.load_policy(MODEL)
+    env = rg.load_env(SETTINGS["env"])
+    model, tok = rg.load_policy(SETTINGS["model"])
     items = rg.stratified_split(rg.build_prompts(0, "default", env=env), 0.2, env=env).holdout[: args.prompts]
     rendered = list(tok.apply_chat_template([env.messages_for(i["prompt"]) for i in items],
                                             add_generation_prompt=True, tokenize=False))
@@ -75,7 +81,8 @@ def bench_sampling(args: argparse.Namespace) -> float:
         rates["rlgate sample"].append(n / (time.perf_counter() - t))
         lengths = [len(tok(x, add_special_tokens=False)["input_ids"]) for r in replies for x in r]
         limited["rlgate sample"].append(sum(m >= args.max_new_tokens - 1 for m in lengths))  # re-encoded: about
-    print(f"sampling: {len(items)} arith prompts x k={args.k}, batch {args.batch_size} prompts, max_new_tokens "
+    print(f"sampling: {len(items)} {env.name} prompts of {SETTINGS['model']} "
+          f"x k={args.k}, batch {args.batch_size} prompts, max_new_tokens "
           f"{args.max_new_tokens}, T={rg.SAMPLE_TEMPERATURE}, top_p={rg.SAMPLE_TOP_P}, {args.repeats} alternating "
           f"repeats, {torch.get_num_threads()} thread(s)")
     for name, values in rates.items():
@@ -87,8 +94,9 @@ def bench_sampling(args: argparse.Namespace) -> float:
 
 
 def _knobs(args: argparse.Namespace) -> GRPOKnobs:
-    return GRPOKnobs(env=ENV, base_model=MODEL, steps=args.steps, num_generations=4, batch_size=8,
-                     learning_rate=3e-4, max_completion_length=args.max_new_tokens, monitor_every=0).resolve()
+    return GRPOKnobs(env=SETTINGS["env"], base_model=SETTINGS["model"], steps=args.steps, num_generations=4,
+                     batch_size=8, learning_rate=args.learning_rate, beta=args.beta,
+                     max_completion_length=args.max_new_tokens, monitor_every=0).resolve()
 
 
 def bare_trl(knobs: GRPOKnobs, train, out: str) -> float:
@@ -96,8 +104,8 @@ def bare_trl(knobs: GRPOKnobs, train, out: str) -> float:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    model, tok = rg.load_policy(MODEL)
-    env = rg.load_env(ENV)
+    model, tok = rg.load_policy(SETTINGS["model"])
+    env = rg.load_env(SETTINGS["env"])
     args = GRPOConfig(output_dir=out, max_steps=knobs.steps, num_generations=knobs.num_generations,
                       per_device_train_batch_size=knobs.batch_size, learning_rate=knobs.learning_rate,
                       beta=knobs.beta, loss_type=knobs.loss_type, max_completion_length=knobs.max_completion_length,
@@ -114,7 +122,7 @@ def bare_trl(knobs: GRPOKnobs, train, out: str) -> float:
 
 
 def wrapper(knobs: GRPOKnobs, train, out: str) -> float:
-    model, tok = rg.load_policy(MODEL)
+    model, tok = rg.load_policy(SETTINGS["model"])
     trainer = build_trainer(model, tok, train, knobs, output_dir=out, callbacks=[grpo_metrics_recorder()],
                             progress=False)
     started = time.perf_counter()
@@ -131,9 +139,10 @@ def bench_grpo(args: argparse.Namespace) -> float:
             times["bare TRL"].append(bare_trl(knobs, train, out))
             times["rlgate build_trainer"].append(wrapper(knobs, train, out))
     bare = statistics.median(times["bare TRL"])
-    print(f"GRPO: {args.steps} steps of {knobs.batch_size} completions ({knobs.num_generations} per prompt) x "
-          f"{knobs.max_completion_length} tokens, LoRA r{knobs.lora_rank} on {','.join(knobs.lora_targets)}, "
-          f"{args.repeats} alternating repeats")
+    print(f"GRPO on {SETTINGS['env']} with {SETTINGS['model']}: "
+          f"{args.steps} steps of {knobs.batch_size} completions ({knobs.num_generations} per prompt) x "
+          f"{knobs.max_completion_length} tokens, beta {knobs.beta:g}, lr {knobs.learning_rate:g}, LoRA "
+          f"r{knobs.lora_rank} on {','.join(knobs.lora_targets)}, {args.repeats} alternating repeats")
     for name, values in times.items():
         median = statistics.median(values)
         print(f"  {name:<22} {median / args.steps:6.1f} s/step (runs: {', '.join(f'{v:.1f}' for v in values)} s)")
@@ -151,7 +160,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--only", choices=("sampling", "grpo"), default=None)
+    parser.add_argument("--model", default=MODEL, help="a fetched model or NAME+ENV warm start (%(default)s)")
+    parser.add_argument("--env", default=ENV, help="the environment (%(default)s)")
+    parser.add_argument("--beta", type=float, default=0.04, help="GRPO's KL term (%(default)s)")
+    parser.add_argument("--learning-rate", type=float, default=3e-4, help="(%(default)s)")
     args = parser.parse_args()
+    SETTINGS.update(model=args.model, env=args.env)
     import torch
 
     torch.set_num_threads(1)

@@ -39,6 +39,8 @@ _EXPORTS: dict[str, str] = {
     "TINY_POLICY": "policy.load",
     "load_policy": "policy.load",
     "tiny_policy_dir": "policy.load",
+    "WarmStart": "policy.warm",
+    "warm_start": "policy.warm",
     "sample": "policy.sampling",
     "sample_rows": "policy.sampling",
     "VllmSampler": "policy.sampling",
@@ -273,6 +275,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         sample as sample,
         sample_rows as sample_rows,
     )
+    from .policy.warm import WarmStart as WarmStart, warm_start as warm_start
     from .records import (
         Case as Case,
         Markers as Markers,

@@ -252,6 +252,8 @@ ENV_DOORS: dict[tuple[str, str], str] = {
     ("rewards/strategies.py", "_truth"): "public: near_miss_replies / lenient_replies env=",
     ("rewards/strategies.py", "hack_replies"): "public (docs/hacks.md: hack_replies(env, item))",
     ("rewards/tables.py", "_env"): "a reward table's env: field",
+    ("policy/warm.py", "warm_start"): "public (rg.warm_start(model, env=...))",
+    ("policy/warm.py", "warm_model_dir"): "a warm-start name (smollm2-135m+refund) names its environment",
     ("train/callback.py", "GateCallback.__init__"): "public (rg.GateCallback(env=...))",
     ("train/config.py", "RunKnobs.environment"): "the env knob of a run's configuration",
     ("train/monitor.py", "HackMonitor.__init__"): "public (rg.HackMonitor(env=...))",

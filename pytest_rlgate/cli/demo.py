@@ -1,4 +1,4 @@
-"""``rlgate demo [--env SPEC] [--runs-dir DIR] [--steps N] [--quick]``: the whole story on the tiny policy.
+"""``rlgate demo [--env SPEC] [--runs-dir DIR] [--steps N] [--quick] [--base-model NAME]``: the whole story.
 
 Builds (once) or loads the environment's tiny policy, writes its seeded prompt set and the
 split, trains GRPO, GRPO with ``--balance 0.25`` and one DPO round with constructed
@@ -10,6 +10,9 @@ by side and what happened, and writes run folders, reports and an index.
 ``--jobs N`` trains that many runs side by side (default: one per available core), each in
 its own spawned process with one torch thread; the runs, the table and the story are the
 same as one after the other.
+
+``--base-model smollm2-135m`` tells it on a real model (the long version: the environment's
+warm start, then the same runs with knobs scaled to a CPU; :mod:`pytest_rlgate.demo.real`).
 
 ``--seeds N`` tells the recipe story instead: honest GRPO and the balanced one, each trained
 at N trainer seeds (17, 18, ...) on a larger holdout, gated as recipes across the seeds
@@ -50,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=Number(1, 256, "2", integer=True), metavar="N",
                         help="runs trained side by side, each in its own process with one thread (default: one "
                              "per available CPU core; 1 trains them one after the other); the table is the same")
+    parser.add_argument("--base-model", metavar="NAME",
+                        help="the story on a real model instead of the tiny policy, e.g. smollm2-135m (after `rlgate "
+                             "models fetch smollm2-135m`): warm-started for the environment, knobs scaled to a CPU; "
+                             "the long version (hours on 2 CPU cores)")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="the recipe story: honest GRPO and the balanced one at N trainer seeds each, gated "
                              "across the seeds (--seeds 3: about 10 minutes on 2 CPU cores)")
@@ -63,12 +70,14 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds is not None and args.seeds < 2:
         raise UsageError(f"--seeds {args.seeds}: a recipe needs 2 or more trainer seeds (3 for a usable "
                          "interval), e.g. --seeds 3")
+    if args.base_model is not None and args.seeds is not None:
+        raise UsageError("--base-model with --seeds: the recipe story runs on the tiny policy; drop one of them")
     if args.quick and args.seeds is not None:
         raise UsageError("--quick with --seeds: the quick smoke test trains one seed per run; drop one of them")
     with _one_voice(args) as runs_dir:
         if args.seeds is None:
             run_demo(runs_dir, steps=args.steps, quick=args.quick, progress=args.progress, env=args.env,
-                     jobs=args.jobs, verbose=args.verbose)
+                     jobs=args.jobs, verbose=args.verbose, base_model=args.base_model)
         else:
             run_recipe_demo(runs_dir, seeds=args.seeds, steps=args.steps, progress=args.progress, env=args.env)
     return 0

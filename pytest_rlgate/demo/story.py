@@ -51,6 +51,7 @@ from ..train.methods import make_knobs
 from ..train.pipeline import load_prompts
 from ..train.run import RunFolder
 from ..train.seeds import publish_copy
+from .real import REAL_STEPS, RealStory, real_story, warm_base
 from .workers import Workers, side_by_side
 
 __all__ = [
@@ -120,18 +121,24 @@ def _shared(quick: bool, env: EnvSpec) -> dict[str, object]:
 
 
 def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None,
-                   episodic: bool = False) -> list[DemoConfig]:
+                   episodic: bool = False, real: RealStory | None = None) -> list[DemoConfig]:
     """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec,
     a knob the runs are keyed by; *episodic*: the caller's resolved environment is an episode
-    environment, which trains no DPO round, because DPO pairs one-turn replies)."""
+    environment, which trains no DPO round, because DPO pairs one-turn replies). *real* scales
+    them to a real model on a CPU (:mod:`.real`): the first run is then watched and monitored."""
     shared = _shared(quick, env)
     dpo_extra: dict[str, object] = {"pair_samples": 4} if quick else {}
+
+    def extra(method: str, **flags: bool) -> dict[str, object]:
+        return real.knobs(method, **flags) if real is not None else {}
+
     runs = [
-        DemoConfig("grpo", f"GRPO, {steps} steps", "grpo", {**shared, "steps": steps}),
+        DemoConfig("grpo", f"GRPO, {steps} steps", "grpo",
+                   {**shared, "steps": steps, **extra("grpo", watched=True, monitored=True)}),
         DemoConfig("grpo-balance-0.25", f"GRPO --balance 0.25, {steps} steps", "grpo",
-                   {**shared, "steps": steps, "balance": 0.25}),
+                   {**shared, "steps": steps, "balance": 0.25, **extra("grpo")}),
         DemoConfig("dpo-constructed", f"DPO + constructed negatives, {steps} steps", "dpo",
-                   {**shared, "steps": steps, "constructed_negatives": True, **dpo_extra}),
+                   {**shared, "steps": steps, "constructed_negatives": True, **dpo_extra, **extra("dpo")}),
     ]
     return runs[:2] if episodic else runs
 
@@ -152,10 +159,11 @@ def hackable_note(env: Env, reward: str) -> str:
 
 
 def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None,
-                           reward: str = HACKABLE_REWARD) -> DemoConfig:
-    """GRPO, unbalanced, trained on the deliberately hackable *reward*."""
+                           reward: str = HACKABLE_REWARD, real: RealStory | None = None) -> DemoConfig:
+    """GRPO, unbalanced, trained on the deliberately hackable *reward* (*real*: scaled to a real model)."""
+    extra = real.knobs("grpo", monitored=True) if real is not None else {}
     return DemoConfig("grpo-hackable-reward", f"GRPO on the hackable reward, {steps} steps", "grpo",
-                      {**_shared(quick, env), "steps": steps, "reward": reward}, hackable=True)
+                      {**_shared(quick, env), "steps": steps, "reward": reward, **extra}, hackable=True)
 
 
 # --------------------------------------------------------------------------- summaries
@@ -456,7 +464,7 @@ class HackablePlan:
 
 
 def hackable_plan(environment: Env, first: RunSummary | None, steps: int, *, quick: bool,
-                  env: EnvSpec) -> HackablePlan | None:
+                  env: EnvSpec, real: RealStory | None = None) -> HackablePlan | None:
     """The hackable-reward run the story adds when honest GRPO (*first*) collapsed no watched
     category; None when it did."""
     watch = watched(environment)
@@ -474,7 +482,7 @@ def hackable_plan(environment: Env, first: RunSummary | None, steps: int, *, qui
     reason = (f"Honest GRPO left {', '.join(f'{c} {v}' for c, v in zip(watch, verdicts))} "
               f"within {steps} steps, so the demo also trained GRPO on a deliberately hackable reward "
               f"(marked *) to show what a real {collapse} collapse looks like to the gate and the monitor.")
-    return HackablePlan(hackable_configuration(steps, quick=quick, env=env, reward=reward),
+    return HackablePlan(hackable_configuration(steps, quick=quick, env=env, reward=reward, real=real),
                         f"{left}; training the hackable-reward run too (marked *)", reason=reason,
                         note=hackable_note(environment, reward), collapse=collapse)
 
@@ -564,7 +572,8 @@ def _tiny_policy(base_model: str, say: Callable[[str], None]) -> None:
 
 def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | None = None, quick: bool = False,
              progress: bool | None = None, say: Callable[[str], None] = print,
-             env: EnvSpec = None, jobs: int | None = None, verbose: bool = False) -> DemoResult:
+             env: EnvSpec = None, jobs: int | None = None, verbose: bool = False,
+             base_model: str | None = None) -> DemoResult:
     """The whole story on *env* (the default environment when None); returns what it printed as data.
 
     *jobs* runs train side by side, this process and ``jobs - 1`` worker processes (None: one
@@ -572,7 +581,9 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     not depend on it. The workers are started with multiprocessing's ``spawn``, which imports
     the calling script again in each: a script calls this under ``if __name__ == "__main__":``.
     *verbose* lets the workers' third-party warnings and logs through. Verdicts are results,
-    not errors.
+    not errors. *base_model* tells the story on a real model instead of the environment's tiny
+    policy (:mod:`.real`: warm-started when the environment declares a warm start, knobs scaled
+    to a CPU; hours on two cores).
     """
     import torch
 
@@ -582,11 +593,14 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     torch.set_num_threads(1)
     started = time.perf_counter()
     environment = load_env(env)
-    steps = steps or (QUICK_STEPS if quick else STEPS)
+    steps = steps or (QUICK_STEPS if quick else REAL_STEPS if base_model else STEPS)
     root = Path(runs_dir)
     root.mkdir(parents=True, exist_ok=True)
+    real = real_story(warm_base(base_model, environment, say), steps) if base_model else None
 
-    honest = configurations(steps, quick=quick, env=env, episodic=environment.is_episodic)
+    honest = configurations(steps, quick=quick, env=env, episodic=environment.is_episodic, real=real)
+    if real is not None and jobs is None:  # a real model's GRPO run holds gigabytes: one at a time unless asked
+        jobs = 1
     side = side_by_side(jobs, len(honest) + (hackable_reward(environment) is not None))
     problem = _unpicklable(honest) if side > 1 else None
     with contextlib.ExitStack() as stack:
@@ -601,7 +615,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
             "samples again and gates by category):")
 
         def plan_for(summary: RunSummary | None) -> HackablePlan | None:
-            return hackable_plan(environment, summary, steps, quick=quick, env=env)
+            return hackable_plan(environment, summary, steps, quick=quick, env=env, real=real)
 
         if workers is None:
             summaries, plan, hacked = _one_at_a_time(honest, root, say, plan_for=plan_for, progress=progress)

@@ -148,6 +148,8 @@ class Env:
         self.base_model = found.base_model
         #: the spec ``rlgate policy build`` rebuilds ``base_model`` from (a ``policy.tiny.spec.TinySpec``)
         self.tiny_policy = found.tiny_policy
+        #: the SFT recipe ``rlgate models warm-start`` gives a real model (a ``policy.warm.WarmStart``)
+        self.warm_start = found.warm_start
         self.rewards = found.rewards
         self.fingerprint: str = self._fingerprint()
 

@@ -176,6 +176,9 @@ class EnvMembers:
     tiny_policy: object = member(
         None, _any, shown="`tiny_policy` (a `TinySpec`: its build recipe)",
         absent="none (a tool environment's tiny agent: `rlgate policy build`, below)", used_by="`rlgate policy build`")
+    warm_start: object = member(
+        None, _any, shown="`warm_start` (a `WarmStart`: the SFT recipe that gives a real model the task's shape)",
+        absent="none: `rlgate models warm-start` refuses", used_by="`rlgate models warm-start`, `<model>+<env>` names")
     tools: tuple[Callable[..., object], ...] = member(
         (), _tools, shown="`tools: Sequence[callable]`", absent="one-turn: `score(reply, case)`",
         used_by="the tool loop, episode rows, GRPO's tool path")

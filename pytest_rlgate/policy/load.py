@@ -25,10 +25,11 @@ from .._io import cache
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
 from .lora import attach_adapter
-from .models import fetched_model_dir, is_model_name
+from .models import fetched_model_dir, is_model_name, model_identity
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
 from .tiny.spec import TINY_POLICY, TINY_PREFIX, TinySpec, spec_of
+from .warm import is_warm_name, warm_model_dir
 
 if TYPE_CHECKING:
     import torch
@@ -46,6 +47,7 @@ class _Pretrained(Protocol[_Loaded]):
 __all__ = [
     "SHIPPED_POLICIES",
     "TINY_POLICY",
+    "base_identity",
     "build_tiny_policy",
     "load_policy",
     "tiny_policy_dir",
@@ -137,6 +139,8 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
         return str(tiny_policy_dir(text)), True
     if is_model_name(text):  # a registry model: its converted folder, or the line naming the fetch command
         return str(fetched_model_dir(text)), True
+    if is_warm_name(text):  # a registry model warm-started for an environment, or the line naming its command
+        return str(warm_model_dir(text)), True
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -147,6 +151,26 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
         raise UsageError(f"base model folder {text!r} does not exist; pass an existing folder, "
                          f"a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or {TINY_POLICY!r}", path=text)
     return text, False
+
+
+def base_identity(name_or_path: str) -> dict[str, str]:
+    """What identifies a base model in cache keys and row headers: a tiny policy's content hash, a
+    registry model's conversion key, a warm start's key, a folder's files, or a hub id."""
+    if name_or_path.startswith(TINY_PREFIX):
+        return {"tiny": tiny_policy_key(name_or_path)}
+    if is_model_name(name_or_path):
+        return model_identity(name_or_path)
+    if is_warm_name(name_or_path):
+        return {"model": name_or_path, "key": warm_model_dir(name_or_path).name}
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.iterdir() if p.is_file()):
+            small = path.stat().st_size < 64 << 20  # hash small files whole, name large ones by size
+            content = path.read_bytes() if small else str(path.stat().st_size).encode()
+            digest.update(path.name.encode() + b"\0" + content)
+        return {"folder": digest.hexdigest()}
+    return {"hub": name_or_path}
 
 
 def _from_pretrained(cls: _Pretrained[_Loaded], source: str, local: bool, **kwargs: object) -> _Loaded:

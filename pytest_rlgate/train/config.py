@@ -28,6 +28,7 @@ from ..policy.models import fetched_model_dir, is_model_name
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from ..policy.tiny.manifest import BUILD_INFO
 from ..policy.tiny.spec import TINY_PREFIX
+from ..policy.warm import is_warm_name, warm_model_dir
 from .reward import score_function
 
 if TYPE_CHECKING:
@@ -98,6 +99,9 @@ TINY_PROMPTS_PER_STEP = 2
 #: also takes a variant the environment names, or ``module:attr``); the holdout is always
 #: graded by the environment's own score.
 REWARD: str | None = None
+
+#: Checkpoints kept for watching (``--save-every``): none by default, a run keeps only its final adapter.
+SAVE_EVERY = 0
 
 #: ``--async``: TRL's ``AsyncGRPOTrainer`` instead of ``GRPOTrainer`` (off; :func:`async_trainer_problem`).
 ASYNC_TRAINER = False
@@ -270,8 +274,9 @@ class RunKnobs:
     """
 
     env: str | Env | None = None
-    base_model: str | None = knob(None, f"hub id, local folder, {TINY_POLICY} or a fetched model such as "
-                                  "smollm2-135m (default: the environment's own base model)", group=PROMPTS,
+    base_model: str | None = knob(None, f"hub id, local folder, {TINY_POLICY}, a fetched model such as "
+                                  "smollm2-135m or one warm-started for the environment such as smollm2-135m+refund "
+                                  "(default: the environment's own base model)", group=PROMPTS,
                                   metavar="ID")
     prompt_seed: int = knob(SEED, "prompt-set seed (%(default)s)", group=PROMPTS, bound=SEED_RANGE,
                             aliases=("--seed",))
@@ -392,11 +397,12 @@ class RunKnobs:
         problem = path_problem(self.runs_dir, directory=True)
         if problem is not None:
             _fail("runs-dir", self.runs_dir, problem)
-        if is_model_name(self.base_model):  # refused here, before prompts load or anything trains
+        named = self.base_model
+        if named is not None and (is_model_name(named) or is_warm_name(named)):  # refused before anything loads
             try:
-                fetched_model_dir(self.base_model)
+                (fetched_model_dir if is_model_name(named) else warm_model_dir)(named)
             except UsageError as exc:
-                _fail("base-model", self.base_model, exc.reason)
+                _fail("base-model", named, exc.reason)
 
     def to_dict(self) -> dict[str, object]:
         """Every knob as JSON-ready values (tuples become lists; an ``Env`` without a spec, its name)."""
@@ -431,6 +437,9 @@ class GRPOKnobs(RunKnobs):
                               "(e.g. a deliberately hackable one, for demos) or module:attr of a score(reply, case) "
                               "function; the holdout is always graded by the environment's own score",
                               group=GRPO, metavar="NAME")
+    save_every: int = knob(SAVE_EVERY, "keep the LoRA adapter every N steps in the run folder's checkpoints/ "
+                           "(0 = none), for `rlgate watch RUN/checkpoints`", group=GRPO, metavar="N",
+                           bound=Number(0, 1_000_000, "5 (0 keeps no checkpoint)", integer=True))
     async_trainer: bool = knob(ASYNC_TRAINER, "train with TRL's AsyncGRPOTrainer (rollouts in a spawned process); "
                                "it needs a CUDA GPU and a vLLM server, and is refused with what is missing",
                                group=GRPO, flag="--async")

@@ -17,6 +17,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .._io import ranks
@@ -34,7 +35,7 @@ from .cached import base_identity, cached_rows, env_identity
 from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
-from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunFolder, RunWriter, before_name
+from .run import AFTER, CHECKPOINTS, CONFIG, GATE, METRICS, MONITOR, RunFolder, RunWriter, before_name
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -235,7 +236,7 @@ def train_and_gate(
     budget = resolved(knobs.max_completion_length, "max_completion_length")
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
                           kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
-                          top_p=knobs.top_p, max_new_tokens=budget, sample_fn=monitor_sample_fn)
+                          top_p=knobs.top_p, k=knobs.eval_k, max_new_tokens=budget, sample_fn=monitor_sample_fn)
     # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
     with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
         trainer = build(scratch, [monitor, recorder], monitor)
@@ -244,6 +245,7 @@ def train_and_gate(
         train_s = time.perf_counter() - started
         policy = trainer.model
         policy.save_pretrained(str(run.adapter_dir))
+        keep_checkpoints(Path(scratch), run.path / CHECKPOINTS)
     with torch.no_grad():
         after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed,
                              policy=resolved(knobs.run_name, "run_name"), eval_run="after", progress=progress,
@@ -261,6 +263,16 @@ def train_and_gate(
               **(training(steps_done) if training else {})}
     run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
     return run.publish()
+
+
+def keep_checkpoints(scratch: Path, into: Path) -> None:
+    """Move the trainer's ``checkpoint-N`` folders (``--save-every``) from its scratch into the run
+    folder, where ``rlgate watch RUN/checkpoints`` gates them; nothing when it saved none."""
+    found = sorted(scratch.glob("checkpoint-*"))
+    if found:
+        into.mkdir()
+        for folder in found:
+            folder.rename(into / folder.name)
 
 
 def metrics_recorder(keys: Mapping[str, str], *, when: str) -> MetricsRecorder:

@@ -4,7 +4,7 @@
 ``name``, ``categories``, ``score``, ``case_for``, ``passes``, ``markers``, ``guards``,
 ``SYSTEM`` and ``messages_for`` come from :mod:`.rules`; the seeded prompt writer, the hack
 features, the Hypothesis strategies, the constructed DPO negatives, the deliberately hackable
-reward and the tiny-policy build spec each live in their own module beside it.
+reward and the tiny-policy build spec and a real model's warm start each live in their own module beside it.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .rules import (
 )
 from .templates import PROMPT_SIZES, build_prompts
 from .tiny import BASE_MODEL, SPEC
+from .warm import WARM_START
 
 # -- the environment contract ---------------------------------------------------------
 name = "refund"
@@ -65,6 +66,8 @@ rewards = {"lookup_anything": lookup_anything}
 #: the shipped tiny policy (``rlgate/tiny-refund``) and the spec `rlgate policy build` rebuilds it from
 base_model = BASE_MODEL
 tiny_policy = SPEC
+#: the SFT recipe that gives a real model refund's shape (`rlgate models warm-start smollm2-135m --env refund`)
+warm_start = WARM_START
 
 __all__ = [
     "CATEGORIES",
@@ -97,4 +100,5 @@ __all__ = [
     "system",
     "tiny_policy",
     "version",
+    "warm_start",
 ]
