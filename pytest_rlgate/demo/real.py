@@ -4,10 +4,10 @@ The tiny policy tells the story in minutes because its replies are templates. A 
 model (a registry model such as ``smollm2-135m``) tells it on real replies, at a real model's
 cost: on two shared CPU cores a GRPO step of eight completions takes minutes, not seconds. So
 the story is the same runs with knobs scaled to a CPU (:func:`real_story`): the environment's
-warm start first (``<model>+<env>``, cached by content), then GRPO with groups of four and
-48-token completions, no reference model, a few dozen steps; two base runs and two replies per
-holdout prompt; the monitor on the two runs whose hack it names; the honest run's LoRA kept every
-few steps, so ``rlgate watch`` gates its checkpoints. Every run is cached like the tiny story's,
+warm start first (``<model>+<env>``, cached by content), then eight steps of GRPO with groups of
+four and 48-token completions, no reference model; two base runs and one reply per holdout prompt
+of a holdout twice the tiny story's share; the monitor on the two runs whose hack it names; the
+honest run's LoRA kept every four steps, so ``rlgate watch`` gates its checkpoints. Every run is cached like the tiny story's,
 so ``benchmarks/bench_real_story.py`` and this demo share them.
 """
 
@@ -23,27 +23,28 @@ from ..policy.warm import warm_name, warm_recipe, warm_start
 
 __all__ = ["REAL_STEPS", "RealStory", "real_story", "warm_base"]
 
-#: Steps of each real-model run: about an hour a run on two shared CPU cores (docs/training.md).
-REAL_STEPS = 12
+#: Steps of each real-model run: under an hour a run on two shared CPU cores (docs/training.md).
+REAL_STEPS = 8
 #: Completions per GRPO group and per step: two prompts of four, each step.
 REAL_GROUP, REAL_BATCH = 4, 8
-#: LoRA learning rate of the GRPO runs: the arith run's, which moved add in 24 steps.
-REAL_LEARNING_RATE = 5e-4
+#: LoRA learning rate of the GRPO runs: the warm start's, twice the arith run's (which moved add in 24
+#: steps of 4), for 8 steps of 8.
+REAL_LEARNING_RATE = 1e-3
 #: Reply budget: a lookup call is about 30 tokens, an ask about 15.
 REAL_COMPLETION = 48
-#: Half the default set's scenarios held out (48 with-id, 8 no-id, 4 off-topic): at two replies a prompt
-#: ``rlgate plan`` gives no-id a drop of about 0.5 and off-topic a collapse (0.4, the tiny story's share,
-#: leaves 6 and 3: no-id only from 0.6, off-topic never).
+#: Half the default set's scenarios held out (48 with-id, 8 no-id, 4 off-topic): no-id and off-topic can
+#: show a collapse (0.4, the tiny story's share, leaves 6 and 3, and off-topic could never regress).
 REAL_HOLDOUT = 0.5
-#: Replies per holdout prompt and base runs: the noise floor at half the tiny story's cost.
-REAL_EVAL_K, REAL_BASE_RUNS = 2, 2
+#: Replies per holdout prompt and base runs: a prompt's 240 tokens of chat cost a CPU second or two a
+#: reply before it writes a word, so one reply a prompt and two base runs for the noise floor.
+REAL_EVAL_K, REAL_BASE_RUNS = 1, 2
 #: DPO: two replies sampled per train prompt to pair, four pairs a step (a DPO step then costs about a
 #: GRPO step), the GRPO runs' order of learning rate, prompt and reply in 320 tokens, and the SFT term
 #: on the chosen reply as on the tiny policy (plain DPO sinks the chosen reply with the rejected one).
 REAL_DPO: Mapping[str, object] = MappingProxyType({"pair_samples": 2, "pairs_per_step": 4, "pairs_per_device": 4,
-                                                   "learning_rate": 2e-4, "max_length": 320,
+                                                   "learning_rate": 5e-4, "max_length": 320,
                                                    "loss_type": ("sigmoid", "sft")})
-#: The watched run keeps its adapter this often: three looks over the default steps.
+#: The watched run keeps its adapter this often: two looks over the default steps.
 REAL_SAVE_EVERY = 4
 
 
