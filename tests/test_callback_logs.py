@@ -41,7 +41,7 @@ def test_each_look_reaches_tensorboard_beside_the_loss(tmp_path: Path, caplog: p
     with caplog.at_level(logging.INFO, logger="pytest_rlgate.watch"):
         _trainer(tmp_path, gate).train()
     first = caplog.records[0].getMessage()
-    assert first.startswith("rlgate GateCallback: alpha 0.025 over 2 planned looks")
+    assert first.startswith("rlgate GateCallback: family level 0.05 over 2 planned looks")
     for group, n in units_by_group(split.holdout).items():
         assert f"{group}: {n} scenario" in first
 

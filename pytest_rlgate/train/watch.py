@@ -6,7 +6,8 @@ checkpoints) writes ``checkpoint-100/``, ``checkpoint-200/``, ... into its outpu
 or full weights - as soon as it is complete, and tests it against step 0 (the base model,
 sampled once) or a stored baseline with the same sequential test as
 :class:`~pytest_rlgate.train.callback.GateCallback`: the error budget is spent across the
-looks, so a run that did not regress is stopped at most *alpha* of the time. It stops at
+looks, so a run that did not regress is stopped at most *family_level* of the time (the
+gate's 5 % by default). It stops at
 the first regression, and ends by selecting the checkpoint to ship, confirmed on a fresh
 sample (:mod:`~pytest_rlgate.gate.select`).
 
@@ -35,7 +36,8 @@ from ..data.resume import header_differences
 from ..data.rows import Rows, load_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
-from ..gate.looks import ALPHA, WINDOW, Look, SequentialGate, units_by_group
+from ..gate.looks import WINDOW, Look, SequentialGate, units_by_group
+from ..gate.options import FAMILY_LEVEL, old_spelling
 from ..gate.select import (
     CONFIRM_SEED_OFFSET,
     CRITERION,
@@ -182,7 +184,7 @@ def watch_checkpoints(
     baseline: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
     sampling: SampleOptions | None = None,
-    alpha: float = ALPHA,
+    family_level: float = FAMILY_LEVEL,
     planned_looks: int | None = None,
     window: int | None = None,
     policy: str | os.PathLike[str] | None = None,
@@ -193,6 +195,7 @@ def watch_checkpoints(
     device: str | None = None,
     progress: bool | None = None,
     say: Callable[[str], None] = lambda _line: None,
+    alpha: float | None = None,
     **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
@@ -209,6 +212,8 @@ def watch_checkpoints(
     env_ = load_env(env)
     sampling = SampleOptions.of(sampling, **keywords)
     seed = sampling.seed
+    if alpha is not None:
+        family_level = old_spelling("alpha", alpha, "family_level")
     root = Path(ckpt_dir)
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
@@ -229,13 +234,13 @@ def watch_checkpoints(
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
                 "base_model": base_model, "baseline": None if baseline is None else str(baseline),
-                **sampling.drawn(), "alpha": alpha, "planned_looks": planned_looks, "window": window,
+                **sampling.drawn(), "family_level": family_level, "planned_looks": planned_looks, "window": window,
                 "policy": None if policy is None else str(policy), "select": select}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
     sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
     options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
-    gate = SequentialGate(alpha=alpha, planned=planned_looks, env=env_, options=options,
+    gate = SequentialGate(family_level, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
     for reach in gate.reach(units_by_group(holdout)):
         say(reach.message)
@@ -280,7 +285,7 @@ def watch_checkpoints(
     _write_looks(folder, gate, stopped=stopped)
     selection = None
     if select is not None and gate.looks:
-        selection = select_checkpoint(gate.looks, rows, criterion=select, alpha=alpha, stopped_at=stopped)
+        selection = select_checkpoint(gate.looks, rows, criterion=select, family_level=family_level, stopped_at=stopped)
         if selection.best is not None:
             selection = _confirm(selection, sampler, folder, paths, step0, base_model=base_model,
                                  stored=baseline is not None, seed=seed + CONFIRM_SEED_OFFSET, env=env_,
