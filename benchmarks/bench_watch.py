@@ -31,8 +31,8 @@ import numpy as np
 from scipy import stats
 
 import pytest_rlgate as rg
-from pytest_rlgate.gate.looks import SequentialGate, Units
 from pytest_rlgate.gate.options import FAMILY_LEVEL
+from pytest_rlgate.watch.looks import SequentialGate, Units
 
 SIZES = {"small": 6, "mid": 12, "large": 20}
 PROMPTS = 2

@@ -49,8 +49,8 @@ def test_a_regression_stops_training_when_asked(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from types import SimpleNamespace
 
-    from pytest_rlgate.gate.looks import Look, Test
-    from pytest_rlgate.train.callback import GateCallback
+    from pytest_rlgate.watch.callback import GateCallback
+    from pytest_rlgate.watch.looks import Look, Test
 
     gate = GateCallback([{"prompt": "p", "case": {}, "category": "with_id"}], env="refund", every=2,
                         out_dir=tmp_path, stop_on_regression=True)

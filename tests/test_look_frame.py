@@ -15,8 +15,8 @@ from transformers import TrainerControl  # noqa: E402
 import pytest_rlgate.policy.sampling as sampling  # noqa: E402
 from pytest_rlgate.data.prompts import build_prompts, stratified_split  # noqa: E402
 from pytest_rlgate.policy.load import load_policy  # noqa: E402
-from pytest_rlgate.train.callback import GateCallback  # noqa: E402
 from pytest_rlgate.train.monitor import HackMonitor  # noqa: E402
+from pytest_rlgate.watch.callback import GateCallback  # noqa: E402
 
 torch.set_num_threads(1)
 HOLDOUT = stratified_split(build_prompts(0, "small"), 0.2).holdout[:6]

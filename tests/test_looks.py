@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from pytest_rlgate.errors import RlgateDeprecationWarning, UsageError
-from pytest_rlgate.gate.looks import Look, SequentialGate, Test as LookTest, Units, look_alpha
 from pytest_rlgate.gate.options import FAMILY_LEVEL
 from pytest_rlgate.gate.sequential import (
     BagTest,
@@ -23,6 +22,7 @@ from pytest_rlgate.gate.sequential import (
     sign_flip_p,
     tarone_holm,
 )
+from pytest_rlgate.watch.looks import Look, SequentialGate, Test as LookTest, Units, look_alpha
 
 CATEGORIES = ("a", "b", "c")
 

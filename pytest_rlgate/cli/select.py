@@ -17,10 +17,10 @@ from pathlib import Path
 from .._io.atomic import atomic_write
 from ..errors import UsageError
 from ..gate.options import FAMILY_LEVEL, LEVEL
-from ..gate.select import SELECTION, select_checkpoint
 from ..options import add_deprecated
 from ..report.strip import read_watch, strip_text
-from ..train.watch import confirm_in_folder
+from ..watch.folder import confirm_in_folder
+from ..watch.select import SELECTION, select_checkpoint
 
 HELP = "choose the checkpoint to ship from a watched run (rlgate watch / GateCallback folder)"
 

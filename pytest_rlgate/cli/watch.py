@@ -18,7 +18,7 @@ from ..environment.contract import Env
 from ..gate.options import FAMILY_LEVEL, LEVEL
 from ..options import Number, add_deprecated, add_env_argument, add_knob_arguments, add_output_arguments
 from ..policy.generate import SAMPLING, SampleOptions
-from ..train.watch import WATCH_DIR, base_of_checkpoints, watch_checkpoints
+from ..watch.folder import WATCH_DIR, base_of_checkpoints, watch_checkpoints
 from .sample import add_prompt_arguments, prompts_of
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"

@@ -84,7 +84,7 @@ _NORMAL = NormalDist()
 class Spending:
     """How a run's error budget *family_level* (how often an unchanged run may be failed or
     stopped, over all its looks) is spread over its looks: the one spending of the house,
-    for a watched run (:class:`~pytest_rlgate.gate.looks.SequentialGate`) and for sampling
+    for a watched run (:class:`~pytest_rlgate.watch.looks.SequentialGate`) and for sampling
     until decided (:class:`~pytest_rlgate.gate.adaptive.AdaptiveDesign`).
 
     *planned*: the number of looks (None: unknown, which only *kind* ``open`` spends over).

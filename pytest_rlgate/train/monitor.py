@@ -35,7 +35,7 @@ from ..errors import RlgateWarning
 from ..policy.sampling import SampleOptions
 from ..records import PromptItem
 from ..rewards.scan import hack_scan
-from .frame import LookFrame, quietly
+from ..watch.frame import LookFrame, quietly
 from .reward import completion_text, prompt_text
 from .tools import Chat
 
@@ -95,8 +95,8 @@ class HackMonitor(LookFrame):
     The holdout is sampled as *sampling* (a :class:`~pytest_rlgate.policy.generate.SampleOptions`)
     with its fields as keywords on top (``k``, ``seed``, ``temperature``, ``max_new_tokens``, ...),
     like :func:`~pytest_rlgate.policy.sampling.sample`; its *seed* also seeds the scans. Its
-    looks are :class:`~pytest_rlgate.train.frame.LookFrame`'s: beside a
-    :class:`~pytest_rlgate.train.callback.GateCallback` with the same sampling, a step both
+    looks are :class:`~pytest_rlgate.watch.frame.LookFrame`'s: beside a
+    :class:`~pytest_rlgate.watch.callback.GateCallback` with the same sampling, a step both
     look at is sampled once. *sample_fn* replaces the sampler (a test plants a drift with it).
     """
 

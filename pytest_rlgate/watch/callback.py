@@ -4,7 +4,7 @@ Added to any ``transformers`` trainer (TRL's ``GRPOTrainer``, ``DPOTrainer``,
 ``SFTTrainer``, a plain ``Trainer``), it samples the holdout at step 0 and every ``every``
 steps on the main process, writes each checkpoint's graded rows (``step-000000.jsonl``,
 ...) into *out_dir*, and tests each against the step-0 rows per category with the error
-budget spent across the looks (:class:`~pytest_rlgate.gate.looks.SequentialGate`), so a
+budget spent across the looks (:class:`~pytest_rlgate.watch.looks.SequentialGate`), so a
 run that did not regress is stopped at most *family_level* of the time (the gate's 5 % by
 default) however often it is
 watched. With ``stop_on_regression`` a regression ends training (on every rank: the main
@@ -14,7 +14,7 @@ Its first log line says, per category, from which look it can stop the run at al
 category of a few scenarios cannot reach a small level). Each look's figures (per group
 and metric: delta, interval, verdict, p, stop) go to the trainer's own logs, so W&B,
 TensorBoard or trackio show them beside the loss. With ``select`` the run ends by choosing
-the checkpoint to ship (:mod:`~pytest_rlgate.gate.select`), confirmed on a fresh sample:
+the checkpoint to ship (:mod:`~pytest_rlgate.watch.select`), confirmed on a fresh sample:
 ``selection.json``, and the picked LoRA adapter in ``pick-adapter/``.
 """
 
@@ -35,9 +35,12 @@ from .._io.atomic import atomic_write
 from ..data.rows import Rows, write_rows
 from ..environment.contract import EnvSpec, load_env
 from ..errors import UsageError
-from ..gate.looks import Look, Reach, SequentialGate, units_by_group
 from ..gate.options import FAMILY_LEVEL, old_spelling
-from ..gate.select import (
+from ..policy.sampling import SampleOptions, graded_rows, sample_rows
+from ..records import PromptItem
+from .frame import LookFrame, quietly
+from .looks import Look, Reach, SequentialGate, units_by_group
+from .select import (
     CONFIRM_SEED_OFFSET,
     CRITERION,
     SELECTION,
@@ -46,9 +49,6 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
-from ..policy.sampling import SampleOptions, graded_rows, sample_rows
-from ..records import PromptItem
-from .frame import LookFrame, quietly
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerControl, TrainerState, TrainingArguments
@@ -89,7 +89,7 @@ class GateCallback(LookFrame):
     :class:`~pytest_rlgate.policy.generate.SampleOptions`) with its fields as keywords on top
     (``k``, ``seed``, ``max_new_tokens``, ...), like :func:`~pytest_rlgate.policy.sampling.sample_rows`;
     beside a :class:`~pytest_rlgate.train.monitor.HackMonitor` with the same sampling, a step both
-    look at is sampled once (:class:`~pytest_rlgate.train.frame.LookFrame`).
+    look at is sampled once (:class:`~pytest_rlgate.watch.frame.LookFrame`).
     """
 
     def __init__(

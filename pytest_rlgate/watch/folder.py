@@ -5,11 +5,11 @@ checkpoints) writes ``checkpoint-100/``, ``checkpoint-200/``, ... into its outpu
 :func:`watch_checkpoints` samples the holdout from each - a LoRA adapter (on its base model)
 or full weights - as soon as it is complete, and tests it against step 0 (the base model,
 sampled once) or a stored baseline with the same sequential test as
-:class:`~pytest_rlgate.train.callback.GateCallback`: the error budget is spent across the
+:class:`~pytest_rlgate.watch.callback.GateCallback`: the error budget is spent across the
 looks, so a run that did not regress is stopped at most *family_level* of the time (the
 gate's 5 % by default). It stops at
 the first regression, and ends by selecting the checkpoint to ship, confirmed on a fresh
-sample (:mod:`~pytest_rlgate.gate.select`).
+sample (:mod:`~pytest_rlgate.watch.select`).
 
 Everything lands in the watch folder (default ``<CKPT_DIR>/rlgate-watch``): ``watch.json``
 (the settings), ``step-<N>.jsonl`` per checkpoint (step 0 too), ``looks.json`` and
@@ -36,9 +36,15 @@ from ..data.resume import header_differences
 from ..data.rows import Rows, load_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
-from ..gate.looks import WINDOW, Look, SequentialGate, units_by_group
 from ..gate.options import FAMILY_LEVEL, old_spelling
-from ..gate.select import (
+from ..policy.generate import SampleOptions
+from ..policy.identity import base_identity
+from ..policy.load import load_policy
+from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from ..policy.resumable import sample_to_file
+from ..records import PromptItem
+from .looks import WINDOW, Look, SequentialGate, units_by_group
+from .select import (
     CONFIRM_SEED_OFFSET,
     CRITERION,
     SELECTION,
@@ -47,12 +53,6 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
-from ..policy.generate import SampleOptions
-from ..policy.identity import base_identity
-from ..policy.load import load_policy
-from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from ..policy.resumable import sample_to_file
-from ..records import PromptItem
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -1,6 +1,6 @@
 """One look frame for every callback that watches a training run from inside it.
 
-:class:`~pytest_rlgate.train.callback.GateCallback` (the sequential gate) and
+:class:`~pytest_rlgate.watch.callback.GateCallback` (the sequential gate) and
 :class:`~pytest_rlgate.train.monitor.HackMonitor` (the reward-hack alarms) do the same thing
 at a look: every ``every`` steps, on the main process, sample the live policy on held-out
 prompts without disturbing training, judge what came back, and make every rank follow the

@@ -38,12 +38,11 @@ import numpy as np
 
 from ..environment.contract import EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
-from ..records import Row
-from .adapter import compare_adapter
-from .options import FAMILY_LEVEL, old_spelling
-from .release import as_release_policy
-from .result import GateResult
-from .sequential import (
+from ..gate.adapter import compare_adapter
+from ..gate.options import FAMILY_LEVEL, old_spelling
+from ..gate.release import as_release_policy
+from ..gate.result import GateResult
+from ..gate.sequential import (
     BagTest,
     Spending,
     bag_test,
@@ -53,6 +52,7 @@ from .sequential import (
     sign_flip_p,
     tarone_holm,
 )
+from ..records import Row
 
 __all__ = ["COLLAPSE_SHARE", "METHODS", "WINDOW", "Look", "Reach", "SequentialGate", "Test", "Units",
            "bag_sums", "look_alpha", "sign_flip_p", "units_by_group"]

@@ -28,12 +28,12 @@ import numpy as np
 
 from ..data.rows import RowInput, load_rows
 from ..errors import DataError, UsageError
+from ..gate.adapter import compare_adapter
+from ..gate.options import FAMILY_LEVEL, LEVEL, old_spelling
+from ..gate.result import GateResult
+from ..gate.sequential import BagTest, bag_test, lattice, tarone_holm
 from ..records import Row
-from .adapter import compare_adapter
 from .looks import PASS, Look, Units, bag_sums
-from .options import FAMILY_LEVEL, LEVEL, old_spelling
-from .result import GateResult
-from .sequential import BagTest, bag_test, lattice, tarone_holm
 
 __all__ = ["CONFIRM_SEED_OFFSET", "CRITERION", "SELECTION", "Candidate", "Confirmation", "Selection", "confirm_pick",
            "parse_criterion", "select_checkpoint"]
