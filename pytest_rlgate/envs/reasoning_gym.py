@@ -36,7 +36,7 @@ from typing import NamedTuple, Protocol, TypeGuard
 from ..errors import UsageError
 from ..records import JSONObject, PromptItem
 
-__all__ = ["ADAPTER_VERSION", "PROMPT_SIZES", "SYSTEM", "Extracted", "ReasoningGymEnv", "extract_answer",
+__all__ = ["ADAPTER_VERSION", "ENVIRONMENT", "PROMPT_SIZES", "SYSTEM", "Extracted", "ReasoningGymEnv", "extract_answer",
            "known_tasks"]
 
 #: Bump when :func:`extract_answer` or the scoring rules change: the environment fingerprint
@@ -291,3 +291,7 @@ class ReasoningGymEnv:
     def markers(self, reply: str, case: Mapping[str, object]) -> dict[str, float]:
         """``answered``: 1 when the reply states its answer in a tag or an ``Answer:`` line."""
         return {"answered": float(extract_answer(reply).explicit)}
+
+
+#: The environment this module holds (the registry finds ``reasoning_gym`` by looking: ``reasoning_gym[TASK,...]``).
+ENVIRONMENT = ReasoningGymEnv
