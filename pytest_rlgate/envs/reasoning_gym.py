@@ -14,7 +14,7 @@ measures what reasoning-gym measures:
 * **score** is the task's ``score_answer`` on the answer pulled out of the reply by
   :func:`extract_answer`, clamped to [0, 1];
 * **prompts** are each task's seeded generator, ``reasoning_gym.create_dataset(task, seed=,
-  size=)``, so ``rlgate prompts --seed N`` and reasoning-gym agree entry for entry.
+  size=)``, so ``rlgate prompts --prompt-seed N`` and reasoning-gym agree entry for entry.
 
 Only the default configuration of each task is offered: the fingerprint (docs/environments.md) holds the
 task names and the package version, which is all that fixes the reward then.

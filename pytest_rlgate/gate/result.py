@@ -192,7 +192,12 @@ class GateResult(JudgedResult):
 
         :raises DataError: the record is not ``GateResult.to_dict()``'s shape.
         """
-        return from_record(cls, record if "sides" in record else _older_record(record))
+        record = record if "sides" in record else _older_record(record)
+        options = record.get("options")
+        if isinstance(options, Mapping) and "policy" in options:  # the release policy's older key
+            options = {("release_policy" if k == "policy" else k): v for k, v in options.items()}
+            record = {**record, "options": options}
+        return from_record(cls, record)
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
