@@ -159,11 +159,11 @@ def raw_base_rows(args: argparse.Namespace, env: rg.Env, holdout: Sequence[rg.Pr
     """The fetched model, before the warm start, on the story's holdout at the first base seed."""
     def sample() -> list[rg.Row]:
         model, tok = rg.load_policy(args.model)
-        return list(rg.sample_rows(model, tok, list(holdout), k=args.eval_k, seed=17, env=env,
-                                   max_new_tokens=args.max_completion_length, policy=args.model, eval_run="raw"))
+        return list(rg.sample_rows(model, tok, list(holdout), k=args.k, seed=17, env=env,
+                                   max_new_tokens=args.max_new_tokens, policy=args.model, eval_run="raw"))
 
     return sampled({"side": "raw", "base": base_identity(args.model), "env": env_identity(env),
-                    "holdout": fingerprint(list(holdout)), "k": args.eval_k, "tokens": args.max_completion_length},
+                    "holdout": fingerprint(list(holdout)), "k": args.k, "tokens": args.max_new_tokens},
                    sample)
 
 
@@ -188,8 +188,8 @@ def main() -> None:
     started = time.perf_counter()
     env = rg.load_env("refund")
     story = real_demo.real_story(warm_name(args.model, env.name), args.steps)
-    args.eval_k = story.shared["eval_k"]
-    args.max_completion_length = story.shared["max_completion_length"]
+    args.k = story.shared["k"]
+    args.max_new_tokens = story.shared["max_new_tokens"]
 
     with phase("warm start"):
         real_demo.warm_base(args.model, env, say)
@@ -215,7 +215,7 @@ def main() -> None:
           f"{info['loss_first']:.3f} -> {info['loss_last']:.3f} in {info['train_seconds']:.0f} s\n")
     counts = {c: rate(before[0], c)[3] for c in CATEGORIES}
     print(f"holdout: {sum(counts.values())} scenarios ({', '.join(f'{c} {n}' for c, n in counts.items())}) x "
-          f"{args.eval_k} replies, {args.max_completion_length} new tokens; pass@1 [95 % interval over scenarios] "
+          f"{args.k} replies, {args.max_new_tokens} new tokens; pass@1 [95 % interval over scenarios] "
           "(scenarios)\n")
     print("| policy | " + " | ".join(CATEGORIES) + " |\n|---|---|---|---|")
     if "raw" not in args.skip:
@@ -270,7 +270,7 @@ def main() -> None:
         with phase("watch the honest run's checkpoints"):
             watched = rg.watch_checkpoints(
                 checkpoints, holdout, env=env, base_model=story.base_model, baseline=first.before_files[0],
-                out=args.runs_dir / "watch", k=args.eval_k, seed=17, max_new_tokens=args.max_completion_length,
+                out=args.runs_dir / "watch", k=args.k, seed=17, max_new_tokens=args.max_new_tokens,
                 planned_looks=looks, select="pass@1/with_id", say=say)
         for reach in watched.notes:
             print(reach)
@@ -281,8 +281,8 @@ def main() -> None:
         if watched.selection is not None:
             print(watched.selection.summary())
         print(f"(`rlgate watch {checkpoints} --env refund --base-model {story.base_model} --baseline "
-              f"{first.before_files[0]} --holdout {story.shared['holdout']} --k {args.eval_k} --max-new-tokens "
-              f"{args.max_completion_length} --looks {looks} --select pass@1/with_id`, then `rlgate select "
+              f"{first.before_files[0]} --holdout {story.shared['holdout']} --k {args.k} --max-new-tokens "
+              f"{args.max_new_tokens} --looks {looks} --select pass@1/with_id`, then `rlgate select "
               f"{checkpoints}/rlgate-watch`)\n")
 
     print("## The hack, named\n")

@@ -14,7 +14,7 @@ from pytest_rlgate.errors import UsageError
 from pytest_rlgate.policy import models
 from pytest_rlgate.train import config
 from pytest_rlgate.train.methods import make_knobs
-from pytest_rlgate.train.watch import checkpoints
+from pytest_rlgate.watch.folder import checkpoints
 
 WARM = "smollm2-135m+refund"
 
@@ -34,17 +34,17 @@ def test_the_real_story_is_the_demos_runs_with_knobs_scaled_to_a_cpu(tmp_path, m
     hackable = hackable_configuration(12, env="refund", real=story)
     knobs = {c.name: make_knobs(c.method, **c.knobs) for c in (honest, balanced, dpo, hackable)}
     for run in knobs.values():
-        assert run.base_model == WARM and run.eval_k == real.REAL_EVAL_K and run.base_runs == real.REAL_BASE_RUNS
-        assert run.holdout == real.REAL_HOLDOUT and run.max_completion_length == real.REAL_COMPLETION
+        assert run.base_model == WARM and run.k == real.REAL_EVAL_K and run.base_runs == real.REAL_BASE_RUNS
+        assert run.holdout == real.REAL_HOLDOUT and run.max_new_tokens == real.REAL_COMPLETION
         assert run.steps == 12
     grpo = [knobs[name] for name in ("grpo", "grpo-balance-0.25", "grpo-hackable-reward")]
     assert {(k.num_generations, k.batch_size, k.beta) for k in grpo} == {(real.REAL_GROUP, real.REAL_BATCH, 0.0)}
-    assert knobs["grpo"].save_every == real.REAL_SAVE_EVERY and knobs["grpo-balance-0.25"].save_every == 0
+    assert knobs["grpo"].save_steps == real.REAL_SAVE_STEPS and knobs["grpo-balance-0.25"].save_steps == 0
     assert [k.monitor_every for k in grpo] == [12, 0, 12]  # the monitor names the hack: honest run and hackable one
     assert knobs["grpo-hackable-reward"].reward == "lookup_anything"
     assert knobs["dpo-constructed"].pair_samples == real.REAL_DPO["pair_samples"]
     assert knobs["dpo-constructed"].constructed_negatives and knobs["dpo-constructed"].monitor_every == 0
-    assert real.real_story(WARM, steps=2).watched["save_every"] == 2  # a short run still keeps a checkpoint
+    assert real.real_story(WARM, steps=2).watched["save_steps"] == 2  # a short run still keeps a checkpoint
 
 
 def test_the_base_is_warm_started_only_for_a_registry_model_of_an_environment_with_a_recipe():
@@ -62,8 +62,8 @@ def test_demo_base_model_is_a_flag_that_refuses_the_recipe_story(capsys):
     assert "--base-model with --seeds" in capsys.readouterr().err
 
 
-def test_save_every_keeps_the_runs_checkpoints_where_watch_finds_them(tmp_path):
-    run = rg.train_grpo(size="small", steps=2, save_every=1, base_runs=1, eval_k=1, monitor_every=0,
+def test_save_steps_keeps_the_runs_checkpoints_where_watch_finds_them(tmp_path):
+    run = rg.train_grpo(size="small", steps=2, save_steps=1, base_runs=1, k=1, monitor_every=0,
                         runs_dir=str(tmp_path), run_name="watched", num_generations=2, batch_size=4)
     found = checkpoints(run.path / "checkpoints")
     assert [step for step, _ in found] == [1, 2]
@@ -71,7 +71,7 @@ def test_save_every_keeps_the_runs_checkpoints_where_watch_finds_them(tmp_path):
         assert (folder / "adapter_model.safetensors").is_file() and (folder / "adapter_config.json").is_file()
         assert not (folder / "optimizer.pt").exists()  # the model only: a look needs no optimizer state
     assert not (tmp_path / "watched" / ".trl").exists()
-    assert config.GRPOKnobs().save_every == 0  # by default a run keeps only its final adapter
+    assert config.GRPOKnobs().save_steps == 0  # by default a run keeps only its final adapter
 
 
 @pytest.mark.slow
@@ -83,7 +83,7 @@ def test_a_few_grpo_steps_of_the_warm_started_real_model_are_gated_per_category(
     name = real.warm_base("smollm2-135m", env, lambda line: None)
     assert name == WARM
     run = rg.train_grpo(env="refund", base_model=name, size="small", holdout=0.3, steps=2, num_generations=2,
-                        batch_size=4, learning_rate=3e-4, beta=0.0, max_completion_length=48, eval_k=1, base_runs=1,
+                        batch_size=4, learning_rate=3e-4, beta=0.0, max_new_tokens=48, k=1, base_runs=1,
                         monitor_every=0, runs_dir=str(tmp_path), run_name="real")
     groups = {c["group"] for c in run.gate["comparisons"] if c["metric"] == "pass@1"}
     assert groups == {"overall", *env.categories}

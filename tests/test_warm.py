@@ -18,7 +18,7 @@ import pytest_rlgate as rg
 from pytest_rlgate._io import cache
 from pytest_rlgate.cli import main
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.policy.load import base_identity
+from pytest_rlgate.policy.identity import base_identity
 from pytest_rlgate.policy.warm import (
     WARM_INFO,
     WarmStart,
@@ -54,7 +54,9 @@ def test_refunds_recipe_is_balanced_and_looks_up_on_some_with_id_chats_only():
     assert len(chats) == recipe.steps * recipe.batch_size
     by_category = collections.Counter(chat.category for chat in chats)
     assert set(by_category) == set(env.categories)
-    assert max(by_category.values()) - min(by_category.values()) < len(chats) / 6  # balanced, up to the draw
+    assert len(set(recipe.mix.category_share.values())) == 1  # balanced shares; each draw within 3 sd of them
+    expected = len(chats) / len(env.categories)
+    assert all(abs(n - expected) < 3 * (expected * (1 - 1 / len(env.categories))) ** 0.5 for n in by_category.values())
     kinds = collections.Counter((chat.category, chat.kind) for chat in chats)
     assert set(kinds) == {("with_id", "copy"), ("with_id", "ask"), ("no_id", "ask"), ("off_topic", "refuse")}
     share = kinds[("with_id", "copy")] / by_category["with_id"]
@@ -85,12 +87,12 @@ def test_an_environment_without_a_warm_start_is_one_line(empty_cache, capsys):
 
 def test_a_name_not_built_is_one_line_naming_the_command_at_every_door(empty_cache, monkeypatch, capsys):
     # the model is "fetched" (an empty published folder stands in), the warm start is not built
-    from pytest_rlgate.policy import load, warm
+    from pytest_rlgate.policy import warm
     from pytest_rlgate.train import config
 
     for module in (warm, config):
         monkeypatch.setattr(module, "fetched_model_dir", lambda name, root=None: empty_cache)
-    monkeypatch.setattr(load, "model_identity", lambda name: {"model": name, "key": "k"})
+    monkeypatch.setattr(warm, "model_identity", lambda name: {"model": name, "key": "k"})
     command = "`rlgate models warm-start smollm2-135m --env refund`"
     with pytest.raises(UsageError, match=re.escape(command)):
         warm_model_dir(WARM)
@@ -116,7 +118,7 @@ def test_a_warm_start_trains_once_merges_and_is_served_from_the_cache(empty_cach
     recipe = _tiny_recipe(env)
     lines: list[str] = []
     folder = rg.warm_start(rg.TINY_POLICY, env, recipe=recipe, log=lines.append)
-    assert folder.parent == empty_cache / "warm" and folder.name == warm_key(rg.TINY_POLICY, env, recipe)
+    assert folder.parent == empty_cache / "warm" and folder.name == warm_key(base_identity(rg.TINY_POLICY), env, recipe)
     info = json.loads((folder / WARM_INFO).read_text(encoding="utf-8"))
     assert info["recipe"] == recipe.as_dict() and info["base"] == rg.TINY_POLICY and info["name"] is None
     assert len(info["loss_curve"]) == recipe.steps == len(lines)
@@ -134,9 +136,9 @@ def test_a_warm_start_trains_once_merges_and_is_served_from_the_cache(empty_cach
 
 def test_another_recipe_is_another_folder():
     env = rg.load_env("refund")
-    assert warm_key(rg.TINY_POLICY, env, _tiny_recipe(env)) != warm_key(rg.TINY_POLICY, env, _tiny_recipe(env, seed=1))
-    assert warm_key(rg.TINY_POLICY, env, _tiny_recipe(env)) != warm_key(rg.TINY_POLICY, env,
-                                                                          _tiny_recipe(env, learning_rate=2e-3))
+    tiny = base_identity(rg.TINY_POLICY)
+    assert warm_key(tiny, env, _tiny_recipe(env)) != warm_key(tiny, env, _tiny_recipe(env, seed=1))
+    assert warm_key(tiny, env, _tiny_recipe(env)) != warm_key(tiny, env, _tiny_recipe(env, learning_rate=2e-3))
 
 
 @pytest.mark.parametrize("field, value", [("steps", 0), ("batch_size", -1), ("learning_rate", 0.0),

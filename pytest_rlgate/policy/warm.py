@@ -7,11 +7,12 @@ reference run's base: a policy that asks when it should and sometimes, not alway
 an environment can declare a ``warm_start`` (a :class:`WarmStart`): its dialogue writer (the same
 :class:`~pytest_rlgate.policy.tiny.corpus.Corpus` its tiny policy is built from, or another) and
 a :class:`~pytest_rlgate.policy.tiny.corpus.ReplyMix` of category shares and reply kinds, plus
-the SFT schedule. :func:`warm_start` draws ``steps x batch_size`` chats from that stream, trains
-a LoRA adapter on the replies with TRL's ``SFTTrainer``, merges it and saves the merged model
-(and the adapter, for inspection) into the artifact cache under ``warm/<key>``. The key hashes
-the recipe, the base model's identity, the environment (fingerprint and rendered chat), the
-library versions and this module's source, so a changed recipe is a new folder, never a stale one.
+the SFT schedule. :func:`~pytest_rlgate.policy.warm_train.warm_start` draws ``steps x batch_size``
+chats from that stream, trains a LoRA adapter on the replies with TRL's ``SFTTrainer``, merges it
+and saves the merged model (and the adapter, for inspection) into the artifact cache under
+``warm/<key>``. The key (:func:`warm_key`) hashes the recipe, the base model's identity, the
+environment (fingerprint and rendered chat), the library versions and the syntax of the code that
+trains, so a changed recipe is a new folder, never a stale one.
 
 A registry model warm-started for a named environment is addressed like the model itself:
 ``smollm2-135m+refund`` (``--base-model``, ``--model``, ``load_policy``). Like a registry model
@@ -23,29 +24,23 @@ at load time.
 from __future__ import annotations
 
 import ast
-import collections
 import hashlib
 import inspect
 import itertools
-import json
 import os
 import textwrap
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .._io import cache
 from ..environment.contract import Env, load_env
 from ..errors import UsageError
-from .models import fetched_model_dir, is_model_name
+from .models import fetched_model_dir, is_model_name, model_identity
 from .tiny.corpus import Corpus, Dialogue, ReplyMix, dialogues
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 __all__ = ["WARM_INFO", "WarmStart", "is_warm_name", "split_warm_name", "warm_dataset", "warm_key",
-           "warm_model_dir", "warm_name", "warm_recipe", "warm_start"]
+           "warm_model_dir", "warm_name", "warm_recipe"]
 
 #: The cache kind warm-started models live under.
 KIND = "warm"
@@ -53,8 +48,8 @@ KIND = "warm"
 WARM_INFO = "rlgate_warm.json"
 #: ``<registry model>+<environment>`` names a warm-started model.
 SEPARATOR = "+"
-#: The LoRA every warm start trains: attention and MLP projections, as GRPO's.
-_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: The module that trains a recipe (:func:`~pytest_rlgate.policy.warm_train.warm_start`), read for the key.
+TRAINER = Path(__file__).with_name("warm_train.py")
 
 
 @dataclass(frozen=True)
@@ -128,11 +123,16 @@ def is_warm_name(text: object) -> bool:
 
 def _code_digest() -> str:
     """The code that turns a recipe into weights (the chats drawn, the trainer's configuration), by
-    its syntax tree: a changed statement there is a new key; the module's prose, comments and line
-    breaks are not. What the chats say is the corpus's ``describe()``, in the recipe."""
+    its syntax tree: a changed statement there is a new key; the modules' prose, comments and line
+    breaks are not. What the chats say is the corpus's ``describe()``, in the recipe. The trainer is
+    read from its module's source, not imported: it imports the policy loader, which names warm
+    starts through this module."""
     digest = hashlib.sha256()
-    for function in (warm_dataset, _train):
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    trainer = ast.parse(TRAINER.read_text(encoding="utf-8"))
+    functions = [ast.parse(textwrap.dedent(inspect.getsource(warm_dataset))).body[0],
+                 next(node for node in trainer.body if isinstance(node, ast.FunctionDef) and node.name == "_train")]
+    for function in functions:
+        tree = ast.Module(body=[function], type_ignores=[])
         for node in ast.walk(tree):  # the docstring is prose too
             body = getattr(node, "body", None)
             if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
@@ -148,12 +148,11 @@ def _versions() -> dict[str, str]:
     return {name: metadata.version(name) for name in ("torch", "transformers", "trl", "peft")}
 
 
-def warm_key(model: str, env: Env, recipe: WarmStart | None = None) -> str:
-    """The cache key of base *model* warm-started for *env* with *recipe* (default: its own)."""
-    from .load import base_identity  # load.py resolves warm-start names through this module
-
+def warm_key(base: Mapping[str, str], env: Env, recipe: WarmStart | None = None) -> str:
+    """The cache key of a base model warm-started for *env* with *recipe* (default: its own); *base* is
+    the model's identity (``policy.identity.base_identity``; a registry model's is ``model_identity``)."""
     recipe = recipe or warm_recipe(env)
-    return cache.key(kind=KIND, base=base_identity(model), recipe=recipe.as_dict(),
+    return cache.key(kind=KIND, base=dict(base), recipe=recipe.as_dict(),
                      env={**env.describe(), "chat": env.messages_for("{prompt}")}, versions=_versions(),
                      code=_code_digest())
 
@@ -171,7 +170,7 @@ def warm_model_dir(name: str, *, root: str | os.PathLike[str] | None = None) -> 
                          "e.g. smollm2-135m+refund")
     model, env_name = parts
     fetched_model_dir(model, root=root)  # "not fetched yet" first: the fetch comes before the warm start
-    folder = cache.cache_root(root) / KIND / warm_key(model, load_env(env_name))
+    folder = cache.cache_root(root) / KIND / warm_key(model_identity(model), load_env(env_name))
     if not cache.is_complete(folder):
         raise UsageError(f"model {name!r} is not warm-started in {cache.cache_root(root)} yet; run "
                          f"`{_command(model, env_name)}` once (minutes to an hour on a CPU)")
@@ -184,72 +183,3 @@ def warm_dataset(env: Env, recipe: WarmStart) -> list[Dialogue]:
     category_of = (lambda text: env.category_of({"case": env.case_for(text)})) if env.has_case_for else None
     stream = dialogues(recipe.corpus.writer(recipe.seed), recipe.mix, seed=recipe.seed, category_of=category_of)
     return list(itertools.islice(stream, recipe.steps * recipe.batch_size))
-
-
-def warm_start(model: str, env: Env | str | None = None, *, recipe: WarmStart | None = None,
-               root: str | os.PathLike[str] | None = None, rebuild: bool = False,
-               log: Callable[[str], None] | None = None) -> Path:
-    """Base *model* (a registry model such as ``smollm2-135m``, a folder, a tiny policy) warm-started
-    for *env* with *recipe* (default: the environment's own); returns the merged model's folder in
-    the artifact cache, training it first (once, under the cache's lock) when it is missing. A
-    registry model warm-started with its environment's own recipe is then also addressed as
-    ``<model>+<environment>``. *log* receives one line per logged step."""
-    environment = load_env(env)
-    recipe = recipe or warm_recipe(environment)
-    key = warm_key(model, environment, recipe)
-    return cache.cached_dir(KIND, key, lambda out: _train(out, model, environment, recipe, key, log),
-                            root=root, rebuild=rebuild)
-
-
-def _train(out: Path, model_name: str, env: Env, recipe: WarmStart, key: str,
-           log: Callable[[str], None] | None) -> None:
-    import tempfile
-
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
-
-    from .load import load_policy
-
-    chats = warm_dataset(env, recipe)
-    data = Dataset.from_list([{"prompt": env.messages_for(chat.prompt),
-                               "completion": [{"role": "assistant", "content": chat.reply}]} for chat in chats])
-    model, tokenizer = load_policy(model_name, device="cpu")
-    losses: list[float] = []
-
-    class _Losses(TrainerCallback):
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None,
-                   **kw: object) -> None:
-            if logs and "loss" in logs:
-                losses.append(float(logs["loss"]))
-                if log is not None:
-                    log(f"warm start step {state.global_step}/{recipe.steps}: loss {logs['loss']:.4f}")
-
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=".sft-", dir=out) as scratch:
-        trainer = SFTTrainer(
-            model=model, processing_class=tokenizer, train_dataset=data,
-            args=SFTConfig(output_dir=scratch, max_steps=recipe.steps, per_device_train_batch_size=recipe.batch_size,
-                           learning_rate=recipe.learning_rate, lr_scheduler_type="constant_with_warmup",
-                           warmup_steps=recipe.warmup_steps, max_length=recipe.max_length, seed=recipe.seed,
-                           data_seed=recipe.seed, use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
-                           report_to="none", disable_tqdm=True, dataloader_drop_last=False),
-            peft_config=LoraConfig(r=recipe.lora_rank, lora_alpha=recipe.lora_alpha, lora_dropout=0.0, bias="none",
-                                   target_modules=list(_TARGETS), task_type="CAUSAL_LM"),
-            callbacks=[_Losses()],
-        )
-        trainer.train()
-    seconds = time.perf_counter() - started
-    trainer.model.save_pretrained(str(out / "adapter"))
-    merged = trainer.model.merge_and_unload()
-    merged.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    kinds = collections.Counter(f"{chat.category}/{chat.kind}" for chat in chats)
-    named = warm_name(model_name, env.name) if is_model_name(model_name) else None
-    info = {"name": named, "key": key, "base": model_name, "environment": env.describe(),
-            "recipe": recipe.as_dict(), "versions": _versions(), "data_kinds": dict(sorted(kinds.items())),
-            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-            "loss_curve": losses, "train_seconds": round(seconds, 1),
-            "seconds_per_step": round(seconds / recipe.steps, 2)}
-    (out / WARM_INFO).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -45,7 +45,7 @@ METRICS = "metrics.jsonl"
 MONITOR = "monitor.json"
 GATE = "gate.json"
 ADAPTER = "adapter"
-#: ``--save-every``: the adapter every N steps, as ``checkpoints/checkpoint-N/`` (``rlgate watch`` reads them)
+#: ``--save-steps``: the adapter every N steps, as ``checkpoints/checkpoint-N/`` (``rlgate watch`` reads them)
 CHECKPOINTS = "checkpoints"
 AFTER = "holdout_after.jsonl"
 #: The run's report page, written by :mod:`pytest_rlgate.report` beside the files above.
