@@ -40,7 +40,7 @@ def test_the_real_story_is_the_demos_runs_with_knobs_scaled_to_a_cpu(tmp_path, m
     grpo = [knobs[name] for name in ("grpo", "grpo-balance-0.25", "grpo-hackable-reward")]
     assert {(k.num_generations, k.batch_size, k.beta) for k in grpo} == {(real.REAL_GROUP, real.REAL_BATCH, 0.0)}
     assert knobs["grpo"].save_steps == real.REAL_SAVE_STEPS and knobs["grpo-balance-0.25"].save_steps == 0
-    assert [k.monitor_every for k in grpo] == [12, 0, 12]  # the monitor names the hack: honest run and hackable one
+    assert all(k.monitor_every == 0 for k in knobs.values())  # hack_scan reads the holdout rows instead
     assert knobs["grpo-hackable-reward"].reward == "lookup_anything"
     assert knobs["dpo-constructed"].pair_samples == real.REAL_DPO["pair_samples"]
     assert knobs["dpo-constructed"].constructed_negatives and knobs["dpo-constructed"].monitor_every == 0

@@ -6,7 +6,8 @@ cost: on two shared CPU cores a GRPO step of eight completions takes minutes, no
 the story is the same runs with knobs scaled to a CPU (:func:`real_story`): the environment's
 warm start first (``<model>+<env>``, cached by content), then eight steps of GRPO with groups of
 four and 48-token completions, no reference model; two base runs and one reply per holdout prompt
-of a holdout twice the tiny story's share; the monitor on the two runs whose hack it names; the
+of a holdout twice the tiny story's share; no HackMonitor (its looks sample 32 prompts x 4, as much
+as the training on these cores: ``hack_scan`` reads the trained policy's holdout rows instead); the
 honest run's LoRA kept every four steps, so ``rlgate watch`` gates its checkpoints. Every run is
 cached like the tiny story's, so ``benchmarks/bench_real_story.py`` and this demo share them.
 """
@@ -51,19 +52,17 @@ REAL_SAVE_STEPS = 4
 
 @dataclass(frozen=True)
 class RealStory:
-    """The knobs of the real-model story: every run's, each method's, the watched and monitored runs'."""
+    """The knobs of the real-model story: every run's, each method's, and the watched run's."""
 
     base_model: str
     shared: Mapping[str, object]
     grpo: Mapping[str, object]
     dpo: Mapping[str, object]
     watched: Mapping[str, object] = field(default_factory=dict)
-    monitored: Mapping[str, object] = field(default_factory=dict)
 
-    def knobs(self, method: str, *, watched: bool = False, monitored: bool = False) -> dict[str, object]:
+    def knobs(self, method: str, *, watched: bool = False) -> dict[str, object]:
         """The knobs a run of *method* adds to the story's shared ones."""
-        return {**self.shared, **(self.grpo if method == "grpo" else self.dpo),
-                **(self.watched if watched else {}), **(self.monitored if monitored else {})}
+        return {**self.shared, **(self.grpo if method == "grpo" else self.dpo), **(self.watched if watched else {})}
 
 
 def real_story(base_model: str, steps: int = REAL_STEPS) -> RealStory:
@@ -76,7 +75,6 @@ def real_story(base_model: str, steps: int = REAL_STEPS) -> RealStory:
               "beta": 0.0},
         dpo=dict(REAL_DPO),
         watched={"save_steps": min(REAL_SAVE_STEPS, steps)},
-        monitored={"monitor_every": steps},
     )
 
 

@@ -125,7 +125,7 @@ def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = No
     """The honest runs: GRPO unbalanced, GRPO balanced to 0.25, one DPO round (on *env*'s spec,
     a knob the runs are keyed by; *episodic*: the caller's resolved environment is an episode
     environment, which trains no DPO round, because DPO pairs one-turn replies). *real* scales
-    them to a real model on a CPU (:mod:`.real`): the first run is then watched and monitored."""
+    them to a real model on a CPU (:mod:`.real`): the first run then keeps its checkpoints."""
     shared = _shared(quick, env)
     dpo_extra: dict[str, object] = {"pair_samples": 4} if quick else {}
 
@@ -134,7 +134,7 @@ def configurations(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = No
 
     runs = [
         DemoConfig("grpo", f"GRPO, {steps} steps", "grpo",
-                   {**shared, "steps": steps, **extra("grpo", watched=True, monitored=True)}),
+                   {**shared, "steps": steps, **extra("grpo", watched=True)}),
         DemoConfig("grpo-balance-0.25", f"GRPO --balance 0.25, {steps} steps", "grpo",
                    {**shared, "steps": steps, "balance": 0.25, **extra("grpo")}),
         DemoConfig("dpo-constructed", f"DPO + constructed negatives, {steps} steps", "dpo",
@@ -161,7 +161,7 @@ def hackable_note(env: Env, reward: str) -> str:
 def hackable_configuration(steps: int = STEPS, *, quick: bool = False, env: EnvSpec = None,
                            reward: str = HACKABLE_REWARD, real: RealStory | None = None) -> DemoConfig:
     """GRPO, unbalanced, trained on the deliberately hackable *reward* (*real*: scaled to a real model)."""
-    extra = real.knobs("grpo", monitored=True) if real is not None else {}
+    extra = real.knobs("grpo") if real is not None else {}
     return DemoConfig("grpo-hackable-reward", f"GRPO on the hackable reward, {steps} steps", "grpo",
                       {**_shared(quick, env), "steps": steps, "reward": reward, **extra}, hackable=True)
 
