@@ -17,8 +17,8 @@ a rerun prints the same tables in seconds and an interrupted one goes on where i
 4. **watched and selected**: ``rlgate watch`` on the honest run's LoRA checkpoints (the step-0
    side is the run's own base rows), the look a category is stopped on, if any, and the
    checkpoint ``rlgate select`` ships with its confirmation;
-5. **the hack**: the monitor's scan of the training rollouts and ``hack_scan`` of the holdout
-   rows, honest reward against the hackable one;
+5. **the hack**: ``hack_scan`` of the trained policies' holdout rollouts (the after rows and the
+   re-sample), with the reward each trained on, the honest run against the hackable one;
 6. **what the holdout can see**: ``rlgate plan`` on the base rows;
 
 then the time of each phase and the sampling engine. Progress goes to stderr, the tables to stdout.
@@ -60,6 +60,7 @@ from pytest_rlgate.train.pipeline import gate_runs, load_prompts
 from pytest_rlgate.train.run import CHECKPOINTS, RunFolder
 
 ENGINES = ("generate",)
+RUNS = ("grpo", "grpo-balance-0.25", "dpo-constructed", "grpo-hackable-reward")
 CATEGORIES = ("with_id", "no_id", "off_topic")
 TIMES: dict[str, float] = {}
 
@@ -184,6 +185,9 @@ def main() -> None:
                         help="how replies are sampled: transformers' generate (the only engine wired here yet)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["resample", "watch", "raw"],
                         help="phases to leave out (each is cached anyway)")
+    parser.add_argument("--runs", nargs="*", default=list(RUNS), choices=RUNS,
+                        help="the runs to train or serve (default: all; the first is the watched one, the honest "
+                             "GRPO run, and hack_scan compares it with the hackable one when both are in)")
     args = parser.parse_args()
     started = time.perf_counter()
     env = rg.load_env("refund")
@@ -196,7 +200,7 @@ def main() -> None:
     honest, balanced, dpo = configurations(args.steps, env="refund", real=story)
     hackable = hackable_configuration(args.steps, env="refund", real=story)
     summaries: list[RunSummary] = []
-    for config in (honest, balanced, dpo, hackable):
+    for config in (c for c in (honest, balanced, dpo, hackable) if c.name in args.runs):
         with phase(f"train {config.name}"):
             trained = train_config(config, args.runs_dir)
             if trained.summary is None:
@@ -249,13 +253,14 @@ def main() -> None:
                           f"{flip['after']:g}/{flip['after_rows']}: {flip.get('after_reply')!r}")
     print()
 
+    again_rows: dict[str, list[dict[str, object]]] = {}
     if "resample" not in args.skip:
         print(f"## The verdicts again, after rows sampled at seed {args.resample_seed}\n")
         print("| run | " + " | ".join(CATEGORIES) + " | gate | same verdicts |\n|---|---|---|---|---|---|")
         for s in summaries:
             folder = RunFolder.open(s.path)
             with phase(f"resample {s.config.name}"):
-                rows = resampled(folder, args.resample_seed)
+                rows = again_rows[s.config.name] = resampled(folder, args.resample_seed)
             again = gate_runs([list(read_rows(p)) for p in folder.before_files], rows, env=env).to_dict()
             first_verdicts, second = verdicts(s.gate), verdicts(again)
             same = all(first_verdicts[c]["verdict"] == second[c]["verdict"] for c in CATEGORIES)
@@ -263,17 +268,21 @@ def main() -> None:
                   + f" | {'PASSED' if again['passed'] else 'FAILED'} | {'yes' if same else 'no'} |")
         print()
 
-    if "watch" not in args.skip:
+    watched_run = next((s for s in summaries if s.config.name == honest.name), None)
+    if "watch" not in args.skip and watched_run is not None:
         print("## Watched and selected\n")
-        checkpoints = first.path / CHECKPOINTS
+        checkpoints = RunFolder.open(watched_run.path).path / CHECKPOINTS
         looks = len(list(checkpoints.glob("checkpoint-*")))
+        watch_dir = args.runs_dir / "watch"
+        said: list[str] = []
         with phase("watch the honest run's checkpoints"):
             watched = rg.watch_checkpoints(
                 checkpoints, holdout, env=env, base_model=story.base_model, baseline=first.before_files[0],
-                out=args.runs_dir / "watch", k=args.k, seed=17, max_new_tokens=args.max_new_tokens,
-                planned_looks=looks, select="pass@1/with_id", say=say)
-        for reach in watched.notes:
-            print(reach)
+                out=watch_dir, k=args.k, seed=17, max_new_tokens=args.max_new_tokens,
+                planned_looks=looks, select="pass@1/with_id", say=lambda line: (said.append(line), say(line)))
+        for line in [*said, *watched.notes]:
+            if "scenarios" in line or "can stop" in line:  # what each category can see, said first
+                print(line)
         for look in watched.looks:
             print(f"look {look.look} (step {look.step}): level {look.alpha:.4f}, regressed: "
                   f"{', '.join(look.regressed) or 'nothing'}")
@@ -282,21 +291,24 @@ def main() -> None:
             print(watched.selection.summary())
         print(f"(`rlgate watch {checkpoints} --env refund --base-model {story.base_model} --baseline "
               f"{first.before_files[0]} --holdout {story.shared['holdout']} --k {args.k} --max-new-tokens "
-              f"{args.max_new_tokens} --looks {looks} --select pass@1/with_id`, then `rlgate select "
-              f"{checkpoints}/rlgate-watch`)\n")
+              f"{args.max_new_tokens} --looks {looks} --select pass@1/with_id --out {watch_dir}`, then "
+              f"`rlgate select {watch_dir}`)\n")
 
-    print("## The hack, named\n")
-    for s in (summaries[0], summaries[-1]):
-        folder = RunFolder.open(s.path)
-        scan = (folder.monitor or {}).get("last_scan") or {}
-        alarms = [f"{a['kind']} at step {a['step']}" for a in (folder.monitor or {}).get("alarms", [])]
-        print(f"- {s.config.label}: monitor's scan of the last training rollouts: regime {scan.get('regime')}, top "
-              f"feature {scan.get('top_feature')}; alarms: {', '.join(alarms) or 'none'}")
-        found = rg.hack_scan(list(read_rows(folder.after_file)), before=list(read_rows(folder.before_files[0])),
-                             env=env, reward=s.config.knobs.get("reward"))
-        print(f"  hack_scan of the holdout rows (trained on {s.config.knobs.get('reward') or 'refund score'}): "
-              f"{found.summary().splitlines()[0]}")
-    print()
+    if again_rows:
+        print("## The hack, named: hack_scan of the trained policies' rollouts\n")
+        print("Two rollouts a holdout prompt (the after rows and the re-sample), against the base's two runs, "
+              "scored with the reward each run trained on:\n")
+        for s in [s for s in summaries if s.config.name in ("grpo", "grpo-hackable-reward")]:
+            folder = RunFolder.open(s.path)
+            trained_on = s.config.knobs.get("reward")
+            found = rg.hack_scan([*read_rows(folder.after_file), *again_rows[s.config.name]],
+                                 before=[row for rows in before for row in rows], env=env, reward=trained_on)
+            print(f"- {s.config.label} (trained on {trained_on or 'refund score'}): {found.summary().splitlines()[0]}")
+            for category, scan in sorted(found.by_category.items()):
+                pays = getattr(scan, "pays_for", None)  # what the reward pays for, where hack_scan says it
+                print(f"  - {category}: regime {scan.regime}, top feature {scan.top_feature}"
+                      + (f"; pays for {pays()}" if callable(pays) else ""))
+        print()
 
     print("## What this holdout can see\n")
     with phase("plan"):
