@@ -15,6 +15,7 @@ process samples its share of the prompts and the main process writes the file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import fingerprint, read_prompts
 from ..data.provenance import row_header
+from ..data.shards import parse_shard, shard_header, shard_positions, shard_summary
 from ..environment.contract import Env
 from ..errors import UsageError
 from ..gate.adaptive import DEFAULT_SPENDING, K_MAX, LOOKS, SPENDING, AdaptiveDesign, total_level, until_decided
@@ -32,12 +34,14 @@ from ..policy.load import load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
 from ..policy.sampling import DEFAULT_BATCH_SIZE, SampleOptions, VllmSampler
+from ..policy.served import ServedModel
 from ..records import PromptItem
 from ..train import config as C
 from ..train.cached import adapter_identity, base_identity
 from ..train.config import RunKnobs, is_tiny
 from ..train.inputs import load_prompts
 from .gate import _add_option
+from .served import add_served_arguments, loaded_adapter, served_from, served_sampler
 
 #: The ranges of the flags shared with `rlgate train` (declared once, on the knobs).
 BOUNDS = bounds_of(RunKnobs)
@@ -70,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
                         help="the row file to write (.gz: compressed); <PATH>.partial holds it while it grows")
     parser.add_argument("--restart", action="store_true", help="drop an unfinished <PATH>.partial and start over")
+    add_served_arguments(parser)
+    add_scale_arguments(parser)
     u = parser.add_argument_group(
         "until decided: --k replies for every prompt, a gate against BEFORE, then more replies only for the "
         "categories still inconclusive (exit 1 when a look claims a regression)")
@@ -86,6 +92,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name in UNTIL_DECIDED_GATE:
         _add_option(parser, GateOptions.field(name))
     add_output_arguments(parser)
+
+
+def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--shard I/N`` (one job of an array) and ``--ray [ADDRESS]`` (all of them, as Ray tasks)."""
+    g = parser.add_argument_group("scale out: shards of one run, merged by `rlgate merge` into the unsharded rows")
+    g.add_argument("--shard", metavar="I/N",
+                   help="sample only shard I of N (0-based: a SLURM array's or an indexed job's index); the scenarios "
+                        "whose stable hash falls in it; `rlgate merge` joins the N files")
+    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the shards as Ray tasks (ADDRESS: a cluster, e.g. auto or ray://head:10001; none: a "
+                        "local one) and write the merged rows to --out")
+    g.add_argument("--ray-tasks", type=Number(1, 100_000, "8", integer=True), metavar="N",
+                   help="shards (Ray tasks) to split the run into (default: the cluster's CPUs, or GPUs with "
+                        "--ray-gpus)")
+    g.add_argument("--ray-gpus", type=Number(0, 64, "1"), default=0.0, metavar="G",
+                   help="GPUs each task reserves, when each loads --model itself (%(default)s: tasks sample "
+                        "--base-url, or on CPU)")
 
 
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     ranks.init_from_launcher()
     env: Env = args.env  # resolved at the door (cli._resolve_env)
+    served = served_from(args)
     if args.model is None:
         if env.base_model is None:
             raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
@@ -128,34 +152,53 @@ def run(args: argparse.Namespace) -> int:
         args.model = env.base_model
     if args.adapter is not None:
         check_adapter(args.adapter, flag="--adapter")
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    if getattr(args, "ray", None) is not None:
+        from .fanout import sample_on_ray
+
+        return sample_on_ray(args)
     items, source = holdout_items(args, env)
     max_new = args.max_new_tokens or (C.TINY_MAX_COMPLETION_LENGTH if is_tiny(args.model) else C.MAX_COMPLETION_LENGTH)
     seeds = [args.sample_seed + i for i in range(args.base_runs)]
+    sampling = SampleOptions(k=args.k, temperature=args.temperature, top_p=args.top_p, seed=seeds[0],
+                             max_new_tokens=max_new, batch_size=args.batch_size)
     label = str(args.model) if args.adapter is None else f"{args.model}+{Path(args.adapter).name}"
-    header = {
-        **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, temperature=args.temperature,
-                     top_p=args.top_p, seed=seeds[0], k=args.k),
-        "sampler": {"model": base_identity(str(args.model)),
-                    "adapter": None if args.adapter is None else adapter_identity(args.adapter),
-                    "seeds": seeds, "max_new_tokens": max_new, "backend": args.backend, "prompts": source},
-    }
-    if args.until_decided is not None:
-        return _until_decided(args, env, items, header, label, max_new)
-    model, tokenizer = _policy(args)
-    sampled, kept = sample_to_file(
-        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label,
-        sampling=SampleOptions(k=args.k, temperature=args.temperature, top_p=args.top_p, seed=seeds[0],
-                               max_new_tokens=max_new, batch_size=args.batch_size),
-        restart=args.restart, progress=args.progress, backend=args.backend)
+    with contextlib.ExitStack() as stack:
+        if served is not None:
+            served = stack.enter_context(loaded_adapter(served, args.adapter))
+            label = f"{label} (served)"
+            sampler: dict[str, Any] = served_sampler(served, env, items, sampling, adapter=args.adapter)
+        else:
+            sampler = {"model": base_identity(str(args.model)),
+                       "adapter": None if args.adapter is None else adapter_identity(args.adapter),
+                       "backend": args.backend}
+        header = {
+            **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, temperature=args.temperature,
+                         top_p=args.top_p, seed=seeds[0], k=args.k),
+            "sampler": {**sampler, "seeds": seeds, "max_new_tokens": max_new, "prompts": source},
+        }
+        if args.until_decided is not None:
+            if shard is not None:
+                raise UsageError("--shard and --until-decided: a sample until decided gates the whole holdout at "
+                                 "each look; drop --shard")
+            return _until_decided(args, env, items, header, label, max_new, served)
+        if shard is not None:
+            header = shard_header(header, items, shard)
+            items = [items[i] for i in shard_positions(items, shard)]
+        model, tokenizer = (served, None) if served is not None else _policy(args)
+        sampled, kept = sample_to_file(
+            model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label, sampling=sampling,
+            restart=args.restart, progress=args.progress, backend=args.backend)
     if ranks.is_main_process():
         resumed = f", {kept} kept from an interrupted run" if kept else ""
+        part = f"{shard_summary(header)}, " if shard is not None else ""
         print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "
-              f"({sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
+              f"({part}{sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
     return 0
 
 
 def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], header: dict[str, Any], label: str,
-                   max_new: int) -> int:
+                   max_new: int, served: ServedModel | None) -> int:
     """``--until-decided BEFORE``: sample look by look, gating each against BEFORE; 1 when a look regressed."""
     if ranks.group_size() > 1:
         raise UsageError("--until-decided runs on one process (each look depends on the last); start it without "
@@ -175,7 +218,7 @@ def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], 
     options = GateOptions(env=env, **values)
     design = AdaptiveDesign.plan(args.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
                          family_level=total_level(options))
-    model, tokenizer = _policy(args)
+    model, tokenizer = (served, None) if served is not None else _policy(args)
     draw = policy_draw(model, tokenizer, env=env, seed=header["sampling"]["seed"], policy=label,
                        temperature=args.temperature, top_p=args.top_p, max_new_tokens=max_new,
                        batch_size=args.batch_size, backend=args.backend)

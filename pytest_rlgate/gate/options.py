@@ -169,6 +169,9 @@ class GateOptions:
     allow_env_change: bool = _option(False, "compare sides whose headers name different environment fingerprints "
                                             "or prompt sets (the result says so); the fix is `rlgate regrade` of "
                                             "the older side", flag="--allow-env-change")
+    allow_model_change: bool = _option(False, "compare sides sampled from different served base models (the result "
+                                              "says so); an adapter gates against the base it was trained from",
+                                       flag="--allow-model-change")
     shared_units_only: bool = _option(False, "the holdout changed: gate the units both sides share and report how "
                                              "many were dropped from each side (default: unpaired units are an "
                                              "error)", flag="--shared-units-only")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .handles import Model, SampleKeywords, Tokenizer
+    from .served import ServedModel
 
 __all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "SAMPLE_SEED", "SAMPLE_TEMPERATURE",
            "SAMPLE_TOP_P", "Policy", "SampleOptions", "VllmSampler", "generate_batch", "prompt_text", "render",
@@ -251,6 +252,6 @@ def refuse_later_replies(sampling: SampleOptions) -> None:
                          f"{sampling.first} and up alone: extend rows with backend='transformers'")
 
 
-#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a callable, or (vLLM
-#: backend only) a model name or folder
-Policy = Union["Model", VllmSampler, PolicyFunction, str]
+#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a model behind an
+#: OpenAI-compatible endpoint, a callable, or (vLLM backend only) a model name or folder
+Policy = Union["Model", VllmSampler, "ServedModel", PolicyFunction, str]
