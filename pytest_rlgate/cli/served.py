@@ -75,7 +75,8 @@ def served_sampler(served: ServedModel, env: Env, items: list[PromptItem], sampl
     record = served.identity()
     record.pop("url", None)
     if items:
-        record.update(served.seed_check(served_messages(env, items[0]), sampling))
+        record.update(served.seed_check(env.messages_for(prompt_text(items[0])), sampling,
+                                        prompt=prompt_text(items[0])))
         warn_seed(served, record["seed"])
     is_adapter = record.get("parent") is not None
     base_root = record["base"]
@@ -87,10 +88,6 @@ def served_sampler(served: ServedModel, env: Env, items: list[PromptItem], sampl
     else:
         adapter_id = None
     return {"model": model, "adapter": adapter_id, "backend": "served", "served": record}
-
-
-def served_messages(env: Env, item: PromptItem) -> list[dict[str, str]]:
-    return env.messages_for(prompt_text(item))
 
 
 @contextlib.contextmanager

@@ -154,11 +154,15 @@ class ServedModel:
     model: str
     concurrency: int = DEFAULT_CONCURRENCY
     api_key_env: str = API_KEY_ENV
-    retries: int = RETRIES
-    backoff: float = BACKOFF
+    retries: int = -1
+    backoff: float = -1.0
     timeout: float = TIMEOUT
 
     def __post_init__(self) -> None:
+        if self.retries == -1:  # unset: the module's defaults, read when built
+            object.__setattr__(self, "retries", RETRIES)
+        if self.backoff == -1.0:
+            object.__setattr__(self, "backoff", BACKOFF)
         if not isinstance(self.base_url, str) or not self.base_url.strip():
             raise UsageError("--base-url: give the server's address, e.g. http://localhost:8000/v1")
         parts = urlsplit(self.base_url.strip())
@@ -226,7 +230,7 @@ class ServedModel:
         parent = self.identity()["parent"]
         return self.with_model(parent) if isinstance(parent, str) and parent else self
 
-    def seed_check(self, messages: Sequence[Message], sampling: SampleOptions) -> dict[str, Any]:
+    def seed_check(self, messages: Sequence[Message], sampling: SampleOptions, *, prompt: str = "") -> dict[str, Any]:
         """Whether the server honours ``seed`` (``honoured``, ``ignored`` or ``untested``), and the
         engine build it reports (``system_fingerprint``), from three short requests.
 
@@ -242,12 +246,12 @@ class ServedModel:
             payload = {"model": self.model, "messages": wire_messages(messages), "n": 1, "seed": value,
                        "temperature": probe.temperature, "top_p": probe.top_p, "max_tokens": probe.max_new_tokens}
             try:
-                answer = await session.request("POST", "/chat/completions", payload, what="checking that it honours "
-                                               "'seed' (three short requests)")
+                answer = await session.request("POST", "/chat/completions", payload,
+                                               what=f"checking that it honours 'seed' on prompt {_short(prompt)!r}")
             except _Refused as refused:
                 raise refused.error from None
             engine = answer.get("system_fingerprint") if isinstance(answer, Mapping) else None
-            return _text(_message(answer, self.url, "the seed check")), engine
+            return _text(_message(answer, self.url, prompt)), engine
 
         found = _run(self, lambda session: session.each(seeds, one))
         texts = [text for text, _ in found]
@@ -477,13 +481,13 @@ class _Session:
         tasks = [asyncio.ensure_future(call(self, item)) for item in items]
         if not tasks:
             return []
-        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None)
-        if failed is not None:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            raise failed.exception()  # type: ignore[misc]
+        _done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        failures = [t.exception() for t in tasks if not t.cancelled() and t.exception() is not None]
+        if failures:  # every failure retrieved (so none is reported as lost), the first raised
+            raise failures[0]  # type: ignore[misc]
         return [task.result() for task in tasks]
 
 
