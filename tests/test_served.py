@@ -272,3 +272,38 @@ def test_no_warning_for_a_server_that_honours_seed(prompts: Path, tmp_path: Path
     with fake_server() as fake, warnings.catch_warnings():
         warnings.simplefilter("error", RlgateWarning)
         assert _sample(fake, tmp_path / "rows.jsonl", prompts) == 0
+
+
+def test_a_watched_run_gates_adapters_loaded_into_the_live_server(prompts: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    ckpts = tmp_path / "job"
+    for step, value in ((10, 0.5), (20, 2.0)):
+        folder = _adapter(ckpts / f"checkpoint-{step}", value)
+        (folder / "trainer_state.json").write_text("{}")
+    with fake_server() as fake:
+        code = main(["watch", str(ckpts), "--base-url", fake.url, "--base-model", BASE, "--prompts", str(prompts),
+                     "--k", "2", "--max-new-tokens", "8", "--no-progress"])
+        assert code in (0, 1), capsys.readouterr().err
+        loads = [r for r in fake.requests if "lora_path" in r]
+        assert [Path(r["lora_path"]).name for r in loads][:2] == ["checkpoint-10", "checkpoint-20"]
+        assert not fake.adapters  # each unloaded after its look
+        sampled = [r["model"] for r in fake.requests if "messages" in r]
+    assert sampled[0] == BASE and {r["lora_name"] for r in loads} <= set(sampled)
+    watch = ckpts / "rlgate-watch"
+    step0, step20 = read_header(watch / "step-000000.jsonl"), read_header(watch / "step-000020.jsonl")
+    assert step0 is not None and step20 is not None
+    assert step0["sampler"]["served"]["parent"] is None and step20["sampler"]["served"]["parent"] == BASE
+    assert step20["sampler"]["model"] == step0["sampler"]["model"]  # one base, two adapters on it
+    assert "look 2 (checkpoint-20" in capsys.readouterr().out
+
+
+def test_a_watch_through_a_server_refuses_full_weight_checkpoints(prompts: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    full = tmp_path / "job" / "checkpoint-5"
+    full.mkdir(parents=True)
+    (full / "config.json").write_text("{}")
+    (full / "model.safetensors").write_bytes(b"x")
+    with fake_server() as fake:
+        assert main(["watch", str(tmp_path / "job"), "--base-url", fake.url, "--base-model", BASE, "--prompts",
+                     str(prompts), "--no-progress"]) == 2
+    assert "LoRA adapters only" in _one_line(capsys)

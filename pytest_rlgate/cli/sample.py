@@ -37,11 +37,11 @@ from ..policy.sampling import DEFAULT_BATCH_SIZE, SampleOptions, VllmSampler
 from ..policy.served import ServedModel
 from ..records import PromptItem
 from ..train import config as C
-from ..train.cached import adapter_identity, base_identity
+from ..train.cached import adapter_identity, adapter_name, base_identity, served_identity
 from ..train.config import RunKnobs, is_tiny
 from ..train.inputs import load_prompts
 from .gate import _add_option
-from .served import add_served_arguments, loaded_adapter, served_from, served_sampler
+from .served import add_served_arguments, served_from
 
 #: The ranges of the flags shared with `rlgate train` (declared once, on the knobs).
 BOUNDS = bounds_of(RunKnobs)
@@ -142,14 +142,14 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     ranks.init_from_launcher()
     env: Env = args.env  # resolved at the door (cli._resolve_env)
-    served = served_from(args)
-    if args.model is None:
+    if args.model is None and args.base_url is None:
         if env.base_model is None:
             raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
                              f"id, a local model folder, or a tiny policy ({C.TINY_POLICY} for a one-turn "
                              "environment; `rlgate policy build --env SPEC --out DIR` builds one for a tool "
                              "environment)")
         args.model = env.base_model
+    served = served_from(args, args.model)
     if args.adapter is not None:
         check_adapter(args.adapter, flag="--adapter")
     shard = parse_shard(args.shard) if args.shard is not None else None
@@ -165,9 +165,10 @@ def run(args: argparse.Namespace) -> int:
     label = str(args.model) if args.adapter is None else f"{args.model}+{Path(args.adapter).name}"
     with contextlib.ExitStack() as stack:
         if served is not None:
-            served = stack.enter_context(loaded_adapter(served, args.adapter))
+            if args.adapter is not None:
+                served = stack.enter_context(served.loaded(adapter_name(args.adapter), args.adapter))
             label = f"{label} (served)"
-            sampler: dict[str, Any] = served_sampler(served, env, items, sampling, adapter=args.adapter)
+            sampler: dict[str, Any] = served_identity(served, env, items, sampling, adapter=args.adapter)
         else:
             sampler = {"model": base_identity(str(args.model)),
                        "adapter": None if args.adapter is None else adapter_identity(args.adapter),

@@ -1,7 +1,8 @@
 """``rlgate watch CKPT_DIR``: gate each ``checkpoint-N`` folder a training job writes, as it appears.
 
 For a job rlgate did not start (TRL, a plain Trainer, a cluster job): every checkpoint - a
-LoRA adapter on its base model, or full weights - is sampled on the holdout and tested
+LoRA adapter on its base model, or full weights - is sampled on the holdout (or, with
+``--base-url``, each adapter is loaded into a running server and sampled there) and tested
 against step 0 (the base model, sampled once) or a stored baseline, with the error budget
 spent across the looks; the watch stops at the first regression (exit 1) and ends by
 choosing the checkpoint to ship, confirmed on a fresh sample. Resumable: rerun the same
@@ -20,6 +21,7 @@ from ..train import config as C
 from ..train.config import RunKnobs, is_tiny
 from ..train.watch import WATCH_DIR, base_of_checkpoints, watch_checkpoints
 from .sample import add_prompt_arguments, holdout_items
+from .served import add_served_arguments, served_from
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"
 BOUNDS = bounds_of(RunKnobs)
@@ -33,8 +35,9 @@ SECONDS = Number(0, 7 * 24 * 3600, "600")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ckpt_dir", metavar="CKPT_DIR", help="the job's output folder, where it writes checkpoint-N/")
     add_env_argument(parser, resolve="always")
-    parser.add_argument("--base-model", metavar="ID|DIR",
-                        help="step 0: the model the run started from (default: the LoRA adapters' base model)")
+    parser.add_argument("--base-model", metavar="ID|DIR|NAME",
+                        help="step 0: the model the run started from (default: the LoRA adapters' base model); with "
+                             "--base-url, the name the server serves it under")
     parser.add_argument("--baseline", metavar="ROWS", help="gate against these stored rows instead of sampling step 0")
     add_prompt_arguments(parser)
     s = parser.add_argument_group("sampling")
@@ -58,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="keep waiting for new checkpoints until none came for this long (%(default)s: gate what "
                         "is there and finish)")
     w.add_argument("--poll", type=SECONDS, default=10.0, metavar="SECONDS", help="(%(default)s)")
+    add_served_arguments(parser)
     parser.add_argument("--out", metavar="DIR", help=f"the watch folder (default: CKPT_DIR/{WATCH_DIR})")
     parser.add_argument("--restart", action="store_true", help="drop what the watch folder holds and start over")
     add_output_arguments(parser)
@@ -68,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     env: Env = args.env  # resolved at the door (cli._resolve_env)
     items, _source = holdout_items(args, env)
     base = args.base_model
+    served = served_from(args, base, "--base-model")
     named = base or base_of_checkpoints(args.ckpt_dir) if Path(args.ckpt_dir).is_dir() else base
     max_new = args.max_new_tokens or (C.TINY_MAX_COMPLETION_LENGTH if named and is_tiny(named)
                                       else C.MAX_COMPLETION_LENGTH)
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.sample_seed, temperature=args.temperature, top_p=args.top_p, max_new_tokens=max_new,
         alpha=args.alpha, planned_looks=args.looks, window=args.window, policy=args.policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
-        device=args.device, progress=args.progress, say=lambda line: print(line, flush=True))
+        device=args.device, progress=args.progress, served=served, say=lambda line: print(line, flush=True))
     for note in result.notes:
         print(note)
     where = f"-> {result.out}"

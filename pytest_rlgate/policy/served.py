@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import os
 import random
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -321,6 +323,17 @@ class ServedModel:
             if "already" not in str(exc):  # loaded by a run that stopped early: the name is the content's
                 raise
         return self.with_model(name)
+
+    @contextlib.contextmanager
+    def loaded(self, name: str, path: str | os.PathLike[str]) -> Iterator[ServedModel]:
+        """The adapter folder *path* loaded into the server as *name* for the block (unloaded after):
+        how a checkpoint is sampled without reloading the base. Name it by its content, so a run
+        stopped before unloading finds it loaded with the same weights."""
+        loaded = self.load_adapter(name, str(Path(path).resolve()))
+        try:
+            yield loaded
+        finally:
+            self.unload_adapter(name)
 
     def unload_adapter(self, name: str) -> None:
         """``POST /v1/unload_lora_adapter``: the server drops adapter *name*."""

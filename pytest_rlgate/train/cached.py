@@ -15,14 +15,17 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .._io import cache, ranks
 from ..data.rows import Rows, load_rows, write_rows
 from ..environment.contract import Env
+from ..policy.generate import SampleOptions, prompt_text
 from ..policy.load import tiny_policy_key
 from ..policy.models import is_model_name, model_identity
+from ..policy.served import ServedModel, warn_seed
 from ..policy.tiny.spec import TINY_PREFIX
-from ..records import Row
+from ..records import PromptItem, Row
 from .adapters import run_lineage
 from .config import RunKnobs, resolved
 from .difficulty import selection_seed
@@ -30,7 +33,10 @@ from .inputs import load_prompts, versions
 from .methods import trainer
 from .run import RunFolder
 
-__all__ = ["CachedRun", "base_identity", "cached_rows", "cached_run", "env_identity", "run_key"]
+__all__ = ["CachedRun", "adapter_name", "base_identity", "cached_rows", "cached_run", "env_identity", "run_key",
+           "served_identity"]
+
+T = TypeVar("T")
 
 #: Knobs that name where a run lands, not what it learns, or (``env``) that the key holds
 #: by identity instead of by spelling: left out of the knobs part.
@@ -170,6 +176,46 @@ def cached_rows(
 
     folder = _rank_aware("rows", key, build, root=root, everyone=follow)
     return load_rows(folder / "rows.jsonl"), not built
+
+
+def _local(root: object, identity: Callable[[str], T]) -> T | None:
+    """*identity* of *root* when it is a folder on this machine (a server's own path for its weights)."""
+    return identity(root) if isinstance(root, str) and Path(root).is_dir() else None
+
+
+def served_identity(served: ServedModel, env: Env, items: Sequence[PromptItem], sampling: SampleOptions, *,
+                    adapter: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """What a row header's ``sampler`` says of a model behind an endpoint: ``model`` and ``adapter``
+    as for a loaded one, the engine ``served``, and ``served``: the server's own account
+    (:meth:`~pytest_rlgate.policy.served.ServedModel.identity`, without the URL, so replicas of one
+    model write one header and their shards merge) and whether it honours ``seed`` (checked on the
+    first prompt; a warning when it does not).
+
+    Where the server's root for the weights is a folder on this machine, ``model`` (and an
+    adapter's ``adapter``) is the content hash ``--model DIR`` rows carry, so a gate tells "the
+    same weights on another engine" from "another model". *adapter* is the local folder an
+    adapter was loaded from.
+    """
+    record = served.identity()
+    record.pop("url", None)
+    if items:
+        text = prompt_text(items[0])
+        record.update(served.seed_check(env.messages_for(text), sampling, prompt=text))
+        warn_seed(served, record["seed"])
+    parent = record.get("parent")
+    model = _local(record["base"], base_identity) or {"served": parent if parent else record["id"]}
+    if adapter is not None:
+        adapter_id: object = adapter_identity(adapter)
+    elif parent:
+        adapter_id = _local(record.get("root"), adapter_identity) or {"served": record["id"]}
+    else:
+        adapter_id = None
+    return {"model": model, "adapter": adapter_id, "backend": "served", "served": record}
+
+
+def adapter_name(path: str | os.PathLike[str]) -> str:
+    """The name an adapter folder is loaded into a server under: its content's, so a name means one set of weights."""
+    return f"rlgate-{adapter_identity(path)[:16]}"
 
 
 def adapter_identity(path: str | os.PathLike[str]) -> str:

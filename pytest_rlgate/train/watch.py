@@ -19,12 +19,13 @@ continuing from its ``.partial`` file; other settings are refused, naming what d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,9 @@ from ..policy.load import load_policy
 from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from ..policy.resumable import sample_to_file
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+from ..policy.served import ServedModel
 from ..records import PromptItem
-from .cached import base_identity
+from .cached import adapter_name, base_identity, served_identity
 
 __all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
            "watch_checkpoints"]
@@ -131,21 +133,34 @@ def _base_of(folder: Path) -> str | None:
 
 
 class _Sampler:
-    """Sampling one model's rows into a watch file, with the provenance header of ``rlgate sample``."""
+    """Sampling one model's rows into a watch file, with the provenance header of ``rlgate sample``.
+
+    With *served* (a model behind an endpoint) nothing is loaded here: step 0 is the served base,
+    and a LoRA checkpoint is loaded into the server by its content's name, sampled by that name
+    and unloaded after (``/v1/load_lora_adapter``), so the base is never reloaded.
+    """
 
     def __init__(self, env: Env, items: Sequence[PromptItem], sampling: SampleOptions, *, device: str | None,
-                 progress: bool | None) -> None:
+                 progress: bool | None, served: ServedModel | None = None) -> None:
         self.env, self.items, self.sampling = env, list(items), sampling
-        self.device, self.progress = device, progress
+        self.device, self.progress, self.served = device, progress, served
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
         if not out.exists():
             sampling = self.sampling
-            header = {**row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
-                                   temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, k=sampling.k),
-                      "sampler": {"model": base_identity(model_id),
-                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed],
-                                  "max_new_tokens": sampling.max_new_tokens}}
+            header = row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
+                                temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, k=sampling.k)
+            if self.served is not None:
+                with self.served.loaded(adapter_name(adapter), adapter) if adapter is not None \
+                        else contextlib.nullcontext(self.served) as served:
+                    sampler = served_identity(served, self.env, self.items, replace(sampling, seed=seed),
+                                              adapter=adapter)
+                    sample_to_file(served, None, self.items, out, header={**header, "sampler": {
+                        **sampler, "seeds": [seed], "max_new_tokens": sampling.max_new_tokens}}, env=self.env,
+                        seeds=[seed], sampling=sampling, policy=label, progress=self.progress)
+                return load_rows(out)
+            header["sampler"] = {"model": base_identity(model_id), "adapter": None if adapter is None else str(adapter),
+                                 "seeds": [seed], "max_new_tokens": sampling.max_new_tokens}
             model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
             sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed],
                            sampling=sampling, policy=label, progress=self.progress)
@@ -193,6 +208,7 @@ def watch_checkpoints(
     restart: bool = False,
     device: str | None = None,
     progress: bool | None = None,
+    served: ServedModel | None = None,
     say: Callable[[str], None] = lambda _line: None,
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
@@ -202,7 +218,9 @@ def watch_checkpoints(
     adapters' own base model), or the rows of *baseline* (a stored baseline file). With
     *idle* > 0 it keeps polling every *poll* seconds for new checkpoints until none has
     appeared for *idle* seconds (or *planned_looks* are done). *say* receives one line per
-    event (the CLI prints them).
+    event (the CLI prints them). *served* samples through a running server instead of loading
+    models here: step 0 is *base_model* as the server names it (default: *served*'s own model),
+    each LoRA checkpoint is loaded into the server for its look and unloaded after.
     """
     env_ = load_env(env)
     sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
@@ -216,6 +234,12 @@ def watch_checkpoints(
         raise UsageError("the holdout is empty; pass the prompt items to sample")
     found = checkpoints(root, ready_only=False)
     kinds = {_kind(p) for _s, p in found} - {None}
+    if served is not None:
+        if "full" in kinds:
+            raise UsageError(f"{root} holds full-weight checkpoints: a running server loads LoRA adapters only; watch "
+                             "them without --base-url (each is loaded here), or save LoRA checkpoints")
+        base_model = base_model or served.model
+        served = served.with_model(base_model)
     if base_model is None and baseline is None:
         base_model = base_of_checkpoints(root)
         if base_model is None:
@@ -228,10 +252,11 @@ def watch_checkpoints(
                 "base_model": base_model, "baseline": None if baseline is None else str(baseline), "k": k,
                 "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
                 "alpha": alpha, "planned_looks": planned_looks, "window": window,
-                "policy": None if policy is None else str(policy), "select": select}
+                "policy": None if policy is None else str(policy), "select": select,
+                "engine": None if served is None else "served"}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
-    sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
+    sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress, served=served)
     options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
     gate = SequentialGate(alpha=alpha, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
@@ -256,6 +281,9 @@ def watch_checkpoints(
                 notes.append(f"checkpoint-{step} and later were not gated: the {gate.planned} planned looks are done")
                 break
             kind = _kind(path)
+            if kind == "full" and served is not None:
+                raise UsageError(f"{path} holds full weights: a running server loads LoRA adapters only; watch it "
+                                 "without --base-url")
             model_id = str(base_model) if kind == "lora" else str(path)
             if kind == "lora" and base_model is None:
                 base_model = _base_of(path)
@@ -316,6 +344,9 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
         settings = json.loads((root / SETTINGS).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise DataError(f"unreadable watch settings ({exc})", path=root / SETTINGS) from None
+    if settings.get("engine") == "served":
+        raise UsageError(f"{root} was watched through a server (--base-url): confirm by running that `rlgate watch` "
+                         "command again, with the server up; it confirms its pick when it ends")
     env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
     items = read_prompts(root / HOLDOUT, env=env)
     sampling = SampleOptions(k=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
