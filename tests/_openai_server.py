@@ -102,11 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
                                                       "loaded."}})
                 return
             fake.adapters[body["lora_name"]] = body["lora_path"]
-            self._send(200, {}, raw=b'"Success"')
+            self._send(200, {}, raw=f"Success: LoRA adapter '{body['lora_name']}' added successfully.".encode())
             return
         if self.path == "/v1/unload_lora_adapter":
             fake.adapters.pop(body["lora_name"], None)
-            self._send(200, {}, raw=b'"Success"')
+            self._send(200, {}, raw=f"Success: LoRA adapter '{body['lora_name']}' removed successfully.".encode())
             return
         if self.path != "/v1/chat/completions":
             self._send(404, {"error": {"message": f"no route {self.path}"}})

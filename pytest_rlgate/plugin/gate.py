@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from pytest_rlgate.gate.afters import SeedSources
     from pytest_rlgate.gate.recipe import RecipeGateResult
     from pytest_rlgate.gate.result import GateResult
-    from pytest_rlgate.policy.generate import Policy
     from pytest_rlgate.policy.handles import Tokenizer
+    from pytest_rlgate.policy.kinds import Policy
     from pytest_rlgate.records import PromptItem
 
 PROPERTY = "rlgate_gate"

@@ -36,8 +36,9 @@ from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
 from ..errors import RlgateWarning, UsageError
 from ..records import PromptItem
-from .generate import Policy, SampleOptions, VllmSampler, generate_batch, reply_seed
+from .generate import SampleOptions, VllmSampler, generate_batch, reply_seed
 from .handles import Message, PolicyFunction, Prompts, RowMeta
+from .kinds import Policy
 from .served import OVERFLOW, ServedModel, Turn, chat_key, tool_schemas
 
 if TYPE_CHECKING:

@@ -15,12 +15,12 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from .._io.progress import progress_enabled
 from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
-from .handles import PolicyFunction, Prompts
+from .handles import Prompts
 from .lora import check_adapter
 from .models import fetched_model_dir, is_model_name
 
@@ -30,10 +30,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .handles import Model, SampleKeywords, Tokenizer
-    from .served import ServedModel
 
 __all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "SAMPLE_SEED", "SAMPLE_TEMPERATURE",
-           "SAMPLE_TOP_P", "Policy", "SampleOptions", "VllmSampler", "generate_batch", "prompt_text", "render",
+           "SAMPLE_TOP_P", "SampleOptions", "VllmSampler", "generate_batch", "prompt_text", "render",
            "reply_seed"]
 
 #: The reference run's evaluation temperature: diverse enough that pass@1 over k samples
@@ -251,7 +250,3 @@ def refuse_later_replies(sampling: SampleOptions) -> None:
         raise UsageError(f"the vllm backend seeds a prompt's replies together, so it cannot sample replies "
                          f"{sampling.first} and up alone: extend rows with backend='transformers'")
 
-
-#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a model behind an
-#: OpenAI-compatible endpoint, a callable, or (vLLM backend only) a model name or folder
-Policy = Union["Model", VllmSampler, "ServedModel", PolicyFunction, str]

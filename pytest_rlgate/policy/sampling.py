@@ -34,7 +34,6 @@ from .generate import (
     SAMPLE_SEED,
     SAMPLE_TEMPERATURE,
     SAMPLE_TOP_P,
-    Policy,
     SampleOptions,
     VllmSampler,
     chat_tokenizer,
@@ -44,6 +43,7 @@ from .generate import (
     reply_seed,
 )
 from .handles import Prompts, RowMeta
+from .kinds import Policy
 from .served import ServedModel
 
 if TYPE_CHECKING:

@@ -450,6 +450,8 @@ class _Session:
                     wait = None
                 else:
                     if response.is_success:
+                        if adapter:  # vLLM answers these in plain text ("Success: LoRA adapter ... added")
+                            return response.text
                         try:
                             return response.json()
                         except ValueError:
