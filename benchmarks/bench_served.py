@@ -34,7 +34,6 @@ import urllib.request
 from pathlib import Path
 
 from pytest_rlgate.data.prompts import build_prompts, write_prompts
-from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.policy.generate import SampleOptions
 from pytest_rlgate.policy.load import load_policy
 from pytest_rlgate.policy.models import fetched_model_dir
@@ -103,7 +102,6 @@ def main() -> None:
     args = parser.parse_args()
     folder = args.folder or str(fetched_model_dir("smollm2-135m"))
     work = Path(tempfile.mkdtemp(prefix="rlgate-bench-served-"))
-    env = load_env("refund")
     items = build_prompts(0, "default")[: args.prompts]
     sampling = SampleOptions(k=args.k, max_new_tokens=args.max_new_tokens, batch_size=args.prompts)
     device = "cuda" if _cuda() else "cpu"

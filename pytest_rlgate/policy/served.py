@@ -45,13 +45,16 @@ from .._io.progress import bar
 from ..errors import EndpointError, RlgateWarning, UsageError
 from .generate import SampleOptions, prompt_text, reply_seed
 from .handles import Message, Prompts
+from .identity import adapter_identity, base_identity
 
 if TYPE_CHECKING:
     import httpx
 
     from ..environment.contract import Env
+    from ..records import PromptItem
 
-__all__ = ["API_KEY_ENV", "DEFAULT_CONCURRENCY", "ServedModel", "Turn", "chat_key", "wire_messages"]
+__all__ = ["API_KEY_ENV", "DEFAULT_CONCURRENCY", "ServedModel", "Turn", "adapter_name", "chat_key", "served_identity",
+           "wire_messages"]
 
 T = TypeVar("T")
 
@@ -542,3 +545,43 @@ def warn_seed(served: ServedModel, verdict: str) -> None:
             f"{served.url} ignores 'seed' (two requests with one seed got different replies): its rows will not "
             "reproduce on a rerun, and a resumed run mixes draws; the rows' header says so (sampler.served.seed)"),
             stacklevel=2)
+
+
+def _local(root: object, identity: Callable[[str], T]) -> T | None:
+    """*identity* of *root* when it is a folder on this machine (a server's own path for its weights)."""
+    return identity(root) if isinstance(root, str) and Path(root).is_dir() else None
+
+
+def served_identity(served: ServedModel, env: Env, items: Sequence[PromptItem], sampling: SampleOptions, *,
+                    adapter: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """What a row header's ``sampler`` says of a model behind an endpoint: ``model`` and ``adapter``
+    as for a loaded one, the engine ``served``, and ``served``: the server's own account
+    (:meth:`ServedModel.identity`, without the URL, so replicas of one model write one header and
+    their shards merge) and whether it honours ``seed`` (checked on the first prompt; a warning
+    when it does not).
+
+    Where the server's root for the weights is a folder on this machine, ``model`` (and an
+    adapter's ``adapter``) is the content hash ``--model DIR`` rows carry
+    (:mod:`~pytest_rlgate.policy.identity`), so a gate tells "the same weights on another engine"
+    from "another model". *adapter* is the local folder an adapter was loaded from.
+    """
+    record = served.identity()
+    record.pop("url", None)
+    if items:
+        text = prompt_text(items[0])
+        record.update(served.seed_check(env.messages_for(text), sampling, prompt=text))
+        warn_seed(served, record["seed"])
+    parent = record.get("parent")
+    model = _local(record["base"], base_identity) or {"served": parent if parent else record["id"]}
+    if adapter is not None:
+        adapter_id: object = adapter_identity(adapter)
+    elif parent:
+        adapter_id = _local(record.get("root"), adapter_identity) or {"served": record["id"]}
+    else:
+        adapter_id = None
+    return {"model": model, "adapter": adapter_id, "backend": "served", "served": record}
+
+
+def adapter_name(path: str | os.PathLike[str]) -> str:
+    """The name an adapter folder is loaded into a server under: its content's, so one name is one set of weights."""
+    return f"rlgate-{adapter_identity(path)[:16]}"

@@ -15,17 +15,12 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from .._io import cache, ranks
 from ..data.rows import Rows, load_rows, write_rows
 from ..environment.contract import Env
-from ..policy.generate import SampleOptions, prompt_text
-from ..policy.load import tiny_policy_key
-from ..policy.models import is_model_name, model_identity
-from ..policy.served import ServedModel, warn_seed
-from ..policy.tiny.spec import TINY_PREFIX
-from ..records import PromptItem, Row
+from ..policy.identity import adapter_identity, base_identity
+from ..records import Row
 from .adapters import run_lineage
 from .config import RunKnobs, resolved
 from .difficulty import selection_seed
@@ -33,10 +28,7 @@ from .inputs import load_prompts, versions
 from .methods import trainer
 from .run import RunFolder
 
-__all__ = ["CachedRun", "adapter_name", "base_identity", "cached_rows", "cached_run", "env_identity", "run_key",
-           "served_identity"]
-
-T = TypeVar("T")
+__all__ = ["CachedRun", "cached_rows", "cached_run", "env_identity", "run_key"]
 
 #: Knobs that name where a run lands, not what it learns, or (``env``) that the key holds
 #: by identity instead of by spelling: left out of the knobs part.
@@ -71,23 +63,6 @@ def _code_digest() -> str:
     for path in sorted({p for pattern in _RUN_CODE for p in package.glob(pattern)}):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
-
-
-def base_identity(name_or_path: str) -> dict[str, str]:
-    """What identifies a base model: a tiny policy's content hash, a folder's files, or a hub id."""
-    if name_or_path.startswith(TINY_PREFIX):
-        return {"tiny": tiny_policy_key(name_or_path)}
-    if is_model_name(name_or_path):
-        return model_identity(name_or_path)
-    folder = Path(name_or_path)
-    if folder.is_dir():
-        digest = hashlib.sha256()
-        for path in sorted(p for p in folder.iterdir() if p.is_file()):
-            small = path.stat().st_size < 64 << 20  # hash small files whole, name large ones by size
-            content = path.read_bytes() if small else str(path.stat().st_size).encode()
-            digest.update(path.name.encode() + b"\0" + content)
-        return {"folder": digest.hexdigest()}
-    return {"hub": name_or_path}
 
 
 def env_identity(env: Env) -> dict[str, object]:
@@ -176,52 +151,3 @@ def cached_rows(
 
     folder = _rank_aware("rows", key, build, root=root, everyone=follow)
     return load_rows(folder / "rows.jsonl"), not built
-
-
-def _local(root: object, identity: Callable[[str], T]) -> T | None:
-    """*identity* of *root* when it is a folder on this machine (a server's own path for its weights)."""
-    return identity(root) if isinstance(root, str) and Path(root).is_dir() else None
-
-
-def served_identity(served: ServedModel, env: Env, items: Sequence[PromptItem], sampling: SampleOptions, *,
-                    adapter: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """What a row header's ``sampler`` says of a model behind an endpoint: ``model`` and ``adapter``
-    as for a loaded one, the engine ``served``, and ``served``: the server's own account
-    (:meth:`~pytest_rlgate.policy.served.ServedModel.identity`, without the URL, so replicas of one
-    model write one header and their shards merge) and whether it honours ``seed`` (checked on the
-    first prompt; a warning when it does not).
-
-    Where the server's root for the weights is a folder on this machine, ``model`` (and an
-    adapter's ``adapter``) is the content hash ``--model DIR`` rows carry, so a gate tells "the
-    same weights on another engine" from "another model". *adapter* is the local folder an
-    adapter was loaded from.
-    """
-    record = served.identity()
-    record.pop("url", None)
-    if items:
-        text = prompt_text(items[0])
-        record.update(served.seed_check(env.messages_for(text), sampling, prompt=text))
-        warn_seed(served, record["seed"])
-    parent = record.get("parent")
-    model = _local(record["base"], base_identity) or {"served": parent if parent else record["id"]}
-    if adapter is not None:
-        adapter_id: object = adapter_identity(adapter)
-    elif parent:
-        adapter_id = _local(record.get("root"), adapter_identity) or {"served": record["id"]}
-    else:
-        adapter_id = None
-    return {"model": model, "adapter": adapter_id, "backend": "served", "served": record}
-
-
-def adapter_name(path: str | os.PathLike[str]) -> str:
-    """The name an adapter folder is loaded into a server under: its content's, so a name means one set of weights."""
-    return f"rlgate-{adapter_identity(path)[:16]}"
-
-
-def adapter_identity(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of an adapter folder's config and weights (a handed-in adapter's cache identity)."""
-    digest = hashlib.sha256()
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
-        digest.update((Path(path) / name).read_bytes())
-    return digest.hexdigest()
-

@@ -25,9 +25,9 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._io.atomic import atomic_write
 from ..data.prompts import fingerprint, read_prompts, write_prompts
@@ -47,13 +47,17 @@ from ..gate.select import (
     select_checkpoint,
 )
 from ..policy.generate import SampleOptions
+from ..policy.identity import base_identity
 from ..policy.load import load_policy
 from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from ..policy.resumable import sample_to_file
-from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
-from ..policy.served import ServedModel
+from ..policy.served import ServedModel, adapter_name, served_identity
 from ..records import PromptItem
-from .cached import adapter_name, base_identity, served_identity
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..policy.generate import SampleKeywords
 
 __all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
            "watch_checkpoints"]
@@ -147,20 +151,19 @@ class _Sampler:
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
         if not out.exists():
-            sampling = self.sampling
+            sampling = SampleOptions.of(self.sampling, seed=seed)
             header = row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
-                                temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, k=sampling.k)
+                                sampling=sampling.drawn())
             if self.served is not None:
                 with self.served.loaded(adapter_name(adapter), adapter) if adapter is not None \
                         else contextlib.nullcontext(self.served) as served:
-                    sampler = served_identity(served, self.env, self.items, replace(sampling, seed=seed),
-                                              adapter=adapter)
+                    sampler = served_identity(served, self.env, self.items, sampling, adapter=adapter)
                     sample_to_file(served, None, self.items, out, header={**header, "sampler": {
-                        **sampler, "seeds": [seed], "max_new_tokens": sampling.max_new_tokens}}, env=self.env,
-                        seeds=[seed], sampling=sampling, policy=label, progress=self.progress)
+                        **sampler, "seeds": [seed]}}, env=self.env, seeds=[seed], sampling=sampling, policy=label,
+                        progress=self.progress)
                 return load_rows(out)
             header["sampler"] = {"model": base_identity(model_id), "adapter": None if adapter is None else str(adapter),
-                                 "seeds": [seed], "max_new_tokens": sampling.max_new_tokens}
+                                 "seeds": [seed]}
             model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
             sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed],
                            sampling=sampling, policy=label, progress=self.progress)
@@ -193,11 +196,7 @@ def watch_checkpoints(
     base_model: str | None = None,
     baseline: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
-    k: int = 4,
-    seed: int = SAMPLE_SEED,
-    temperature: float = SAMPLE_TEMPERATURE,
-    top_p: float = SAMPLE_TOP_P,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    sampling: SampleOptions | None = None,
     alpha: float = ALPHA,
     planned_looks: int | None = None,
     window: int | None = None,
@@ -210,11 +209,14 @@ def watch_checkpoints(
     progress: bool | None = None,
     served: ServedModel | None = None,
     say: Callable[[str], None] = lambda _line: None,
+    **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
     then select the checkpoint to ship.
 
-    Step 0 is *base_model* sampled at *seed* (for LoRA checkpoints it defaults to the
+    Each checkpoint is sampled as *sampling* (a :class:`~pytest_rlgate.policy.generate.SampleOptions`,
+    its fields as keywords on top: ``k``, ``seed``, ...). Step 0 is *base_model* sampled at its
+    *seed* (for LoRA checkpoints it defaults to the
     adapters' own base model), or the rows of *baseline* (a stored baseline file). With
     *idle* > 0 it keeps polling every *poll* seconds for new checkpoints until none has
     appeared for *idle* seconds (or *planned_looks* are done). *say* receives one line per
@@ -223,7 +225,8 @@ def watch_checkpoints(
     each LoRA checkpoint is loaded into the server for its look and unloaded after.
     """
     env_ = load_env(env)
-    sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
+    sampling = SampleOptions.of(sampling, **keywords)
+    seed = sampling.seed
     root = Path(ckpt_dir)
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
@@ -249,9 +252,8 @@ def watch_checkpoints(
     folder = Path(out) if out is not None else root / WATCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
-                "base_model": base_model, "baseline": None if baseline is None else str(baseline), "k": k,
-                "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
-                "alpha": alpha, "planned_looks": planned_looks, "window": window,
+                "base_model": base_model, "baseline": None if baseline is None else str(baseline),
+                **sampling.drawn(), "alpha": alpha, "planned_looks": planned_looks, "window": window,
                 "policy": None if policy is None else str(policy), "select": select,
                 "engine": None if served is None else "served"}
     _settings_check(folder, settings, restart)
@@ -349,8 +351,7 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
                          "command again, with the server up; it confirms its pick when it ends")
     env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
     items = read_prompts(root / HOLDOUT, env=env)
-    sampling = SampleOptions(k=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
-                             seed=settings["seed"], max_new_tokens=settings["max_new_tokens"])
+    sampling = SampleOptions(**{name: settings[name] for name in SampleOptions().drawn()})
     sampler = _Sampler(env, items, sampling, device=device, progress=progress)
     paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
     baseline = settings.get("baseline")
