@@ -307,3 +307,32 @@ def test_a_watch_through_a_server_refuses_full_weight_checkpoints(prompts: Path,
         assert main(["watch", str(tmp_path / "job"), "--base-url", fake.url, "--base-model", BASE, "--prompts",
                      str(prompts), "--no-progress"]) == 2
     assert "LoRA adapters only" in _one_line(capsys)
+
+
+def test_gate_callback_gates_each_look_as_an_adapter_loaded_into_the_trainers_server(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+
+    from pytest_rlgate.policy.load import load_policy
+    from pytest_rlgate.train.callback import GateCallback
+
+    model, _tokenizer = load_policy("rlgate/tiny-refund", device="cpu")
+    policy = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear"))
+    items = build_prompts(0, "default")[:6]
+    state = SimpleNamespace(global_step=0, max_steps=2, log_history=[])
+    control = SimpleNamespace(should_training_stop=False)
+    with fake_server() as fake:
+        gate = GateCallback(items, env="refund", every=1, out_dir=tmp_path, served=_served(fake), k=2,
+                            max_new_tokens=8)
+        gate.on_train_begin(SimpleNamespace(), state, control, model=policy)
+        state.global_step = 1
+        gate.on_step_end(SimpleNamespace(), state, control, model=policy)
+        loads = [r for r in fake.requests if "lora_path" in r]
+        assert not fake.adapters  # unloaded after the look
+        sampled = [r["model"] for r in fake.requests if "messages" in r]
+    assert [Path(r["lora_path"]) for r in loads] == [(tmp_path / "adapters" / "step-000001").resolve()]
+    assert sampled[0] == BASE and sampled[-1] == loads[0]["lora_name"]  # step 0 the base, the look the adapter
+    assert [look.step for look in gate.looks] == [1]
+    assert (tmp_path / "step-000000.jsonl").is_file() and (tmp_path / "step-000001.jsonl").is_file()

@@ -47,6 +47,7 @@ from ..gate.select import (
     select_checkpoint,
 )
 from ..policy.sampling import SampleOptions, sample_rows
+from ..policy.served import ServedModel, adapter_name
 from ..records import PromptItem
 
 if TYPE_CHECKING:
@@ -87,6 +88,12 @@ class GateCallback(TrainerCallback):
     the trainer's own reporting callbacks all the same. Each look samples as *sampling* (a
     :class:`~pytest_rlgate.policy.generate.SampleOptions`) with its fields as keywords on top
     (``k``, ``seed``, ``max_new_tokens``, ...), like :func:`~pytest_rlgate.policy.sampling.sample_rows`.
+
+    *served* (a :class:`~pytest_rlgate.policy.served.ServedModel` naming the base on a server the
+    trainer already runs, e.g. vLLM with ``--enable-lora``) samples there instead of in the
+    training process: step 0 is the served base, and each look saves the LoRA adapter to
+    ``<out_dir>/adapters/step-N``, loads it into the server, samples it by name and unloads it
+    (the server reads that folder, so it must see *out_dir*).
     """
 
     def __init__(
@@ -105,6 +112,7 @@ class GateCallback(TrainerCallback):
         select: bool | str | None = None,
         trainer: Trainer | None = None,
         sampling: SampleOptions | None = None,
+        served: ServedModel | None = None,
         **keywords: Unpack[SampleKeywords],
     ) -> None:
         if not isinstance(every, int) or every < 1:
@@ -124,6 +132,7 @@ class GateCallback(TrainerCallback):
         self.alpha, self.planned, self.guards, self.policy = alpha, planned_looks, guards, policy
         self.stop_on_regression = stop_on_regression
         self.trainer = trainer
+        self.served = served
         self.sequential: SequentialGate | None = None
         self.step0: Rows | None = None
         self.stopped_at: dict[str, object] | None = None
@@ -230,12 +239,40 @@ class GateCallback(TrainerCallback):
 
     # --- sampling, confirmation and files ------------------------------------------------
     def _sample(self, model: Model | None, step: int, *, seed: int | None = None) -> Rows:
+        seed = self.seed if seed is None else seed
+        if self.served is not None:
+            rows = self._sample_served(model, step, seed)
+        else:
+            rows = self._sample_here(model, step, seed)
+        name = f"step-{step:06d}.jsonl" if seed == self.seed else f"confirm-step-{step:06d}.jsonl"
+        write_rows(self.out_dir / name, rows)
+        return rows
+
+    def _sample_served(self, model: Model | None, step: int, seed: int) -> Rows:
+        """Step 0 as the served base; a later look as the model's LoRA adapter loaded into the server."""
+        assert self.served is not None
+
+        def draw(policy: ServedModel) -> Rows:
+            return sample_rows(policy, None, self.holdout, sampling=replace(self.sampling, seed=seed), env=self.env,
+                               eval_run=f"step-{step}", progress=False, shard=False)
+
+        if step == 0:
+            return draw(self.served)
+        if not _is_peft(model):
+            raise UsageError("GateCallback(served=...) loads each look's LoRA adapter into the server: train a PEFT "
+                             "model (a peft_config), or drop served= to sample in the training process")
+        assert model is not None
+        folder = self.out_dir / "adapters" / f"step-{step:06d}"
+        model.save_pretrained(str(folder))
+        with self.served.loaded(adapter_name(folder), folder) as adapter:
+            return draw(adapter)
+
+    def _sample_here(self, model: Model | None, step: int, seed: int) -> Rows:
         import numpy as np
         import torch
 
         if model is None or self.tokenizer is None:
             raise UsageError("GateCallback needs the trainer's model and tokenizer (pass tokenizer=...)")
-        seed = self.seed if seed is None else seed
         py_state, np_state = random.getstate(), np.random.get_state()
         was_training = model.training
         try:
@@ -247,8 +284,6 @@ class GateCallback(TrainerCallback):
             model.train(was_training)
             random.setstate(py_state)
             np.random.set_state(np_state)
-        name = f"step-{step:06d}.jsonl" if seed == self.seed else f"confirm-step-{step:06d}.jsonl"
-        write_rows(self.out_dir / name, rows)
         return rows
 
     def _keep_adapter(self, model: Model | None, step: int) -> None:
