@@ -336,3 +336,28 @@ def test_gate_callback_gates_each_look_as_an_adapter_loaded_into_the_trainers_se
     assert sampled[0] == BASE and sampled[-1] == loads[0]["lora_name"]  # step 0 the base, the look the adapter
     assert [look.step for look in gate.looks] == [1]
     assert (tmp_path / "step-000000.jsonl").is_file() and (tmp_path / "step-000001.jsonl").is_file()
+
+
+SERVED_SUITE = '''
+import pytest
+
+@pytest.mark.rlgate(size="small", k=2, max_new_tokens=8, base_runs=2)
+def test_rows(rlgate_before_rows, rlgate_after_rows):
+    assert {r["sample_seed"] for r in rlgate_before_rows} == {17, 18}
+    assert len(rlgate_after_rows) * 2 == len(rlgate_before_rows)
+'''
+
+
+def test_the_fixtures_sample_a_handed_in_adapter_through_the_server(pytester: pytest.Pytester, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLGATE_CACHE_DIR", str(tmp_path / "cache"))
+    adapter = _adapter(tmp_path / "adapter")
+    pytester.makepyfile(test_served_rows=SERVED_SUITE)
+    with fake_server() as fake:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--rlgate-adapter={adapter}",
+                                              f"--rlgate-base-model={BASE}", f"--rlgate-base-url={fake.url}")
+        result.assert_outcomes(passed=1)
+        sampled = {r["model"] for r in fake.requests if "messages" in r}
+        assert [Path(r["lora_path"]) for r in fake.requests if "lora_path" in r] == [adapter.resolve()]
+        assert not fake.adapters
+    assert BASE in sampled and len(sampled) == 2  # the base, and the adapter by its loaded name

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     from ..policy.handles import Model, Tokenizer
+    from ..policy.kinds import Policy
     from .monitor import HackMonitor, SampleFn
 
 _Trainer = TypeVar("_Trainer", bound="Trainer")
@@ -105,8 +106,8 @@ def prepare(knobs: RunKnobs) -> Prepared:
 
 
 def holdout_rows(
-    model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
-    eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
+    model: Policy, tokenizer: Tokenizer | None, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int,
+    policy: str, eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
 ) -> Rows:
     """Sample the holdout as the knobs say (:meth:`RunKnobs.sampling`) at *seed* and grade it with the
     environment into rows; the progress bar is named *desc*."""
