@@ -39,7 +39,7 @@ from ..records import PromptItem
 from .generate import SampleOptions, VllmSampler, generate_batch, reply_seed, vllm_params
 from .handles import Message, PolicyFunction, Prompts, RowMeta
 from .kinds import Policy
-from .served import OVERFLOW, ServedModel, Turn, chat_key, tool_schemas
+from .served import Overflow, ServedModel, Turn, chat_key, tool_schemas
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs, Unpack
@@ -163,7 +163,7 @@ class _Backend:
             turns = [Turn(chat, seed, prompt=_user_text(chat)) for chat, seed in zip(chats, seeds)]
             answers = self.served.chat(turns, self.sampling, tools=self.schemas, progress=False,
                                        overflow_ends=not first_turn)
-            return [None if isinstance(answer, OVERFLOW) else answer for answer in answers]
+            return [None if isinstance(answer, Overflow) else answer for answer in answers]
         if self.function is not None:
             call = self.function
             return [call([dict(m) for m in chat], seed=s) if self.takes_seed else call([dict(m) for m in chat])

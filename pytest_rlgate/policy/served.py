@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from ..environment.contract import Env
     from ..records import PromptItem
 
-__all__ = ["API_KEY_ENV", "DEFAULT_CONCURRENCY", "ServedModel", "Turn", "adapter_name", "chat_key", "served_identity",
-           "wire_messages"]
+__all__ = ["API_KEY_ENV", "DEFAULT_CONCURRENCY", "Overflow", "ServedModel", "Turn", "adapter_name", "chat_key",
+           "served_identity", "wire_messages"]
 
 T = TypeVar("T")
 
@@ -134,15 +134,12 @@ class Turn:
     prompt: str
 
 
-class _Overflow:
-    """A turn the server refused as too long for its context (an episode ends there, budget spent)."""
+class Overflow:
+    """A turn the server refused as too long for its context: the episode loop stops that episode
+    there, as the local loop stops one whose context is full (the token budget)."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
-
-
-#: a turn the context could not hold; the episode loop stops such an episode as the local loop does
-OVERFLOW = _Overflow
 
 
 @dataclass(frozen=True)
@@ -151,8 +148,9 @@ class ServedModel:
 
     ``ServedModel("http://localhost:8000/v1", "smollm2")``; *model* is the name the server
     serves it under (``--served-model-name``, or a LoRA adapter's name). *concurrency* bounds
-    the requests in flight; *retries*, *backoff* and *timeout* bound what one request may cost;
-    *api_key_env* names the variable the key is read from (none set: no key is sent).
+    the requests in flight; *retries* (unset: :data:`RETRIES`), *backoff* (the first wait before a
+    retry, doubling each time; unset: :data:`BACKOFF`) and *timeout* bound what one request may
+    cost; *api_key_env* names the variable the key is read from (none set: no key is sent).
     """
 
     base_url: str
@@ -191,6 +189,16 @@ class ServedModel:
         parts = urlsplit(self.base_url)
         host = parts.netloc.rsplit("@", 1)[-1]
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+    def _payload(self, messages: Sequence[Message], seed: int, sampling: SampleOptions,
+                 tools: Sequence[Mapping[str, object]] | None = None) -> dict[str, Any]:
+        """One chat-completions request: one reply (``n`` = 1) on its own seed."""
+        payload: dict[str, Any] = {
+            "model": self.model, "messages": wire_messages(messages), "n": 1, "seed": seed,
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
+        if tools:
+            payload["tools"] = list(tools)
+        return payload
 
     def with_model(self, model: str) -> ServedModel:
         """The same server, sampling another of its models (an adapter loaded into it)."""
@@ -248,10 +256,8 @@ class ServedModel:
         seeds = (seed,) if sampling.temperature == 0 else (seed, seed, seed ^ 1)
 
         async def one(session: _Session, value: int) -> tuple[str, object]:
-            payload = {"model": self.model, "messages": wire_messages(messages), "n": 1, "seed": value,
-                       "temperature": probe.temperature, "top_p": probe.top_p, "max_tokens": probe.max_new_tokens}
             try:
-                answer = await session.request("POST", "/chat/completions", payload,
+                answer = await session.request("POST", "/chat/completions", self._payload(messages, value, probe),
                                                what=f"checking that it honours 'seed' on prompt {_short(prompt)!r}")
             except _Refused as refused:
                 raise refused.error from None
@@ -271,27 +277,23 @@ class ServedModel:
 
     def chat(self, turns: Sequence[Turn], sampling: SampleOptions, *, tools: Sequence[Mapping[str, object]] | None
              = None, progress: bool | None = None, desc: str = "sampling", overflow_ends: bool = False,
-             ) -> list[dict[str, Any] | _Overflow]:
+             ) -> list[dict[str, Any] | Overflow]:
         """The assistant's message for each turn (``content`` and ``tool_calls``, arguments decoded),
         *concurrency* requests at a time, in the turns' order.
 
         With *overflow_ends* a turn the server refuses as longer than its context comes back as
-        :data:`OVERFLOW` (an episode stops there); otherwise it fails the call.
+        :class:`Overflow` (an episode stops there); otherwise it fails the call.
         """
         shown = bar(len(turns), desc, progress, unit="reply", leave=False)
 
-        async def one(session: _Session, turn: Turn) -> dict[str, Any] | _Overflow:
-            payload: dict[str, Any] = {
-                "model": self.model, "messages": wire_messages(turn.messages), "n": 1, "seed": turn.seed,
-                "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
-            if tools:
-                payload["tools"] = list(tools)
+        async def one(session: _Session, turn: Turn) -> dict[str, Any] | Overflow:
             try:
-                answer = await session.request("POST", "/chat/completions", payload,
+                answer = await session.request("POST", "/chat/completions",
+                                               self._payload(turn.messages, turn.seed, sampling, tools),
                                                what=f"sampling prompt {_short(turn.prompt)!r}")
             except _Refused as refused:
                 if overflow_ends and refused.overflow:
-                    return _Overflow(refused.reason)
+                    return Overflow(refused.reason)
                 raise refused.error from None
             message = _message(answer, self.url, turn.prompt)
             shown.update(1)
@@ -345,10 +347,10 @@ class ServedModel:
                                                    retries=0, adapter=True))
 
 
-def _text(message: Mapping[str, Any] | _Overflow) -> str:
+def _text(message: Mapping[str, Any] | Overflow) -> str:
     """A one-turn reply's text: its content, with any calls the server parsed out written back as
     the ``<tool_call>`` blocks the environment reads."""
-    if isinstance(message, _Overflow):
+    if isinstance(message, Overflow):
         return ""
     text = str(message.get("content") or "")
     for call in message.get("tool_calls") or ():
