@@ -316,7 +316,7 @@ def test_gate_callback_gates_each_look_as_an_adapter_loaded_into_the_trainers_se
     from peft import LoraConfig, get_peft_model
 
     from pytest_rlgate.policy.load import load_policy
-    from pytest_rlgate.train.callback import GateCallback
+    from pytest_rlgate.watch.callback import GateCallback
 
     model, _tokenizer = load_policy("rlgate/tiny-refund", device="cpu")
     policy = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear"))

@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("after", metavar="AFTER.jsonl", nargs="+",
                         help="graded rows of the fine-tuned policy; several, one per training seed of the same "
                              "recipe, gate the recipe across seeds")
-    for spec in dataclasses.fields(GateOptions):
-        _add_option(parser, spec)
+    for name in GateOptions.names():
+        add_option(parser, GateOptions.field(name))
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
     parser.add_argument("--json-format", choices=("rlgate", "eee"), default="rlgate",
                         help="--json's shape: rlgate's result record, or an Every Eval Ever aggregate record with "
@@ -66,10 +66,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_read_arguments(parser)
 
 
-def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]) -> None:
+class _Given(argparse.Action):
+    """Stores the value and notes that the flag was given (``args.given``): a release policy's
+    family level yields to an explicit ``--family-level``, even one equal to the default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+
+def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]) -> None:
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
     meta = spec.metadata
-    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}  # add_argument's
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"],  # add_argument's
+                              "action": _Given}
     if spec.name in ("guards", "categories", "metrics"):
         kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
@@ -125,7 +136,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
-    return GateOptions(**values)
+    return GateOptions(**values, given=frozenset(getattr(args, "given", ())))
 
 
 def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | None = None) -> list[RowSource]:
