@@ -9,7 +9,8 @@ fails. ``mode`` switches it to the faults the client must survive or report in o
 ``storm_then_ok`` (429 to the first ``flaky`` requests, then normal), ``flaky_500`` (a bare 500
 to the first ``flaky`` requests), ``dead`` (500 ``EngineDeadError`` to everything), ``always_500``,
 ``overflow`` (400 context length to every chat), ``not_json``, ``no_choices``, ``drop_n``
-(three choices to ``n=1``), ``tools`` (a ``tool_calls`` turn first, then text).
+(three choices to ``n=1``), ``tools`` (a ``tool_calls`` turn first, then text), ``tools_overflow`` (a
+``tool_calls`` turn, then 400 context length: the chat outgrew the context).
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "always_500":
             self._send(500, {"error": {"message": "Internal Server Error"}})
             return
-        if mode == "overflow":
+        later = any(m.get("role") == "tool" for m in body.get("messages", ()))
+        if mode == "overflow" or (mode == "tools_overflow" and later):
             self._send(400, {"error": {"message": "This model's maximum context length is 1024 tokens. However, you "
                                                   "requested 1184 tokens (1024 in the messages, 160 in the "
                                                   "completion).", "type": "BadRequestError"}})
@@ -143,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         seed = random.randint(0, 2**62) if mode == "ignore_seed" else body.get("seed")
         messages = body["messages"]
         message: dict[str, Any] = {"role": "assistant", "content": reply_for(seed, model, messages)}
-        if mode == "tools" and body.get("tools") and not any(m.get("role") == "tool" for m in messages):
+        if mode in ("tools", "tools_overflow") and body.get("tools") and not later:
             user = next(m["content"] for m in messages if m["role"] == "user")
             order = next((w.strip(".,!?") for w in user.split() if w.startswith("ORD-")), "ORD-000000")
             message = {"role": "assistant", "content": None, "tool_calls": [{

@@ -256,6 +256,16 @@ def test_a_tool_environment_runs_its_episode_loop_over_the_api(tmp_path: Path) -
     assert all(r["n_tool_calls"] >= 1 for r in rows)
 
 
+def test_an_episode_the_context_can_no_longer_hold_stops_at_its_budget() -> None:
+    env = load_env("refund_agent")
+    items = [dict(item) for item in env.build_prompts(0, "small")][:2]
+    with fake_server("tools_overflow") as fake:
+        rows = sample_rows(_served(fake), None, items, env=env, k=1, progress=False)
+    assert [r["stop"] for r in rows] == ["budget", "budget"] and all(r["n_tool_calls"] == 1 for r in rows)
+    with fake_server("overflow") as fake, pytest.raises(EndpointError, match="maximum context length"):
+        sample_rows(_served(fake), None, items, env=env, k=1, progress=False)  # the first turn: refused
+
+
 def test_wire_messages_pair_each_result_with_its_call() -> None:
     chat = [{"role": "user", "content": "hi"},
             {"role": "assistant", "content": "", "tool_calls": [

@@ -103,7 +103,7 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ray-tasks", type=Number(1, 100_000, "8", integer=True), metavar="N",
                    help="shards (Ray tasks) to split the run into (default: the cluster's CPUs, or GPUs with "
                         "--ray-gpus)")
-    g.add_argument("--ray-gpus", type=Number(0, 64, "1"), default=0.0, metavar="G",
+    g.add_argument("--ray-gpus", type=Number(0, 64, "1"), default=0, metavar="G",
                    help="GPUs each task reserves, when each loads --model itself (%(default)s: tasks sample "
                         "--base-url, or on CPU)")
 

@@ -25,6 +25,7 @@ def add_served_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the server's address, e.g. http://localhost:8000/v1; --model is then the name it serves "
                         "(GET URL/models lists them) and nothing is loaded here")
     g.add_argument("--concurrency", type=Number(1, MAX_CONCURRENCY, "8", integer=True), default=DEFAULT_CONCURRENCY,
+                   metavar="N",
                    help="requests in flight at once (%(default)s); does not change the rows")
     g.add_argument("--api-key-env", metavar="VAR", default=API_KEY_ENV,
                    help="the environment variable holding the server's API key (%(default)s); the key is sent to "
