@@ -144,7 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         seed = random.randint(0, 2**62) if mode == "ignore_seed" else body.get("seed")
         messages = body["messages"]
-        message: dict[str, Any] = {"role": "assistant", "content": reply_for(seed, model, messages)}
+        text = reply_for(seed, model, messages)
+        if mode == "ignore_seed":  # every draw its own text, as a sampler without a seed gives
+            text = f"{text} (draw {seed})"
+        message: dict[str, Any] = {"role": "assistant", "content": text}
         if mode in ("tools", "tools_overflow") and body.get("tools") and not later:
             user = next(m["content"] for m in messages if m["role"] == "user")
             order = next((w.strip(".,!?") for w in user.split() if w.startswith("ORD-")), "ORD-000000")
