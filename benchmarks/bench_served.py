@@ -147,7 +147,7 @@ def main() -> None:
     prompts = work / "prompts.jsonl"
     write_prompts(prompts, items)
     run_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    flags = ["sample", "--model", folder, "--prompts", str(prompts), "--k", str(args.k), "--max-new-tokens",
+    flags = ["sample", "--model", folder, "--prompts-file", str(prompts), "--k", str(args.k), "--max-new-tokens",
              str(args.max_new_tokens), "--no-progress"]
     one = _command([*flags, "--out", str(work / "one.jsonl")], run_env)
     gpus = ["--ray-gpus", "0.5"] if device == "cuda" else []

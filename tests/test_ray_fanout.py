@@ -29,7 +29,7 @@ def test_ray_tasks_write_the_unsharded_rows_and_a_failed_task_is_one_line(
     prompts = tmp_path / "prompts.jsonl"
     write_prompts(prompts, build_prompts(0, "default")[:10])
     with fake_server() as fake:
-        flags = ["sample", "--base-url", fake.url, "--model", BASE, "--prompts", str(prompts), *FAST]
+        flags = ["sample", "--base-url", fake.url, "--model", BASE, "--prompts-file", str(prompts), *FAST]
         assert main([*flags, "--out", str(tmp_path / "whole.jsonl")]) == 0
         assert main([*flags, "--ray", "--ray-tasks", "2", "--out", str(tmp_path / "ray.jsonl")]) == 0
         assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()

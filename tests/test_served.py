@@ -40,7 +40,7 @@ def _served(fake: FakeServer, **settings: object) -> ServedModel:
 
 
 def _sample(fake: FakeServer, out: Path, prompts: Path, *extra: str, model: str = BASE) -> int:
-    return main(["sample", "--base-url", fake.url, "--model", model, "--prompts", str(prompts), "--out", str(out),
+    return main(["sample", "--base-url", fake.url, "--model", model, "--prompts-file", str(prompts), "--out", str(out),
                  *FAST, *extra])
 
 
@@ -163,7 +163,7 @@ def test_retries_ride_out_a_rate_limit_and_a_flaky_500() -> None:
 def test_an_unreachable_server_is_one_line(prompts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with fake_server() as fake:
         url = fake.url
-    assert main(["sample", "--base-url", url, "--model", BASE, "--prompts", str(prompts), "--out",
+    assert main(["sample", "--base-url", url, "--model", BASE, "--prompts-file", str(prompts), "--out",
                  str(tmp_path / "rows.jsonl"), *FAST]) == 2
     line = _one_line(capsys)
     assert f"cannot reach {url}" in line and "--base-url" in line
@@ -179,7 +179,7 @@ def test_a_model_the_server_does_not_serve_is_refused_at_the_door(prompts: Path,
 
 
 def test_bad_flags_are_refused_at_the_door(prompts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sample", "--base-url", "localhost:8000", "--model", "m", "--prompts", str(prompts), "--out",
+    assert main(["sample", "--base-url", "localhost:8000", "--model", "m", "--prompts-file", str(prompts), "--out",
                  str(tmp_path / "r.jsonl")]) == 2
     assert "http://" in _one_line(capsys)
     with pytest.raises(UsageError, match="--concurrency"):
@@ -291,7 +291,7 @@ def test_a_watched_run_gates_adapters_loaded_into_the_live_server(prompts: Path,
         folder = _adapter(ckpts / f"checkpoint-{step}", value)
         (folder / "trainer_state.json").write_text("{}")
     with fake_server() as fake:
-        code = main(["watch", str(ckpts), "--base-url", fake.url, "--base-model", BASE, "--prompts", str(prompts),
+        code = main(["watch", str(ckpts), "--base-url", fake.url, "--base-model", BASE, "--prompts-file", str(prompts),
                      "--k", "2", "--max-new-tokens", "8", "--no-progress"])
         assert code in (0, 1), capsys.readouterr().err
         loads = [r for r in fake.requests if "lora_path" in r]
@@ -314,7 +314,7 @@ def test_a_watch_through_a_server_refuses_full_weight_checkpoints(prompts: Path,
     (full / "config.json").write_text("{}")
     (full / "model.safetensors").write_bytes(b"x")
     with fake_server() as fake:
-        assert main(["watch", str(tmp_path / "job"), "--base-url", fake.url, "--base-model", BASE, "--prompts",
+        assert main(["watch", str(tmp_path / "job"), "--base-url", fake.url, "--base-model", BASE, "--prompts-file",
                      str(prompts), "--no-progress"]) == 2
     assert "LoRA adapters only" in _one_line(capsys)
 

@@ -33,7 +33,7 @@ def run(prompts: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
     folder = tmp_path_factory.mktemp("run")
     files: dict[str, Path] = {}
     with fake_server() as fake:
-        flags = ["sample", "--base-url", fake.url, "--model", BASE, "--prompts", str(prompts), "--base-runs", "2",
+        flags = ["sample", "--base-url", fake.url, "--model", BASE, "--prompts-file", str(prompts), "--base-runs", "2",
                  *FAST]
         files["whole"] = folder / "whole.jsonl"
         assert main([*flags, "--out", str(files["whole"])]) == 0
@@ -95,7 +95,7 @@ def test_shards_of_another_prompt_set_are_refused(run: dict[str, Path], tmp_path
     write_prompts(other, build_prompts(1, "default")[:12])
     with fake_server() as fake:
         shard = tmp_path / "other.jsonl"
-        assert main(["sample", "--base-url", fake.url, "--model", BASE, "--prompts", str(other), "--base-runs", "2",
+        assert main(["sample", "--base-url", fake.url, "--model", BASE, "--prompts-file", str(other), "--base-runs", "2",
                      *FAST, "--shard", "2/3", "--out", str(shard)]) == 0
     code, _ = _merge(tmp_path, run["0/3"], run["1/3"], shard)
     assert code == 2 and "prompts_fingerprint" in _line(capsys)
@@ -149,7 +149,7 @@ def test_shards_of_a_local_model_merge_to_its_unsharded_rows(tmp_path: Path) -> 
     pytest.importorskip("torch")
     prompts = tmp_path / "prompts.jsonl"
     write_prompts(prompts, build_prompts(0, "default")[:6])
-    flags = ["sample", "--model", "rlgate/tiny-refund", "--prompts", str(prompts), *FAST]
+    flags = ["sample", "--model", "rlgate/tiny-refund", "--prompts-file", str(prompts), *FAST]
     assert main([*flags, "--out", str(tmp_path / "whole.jsonl")]) == 0
     shards = [tmp_path / f"s{i}.jsonl" for i in range(2)]
     for index, shard in enumerate(shards):

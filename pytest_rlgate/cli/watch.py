@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_deprecated(g, "--alpha", "--family-level", dest="family_level", type=LEVEL)
     g.add_argument("--looks", type=LOOKS, metavar="N", help="checkpoints the run will write (default: open-ended)")
     g.add_argument("--window", type=WINDOW, help="checkpoints pooled by the window test (3)")
-    g.add_argument("--policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
+    g.add_argument("--release-policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
+    add_deprecated(g, "--policy", "--release-policy", dest="release_policy", metavar="FILE")
     g.add_argument("--select", default="pass@1/overall", metavar="METRIC/GROUP",
                    help="rank checkpoints by this gated metric (%(default)s)")
     g.add_argument("--no-select", action="store_true", help="gate only; pick no checkpoint")
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     result = watch_checkpoints(
         args.ckpt_dir, items, env=env, base_model=base, baseline=args.baseline, out=args.out,
         sampling=SampleOptions.from_args(args, model=named), family_level=args.family_level, planned_looks=args.looks,
-        window=args.window, policy=args.policy,
+        window=args.window, release_policy=args.release_policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
         device=args.device, progress=args.progress, served=served, say=lambda line: print(line, flush=True))
     for note in result.notes:

@@ -202,7 +202,7 @@ def watch_checkpoints(
     family_level: float = FAMILY_LEVEL,
     planned_looks: int | None = None,
     window: int | None = None,
-    policy: str | os.PathLike[str] | None = None,
+    release_policy: str | os.PathLike[str] | None = None,
     select: str | None = CRITERION,
     idle: float = 0.0,
     poll: float = 10.0,
@@ -212,6 +212,7 @@ def watch_checkpoints(
     served: ServedModel | None = None,
     say: Callable[[str], None] = lambda _line: None,
     alpha: float | None = None,
+    policy: str | os.PathLike[str] | None = None,
     **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
@@ -232,6 +233,8 @@ def watch_checkpoints(
     seed = sampling.seed
     if alpha is not None:
         family_level = old_spelling("alpha", alpha, "family_level")
+    if policy is not None:
+        release_policy = old_spelling("policy", policy, "release_policy")
     root = Path(ckpt_dir)
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
@@ -259,12 +262,12 @@ def watch_checkpoints(
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
                 "base_model": base_model, "baseline": None if baseline is None else str(baseline),
                 **sampling.drawn(), "family_level": family_level, "planned_looks": planned_looks, "window": window,
-                "policy": None if policy is None else str(policy), "select": select,
+                "release_policy": None if release_policy is None else str(release_policy), "select": select,
                 "engine": None if served is None else "served"}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
     sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress, served=served)
-    options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
+    options: dict[str, Any] = {"release_policy": str(release_policy)} if release_policy is not None else {}
     gate = SequentialGate(family_level, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
     for reach in gate.reach(units_by_group(holdout)):
@@ -361,7 +364,8 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
     paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
     baseline = settings.get("baseline")
     step0 = load_rows(baseline if baseline else root / "step-000000.jsonl")
-    options = {"policy": settings["policy"]} if settings.get("policy") else {}
+    policy = settings.get("release_policy") or settings.get("policy")  # a folder an older release wrote
+    options = {"release_policy": policy} if policy else {}
     return _confirm(selection, sampler, root, paths, step0, base_model=settings.get("base_model"),
                     stored=bool(baseline), seed=settings["seed"] + CONFIRM_SEED_OFFSET, env=env, options=options)
 
