@@ -95,8 +95,8 @@ def test_shards_of_another_prompt_set_are_refused(run: dict[str, Path], tmp_path
     write_prompts(other, build_prompts(1, "default")[:12])
     with fake_server() as fake:
         shard = tmp_path / "other.jsonl"
-        assert main(["sample", "--base-url", fake.url, "--model", BASE, "--prompts-file", str(other), "--base-runs", "2",
-                     *FAST, "--shard", "2/3", "--out", str(shard)]) == 0
+        assert main(["sample", "--base-url", fake.url, "--model", BASE, "--prompts-file", str(other),
+                     "--base-runs", "2", *FAST, "--shard", "2/3", "--out", str(shard)]) == 0
     code, _ = _merge(tmp_path, run["0/3"], run["1/3"], shard)
     assert code == 2 and "prompts_fingerprint" in _line(capsys)
 
