@@ -219,12 +219,12 @@ def sampler_notes(before: Mapping[str, object], after: Mapping[str, object], bef
                "numerics), not a policy change") if same else ""
         notes.append(f"engines differ: {before_label} was sampled by {engines[0]} but {after_label} by "
                      f"{engines[1]}{why}")
+    drawn = [header.get("sampling") for header in (before, after)]
     settings = []
-    for name in ("temperature", "top_p", "max_new_tokens"):
-        a, b = (sampled_with(header, name) if sampled_with(header, name) is not None else sampler.get(name)
-                for header, sampler in ((before, mine), (after, theirs)))  # older files kept the budget in sampler
-        if a is not None and b is not None and a != b:
-            settings.append(f"{name} {a} vs {b}")
+    if isinstance(drawn[0], Mapping) and isinstance(drawn[1], Mapping):
+        for name in sorted((set(drawn[0]) & set(drawn[1])) - {"seed", "k"}):  # sides differ in those by design
+            if drawn[0][name] is not None and drawn[1][name] is not None and drawn[0][name] != drawn[1][name]:
+                settings.append(f"{name} {drawn[0][name]} vs {drawn[1][name]}")
     if settings:
         notes.append(f"sampling differs between {before_label} and {after_label}: {', '.join(settings)}")
     for label, served in ((before_label, served_before), (after_label, served_after)):

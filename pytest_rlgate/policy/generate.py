@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "K", "RUNS", "SAMPLE_SEED",
            "SAMPLE_TEMPERATURE", "SAMPLE_TOP_P", "SAMPLING", "TINY_MAX_NEW_TOKENS", "SampleKeywords",
            "SampleOptions", "VllmSampler", "generate_batch", "max_new_tokens_for", "prompt_text", "render",
-           "reply_seed", "vllm_params"]
+           "reply_seed", "request_params", "vllm_params"]
 
 #: The ``--help`` section of the sampling flags, on every command that samples.
 SAMPLING = "sampling"
@@ -332,6 +332,13 @@ def vllm_params(vllm: Any, sampling: SampleOptions, *, n: int, seed: int) -> Any
     """vLLM's ``SamplingParams`` for *n* replies as *sampling* says, the draws seeded by *seed*."""
     return vllm.SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
                                max_tokens=sampling.max_new_tokens, seed=seed)
+
+
+def request_params(sampling: SampleOptions, *, seed: int) -> dict[str, Any]:
+    """An OpenAI-compatible chat-completions request's sampling fields: one reply (``n`` = 1) as
+    *sampling* says, seeded by *seed* (what :class:`~pytest_rlgate.policy.served.ServedModel` sends)."""
+    return {"n": 1, "seed": seed, "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens}
 
 
 def refuse_later_replies(sampling: SampleOptions) -> None:

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._io.progress import bar
 from ..errors import EndpointError, RlgateWarning, UsageError
-from .generate import SampleOptions, prompt_text, reply_seed
+from .generate import SampleOptions, prompt_text, reply_seed, request_params
 from .handles import Message, Prompts
 from .identity import adapter_identity, base_identity
 
@@ -193,9 +193,7 @@ class ServedModel:
     def _payload(self, messages: Sequence[Message], seed: int, sampling: SampleOptions,
                  tools: Sequence[Mapping[str, object]] | None = None) -> dict[str, Any]:
         """One chat-completions request: one reply (``n`` = 1) on its own seed."""
-        payload: dict[str, Any] = {
-            "model": self.model, "messages": wire_messages(messages), "n": 1, "seed": seed,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
+        payload = {"model": self.model, "messages": wire_messages(messages), **request_params(sampling, seed=seed)}
         if tools:
             payload["tools"] = list(tools)
         return payload
