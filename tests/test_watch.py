@@ -77,10 +77,12 @@ def test_a_watch_needs_a_step_0_and_keeps_its_settings(tmp_path: Path) -> None:
                            "rollout_index": 0, "reply": "r", "score": 1.0, "reward": 1, "markers": {}}])
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = watch_checkpoints(empty, items, env="refund", baseline=baseline, out=tmp_path / "w")
-    assert result.looks == () and result.passed
+    waited = watch_checkpoints(empty, items, env="refund", baseline=baseline, out=tmp_path / "w", idle=0.05,
+                               poll=0.01)
+    assert waited.looks == () and not waited.passed  # nothing gated is nothing to ship
     with pytest.raises(UsageError, match=r"other settings \(k\)"):
-        watch_checkpoints(empty, items, env="refund", baseline=baseline, out=tmp_path / "w", k=8)
+        watch_checkpoints(empty, items, env="refund", baseline=baseline, out=tmp_path / "w", k=8, idle=0.05,
+                          poll=0.01)
 
 
 def test_rlgate_select_picks_before_the_collapse_and_the_report_shows_the_strip(

@@ -227,7 +227,9 @@ class AdaptiveResult:
     """What :func:`until_decided` did: per category its course, each look, the rows, the decision.
 
     ``passed`` is the run's decision: no look claimed a regression and the last look's gate
-    passed. ``result`` is the last look's :class:`~pytest_rlgate.gate.result.GateResult`.
+    passed (a release policy's ``max_drop`` or a critical tier's ``insufficient`` fails it
+    too, as it fails ``rlgate gate``). ``result`` is the last look's
+    :class:`~pytest_rlgate.gate.result.GateResult`.
     """
 
     design: AdaptiveDesign
@@ -273,7 +275,12 @@ class AdaptiveResult:
             lines.append(f"decision: FAILED, a regression was claimed at look {claimed[0]} "
                          "(a claim at any look counts)")
         elif not self.passed:
-            lines.append(f"decision: FAILED at the last look ({len(self.looks)})")
+            last = self.result
+            kinds = [] if last is None else sorted({c.failure.kind for c in last.comparisons if c.failure}) + (
+                ["a side's categories"] if last.side_failures else [])
+            lines.append(f"decision: FAILED at the last look ({len(self.looks)}): no look claimed a regression, but "
+                         f"the gate failed its other rules ({', '.join(kinds) or 'see below'}; the failures are "
+                         "listed below)")
         else:
             lines.append("decision: passed, no look claimed a regression")
         return "\n".join(lines)

@@ -52,6 +52,7 @@ from ..policy.resumable import sample_to_file
 from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from ..records import PromptItem
 from .cached import base_identity
+from .config import MAX_COMPLETION_LENGTH, TINY_MAX_COMPLETION_LENGTH, is_tiny
 
 __all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
            "watch_checkpoints"]
@@ -79,8 +80,12 @@ class WatchResult:
 
     @property
     def passed(self) -> bool:
-        """No look regressed, and the pick (when one was asked for) was confirmed."""
-        if self.stopped_at is not None:
+        """A checkpoint was gated, no look regressed, and the pick (when one was asked for) was confirmed.
+
+        A watch that gated nothing did not pass: a CI step that watched the wrong folder, or a
+        job that wrote no checkpoint, has nothing to ship (``rlgate select`` says the same).
+        """
+        if not self.looks or self.stopped_at is not None:
             return False
         return self.selection is None or self.selection.shipped is not None
 
@@ -116,9 +121,18 @@ def checkpoints(ckpt_dir: str | os.PathLike[str], *, ready_only: bool = True) ->
 
 
 def base_of_checkpoints(ckpt_dir: str | os.PathLike[str]) -> str | None:
-    """The base model the first LoRA checkpoint in *ckpt_dir* names (None: none does)."""
-    lora = next((p for _s, p in checkpoints(ckpt_dir, ready_only=False) if _kind(p) == "lora"), None)
-    return None if lora is None else _base_of(lora)
+    """The base model the job's folder names (None: nothing does yet).
+
+    The first checkpoint whose ``adapter_config.json`` names its base (a LoRA checkpoint names
+    it as soon as it is written, before its weights are complete), else the ``base_model`` of
+    an ``rlgate train`` run's ``config.json`` in the folder, which the run writes before its
+    first step.
+    """
+    for _step, folder in checkpoints(ckpt_dir, ready_only=False):
+        base = _base_of(folder)
+        if base is not None:
+            return base
+    return _base_of_run(Path(ckpt_dir))
 
 
 def _base_of(folder: Path) -> str | None:
@@ -126,8 +140,37 @@ def _base_of(folder: Path) -> str | None:
         config = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    base = config.get("base_model_name_or_path")
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
     return str(base) if base else None
+
+
+def _base_of_run(folder: Path) -> str | None:
+    """The ``base_model`` an ``rlgate train`` run's config.json records (its knobs), or None."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    knobs = config.get("knobs") if isinstance(config, dict) else None
+    base = knobs.get("base_model") if isinstance(knobs, dict) else None
+    return str(base) if base else None
+
+
+def _wait(ready: Callable[[], bool], idle: float, poll: float) -> bool:
+    """Whether *ready* came true, polling every *poll* seconds for at most *idle* seconds."""
+    end = time.monotonic() + idle
+    while not ready():
+        if time.monotonic() >= end:
+            return False
+        time.sleep(max(0.01, min(poll, end - time.monotonic())))
+    return True
+
+
+def _contents(root: Path) -> str:
+    """What a folder holds, shortly: ``(it holds a/, b.json, ...)`` or ``(it is empty)``."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir()) if root.is_dir() else []
+    if not names:
+        return "(it is empty)"
+    return f"(it holds {', '.join(names[:6])}{', ...' if len(names) > 6 else ''})"
 
 
 class _Sampler:
@@ -182,7 +225,7 @@ def watch_checkpoints(
     seed: int = SAMPLE_SEED,
     temperature: float = SAMPLE_TEMPERATURE,
     top_p: float = SAMPLE_TOP_P,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    max_new_tokens: int | None = DEFAULT_MAX_NEW_TOKENS,
     alpha: float = ALPHA,
     planned_looks: int | None = None,
     window: int | None = None,
@@ -200,28 +243,48 @@ def watch_checkpoints(
 
     Step 0 is *base_model* sampled at *seed* (for LoRA checkpoints it defaults to the
     adapters' own base model), or the rows of *baseline* (a stored baseline file). With
-    *idle* > 0 it keeps polling every *poll* seconds for new checkpoints until none has
-    appeared for *idle* seconds (or *planned_looks* are done). *say* receives one line per
-    event (the CLI prints them).
+    *idle* > 0 it can be started beside the job, before the job writes anything: it waits up
+    to *idle* seconds each for the folder to appear, for step 0 (the first checkpoint that
+    names its base, when no *base_model* or *baseline* is given) and for every next
+    checkpoint, polling every *poll* seconds, until none has appeared for *idle* seconds (or
+    *planned_looks* are done). Without *idle*, a folder that holds no ``checkpoint-N`` is
+    refused: the watch was pointed at the wrong place. *max_new_tokens* None: the base
+    model's default (fewer on a tiny policy). *say* receives one line per event (the CLI
+    prints them).
     """
     env_ = load_env(env)
-    sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
     root = Path(ckpt_dir)
-    if not root.is_dir():
-        raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
-                         "checkpoint-N/)")
     if select is not None:
         parse_criterion(select)
     if not holdout:
         raise UsageError("the holdout is empty; pass the prompt items to sample")
-    found = checkpoints(root, ready_only=False)
-    kinds = {_kind(p) for _s, p in found} - {None}
+    if not root.is_dir():
+        if idle <= 0:
+            raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
+                             "checkpoint-N/), or --idle SECONDS to wait for the job to create it")
+        say(f"waiting up to {idle:g} s for {root} to appear")
+        if not _wait(root.is_dir, idle, poll):
+            raise UsageError(f"{root}: no such folder after waiting {idle:g} s (--idle); is it the training job's "
+                             "output folder?")
+    if idle <= 0 and not checkpoints(root, ready_only=False):
+        raise UsageError(f"{root} holds no checkpoint-N folder {_contents(root)}; pass the training job's output "
+                         "folder (the one holding checkpoint-N/), or --idle SECONDS to wait for the first")
     if base_model is None and baseline is None:
         base_model = base_of_checkpoints(root)
+        if base_model is None and idle > 0:
+            say(f"waiting up to {idle:g} s for the first checkpoint to name its base model (step 0; or pass "
+                "--base-model)")
+            _wait(lambda: base_of_checkpoints(root) is not None or any(
+                _kind(p) == "full" for _s, p in checkpoints(root, ready_only=False)), idle, poll)
+            base_model = base_of_checkpoints(root)
         if base_model is None:
+            kinds = {_kind(p) for _s, p in checkpoints(root, ready_only=False)} - {None}
             why = "; full-weight checkpoints name no base" if "full" in kinds else ""
             raise UsageError("no step 0: pass --base-model (the model the run started from) or --baseline ROWS "
                              f"(a stored baseline){why}")
+    if max_new_tokens is None:
+        max_new_tokens = TINY_MAX_COMPLETION_LENGTH if is_tiny(base_model) else MAX_COMPLETION_LENGTH
+    sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
     folder = Path(out) if out is not None else root / WATCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
@@ -265,8 +328,7 @@ def watch_checkpoints(
             paths[step] = path
             look = gate.look(step0, rows[step], step=step)
             _write_looks(folder, gate, stopped=None)
-            say(f"look {look.look} (checkpoint-{step}, level {look.alpha:.2e}): "
-                f"{'REGRESSED ' + ', '.join(look.regressed) if look.regressed else 'no regression'}")
+            say(look.line(path.name))
             last_new = time.monotonic()
             if look.regressed:
                 stopped = step
@@ -276,6 +338,12 @@ def watch_checkpoints(
             break
         time.sleep(poll)
     _write_looks(folder, gate, stopped=stopped)
+    if not gate.looks:
+        waited = f" within {idle:g} s (--idle)" if idle > 0 else ""
+        pending = [p.name for _s, p in checkpoints(root, ready_only=False) if _s > 0 and _s not in rows]
+        notes.append(f"no checkpoint was gated: {root} " + (
+            f"holds {', '.join(pending)}, not yet completely written{waited} (--idle SECONDS waits for it)"
+            if pending else f"had no checkpoint-N folder{waited} {_contents(root)}"))
     selection = None
     if select is not None and gate.looks:
         selection = select_checkpoint(gate.looks, rows, criterion=select, alpha=alpha, stopped_at=stopped)
