@@ -237,6 +237,8 @@ class AdaptiveResult:
     looks: tuple[LookRecord, ...]
     rows: Rows
     replies: int
+    #: replies kept from an interrupted run's ``<out>.partial`` (0: it started afresh)
+    resumed: int = 0
 
     @property
     def passed(self) -> bool:
@@ -263,8 +265,9 @@ class AdaptiveResult:
 
     def summary(self) -> str:
         """The per-category table and the decision line."""
+        resumed = "" if not self.resumed else f" (resumed: {self.resumed:,} replies kept from an interrupted run)"
         lines = [f"until decided: {self.design.describe()}; {len(self.looks)} look{'s' if len(self.looks) != 1 else ''}"
-                 f" run, {self.replies:,} replies",
+                 f" run, {self.replies:,} replies{resumed}",
                  f"{'category':<24} {'verdict':<13} {'decided at':<21} {'k':>4} {'replies':>8}"]
         for c in self.categories:
             at = f"look {c.decided_at}" if c.decided_at is not None else f"no: {c.stopped}"
@@ -317,6 +320,7 @@ class _Journal:
     def __init__(self, partial: PartialRows | None, draw: Draw, piece: int) -> None:
         self.partial, self.draw, self.piece = partial, draw, piece
         self.cursor = 0
+        self.reused = 0  #: rows replayed from the partial file rather than drawn
 
     def take(self, items: Sequence[PromptItem], first: int, count: int) -> list[Row]:
         kept = self.partial.rows if self.partial is not None else []
@@ -328,6 +332,7 @@ class _Journal:
                    "the file was edited, or sampled by another pytest-rlgate; pass --restart (restart=True)")
             out += chunk
             self.cursor += count
+            self.reused += count
             done += 1
         if self.partial is not None and self.cursor < len(kept) and done < len(items):
             self.partial.keep(self.cursor)  # the piece the interrupted run was writing
@@ -406,6 +411,8 @@ def until_decided(
         raise UsageError(f"budget {design.budget:,} replies is below the first look's {len(items) * design.ks[0]:,} "
                          f"({len(items)} prompts x k {design.ks[0]}): raise the budget or lower k")
     before_rows = load_rows(before)
+    if isinstance(before, (str, os.PathLike)):  # each look's hints name the file (`rlgate plan runs/base.jsonl`)
+        before_rows.label = os.fspath(before)
     base: Header = dict(header) if header is not None else {}
     plan: dict[str, object] = {}
     if base:  # what a published file (or a rerun continuing it) is bound to
@@ -481,7 +488,7 @@ def until_decided(
                                         regressed_at.get(category), "" if at is not None else
                                         "too few scenarios" if category in too_few else stopped))
     published = Rows(rows, header=in_loop)
-    result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows))
+    result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows), resumed=journal.reused)
     if base:
         kept: Header = {**base, ADAPTIVE_KEY: {**plan, "outcome": result.record()}}
         sampling = kept.get("sampling")

@@ -864,7 +864,7 @@ def plan(
         raise UsageError(f"method must be one of {', '.join(_SIMULATED)} (the tests a plan simulates), got {method!r}")
     if guards is not None and (isinstance(guards, str) or not all(isinstance(g, str) for g in guards)):
         raise UsageError(f"guards must be a list of marker names, got {guards!r}")
-    label = os.fspath(rows) if isinstance(rows, (str, os.PathLike)) else str(getattr(rows, "label", "<rows>"))
+    label = os.fspath(rows) if isinstance(rows, (str, os.PathLike)) else str(getattr(rows, "label", None) or "<rows>")
     table, header = _read(rows, label)
     if not table:
         raise DataError(f"{label} has no rows to plan from")

@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError
 from ..gate.looks import Look
@@ -22,12 +22,17 @@ from ..gate.select import Selection
 from .data import LOOKS_FILE, is_watch_folder
 from .plots import VERDICT_COLOURS, _new_figure, _png_bytes, ink_on
 
-__all__ = ["MARKS", "SYMBOLS", "is_watch_folder", "legend_text", "plot_strip", "read_watch", "strip_rows",
-           "strip_text", "watch_text"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["MARKS", "SYMBOLS", "is_watch_folder", "legend_text", "plot_strip", "read_watch", "strip_figure",
+           "strip_rows", "strip_text", "watch_text"]
 
 #: one character per verdict, for the terminal
 SYMBOLS = {"moved": "+", "flat": "=", "inconclusive": "~", "insufficient": ".", "regressed": "X", "unresolved": "?"}
 LOOKS, SELECTION = LOOKS_FILE, "selection.json"
+#: the frame round the column the sequential test stopped on (over a white halo: it reads on every verdict)
+STOP_FRAME = "#1a202c"
 
 
 def strip_rows(looks: Sequence[Look]) -> list[tuple[str, list[str | None]]]:
@@ -90,14 +95,20 @@ def strip_text(looks: Sequence[Look], selection: Selection | None = None) -> str
 
 
 def plot_strip(looks: Sequence[Look], selection: Selection | None = None) -> bytes | None:
-    """The strip as a PNG (None when no look carries a gate), legible at its own size.
+    """The strip as a PNG (None when no look carries a gate), legible at its own size (:func:`strip_figure`)."""
+    fig = strip_figure(looks, selection)
+    return None if fig is None else _png_bytes(fig)
+
+
+def strip_figure(looks: Sequence[Look], selection: Selection | None = None) -> Figure | None:
+    """The strip's figure (None when no look carries a gate), laid out to be read at its own size.
 
     One cell per comparison and checkpoint in its verdict's colour, with the verdict's
     symbol written in it (so the strip reads in grey too, as the terminal's does); the
     checkpoint's mark (``!``, ``^``, ``*``, as in the terminal) on a second row of labels
     above the columns, where neither the title nor a neighbour can cover it; a thick frame
-    round the column where the sequential test stopped, drawn in the regressed colour over a
-    white halo so it stands out on any cell; the legend (verdicts, then marks) beside it.
+    round the column where the sequential test stopped, near black over a white halo so it
+    stands out on any cell; the legend (verdicts, then marks) beside it.
     """
     rows = strip_rows(looks)
     if not rows:
@@ -125,7 +136,7 @@ def plot_strip(looks: Sequence[Look], selection: Selection | None = None) -> byt
     top.tick_params(length=0)
     for i, look in enumerate(looks):
         if look.regressed:
-            for colour, line in (("#ffffff", 5.0), (VERDICT_COLOURS["regressed"], 3.0)):
+            for colour, line in (("#ffffff", 6.0), (STOP_FRAME, 3.0)):
                 ax.add_patch(Rectangle((i - 0.5, -0.5), 1, len(rows), fill=False, edgecolor=colour, linewidth=line,
                                        clip_on=False))
     handles = [Patch(facecolor=c, edgecolor="#4a5568", label=f"{SYMBOLS.get(v, '')} {v}")
@@ -133,7 +144,7 @@ def plot_strip(looks: Sequence[Look], selection: Selection | None = None) -> byt
     handles += [Patch(facecolor="none", edgecolor="none", label=f"{m} {meaning}") for m, meaning in MARKS.items()]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title("each checkpoint's verdict against step 0", fontsize=9, pad=14)
-    return _png_bytes(fig)
+    return fig
 
 
 def read_watch(folder: str | os.PathLike[str]) -> tuple[list[Look], Selection | None, Mapping[str, Any]]:
