@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
-from .errors import UsageError
+from .errors import RlgateDeprecationWarning, UsageError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 __all__ = ["FILE_NUMBER", "HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number", "ReadOptions",
-           "add_env_argument", "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file",
-           "path_problem", "share"]
+           "add_deprecated", "add_env_argument", "add_knob_arguments", "add_output_arguments", "bounds_of", "fraction",
+           "knob", "knob_flag", "output_dir", "output_file", "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -226,21 +226,27 @@ class KnobMeta(TypedDict):
     nargs: int | None
     aliases: tuple[str, ...]
     flag: str | None
+    fills: str | None
 
 
 def knob(default: _T, help: str | Callable[[], str], *, group: str, bound: Number | None = None,
          parse: Callable[[str], object] | None = None, metavar: str | tuple[str, ...] | None = None,
-         nargs: int | None = None, aliases: tuple[str, ...] = (), flag: str | None = None) -> _T:
+         nargs: int | None = None, aliases: tuple[str, ...] = (), flag: str | None = None,
+         fills: str | None = None) -> _T:
     """A dataclass field declared once, the TRL way: its default, its help, its range and how its
-    flag parses live in the field, and the CLI generates ``--<name>`` from it.
+    flag parses live in the field, and the CLI generates ``--<name>`` from it
+    (:func:`add_knob_arguments`).
 
     *help* may be a callable when the text needs a heavy import (TRL's loss types); *group*
-    is the ``--help`` section; *aliases* are older spellings of the flag, still accepted
-    with a deprecation warning; *flag* replaces ``--<name>`` where the name cannot be the
-    flag's (``--async``: ``async`` is a Python keyword).
+    is the ``--help`` section; *aliases* are older spellings of the flag, still accepted for
+    one release with a deprecation warning and hidden from ``--help``; *flag* replaces
+    ``--<name>`` where the name cannot be the flag's (``--async``: ``async`` is a Python
+    keyword). *fills* names the field of another declared-once class this knob carries a
+    value for (a training run's sampling knobs fill
+    :class:`~pytest_rlgate.policy.generate.SampleOptions`' fields).
     """
     meta: KnobMeta = {"help": help, "group": group, "bound": bound, "parse": parse, "metavar": metavar,
-                      "nargs": nargs, "aliases": aliases, "flag": flag}
+                      "nargs": nargs, "aliases": aliases, "flag": flag, "fills": fills}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -250,7 +256,14 @@ def knob_meta(spec: dataclasses.Field[object]) -> KnobMeta | None:
     if "help" not in meta or "group" not in meta:
         return None
     return KnobMeta(help=meta["help"], group=meta["group"], bound=meta["bound"], parse=meta["parse"],
-                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"], flag=meta.get("flag"))
+                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"], flag=meta.get("flag"),
+                    fills=meta.get("fills"))
+
+
+def knob_flag(spec: dataclasses.Field[object]) -> str:
+    """The flag of the :func:`knob` field *spec*: its declared *flag*, else ``--<name>``."""
+    meta = knob_meta(spec)
+    return (meta and meta["flag"]) or f"--{spec.name.replace('_', '-')}"
 
 
 def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[str, Number]:
@@ -258,19 +271,68 @@ def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[s
     return {f.name: f.metadata["bound"] for f in dataclasses.fields(cls_or_obj) if f.metadata.get("bound")}
 
 
-class Deprecated(argparse.Action):
-    """Stores the value; an old spelling of the flag still works, with a deprecation warning."""
+def add_knob_arguments(parser: argparse.ArgumentParser, cls: type[DataclassInstance], *,
+                       only: tuple[str, ...] | None = None, defaults: Mapping[str, object] | None = None,
+                       helps: Mapping[str, str] | None = None,
+                       groups: dict[str, argparse._ArgumentGroup] | None = None) -> dict[str, argparse._ArgumentGroup]:
+    """One flag per :func:`knob` field of *cls* (*only* these names, in this order, when given):
+    type, range, help, metavar and default from the field, so every command that takes the
+    setting spells, bounds and explains it the same way. *defaults* and *helps* replace a
+    field's default and help on this command (``rlgate eval --sample-seed`` defaults to the
+    run's own seed). Each older spelling in the field's *aliases* is accepted, hidden from
+    ``--help``, with a deprecation warning. The value lands in ``args.<field name>``.
+    Returns the ``--help`` sections by title (*groups*, extended)."""
+    groups = {} if groups is None else groups
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in only if only is not None else tuple(fields):
+        spec = fields[name]
+        meta = knob_meta(spec)
+        if meta is None:
+            continue
+        if meta["group"] not in groups:
+            groups[meta["group"]] = parser.add_argument_group(meta["group"])
+        group = groups[meta["group"]]
+        help_ = (helps or {}).get(name) or (meta["help"]() if callable(meta["help"]) else meta["help"])
+        default = (defaults or {}).get(name, spec.default)
+        flag = knob_flag(spec)
+        if spec.default is False:
+            group.add_argument(flag, action="store_true", help=help_, dest=name)
+            for old in meta["aliases"]:
+                add_deprecated(group, old, flag, dest=name, nargs=0, const=True)
+            continue
+        kwargs: dict[str, Any] = {"type": meta["bound"] or meta["parse"]}
+        if meta["metavar"] is not None:
+            kwargs["metavar"] = meta["metavar"]
+        if meta["nargs"] is not None:
+            kwargs["nargs"] = meta["nargs"]
+        group.add_argument(flag, default=default, help=help_, dest=name, **kwargs)
+        for old in meta["aliases"]:
+            add_deprecated(group, old, flag, dest=name, **kwargs)
+    return groups
 
-    def __init__(self, *args: Any, old: tuple[str, ...] = (), **kwargs: Any) -> None:
-        self.old = old
+
+class Deprecated(argparse.Action):
+    """An older spelling of a flag (*new*), kept for one release: it stores the value like the
+    flag does, warns (:class:`~pytest_rlgate.errors.RlgateDeprecationWarning`) and is added
+    with ``help=argparse.SUPPRESS``, so ``--help`` shows only the one name."""
+
+    def __init__(self, *args: Any, new: str, **kwargs: Any) -> None:
+        self.new = new
         super().__init__(*args, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        if option_string in self.old:
-            warnings.warn(f"{option_string} is now {self.option_strings[0]}; {option_string} will be removed",
-                          DeprecationWarning, stacklevel=2)
-        setattr(namespace, self.dest, values)
+        warnings.warn(f"{option_string} is now {self.new}; {option_string} will be removed", RlgateDeprecationWarning,
+                      stacklevel=2)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_deprecated(parser: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str, *, dest: str,
+                   **kwargs: Any) -> None:
+    """*old*, an older spelling of the flag *new* (same *dest*, same *kwargs* type/nargs), accepted
+    for one release with a deprecation warning and hidden from ``--help``."""
+    parser.add_argument(old, action=Deprecated, new=new, dest=dest, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS, **kwargs)
 
 
 def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = None) -> _T:

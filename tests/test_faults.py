@@ -275,7 +275,7 @@ def test_a_read_only_runs_folder_is_one_line(tmp_path: Path) -> None:
 RACE = """
 import json, os, pytest
 
-@pytest.mark.rlgate(method="grpo", size="small", steps=2, max_completion_length=16, monitor_every=0, base_runs=1)
+@pytest.mark.rlgate(method="grpo", size="small", steps=2, max_new_tokens=16, monitor_every=0, base_runs=1)
 @pytest.mark.parametrize("i", range(2))
 def test_asks_for_the_adapter(rlgate_adapter, i):
     assert (rlgate_adapter.adapter / "adapter_model.safetensors").is_file()

@@ -223,6 +223,29 @@ def test_the_floor_check_sees_a_climb() -> None:
                               "pytest_rlgate.gate.stats -> pytest_rlgate.rewards.scan"]
 
 
+#: Commands that train nothing, and import nothing of train/ (not even through another module):
+#: ``rlgate sample`` samples any checkpoint with policy/'s sampler, on data/'s holdout.
+TRAINS_NOTHING = ("pytest_rlgate.cli.sample",)
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += sorted(graph.get(module, ()))
+    return seen
+
+
+def test_a_command_that_trains_nothing_imports_nothing_of_train() -> None:
+    graph = _import_graph(PACKAGE)
+    reached = {command: sorted(m for m in _reach(graph, command) if m.startswith("pytest_rlgate.train"))
+               for command in TRAINS_NOTHING}
+    assert reached == {command: [] for command in TRAINS_NOTHING}, \
+        "a sampling command reaches into train/ (move what it needs down to policy/ or data/)"
+
+
 #: Where an environment spec may be resolved (``load_env``): the doors, each with why it is one.
 #: Everything inside takes the resolved ``Env``; a new call elsewhere resolves a spec its caller
 #: had resolved already (pass the ``Env`` down instead), or it is a new door to add here.

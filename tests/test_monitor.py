@@ -234,7 +234,7 @@ def _trainer(tiny, tmp_path, callbacks, reward):
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
     model = AutoModelForCausalLM.from_pretrained(str(tiny))
-    knobs = GRPOKnobs(base_model=str(tiny), steps=6, max_completion_length=16, learning_rate=1e-3).resolve()
+    knobs = GRPOKnobs(base_model=str(tiny), steps=6, max_new_tokens=16, learning_rate=1e-3).resolve()
     split = stratified_split(ITEMS, 0.2)
     return build_trainer(model, tok, split.train, knobs, output_dir=str(tmp_path), callbacks=callbacks,
                          reward=reward), split.holdout, tok

@@ -230,7 +230,7 @@ def test_a_watch_started_before_its_job_waits_for_the_folder_step_0_and_the_firs
 
     holdout = rg.stratified_split(rg.build_prompts(0, "default", env="refund"), 0.2, env="refund").holdout
     result = watch_checkpoints(job, holdout, env="refund", planned_looks=1, idle=30, poll=0.01, select=None,
-                               max_new_tokens=None, say=say)
+                               budget_of_base=True, say=say)
     assert said[0] == f"waiting up to 30 s for {job} to appear"
     assert said[1] == ("waiting up to 30 s for the first checkpoint to name its base model (step 0; or pass "
                        "--base-model)")

@@ -16,14 +16,12 @@ import argparse
 import os
 
 from ..environment.contract import Env
-from ..options import SEED, Number, add_env_argument, add_output_arguments, bounds_of
-from ..train import config as C
-from ..train.config import RunKnobs
+from ..options import Number, add_env_argument, add_knob_arguments, add_output_arguments
+from ..policy.generate import SAMPLING, SampleOptions
 from ..train.watch import WATCH_DIR, watch_checkpoints
-from .sample import add_prompt_arguments, holdout_items
+from .sample import add_prompt_arguments, prompts_of
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"
-BOUNDS = bounds_of(RunKnobs)
 #: The run's one-sided error: below 1e-6 no category could ever stop it, above 0.25 a stop means little.
 ALPHA = Number(1e-6, 0.25, "0.025")
 LOOKS = Number(1, 10_000, "10", integer=True)
@@ -38,13 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="step 0: the model the run started from (default: the LoRA adapters' base model)")
     parser.add_argument("--baseline", metavar="ROWS", help="gate against these stored rows instead of sampling step 0")
     add_prompt_arguments(parser)
-    s = parser.add_argument_group("sampling")
-    s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
-    s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="sample seed (%(default)s)")
-    s.add_argument("--temperature", type=BOUNDS["temperature"], default=C.TEMPERATURE, help="(%(default)s)")
-    s.add_argument("--top-p", type=BOUNDS["top_p"], default=C.TOP_P, help="(%(default)s)")
-    s.add_argument("--max-new-tokens", type=BOUNDS["max_completion_length"], metavar="TOKENS",
-                   help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on a tiny policy")
+    s = add_knob_arguments(parser, SampleOptions, defaults={"max_new_tokens": None})[SAMPLING]
     s.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     g = parser.add_argument_group("the sequential test")
     g.add_argument("--alpha", type=ALPHA, default=0.025, help="the whole run's one-sided error (%(default)s)")
@@ -68,11 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     env: Env = args.env  # resolved at the door (cli._resolve_env)
-    items, _source = holdout_items(args, env)
+    items, _source = prompts_of(args, env)
     result = watch_checkpoints(
-        args.ckpt_dir, items, env=env, base_model=args.base_model, baseline=args.baseline, out=args.out, k=args.k,
-        seed=args.sample_seed, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-        alpha=args.alpha, planned_looks=args.looks, window=args.window, policy=args.policy,
+        args.ckpt_dir, items, env=env, base_model=args.base_model, baseline=args.baseline, out=args.out,
+        sampling=SampleOptions.from_args(args, model=args.base_model),
+        budget_of_base=args.max_new_tokens is None, alpha=args.alpha, planned_looks=args.looks,
+        window=args.window, policy=args.policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
         device=args.device, progress=args.progress, say=lambda line: print(line, flush=True))
     for note in result.notes:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.errors import RlgateDeprecationWarning, RlgateError
 from pytest_rlgate.options import ReadOptions
 from pytest_rlgate.plugin import add_setting, path_setting, setting
 
@@ -79,8 +79,8 @@ def _own(config: pytest.Config) -> dict[str, str]:
     for flag, name in _OLD_FLAGS.items():
         value = config.getoption(_dest(name), default=None)
         if value is not None:
-            warnings.warn(f"{flag} is now --rlgate-read {name}=VALUE; {flag} will be removed", DeprecationWarning,
-                          stacklevel=2)
+            warnings.warn(f"{flag} is now --rlgate-read {name}=VALUE; {flag} will be removed",
+                          RlgateDeprecationWarning, stacklevel=2)
             out[name] = str(value)
     for item in given:
         name, sep, value = str(item).partition("=")

@@ -48,7 +48,8 @@ from .handles import Prompts, RowMeta
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .handles import SampleKeywords, Tokenizer
+    from .generate import SampleKeywords
+    from .handles import Tokenizer
 
 #: what a prompt is sampled with on one rank: its scenario, else its prompt text
 _Unit = tuple[str, object]
@@ -85,8 +86,8 @@ def sample(
 ) -> list[list[str]]:
     """``replies[i]`` = the *k* sampled replies to ``prompts[i]`` (a prompt item or a string).
 
-    How they are drawn is a :class:`SampleOptions` (*sampling*, with the keywords ``k``,
-    ``temperature``, ``top_p``, ``seed``, ``max_new_tokens`` and ``batch_size`` on top).
+    How they are drawn is a :class:`SampleOptions` (*sampling*, with its fields as keywords on
+    top: ``k``, ``temperature``, ``seed``, ``max_new_tokens``, ...).
     Prompts are rendered with the environment's ``messages_for`` (its system prompt and the
     user turn by default; the default environment when *env* is None) through the
     tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
@@ -140,8 +141,7 @@ def _sample(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampli
                 rows = [(i, j) for i in chunk for j in range(sampling.first, sampling.first + sampling.k)]
                 texts = generate_batch(
                     model, tokenizer, [rendered[i] for i, _ in rows],
-                    [reply_seed(sampling.seed, j, rendered[i]) for i, j in rows],
-                    temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
+                    [reply_seed(sampling.seed, j, rendered[i]) for i, j in rows], sampling,
                 )
                 for (i, _), text in zip(rows, texts):
                     replies[i].append(text)
@@ -207,8 +207,7 @@ def sample_rows(
                        progress=progress if shown else False, desc=desc, backend=backend)
 
     replies = _sharded(draw, items) if shard else draw(items)
-    header = row_header(resolved, prompts_fingerprint=_fingerprint(items), policy=policy, seed=drawn.seed, k=drawn.k,
-                        temperature=drawn.temperature, top_p=drawn.top_p)
+    header = row_header(resolved, prompts_fingerprint=_fingerprint(items), policy=policy, sampling=drawn.drawn())
     return Rows(_count_from(grade_replies(items, replies, env=resolved, **meta), drawn.first), header=header)
 
 

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from transformers import Trainer, TrainerControl, TrainerState, TrainingArguments
     from typing_extensions import Unpack
 
-    from ..policy.handles import Model, SampleKeywords, Tokenizer
+    from ..policy.generate import SampleKeywords
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["PICK_ADAPTER", "GateCallback"]
 
@@ -296,13 +297,12 @@ class GateCallback(TrainerCallback):
     def summary(self) -> dict[str, object]:
         """Settings, what each category can see, every look (its level, tests and house gate), where it stopped."""
         return {
-            "settings": {"every": self.every, "k": self.k, "seed": self.seed, "alpha": self.alpha,
+            "settings": {"every": self.every, **self.sampling.drawn(), "alpha": self.alpha,
                          "planned_looks": None if self.sequential is None else self.sequential.planned,
                          "sequential": None if self.sequential is None else self.sequential.settings(),
                          "env": self.env.describe(), "prompts": len(self.holdout),
                          "stop_on_regression": self.stop_on_regression, "policy": None if self.policy is None
-                         else str(self.policy), "select": self.criterion, "temperature": self.sampling.temperature,
-                         "top_p": self.sampling.top_p, "max_new_tokens": self.sampling.max_new_tokens},
+                         else str(self.policy), "select": self.criterion},
             "reach": [r.to_dict() for r in self.reach],
             "looks": [look.to_dict() for look in self.looks],
             "stopped_at": self.stopped_at,

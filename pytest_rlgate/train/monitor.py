@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from typing_extensions import Unpack
 
-    from ..policy.handles import Model, SampleKeywords, Tokenizer
+    from ..policy.generate import SampleKeywords
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["ALARMS", "HackMonitor"]
 
@@ -322,9 +323,7 @@ class HackMonitor(TrainerCallback):
                 "endorsed": ({c: list(v) for c, v in self.env.endorsed.items()}
                              if isinstance(self.env.endorsed, Mapping) else list(self.env.endorsed)),
                 "stop_on": list(self.stop_on), "kl_budget": self.kl_budget, "window": self.window,
-                "length_growth": self.length_growth, "seed": self.seed, "temperature": self.sampling.temperature,
-                "top_p": self.sampling.top_p, "max_new_tokens": self.sampling.max_new_tokens,
-                "scan": self.scan_fn is not None,
+                "length_growth": self.length_growth, **self.sampling.drawn(), "scan": self.scan_fn is not None,
             },
             "history": self.history,
             "alarms": self.alarms,

@@ -24,9 +24,9 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._io.atomic import atomic_write
 from ..data.prompts import fingerprint, read_prompts, write_prompts
@@ -45,14 +45,17 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
-from ..policy.generate import SampleOptions
+from ..policy.generate import SampleOptions, max_new_tokens_for
+from ..policy.identity import base_identity
 from ..policy.load import load_policy
 from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from ..policy.resumable import sample_to_file
-from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from ..records import PromptItem
-from .cached import base_identity
-from .config import MAX_COMPLETION_LENGTH, TINY_MAX_COMPLETION_LENGTH, is_tiny
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..policy.generate import SampleKeywords
 
 __all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
            "watch_checkpoints"]
@@ -183,12 +186,11 @@ class _Sampler:
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
         if not out.exists():
-            sampling = self.sampling
+            sampling = SampleOptions.of(self.sampling, seed=seed)
             header = {**row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
-                                   temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, k=sampling.k),
+                                   sampling=sampling.drawn()),
                       "sampler": {"model": base_identity(model_id),
-                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed],
-                                  "max_new_tokens": sampling.max_new_tokens}}
+                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed]}}
             model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
             sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed],
                            sampling=sampling, policy=label, progress=self.progress)
@@ -221,11 +223,8 @@ def watch_checkpoints(
     base_model: str | None = None,
     baseline: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
-    k: int = 4,
-    seed: int = SAMPLE_SEED,
-    temperature: float = SAMPLE_TEMPERATURE,
-    top_p: float = SAMPLE_TOP_P,
-    max_new_tokens: int | None = DEFAULT_MAX_NEW_TOKENS,
+    sampling: SampleOptions | None = None,
+    budget_of_base: bool = False,
     alpha: float = ALPHA,
     planned_looks: int | None = None,
     window: int | None = None,
@@ -237,22 +236,26 @@ def watch_checkpoints(
     device: str | None = None,
     progress: bool | None = None,
     say: Callable[[str], None] = lambda _line: None,
+    **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
     then select the checkpoint to ship.
 
-    Step 0 is *base_model* sampled at *seed* (for LoRA checkpoints it defaults to the
+    Each checkpoint is sampled as *sampling* (a :class:`~pytest_rlgate.policy.generate.SampleOptions`,
+    its fields as keywords on top: ``k``, ``seed``, ...). Step 0 is *base_model* sampled at its
+    *seed* (for LoRA checkpoints it defaults to the
     adapters' own base model), or the rows of *baseline* (a stored baseline file). With
     *idle* > 0 it can be started beside the job, before the job writes anything: it waits up
     to *idle* seconds each for the folder to appear, for step 0 (the first checkpoint that
     names its base, when no *base_model* or *baseline* is given) and for every next
     checkpoint, polling every *poll* seconds, until none has appeared for *idle* seconds (or
     *planned_looks* are done). Without *idle*, a folder that holds no ``checkpoint-N`` is
-    refused: the watch was pointed at the wrong place. *max_new_tokens* None: the base
-    model's default (fewer on a tiny policy). *say* receives one line per event (the CLI
-    prints them).
+    refused: the watch was pointed at the wrong place. *budget_of_base*: the replies' token
+    budget is the base model's default (fewer on a tiny policy), set once step 0's base is
+    known. *say* receives one line per event (the CLI prints them).
     """
     env_ = load_env(env)
+    sampling = SampleOptions.of(sampling, **keywords)
     root = Path(ckpt_dir)
     if select is not None:
         parse_criterion(select)
@@ -282,15 +285,15 @@ def watch_checkpoints(
             why = "; full-weight checkpoints name no base" if "full" in kinds else ""
             raise UsageError("no step 0: pass --base-model (the model the run started from) or --baseline ROWS "
                              f"(a stored baseline){why}")
-    if max_new_tokens is None:
-        max_new_tokens = TINY_MAX_COMPLETION_LENGTH if is_tiny(base_model) else MAX_COMPLETION_LENGTH
-    sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
+    if budget_of_base:  # the base was not known when the watch started (it waited for the job)
+        sampling = replace(sampling, max_new_tokens=max_new_tokens_for(
+            base_model or base_of_checkpoints(root)))
+    seed = sampling.seed
     folder = Path(out) if out is not None else root / WATCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
-                "base_model": base_model, "baseline": None if baseline is None else str(baseline), "k": k,
-                "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
-                "alpha": alpha, "planned_looks": planned_looks, "window": window,
+                "base_model": base_model, "baseline": None if baseline is None else str(baseline),
+                **sampling.drawn(), "alpha": alpha, "planned_looks": planned_looks, "window": window,
                 "policy": None if policy is None else str(policy), "select": select}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
@@ -386,8 +389,7 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
         raise DataError(f"unreadable watch settings ({exc})", path=root / SETTINGS) from None
     env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
     items = read_prompts(root / HOLDOUT, env=env)
-    sampling = SampleOptions(k=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
-                             seed=settings["seed"], max_new_tokens=settings["max_new_tokens"])
+    sampling = SampleOptions(**{name: settings[name] for name in SampleOptions().drawn()})
     sampler = _Sampler(env, items, sampling, device=device, progress=progress)
     paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
     baseline = settings.get("baseline")

@@ -275,7 +275,7 @@ def source_header(
         "env_fingerprint": fingerprint({"harness": harness, "tasks": task_record, "options": shaping}),
         "prompts_fingerprint": None,
         "policy": model,
-        "sampling": {"temperature": None, "top_p": None, "seed": None, "k": None},
+        "sampling": {},  # a harness says nothing of how it drew its replies
         "source": {"harness": harness, "version": version, "tasks": task_record, "options": shaping,
                    "path": os.fspath(path), "model": model, **(extra or {})},
     }
