@@ -200,3 +200,16 @@ def test_a_filter_variant_is_the_same_samples_not_a_category(capsys) -> None:
             40, mine.before, mine.after)
     with pytest.raises(DataError, match="--filter none: this record names no lm-eval filter"):
         list(read_rows(EEE / "demo", filter="none"))
+
+
+def test_two_benchmarks_that_share_an_item_are_two_datasets_not_a_double_count(tmp_path: Path) -> None:
+    (samples,) = (BASE / "rg_refund").glob("*_samples.jsonl")
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    records = [r for r in records if r["metadata"]["filter"] == "none"]
+    for name in ("bench_a", "bench_b"):  # the same 40 items, in two benchmarks of their own
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}_samples.jsonl").write_text(
+            "".join(json.dumps({**r, "evaluation_name": name}) + "\n" for r in records), encoding="utf-8")
+    rows = list(read_rows(tmp_path))
+    assert len(rows) == 80 and {r["category"] for r in rows} == {"bench_a", "bench_b"}

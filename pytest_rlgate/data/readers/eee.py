@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, NoReturn, Protocol
 
 from ..._version import __version__
 from ...errors import DataError, hide_user_errors
@@ -149,11 +149,15 @@ class EveryEvalEverReader:
                      for a in aggregates if a}
         tasks: dict[str, object] = {}
         lower: set[str] = set()
+        datasets: dict[str, str] = {}  #: evaluation name -> the dataset its aggregate says it scored
         for aggregate, rec in zip(aggregates, firsts):
             listed = aggregate.get("evaluation_results")
             results = [as_dict(r) for r in listed] if isinstance(listed, list) else []
             for result in results or [rec]:
                 tasks.setdefault(str(result.get("evaluation_name")), None)
+                dataset = as_dict(result.get("source_data")).get("dataset_name")
+                if isinstance(dataset, str) and dataset:
+                    datasets[str(result.get("evaluation_name"))] = dataset
             lower |= {str(r.get("evaluation_result_id") or r.get("evaluation_name")) for r in results
                       if as_dict(r.get("metric_config")).get("lower_is_better") is True}
         header = source_header("eee", version=firsts[0].get("schema_version"), tasks=tasks, options=options,
@@ -165,9 +169,9 @@ class EveryEvalEverReader:
         def rows(record: Pass) -> Iterator[Row]:
             category, unit = Pick("category", options.category), Pick("unit", options.unit)
             kept = 0
-            seen: dict[tuple[str, str], _Variant] = {}
+            counted = _Counted(datasets)
             for samples, _aggregate in pairs:
-                kept += yield from _rows(record, samples, options, wanted, lower, category, unit, seen)
+                kept += yield from _rows(record, samples, options, wanted, lower, category, unit, counted)
             if not kept:
                 chosen = " and ".join(f"--{name} {value}" for name, value in (("metric", options.metric),
                                                                              ("filter", options.text("filter")))
@@ -198,17 +202,36 @@ def _task_of(evaluation: str, filter_name: str | None) -> str:
     return evaluation[: -len(suffix)] if filter_name and evaluation.endswith(suffix) else evaluation
 
 
-def _once(seen: dict[tuple[str, str], _Variant], rec: Mapping[str, object], variant: _Variant, sample: object,
-          prompt: object, label: str, line: int) -> None:
-    """Refuse a sample already counted under another evaluation: a filter variant is the same sample scored
-    again, not a category of its own (``overall`` would count it twice)."""
-    digest = rec.get("sample_hash")
-    same = digest if isinstance(digest, str) and digest else prompt if isinstance(prompt, str) and prompt else None
-    if same is None:
-        return  # nothing tells this sample from another evaluation's of the same id
-    first = seen.setdefault((str(sample), same), variant)
-    if first.evaluation == variant.evaluation:
-        return
+class _Counted:
+    """The samples a pass has counted, so none is counted under two evaluations.
+
+    A sample is its dataset (the aggregate's ``source_data.dataset_name``, else the
+    evaluation less the filter the lm-eval converter appends), its id and its hash (else its
+    prompt): a filter variant of a task is the same sample scored again, while two benchmarks
+    that happen to share an item are two datasets. Memory grows with the samples, as the
+    gate's own units do.
+    """
+
+    def __init__(self, datasets: Mapping[str, str]) -> None:
+        self.datasets = datasets
+        self.seen: dict[tuple[str, str, str], _Variant] = {}
+
+    def once(self, rec: Mapping[str, object], variant: _Variant, sample: object, prompt: object, label: str,
+             line: int) -> None:
+        """Refuse *rec* when its sample was counted under another evaluation (``overall`` would count it twice)."""
+        digest = rec.get("sample_hash")
+        same = digest if isinstance(digest, str) and digest else prompt if isinstance(prompt, str) and prompt \
+            else None
+        if same is None:
+            return  # nothing tells this sample from another evaluation's of the same id
+        dataset = self.datasets.get(variant.evaluation) or _task_of(variant.evaluation, variant.filter)
+        first = self.seen.setdefault((dataset, str(sample), same), variant)
+        if first.evaluation != variant.evaluation:
+            _refuse(first, variant, sample, label, line)
+
+
+def _refuse(first: _Variant, variant: _Variant, sample: object, label: str, line: int) -> NoReturn:
+    """One sample under two evaluations: the fix is the option that picks one, a filter where they differ by one."""
     where = f"sample {sample} is scored under both {first.evaluation!r} and {variant.evaluation!r}"
     if first.filter is not None and variant.filter is not None and first.filter != variant.filter:
         raise DataError(f"{where} (lm-eval filters {first.filter}, {variant.filter}); a sample counts once: "
@@ -218,11 +241,11 @@ def _once(seen: dict[tuple[str, str], _Variant], rec: Mapping[str, object], vari
 
 
 def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | None, lower: set[str],
-          category: Pick, unit: Pick, seen: dict[tuple[str, str], _Variant]) -> Generator[Row, None, int]:
+          category: Pick, unit: Pick, counted: _Counted) -> Generator[Row, None, int]:
     """One samples file's rows, streamed; returns how many records the metric (and filter) kept.
 
-    *seen* holds every sample counted so far in this pass, by its id and hash, so that no
-    sample is counted under two evaluations (an lm-eval filter variant of the same task).
+    *counted* holds every sample counted so far in this pass, so that no sample is counted
+    under two evaluations (an lm-eval filter variant of the same task).
     """
     label = os.fspath(file)
     counts: dict[tuple[str, str], int] = {}
@@ -252,7 +275,7 @@ def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | Non
                             line=line)
         kept += 1
         given = as_dict(rec.get("input"))
-        _once(seen, rec, _Variant(evaluation, result, filter_name), sample, given.get("raw"), label, line)
+        counted.once(rec, _Variant(evaluation, result, filter_name), sample, given.get("raw"), label, line)
         task = _task_of(evaluation, filter_name)
         where = f"{task} sample {sample}"
         if rec.get("error") not in (None, ""):
