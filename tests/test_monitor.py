@@ -173,8 +173,8 @@ def test_the_proxy_reward_is_the_environment_s_score_and_the_sampler_renders_its
     monitor = HackMonitor(GO_ITEMS, None, env=Go(), every=1, sample_fn=right, scan_fn=None)
     _drive(monitor, 1)
     assert [h["proxy_reward"] for h in monitor.history] == [1.0, 1.0]
-    default = HackMonitor(GO_ITEMS, None, env=Go()).sample_fn
-    assert default.keywords["env"] is not None and default.keywords["env"].name == "go"
+    default = HackMonitor(GO_ITEMS, None, env=Go())  # samples through the look frame, with its environment
+    assert default._sample_fn is None and default.env.name == "go"
 
 
 def test_a_feature_endorsed_in_one_category_is_the_hack_in_another():

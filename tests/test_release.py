@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from test_gate import table_rows
 
 from pytest_rlgate import UsageError, compare, load_release_policy
 from pytest_rlgate.cli import main
+from pytest_rlgate.gate.options import GateOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")
 
@@ -166,3 +168,18 @@ def test_critical_from_the_marker(rlgate):
     bad = pytester.runpytest("-p", "no:cacheprovider")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*rlgate_policy*release.yaml:2: unknown key 'oops'*"])
+
+
+def test_an_explicit_family_level_wins_over_the_policys_even_at_the_default(run: tuple[Path, Path], tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    policy = _policy(tmp_path, "family_level: 0.2\nrules:\n  no_id: supporting\n")
+    assert compare(*run, env="refund", policy=policy).family.level == pytest.approx(0.2)  # not given: the policy's
+    assert compare(*run, env="refund", policy=policy, family_level=0.05).family.level == pytest.approx(0.05)
+    args = ["gate", str(run[0]), str(run[1]), "--env", "refund", "--policy", str(policy), "--json"]
+    for extra, level in (([], 0.2), (["--family-level", "0.05"], 0.05)):
+        main([*args, str(tmp_path / "out.json"), *extra])
+        record = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+        assert record["family"]["level"] == pytest.approx(level), extra
+    assert "--family-level 0.05" in " ".join(GateOptions.build(family_level=0.05).to_argv())  # reproduced as given
+    capsys.readouterr()

@@ -15,10 +15,10 @@ import pytest
 from pytest_rlgate.cli import main
 from pytest_rlgate.data.rows import write_rows
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.gate.looks import SequentialGate
 from pytest_rlgate.report import write_report
 from pytest_rlgate.report.strip import read_watch, strip_text
-from pytest_rlgate.train.watch import SETTLE, checkpoints, watch_checkpoints
+from pytest_rlgate.watch.folder import SETTLE, checkpoints, watch_checkpoints
+from pytest_rlgate.watch.looks import SequentialGate
 
 SIZES = {"a": 6, "b": 10, "c": 16}
 
@@ -170,7 +170,7 @@ def fake_sampler(monkeypatch: pytest.MonkeyPatch) -> dict[int, dict[str, float]]
     is loaded. Each scenario of the environment's holdout passes at a fixed base rate; the rows land where the
     watch's sampler writes them, so the folder is what a real watch leaves."""
     from pytest_rlgate.data.rows import load_rows
-    from pytest_rlgate.train import watch
+    from pytest_rlgate.watch import folder as watch
 
     kept: dict[int, dict[str, float]] = {}
 
@@ -294,7 +294,7 @@ def test_select_by_another_criterion_keeps_the_callbacks_confirmation(tmp_path: 
     """A GateCallback folder's pick was confirmed in the training process (--confirm cannot re-sample it): a
     choice by another criterion keeps that confirmation, and choosing the same pick again finds it."""
     from pytest_rlgate.data.rows import load_rows
-    from pytest_rlgate.gate.select import confirm_pick
+    from pytest_rlgate.watch.select import confirm_pick
 
     _watch_folder(tmp_path)
     assert main(["select", str(tmp_path)]) == 0

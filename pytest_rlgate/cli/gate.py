@@ -55,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("after", metavar="AFTER.jsonl", nargs="+",
                         help="graded rows of the fine-tuned policy; several, one per training seed of the same "
                              "recipe, gate the recipe across seeds")
-    for spec in dataclasses.fields(GateOptions):
-        _add_option(parser, spec)
+    for name in GateOptions.names():
+        add_option(parser, GateOptions.field(name))
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
     parser.add_argument("--json-format", choices=("rlgate", "eee"), default="rlgate",
                         help="--json's shape: rlgate's result record, or an Every Eval Ever aggregate record with "
@@ -67,14 +67,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_read_arguments(parser)
 
 
-def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object], *, none: bool = True) -> None:
+class _Given(argparse.Action):
+    """Stores the value and notes that the flag was given (``args.given``): a release policy's
+    family level yields to an explicit ``--family-level``, even one equal to the default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+
+def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object], *, none: bool = True) -> None:
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field.
 
     *none*: whether this command accepts ``none`` for a field that may be none (``rlgate sample
     --until-decided`` holds one family level across its looks, so its ``--family-level`` is a number).
     """
     meta = spec.metadata
-    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": flag_help(spec, none=none)}
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": flag_help(spec, none=none),
+                              "action": _Given}
     if spec.name in ("guards", "categories", "metrics"):
         kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
@@ -132,7 +143,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
-    return GateOptions(**values)
+    return GateOptions(**values, given=frozenset(getattr(args, "given", ())))
 
 
 def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | None = None) -> list[RowSource]:

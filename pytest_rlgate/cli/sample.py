@@ -44,7 +44,7 @@ from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
 from ..policy.sampling import SampleOptions, VllmSampler
 from ..records import PromptItem
-from .gate import _add_option
+from .gate import add_option
 
 HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
 BACKENDS = ("transformers", "vllm")
@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     u.add_argument("--spending", choices=SPENDING, default=DEFAULT_SPENDING,
                    help="how the family level is split between the looks (%(default)s)")
     for name in UNTIL_DECIDED_GATE:
-        _add_option(parser, GateOptions.field(name), none=False)
+        add_option(parser, GateOptions.field(name), none=False)
     add_output_arguments(parser)
 
 
@@ -173,7 +173,7 @@ def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], 
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
-    options = GateOptions(env=env, **values)
+    options = GateOptions(env=env, **values, given=frozenset(getattr(args, "given", ())))
     design = AdaptiveDesign.plan(sampling.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
                          family_level=total_level(options))
     model, tokenizer = _policy(args)

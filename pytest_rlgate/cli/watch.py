@@ -16,14 +16,13 @@ import argparse
 import os
 
 from ..environment.contract import Env
-from ..options import Number, add_env_argument, add_knob_arguments, add_output_arguments
+from ..gate.options import FAMILY_LEVEL, LEVEL
+from ..options import Number, add_deprecated, add_env_argument, add_knob_arguments, add_output_arguments
 from ..policy.generate import SAMPLING, SampleOptions
-from ..train.watch import WATCH_DIR, watch_checkpoints
+from ..watch.folder import WATCH_DIR, watch_checkpoints
 from .sample import add_prompt_arguments, prompts_of
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"
-#: The run's one-sided error: below 1e-6 no category could ever stop it, above 0.25 a stop means little.
-ALPHA = Number(1e-6, 0.25, "0.025")
 LOOKS = Number(1, 10_000, "10", integer=True)
 WINDOW = Number(1, 16, "3", integer=True)
 SECONDS = Number(0, 7 * 24 * 3600, "600")
@@ -39,7 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = add_knob_arguments(parser, SampleOptions, defaults={"max_new_tokens": None})[SAMPLING]
     s.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     g = parser.add_argument_group("the sequential test")
-    g.add_argument("--alpha", type=ALPHA, default=0.025, help="the whole run's one-sided error (%(default)s)")
+    g.add_argument("--family-level", type=LEVEL, default=FAMILY_LEVEL, metavar="L",
+                   help="how often a run that did not regress may be stopped, over all its looks (default "
+                        f"{FAMILY_LEVEL:g}, the gate's --family-level)")
+    add_deprecated(g, "--alpha", "--family-level", dest="family_level", type=LEVEL)
     g.add_argument("--looks", type=LOOKS, metavar="N", help="checkpoints the run will write (default: open-ended)")
     g.add_argument("--window", type=WINDOW, help="checkpoints pooled by the window test (3)")
     g.add_argument("--policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
@@ -63,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     items, _source = prompts_of(args, env)
     result = watch_checkpoints(
         args.ckpt_dir, items, env=env, base_model=args.base_model, baseline=args.baseline, out=args.out,
-        sampling=SampleOptions.from_args(args, model=args.base_model),
-        budget_of_base=args.max_new_tokens is None, alpha=args.alpha, planned_looks=args.looks,
+        sampling=SampleOptions.from_args(args, model=args.base_model), budget_of_base=args.max_new_tokens is None,
+        family_level=args.family_level, planned_looks=args.looks,
         window=args.window, policy=args.policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
         device=args.device, progress=args.progress, say=lambda line: print(line, flush=True))

@@ -37,7 +37,7 @@ from ..environment.contract import Env
 from ..errors import DataError, hide_user_errors
 from .family import FamilyMember, FamilyTest, family_test
 from .flips import Flip, flips_for
-from .options import FAMILY_LEVEL, METHOD_NAMES, GateOptions
+from .options import METHOD_NAMES, GateOptions
 from .release import Decision, ReleasePolicy, as_release_policy
 from .result import Comparison, GateResult, GateSides
 from .sides import Paired, Side, groups, metric_columns, open_side, pair_units, read_sides, resample_stream, warn_caller
@@ -133,7 +133,8 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
         raise DataError(f"{before.label} and {after.label} share no category; nothing to compare")
 
     metrics = metric_columns(opts.metrics, sides.guards)
-    level = opts.family_level if release is None else release.family(opts.family_level, FAMILY_LEVEL)
+    level = opts.family_level if release is None else release.family(opts.family_level,
+                                                                      given=opts.is_given("family_level"))
     if release is not None:
         release.check_names(before.categories() | after.categories(), sides.guards)
     decisions = {(m, g): _decide(release, m, g, opts) for m in metrics for g, _ in groups(shared)}

@@ -167,7 +167,8 @@ class RlgateGate:
             marked["policy"] = str(self._root / policy)
         #: the session's options (``--rlgate-*`` and ini), with this test's environment and
         #: its ``@pytest.mark.rlgate(show_flips=..., flips_in=..., policy=...)``
-        self.options = GateOptions(env=env, **{**_defaults(config), **marked})
+        chosen = {**_defaults(config), **marked}
+        self.options = GateOptions(env=env, **chosen, given=frozenset(chosen))
         self._marked_policy = "policy" in marked
 
     def _rooted(self, source: RowInput) -> RowInput:

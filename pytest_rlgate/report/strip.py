@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError
-from ..gate.looks import Look
-from ..gate.select import Selection
+from ..watch.looks import Look
+from ..watch.select import Selection
 from .data import LOOKS_FILE, is_watch_folder
 from .plots import VERDICT_COLOURS, _new_figure, _png_bytes, ink_on
 

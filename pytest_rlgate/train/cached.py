@@ -55,9 +55,9 @@ class CachedRun:
 #: built-in environments (their rewards, prompt writers, features, negatives), sampling,
 #: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
 #: An environment outside the package is keyed by its fingerprint.
-_RUN_CODE = ("train/*.py", "environment/contract.py", "envs/**/*.py", "policy/sampling.py", "data/rows.py",
-             "gate/adapter.py", "gate/recipe_stats.py", "gate/stats.py", "data/prompts.py", "data/hygiene.py",
-             "policy/load.py")
+_RUN_CODE = ("train/*.py", "watch/frame.py", "environment/contract.py", "envs/**/*.py", "policy/sampling.py",
+             "data/rows.py", "gate/adapter.py", "gate/recipe_stats.py", "gate/stats.py", "data/prompts.py",
+             "data/hygiene.py", "policy/load.py")
 
 
 def _code_digest() -> str:

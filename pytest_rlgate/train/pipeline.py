@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     from ..policy.handles import Model, Tokenizer
-    from .callback import GateCallback
+    from ..watch.callback import GateCallback
     from .monitor import HackMonitor, SampleFn
 
 _Trainer = TypeVar("_Trainer", bound="Trainer")
@@ -279,9 +279,9 @@ def _checkpoints(knobs: RunKnobs, run: RunWriter) -> str:
 
 
 def _gate_callback(run: RunWriter, prep: Prepared) -> GateCallback:
-    """``watch_every``: a :class:`~pytest_rlgate.train.callback.GateCallback` sampling the holdout as the run's
+    """``watch_every``: a :class:`~pytest_rlgate.watch.callback.GateCallback` sampling the holdout as the run's
     own evaluation does, its looks in the run folder's ``rlgate-watch/``, picking the checkpoint to ship."""
-    from .callback import GateCallback  # transformers
+    from ..watch.callback import GateCallback  # transformers
 
     knobs = prep.knobs
     return GateCallback(prep.prompts.holdout, env=prep.env, every=knobs.watch_every, out_dir=run.path / WATCH_FOLDER,

@@ -5,10 +5,11 @@ checkpoints) writes ``checkpoint-100/``, ``checkpoint-200/``, ... into its outpu
 :func:`watch_checkpoints` samples the holdout from each - a LoRA adapter (on its base model)
 or full weights - as soon as it is complete, and tests it against step 0 (the base model,
 sampled once) or a stored baseline with the same sequential test as
-:class:`~pytest_rlgate.train.callback.GateCallback`: the error budget is spent across the
-looks, so a run that did not regress is stopped at most *alpha* of the time. It stops at
+:class:`~pytest_rlgate.watch.callback.GateCallback`: the error budget is spent across the
+looks, so a run that did not regress is stopped at most *family_level* of the time (the
+gate's 5 % by default). It stops at
 the first regression, and ends by selecting the checkpoint to ship, confirmed on a fresh
-sample (:mod:`~pytest_rlgate.gate.select`).
+sample (:mod:`~pytest_rlgate.watch.select`).
 
 Everything lands in the watch folder (default ``<CKPT_DIR>/rlgate-watch``): ``watch.json``
 (the settings), ``step-<N>.jsonl`` per checkpoint (step 0 too), ``looks.json`` and
@@ -35,8 +36,15 @@ from ..data.resume import header_differences
 from ..data.rows import Rows, load_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
-from ..gate.looks import ALPHA, WINDOW, Look, SequentialGate, units_by_group
-from ..gate.select import (
+from ..gate.options import FAMILY_LEVEL, old_spelling
+from ..policy.generate import SampleOptions, max_new_tokens_for
+from ..policy.identity import base_identity
+from ..policy.load import load_policy
+from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from ..policy.resumable import sample_to_file
+from ..records import PromptItem
+from .looks import WINDOW, Look, SequentialGate, units_by_group
+from .select import (
     CONFIRM_SEED_OFFSET,
     CRITERION,
     SELECTION,
@@ -45,12 +53,6 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
-from ..policy.generate import SampleOptions, max_new_tokens_for
-from ..policy.identity import base_identity
-from ..policy.load import load_policy
-from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from ..policy.resumable import sample_to_file
-from ..records import PromptItem
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -225,7 +227,7 @@ def watch_checkpoints(
     out: str | os.PathLike[str] | None = None,
     sampling: SampleOptions | None = None,
     budget_of_base: bool = False,
-    alpha: float = ALPHA,
+    family_level: float = FAMILY_LEVEL,
     planned_looks: int | None = None,
     window: int | None = None,
     policy: str | os.PathLike[str] | None = None,
@@ -236,6 +238,7 @@ def watch_checkpoints(
     device: str | None = None,
     progress: bool | None = None,
     say: Callable[[str], None] = lambda _line: None,
+    alpha: float | None = None,
     **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
@@ -256,6 +259,8 @@ def watch_checkpoints(
     """
     env_ = load_env(env)
     sampling = SampleOptions.of(sampling, **keywords)
+    if alpha is not None:
+        family_level = old_spelling("alpha", alpha, "family_level")
     root = Path(ckpt_dir)
     if select is not None:
         parse_criterion(select)
@@ -293,13 +298,13 @@ def watch_checkpoints(
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
                 "base_model": base_model, "baseline": None if baseline is None else str(baseline),
-                **sampling.drawn(), "alpha": alpha, "planned_looks": planned_looks, "window": window,
+                **sampling.drawn(), "family_level": family_level, "planned_looks": planned_looks, "window": window,
                 "policy": None if policy is None else str(policy), "select": select}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
     sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
     options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
-    gate = SequentialGate(alpha=alpha, planned=planned_looks, env=env_, options=options,
+    gate = SequentialGate(family_level, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
     for reach in gate.reach(units_by_group(holdout)):
         say(reach.message)
@@ -349,7 +354,7 @@ def watch_checkpoints(
             if pending else f"had no checkpoint-N folder{waited} {_contents(root)}"))
     selection = None
     if select is not None and gate.looks:
-        selection = select_checkpoint(gate.looks, rows, criterion=select, alpha=alpha, stopped_at=stopped)
+        selection = select_checkpoint(gate.looks, rows, criterion=select, family_level=family_level, stopped_at=stopped)
         if selection.best is not None:
             selection = _confirm(selection, sampler, folder, paths, step0, base_model=base_model,
                                  stored=baseline is not None, seed=seed + CONFIRM_SEED_OFFSET, env=env_,
