@@ -335,10 +335,11 @@ def add_deprecated(parser: argparse.ArgumentParser | argparse._ArgumentGroup, ol
                         help=argparse.SUPPRESS, **kwargs)
 
 
-def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = None) -> _T:
+def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = None, old: str | None = None) -> _T:
     """A :class:`ReadOptions` field: its *help*, the ``rlgate gate``/``rlgate convert`` *flag*
-    (the plugin's setting is ``--rlgate-`` + the flag's name) and its *metavar*; no flag: per path only."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar})
+    (the plugin's setting is ``--rlgate-`` + the flag's name) and its *metavar*; no flag: per path only.
+    *old* is the option's older name (its keyword, ``#key=``, flag and setting), read for one release."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar, "old": old})
 
 
 @dataclass(frozen=True)
@@ -352,9 +353,10 @@ class ReadOptions:
     starts without loading a reader.
 
     *format* names the reader (default: detected per path). *category* and *unit* are dotted
-    paths into the harness's record (``doc.subject``, ``metadata.category``); *metric* names
-    the score; *pass_threshold* turns a non-binary score into a pass (``score >= X``, or
-    ``<=`` for a metric the harness marks lower-is-better); *allow_prompt_change* lets a side
+    paths into the harness's record (``doc.subject``, ``metadata.category``); *score* names
+    the score (``--score-key``; ``metric`` is its old name); *pass_threshold* turns a non-binary
+    score into a pass (``score >= X``, or ``<=`` for a metric the harness marks lower-is-better);
+    *allow_prompt_change* lets a side
     whose prompts changed (another chat template) be gated against the other anyway.
 
     *own* holds the values of the options the path's reader declares for itself (lm-eval's
@@ -369,8 +371,8 @@ class ReadOptions:
               "info.task; default: the reader's)", flag="--category-key", metavar="KEY")
     unit: str | None = _read(None, "dotted path to the unit in a harness record (the resampling cluster; default: "
                                    "the harness's item id)", flag="--unit-key", metavar="KEY")
-    metric: str | None = _read(None, "the score in a harness's record (a metric, scorer or named score; default: "
-                                     "the harness's main one)", flag="--metric", metavar="NAME")
+    score: str | None = _read(None, "the score in a harness's record (a metric, scorer or named score; default: "
+                                    "the harness's main one)", flag="--score-key", metavar="NAME", old="metric")
     pass_threshold: float | None = _read(None, "a non-binary score passes at >= X (<= X for a metric the harness "
                                                "marks lower-is-better)", flag="--pass-threshold", metavar="X")
     allow_prompt_change: bool = _read(False, "gate items whose prompt changed between the sides (another chat "
@@ -380,7 +382,7 @@ class ReadOptions:
     loose: frozenset[str] = dataclasses.field(default=frozenset(), metadata={"flag": None})
 
     def __post_init__(self) -> None:
-        for name in ("format", "category", "unit", "metric"):
+        for name in ("format", "category", "unit", "score"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise UsageError(f"{name}={value!r}: expected a non-empty string")
@@ -400,8 +402,9 @@ class ReadOptions:
         return None if value is None else str(value)
 
     def shaping(self) -> dict[str, object]:
-        """The options that decide what a row means (the header records them; both sides must agree)."""
-        shared = {"category": self.category, "unit": self.unit, "metric": self.metric,
+        """The options that decide what a row means (the header records them; both sides must agree).
+        The score's key stays ``metric`` there, so a file converted before the rename keeps its fingerprint."""
+        shared = {"category": self.category, "unit": self.unit, "metric": self.score,
                   "pass_threshold": self.pass_threshold}
         return {**shared, **{k: v for k, v in sorted(self.own.items()) if k not in self.loose}}
 
@@ -409,6 +412,20 @@ class ReadOptions:
     def names(cls) -> tuple[str, ...]:
         """The shared options' names (the keywords of ``read_rows`` besides a reader's own)."""
         return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("own", "loose"))
+
+    @classmethod
+    def renamed(cls, options: Mapping[str, _T], *, where: str) -> dict[str, _T]:
+        """*options* with each field's older name (``metric``) read as its name, with a warning."""
+        out = dict(options)
+        for spec in dataclasses.fields(cls):
+            old = spec.metadata.get("old")
+            if old and old in out:
+                if spec.name in out:
+                    raise UsageError(f"{where}: pass {spec.name} or its old name {old}, not both")
+                warnings.warn(f"{where}: {old} is now {spec.name}; {old} will be removed", RlgateDeprecationWarning,
+                              stacklevel=3)
+                out[spec.name] = out.pop(old)
+        return out
 
     @classmethod
     def flags(cls) -> dict[str, dataclasses.Field[object]]:

@@ -53,7 +53,7 @@ def test_a_name_not_fetched_is_one_line_naming_the_fetch_command_at_every_door(e
         GRPOKnobs(env="arith", base_model=NAME).resolve()
     prompts = tmp_path / "p.jsonl"
     write_prompts(prompts, rg.build_prompts(0, "small", env="arith")[:2])
-    code = main(["sample", "--model", NAME, "--env", "arith", "--prompts", str(prompts), "--out",
+    code = main(["sample", "--model", NAME, "--env", "arith", "--prompts-file", str(prompts), "--out",
                  str(tmp_path / "rows.jsonl")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"rlgate models fetch {NAME}" in err
@@ -168,7 +168,7 @@ def test_sample_by_name_offline_and_grade(tmp_path, monkeypatch):
     items = rg.build_prompts(0, "small", env="arith")
     write_prompts(prompts, [next(i for i in items if i["category"] == c) for c in ("add", "compare")])
     out = tmp_path / "rows.jsonl"
-    assert main(["sample", "--model", NAME, "--env", "arith", "--prompts", str(prompts), "--k", "2",
+    assert main(["sample", "--model", NAME, "--env", "arith", "--prompts-file", str(prompts), "--k", "2",
                  "--max-new-tokens", "24", "--out", str(out)]) == 0
     rows = list(rg.load_rows(out))
     assert len(rows) == 4 and all(0.0 <= r["reward"] <= 1.0 for r in rows)

@@ -327,7 +327,7 @@ def test_the_plan_says_what_limits_a_small_category() -> None:
 
 def test_plan_reads_the_harness_logs_the_gate_reads(capsys: pytest.CaptureFixture[str]) -> None:
     eee = HARNESS_DATA / "eee" / "base"
-    assert main(["plan", str(eee), "--metric", "contains,acc"]) == 0
+    assert main(["plan", str(eee), "--score-key", "contains,acc"]) == 0
     out = capsys.readouterr().out
     assert f"from {eee}" in out and "rg_refund " in out and "rg_refund_choice" in out
     assert main(["plan", str(eee)]) == 2  # the gate's own refusal: a sample under two filters

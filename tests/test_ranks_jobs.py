@@ -89,7 +89,7 @@ def test_one_ranks_failure_ends_every_rank_with_one_error(tmp_path: Path) -> Non
 def test_two_process_sample_rows_equal_one_process_rows(tmp_path: Path, env: str) -> None:
     prompts = tmp_path / "prompts.jsonl"
     write_prompts(prompts, load_env(env).build_prompts(0, "default")[:20])
-    flags = ["sample", "--env", env, "--model", f"rlgate/tiny-{env}", "--prompts", str(prompts), "--k", "2",
+    flags = ["sample", "--env", env, "--model", f"rlgate/tiny-{env}", "--prompts-file", str(prompts), "--k", "2",
              "--max-new-tokens", "12", "--base-runs", "2", "--batch-size", "4", "--no-progress"]
     one = subprocess.run([sys.executable, "-m", "pytest_rlgate.cli", *flags, "--out", "one.jsonl"], cwd=tmp_path,
                          env=_env(tmp_path), capture_output=True, text=True, timeout=600)

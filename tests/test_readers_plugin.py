@@ -72,7 +72,7 @@ def test_a_path_option_is_read_from_the_folder_pytest_was_started_in(pytester: p
     sub = pytester.mkdir("pt")
     (sub / "test_candidate.py").write_text(CANDIDATE_TEST, encoding="utf-8")
     monkeypatch.chdir(sub)
-    read = ("--rlgate-candidate", "../eee/candidate", "--rlgate-metric", "contains,acc", "-p", "no:cacheprovider")
+    read = ("--rlgate-candidate", "../eee/candidate", "--rlgate-score-key", "contains,acc", "-p", "no:cacheprovider")
     result = pytester.runpytest("test_candidate.py", "--rlgate-baseline", "../eee/base", *read)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*baseline=../eee/base (found)*", "*RegressionError: *regressed*rg_refund*"])

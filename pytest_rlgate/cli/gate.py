@@ -17,7 +17,7 @@ and "regressed in k of S seeds"; exit 1 when the recipe regressed.
 
 BEFORE and AFTER may also be an eval harness's per-sample output, in any format of
 :mod:`pytest_rlgate.data.readers` (``--format``'s choices; detected by default): the shared
-read flags (``--category-key``, ``--unit-key``, ``--metric``, ``--pass-threshold``) and those
+read flags (``--category-key``, ``--unit-key``, ``--score-key``, ``--pass-threshold``) and those
 each reader declares for itself (lm-eval's ``--filter``) say how a record becomes a row.
 ``PATH#key=value`` sets a read option for one side (``results.json#provider=ID``).
 ``--json-format eee`` writes the result as an Every Eval Ever aggregate record instead.
@@ -40,14 +40,14 @@ from ..errors import RlgateWarning, UsageError
 from ..gate import compare
 from ..gate.options import GateOptions, OrNone, flag_help, shown_default
 from ..gate.result import GateResult
-from ..options import Number, ReadOptions, output_file
+from ..options import Number, ReadOptions, add_deprecated, output_file
 from ..report.markdown import step_summary_path, write_markdown
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
              "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
-             "policy": "FILE", "family_level": "L", "metrics": "pass^K"}
+             "release_policy": "FILE", "family_level": "L", "metrics": "pass^K"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +103,9 @@ def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object],
     if spec.name in _METAVARS:
         kwargs["metavar"] = _METAVARS[spec.name]
     parser.add_argument(meta["flag"], **kwargs)
+    for old in meta["aliases"]:
+        add_deprecated(parser, old, meta["flag"], **{k: v for k, v in kwargs.items() if k in ("dest", "type",
+                                                                                              "metavar", "choices")})
 
 
 def add_read_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,6 +125,9 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
             elif spec.name == "pass_threshold":
                 kwargs["type"] = float
         group.add_argument(meta["flag"], **kwargs)
+        if meta["old"]:
+            add_deprecated(group, f"--{meta['old'].replace('_', '-')}", meta["flag"], dest=kwargs["dest"],
+                           metavar=meta["metavar"])
     for name, (option, _formats) in declared_options().items():
         if option.flag is not None:
             group.add_argument(option.flag, dest=f"read_{name}", metavar=option.metavar, default=None,

@@ -21,8 +21,7 @@ from ..data.hygiene import KeepResult, keep_prompts
 from ..data.jsonl import iter_json_lines
 from ..data.prompts import SPLITS, build_prompts, count_by_category, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
-from ..environment.contract import Env
-from ..envs import DEFAULT_ENV
+from ..environment.contract import DEFAULT_ENV, Env
 from ..errors import DataError
 from ..options import SEED, add_deprecated, add_env_argument, fraction, share
 from ..records import PromptItem

@@ -30,6 +30,7 @@ from ..options import (
     HOLDOUT_FRACTION,
     SEED,
     Number,
+    add_deprecated,
     add_env_argument,
     add_knob_arguments,
     add_output_arguments,
@@ -49,7 +50,7 @@ from .gate import add_option
 HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
 BACKENDS = ("transformers", "vllm")
 #: the gate's options a sample until decided takes (the others keep their defaults)
-UNTIL_DECIDED_GATE = ("family_level", "margin", "guards", "metrics", "n_resamples", "max_drop", "policy",
+UNTIL_DECIDED_GATE = ("family_level", "margin", "guards", "metrics", "n_resamples", "max_drop", "release_policy",
                       "fail_on_inconclusive")
 
 
@@ -70,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     u = parser.add_argument_group(
         "until decided: --k replies for every prompt, a gate against BEFORE, then more replies only for the "
         "categories still inconclusive (exit 1 when the gate fails: a look claims a regression, or the last look "
-        "fails a rule of the gate's (a --policy tier's max_drop or min_units, --max-drop, --fail-on-inconclusive))")
+        "fails a rule of the gate's (a --release-policy tier's max_drop or min_units, --max-drop, "
+        "--fail-on-inconclusive))")
     u.add_argument("--until-decided", metavar="BEFORE.jsonl",
                    help="the before side's rows (e.g. the base's `rlgate sample`) to gate each look against")
     u.add_argument("--k-max", type=bounds_of(SampleOptions)["k"], default=K_MAX,
@@ -89,7 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     """The prompts a command samples, as :func:`holdout_items` reads them."""
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
-    p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
+    p.add_argument("--prompts-file", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
+    add_deprecated(p, "--prompts", "--prompts-file", dest="prompts_file", metavar="FILE")
     p.add_argument("--prompt-seed", type=SEED, default=Holdout.seed, help="prompt-set seed (%(default)s)")
     p.add_argument("--size", default=Holdout.size, help="the environment's prompt-set size (%(default)s)")
     p.add_argument("--holdout", type=HOLDOUT_FRACTION, default=Holdout.fraction,
@@ -102,14 +105,14 @@ def holdout_items(prompts_file: str | os.PathLike[str] | None, holdout: Holdout,
     every line of *prompts_file*, else *holdout* of the environment's own set."""
     if prompts_file:
         if not Path(prompts_file).is_file():
-            raise UsageError(f"--prompts {str(prompts_file)!r}: no such file; write one with `rlgate prompts`")
+            raise UsageError(f"--prompts-file {str(prompts_file)!r}: no such file; write one with `rlgate prompts`")
         return read_prompts(prompts_file, env=env), str(prompts_file)
     return holdout.items(env), holdout.describe()
 
 
 def prompts_of(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:
     """:func:`holdout_items` as the flags of :func:`add_prompt_arguments` ask."""
-    return holdout_items(args.prompts, Holdout(args.prompt_seed, args.size, args.holdout), env)
+    return holdout_items(args.prompts_file, Holdout(args.prompt_seed, args.size, args.holdout), env)
 
 
 def _policy(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_deprecated(g, "--alpha", "--family-level", dest="family_level", type=LEVEL)
     g.add_argument("--looks", type=LOOKS, metavar="N", help="checkpoints the run will write (default: open-ended)")
     g.add_argument("--window", type=WINDOW, help="checkpoints pooled by the window test (3)")
-    g.add_argument("--policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
+    g.add_argument("--release-policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
+    add_deprecated(g, "--policy", "--release-policy", dest="release_policy", metavar="FILE")
     g.add_argument("--select", default="pass@1/overall", metavar="METRIC/GROUP",
                    help="rank checkpoints by this gated metric (%(default)s)")
     g.add_argument("--no-select", action="store_true", help="gate only; pick no checkpoint")
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         args.ckpt_dir, items, env=env, base_model=args.base_model, baseline=args.baseline, out=args.out,
         sampling=SampleOptions.from_args(args, model=args.base_model), budget_of_base=args.max_new_tokens is None,
         family_level=args.family_level, planned_looks=args.looks,
-        window=args.window, policy=args.policy,
+        window=args.window, release_policy=args.release_policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
         device=args.device, progress=args.progress, say=lambda line: print(line, flush=True))
     for note in result.notes:

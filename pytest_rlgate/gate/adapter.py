@@ -114,13 +114,13 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
     ``show_flips`` (default 3; 0 for none) names, for every failing comparison (every one
     with ``flips_in="all"``), the scenarios that lost the most, with before -> after counts
     and one reply from each side (:mod:`~pytest_rlgate.gate.flips`), read in the same pass.
-    ``policy`` is a release policy (a YAML/TOML path or a
+    ``release_policy`` is a release policy file (a YAML/TOML path or a
     :class:`~pytest_rlgate.gate.release.ReleasePolicy`): per category or guard a tier, its
     own confidence and margin, drop limits, ``required``, ``min_units`` and ``severe_flips``;
     every comparison then names the policy line that decided it.
     """
     opts = GateOptions.build(options, **overrides)
-    release = as_release_policy(opts.policy)
+    release = as_release_policy(opts.release_policy)
     with ExitStack() as stack:
         before_reader = stack.enter_context(open_side(before_rows, "before"))
         after_reader = stack.enter_context(open_side(after_rows, "after"))

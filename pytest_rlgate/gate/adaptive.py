@@ -286,7 +286,7 @@ def _decided(verdicts: Sequence[str]) -> bool:
 
 def total_level(options: GateOptions) -> float:
     """The run-level family level in force: the gate's, or a release policy's when the gate's is its default."""
-    release = as_release_policy(options.policy)
+    release = as_release_policy(options.release_policy)
     level = options.family_level if release is None else release.family(
         options.family_level, given=options.is_given("family_level"))
     if level is None:

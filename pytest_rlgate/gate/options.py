@@ -124,12 +124,14 @@ class OrNone:
 
 
 def _option(default: T, help: str, *, bound: Number | Choice | OrNone | None = None, flag: str | None = None,
-            setting: str | None = None, label: str | None = None, none: str | None = None) -> T:
-    """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*,
-    the plugin *setting* (``--rlgate-<setting>`` / ``rlgate_<setting>``), the *label* of messages
-    and, for an :class:`OrNone` bound, what ``none`` means (said only where a door accepts it)."""
+            setting: str | None = None, label: str | None = None, aliases: tuple[str, ...] = (),
+            none: str | None = None) -> T:
+    """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*
+    (and its older spellings, *aliases*, accepted for one release), the plugin *setting*
+    (``--rlgate-<setting>`` / ``rlgate_<setting>``), the *label* of messages and, for an
+    :class:`OrNone` bound, what ``none`` means (said only where a door accepts it)."""
     return field(default=default, metadata={"help": help, "bound": bound, "flag": flag, "setting": setting,
-                                            "label": label, "none": none})
+                                            "label": label, "aliases": aliases, "none": none})
 
 
 def flag_help(spec: dataclasses.Field[object], *, none: bool = True) -> str:
@@ -166,8 +168,9 @@ class GateOptions:
                                setting="resamples", label="resamples")
     method: Method = _option(DEFAULT_METHOD, "interval method", bound=Choice(METHODS), flag="--method",
                              setting="method")
-    bootstrap_seed: int | None = _option(BOOTSTRAP_SEED, "seed of the bootstrap resampling", bound=SEED,
-                                         flag="--seed", setting="bootstrap-seed")
+    bootstrap_seed: int | None = _option(BOOTSTRAP_SEED, "seed of the bootstrap resampling (and the sign flips)",
+                                         bound=SEED, flag="--bootstrap-seed", setting="bootstrap-seed",
+                                         aliases=("--seed",))
     max_drop: float | None = _option(None, "also fail when a lower bound is below -X (non-inferiority)",
                                      bound=SHARE, flag="--max-drop")
     require_moved: bool = _option(False, "also fail unless overall pass@1 moved up", flag="--require-moved")
@@ -195,14 +198,15 @@ class GateOptions:
                               label="show_flips")
     flips_in: str = _option("failing", "which comparisons list their flips: the failing ones or all",
                             bound=Choice(FLIPS_IN), flag="--flips-in")
-    policy: str | os.PathLike[str] | ReleasePolicy | None = _option(
+    release_policy: str | os.PathLike[str] | ReleasePolicy | None = _option(
         None, "release policy file (YAML or TOML): per category, marker or glob a tier (critical, supporting, "
               "advisory), its confidence and margin, max_drop, max_relative_drop, required, min_units",
-        flag="--policy")
+        flag="--release-policy", aliases=("--policy",))
     #: the options set explicitly, not left at their default (:meth:`build` and every door record them):
     #: a release policy's family_level yields to an explicit --family-level, even one equal to the default
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False,
-                                  metadata={"help": None, "bound": None, "flag": None, "setting": None, "label": None})
+                                  metadata={"help": None, "bound": None, "flag": None, "setting": None, "label": None,
+                                            "aliases": ()})
 
     def __post_init__(self) -> None:
         for name in ("guards", "categories", "metrics"):
@@ -230,12 +234,17 @@ class GateOptions:
     def build(cls, options: GateOptions | None = None, /, **overrides: Any) -> GateOptions:
         """*options* (default: every default) with *overrides* applied; an unknown keyword is a UsageError.
 
-        ``seed`` is the old spelling of ``bootstrap_seed`` and still reads as it.
+        ``seed`` is the old spelling of ``bootstrap_seed`` and still reads as it; ``policy`` is
+        the old spelling of ``release_policy`` (a warning, one release).
         """
         if "seed" in overrides:
             if "bootstrap_seed" in overrides:
                 raise UsageError("pass bootstrap_seed= or its old spelling seed=, not both")
             overrides["bootstrap_seed"] = overrides.pop("seed")
+        if "policy" in overrides:
+            if "release_policy" in overrides:
+                raise UsageError("pass release_policy= or its old spelling policy=, not both")
+            overrides["release_policy"] = old_spelling("policy", overrides.pop("policy"), "release_policy")
         if "holm" in overrides:
             overrides.pop("holm")
             warnings.warn("holm= is no longer used: the gate holds every comparison together at family_level "
@@ -271,8 +280,8 @@ class GateOptions:
         """The options as JSON: an environment by its name, a release policy by its file."""
         out = {name: getattr(self, name) for name in self.names()}
         out["env"] = getattr(self.env, "name", self.env)
-        policy = getattr(self.policy, "source", self.policy)
-        out["policy"] = os.fspath(policy) if isinstance(policy, os.PathLike) else policy
+        policy = getattr(self.release_policy, "source", self.release_policy)
+        out["release_policy"] = os.fspath(policy) if isinstance(policy, os.PathLike) else policy
         return out
 
     def to_argv(self) -> list[str]:

@@ -47,8 +47,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(f"--rlgate-{name}", dest=_dest(name), action="store_true", default=False, help=help_)
             parser.addini(_dest(name), help=f"{help_} (ini twin of --rlgate-{name})", type="bool", default=False)
         else:
+            old = spec.metadata["old"]
             add_setting(parser, name, metavar=spec.metadata["metavar"], help=help_,
-                        type=float if spec.name == "pass_threshold" else str)
+                        type=float if spec.name == "pass_threshold" else str,
+                        aliases=(old.replace("_", "-"),) if old else ())
     group.addoption("--rlgate-read", dest=_READ, action="append", default=None, metavar="NAME=VALUE",
                     help="harness logs: a read option a reader declares for itself (e.g. filter=strict-match for "
                          "lm-eval, findings=scans/ for Inspect); repeatable")

@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}(method='grpo', env=None, **knobs): train a LoRA adapter with these knobs on this "
         "environment (default: --rlgate-env) once, cached, for the rlgate_adapter / rlgate_before_rows / "
         "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...); "
-        "show_flips=, flips_in= and policy= are the rlgate fixture's gate options for this test",
+        "show_flips=, flips_in= and release_policy= are the rlgate fixture's gate options for this test",
     )
     adapter = path_setting(config, "adapter")
     if adapter is not None:

@@ -81,7 +81,7 @@ class GateCallback(LookFrame):
     *env* the environment that grades them. *planned_looks* is the number of checkpoints
     the budget is split over (default: ``max_steps // every`` when the trainer knows its
     length, else the open-ended schedule). *tokenizer* defaults to the trainer's
-    ``processing_class``. *policy* is a release policy for each look's house gate (and so
+    ``processing_class``. *release_policy* is a release policy file for each look's house gate (and so
     for which checkpoints may be picked). *select* (``True`` or ``"metric/group"``, e.g.
     ``"pass@1/with_id"``) picks the checkpoint to ship when training ends. *trainer* (or
     :meth:`attach`) logs each look's figures through ``trainer.log``; without it they go to
@@ -104,15 +104,18 @@ class GateCallback(LookFrame):
         planned_looks: int | None = None,
         stop_on_regression: bool = False,
         guards: Sequence[str] | None = None,
-        policy: str | Path | None = None,
+        release_policy: str | Path | None = None,
         select: bool | str | None = None,
         trainer: Trainer | None = None,
         sampling: SampleOptions | None = None,
         alpha: float | None = None,
+        policy: str | Path | None = None,
         **keywords: Unpack[SampleKeywords],
     ) -> None:
         if alpha is not None:
             family_level = old_spelling("alpha", alpha, "family_level")
+        if policy is not None:
+            release_policy = old_spelling("policy", policy, "release_policy")
         if not isinstance(every, int) or every < 1:
             raise UsageError(f"every={every!r}: steps between looks, an integer >= 1")
         if not holdout:
@@ -127,7 +130,8 @@ class GateCallback(LookFrame):
         self.tokenizer = tokenizer
         self.every = every
         self.out_dir = Path(out_dir)
-        self.family_level, self.planned, self.guards, self.policy = family_level, planned_looks, guards, policy
+        self.family_level, self.planned, self.guards = family_level, planned_looks, guards
+        self.release_policy = release_policy
         self.stop_on_regression = stop_on_regression
         self.trainer = trainer
         self.sequential: SequentialGate | None = None
@@ -167,7 +171,7 @@ class GateCallback(LookFrame):
         planned = self.planned
         if planned is None and getattr(state, "max_steps", 0) > 0:
             planned = max(1, state.max_steps // self.every)
-        options = {"policy": self.policy} if self.policy is not None else {}
+        options = {"release_policy": self.release_policy} if self.release_policy is not None else {}
         self.sequential = SequentialGate(self.family_level, planned=planned, env=self.env, guards=self.guards,
                                          options=options)
         self.tokenizer = self.tokenizer or kw.get("processing_class") or kw.get("tokenizer")
@@ -281,7 +285,7 @@ class GateCallback(LookFrame):
                 self._save_pick(model)
             finally:
                 set_peft_model_state_dict(model, final)
-        options = {"policy": self.policy} if self.policy is not None else {}
+        options = {"release_policy": self.release_policy} if self.release_policy is not None else {}
         guards = tuple(self.sequential.guards or ()) if self.sequential is not None else ()
         return confirm_pick(selection, self._confirm_base, rows, seed=seed, base="fresh", env=self.env,
                             guards=guards, **options)
@@ -301,8 +305,9 @@ class GateCallback(LookFrame):
                          "planned_looks": None if self.sequential is None else self.sequential.planned,
                          "sequential": None if self.sequential is None else self.sequential.settings(),
                          "env": self.env.describe(), "prompts": len(self.holdout),
-                         "stop_on_regression": self.stop_on_regression, "policy": None if self.policy is None
-                         else str(self.policy), "select": self.criterion},
+                         "stop_on_regression": self.stop_on_regression,
+                         "release_policy": None if self.release_policy is None else str(self.release_policy),
+                         "select": self.criterion},
             "reach": [r.to_dict() for r in self.reach],
             "looks": [look.to_dict() for look in self.looks],
             "stopped_at": self.stopped_at,

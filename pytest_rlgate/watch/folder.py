@@ -230,7 +230,7 @@ def watch_checkpoints(
     family_level: float = FAMILY_LEVEL,
     planned_looks: int | None = None,
     window: int | None = None,
-    policy: str | os.PathLike[str] | None = None,
+    release_policy: str | os.PathLike[str] | None = None,
     select: str | None = CRITERION,
     idle: float = 0.0,
     poll: float = 10.0,
@@ -239,6 +239,7 @@ def watch_checkpoints(
     progress: bool | None = None,
     say: Callable[[str], None] = lambda _line: None,
     alpha: float | None = None,
+    policy: str | os.PathLike[str] | None = None,
     **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
@@ -261,6 +262,8 @@ def watch_checkpoints(
     sampling = SampleOptions.of(sampling, **keywords)
     if alpha is not None:
         family_level = old_spelling("alpha", alpha, "family_level")
+    if policy is not None:
+        release_policy = old_spelling("policy", policy, "release_policy")
     root = Path(ckpt_dir)
     if select is not None:
         parse_criterion(select)
@@ -299,11 +302,11 @@ def watch_checkpoints(
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
                 "base_model": base_model, "baseline": None if baseline is None else str(baseline),
                 **sampling.drawn(), "family_level": family_level, "planned_looks": planned_looks, "window": window,
-                "policy": None if policy is None else str(policy), "select": select}
+                "release_policy": None if release_policy is None else str(release_policy), "select": select}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
     sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
-    options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
+    options: dict[str, Any] = {"release_policy": str(release_policy)} if release_policy is not None else {}
     gate = SequentialGate(family_level, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
     for reach in gate.reach(units_by_group(holdout)):
@@ -399,7 +402,8 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
     paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
     baseline = settings.get("baseline")
     step0 = load_rows(baseline if baseline else root / "step-000000.jsonl")
-    options = {"policy": settings["policy"]} if settings.get("policy") else {}
+    policy = settings.get("release_policy") or settings.get("policy")  # a folder an older release wrote
+    options = {"release_policy": policy} if policy else {}
     return _confirm(selection, sampler, root, paths, step0, base_model=settings.get("base_model"),
                     stored=bool(baseline), seed=settings["seed"] + CONFIRM_SEED_OFFSET, env=env, options=options)
 

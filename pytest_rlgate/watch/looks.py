@@ -287,7 +287,7 @@ class SequentialGate:
     gets ``1 - collapse_share`` of each look's level. *method* ``exact`` (permutation
     p-values) or ``betting`` (e-values; values must lie in [0, 1]). *report* also runs the
     house gate at each look (:func:`~pytest_rlgate.gate.adapter.compare_adapter`, at its
-    usual level, with *options*; a ``policy`` there also takes its advisory comparisons out of
+    usual level, with *options*; a ``release_policy`` there also takes its advisory comparisons out of
     the stopping family). ``alpha=`` is the old spelling of *family_level*.
     """
 
@@ -321,7 +321,8 @@ class SequentialGate:
         self._metrics = (PASS, *(self.guards or ()))
         self._base: tuple[object, Units] | None = None
         self._history: list[tuple[int, Units]] = []
-        self._policy = as_release_policy(self.options.get("policy")) if self.options.get("policy") else None
+        policy = self.options.get("release_policy")
+        self._policy = as_release_policy(policy) if policy else None
 
     @property
     def metrics(self) -> tuple[str, ...]:

@@ -17,12 +17,12 @@ benchmark, as the converters lay them out: ``<benchmark>/<developer>/<model>/``)
 the ``evaluation_name``, or a dotted path into the record (``metadata.subject``); score =
 ``evaluation.score`` with the record's own ``is_correct`` as the pass (``--pass-threshold``
 decides instead: ``>=``, or ``<=`` for a result the aggregate marks lower-is-better). A
-sample scored under several results (``acc`` and ``acc_norm``) needs ``--metric ID``,
+sample scored under several results (``acc`` and ``acc_norm``) needs ``--score-key ID``,
 one or more ``evaluation_result_id`` values joined by commas. A sample is counted once: the
 lm-eval converter writes a task scored under several filters as one evaluation per filter
 (``rg_refund`` and ``rg_refund/first-line``, the same samples), so a sample met under a
 second evaluation is refused with the fix, ``--filter NAME`` (the filter its records name
-in ``metadata.filter``, as the lm-eval reader asks) or ``--metric ID``; a chosen filter's
+in ``metadata.filter``, as the lm-eval reader asks) or ``--score-key ID``; a chosen filter's
 rows keep the task's name, as the lm-eval reader's do. Records with an ``error`` are
 counted and reported, not gated.
 
@@ -164,7 +164,7 @@ class EveryEvalEverReader:
                                path=path, model=models[0],
                                extra={"eval_library": sorted(libraries),
                                       "evaluation_ids": sorted({str(rec.get("evaluation_id")) for rec in firsts})})
-        wanted = None if options.metric is None else {m.strip() for m in options.metric.split(",") if m.strip()}
+        wanted = None if options.score is None else {m.strip() for m in options.score.split(",") if m.strip()}
 
         def rows(record: Pass) -> Iterator[Row]:
             category, unit = Pick("category", options.category), Pick("unit", options.unit)
@@ -173,7 +173,7 @@ class EveryEvalEverReader:
             for samples, _aggregate in pairs:
                 kept += yield from _rows(record, samples, options, wanted, lower, category, unit, counted)
             if not kept:
-                chosen = " and ".join(f"--{name} {value}" for name, value in (("metric", options.metric),
+                chosen = " and ".join(f"--{name} {value}" for name, value in (("score-key", options.score),
                                                                              ("filter", options.text("filter")))
                                       if value is not None)
                 raise DataError(f"no records of {chosen} here (read a samples file's evaluation_result_id values, "
@@ -237,7 +237,7 @@ def _refuse(first: _Variant, variant: _Variant, sample: object, label: str, line
         raise DataError(f"{where} (lm-eval filters {first.filter}, {variant.filter}); a sample counts once: "
                         "choose one with --filter NAME", path=label, line=line)
     raise DataError(f"{where} (results {first.result}, {variant.result}); a sample counts once: choose one with "
-                    "--metric ID", path=label, line=line)
+                    "--score-key ID", path=label, line=line)
 
 
 def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | None, lower: set[str],
@@ -264,14 +264,14 @@ def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | Non
         if only is not None:
             if filter_name is None:
                 raise DataError(f"--filter {only}: this record names no lm-eval filter (metadata.filter), which "
-                                "only files converted from lm-eval carry; choose its results with --metric ID",
+                                "only files converted from lm-eval carry; choose its results with --score-key ID",
                                 path=label, line=line)
             if filter_name != only:
                 continue
         chosen = results.setdefault(evaluation, result)
         if chosen != result:
             raise DataError(f"evaluation {evaluation!r} has records of several results ({chosen}, {result}); "
-                            "choose with --metric ID (comma-separated for several evaluations)", path=label,
+                            "choose with --score-key ID (comma-separated for several evaluations)", path=label,
                             line=line)
         kept += 1
         given = as_dict(rec.get("input"))

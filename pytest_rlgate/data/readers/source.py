@@ -438,7 +438,7 @@ def number(value: object, *, metric: str, path: str, line: int | None) -> float:
             parsed = math.nan
         if math.isfinite(parsed):
             return parsed
-    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --metric",
+    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --score-key",
                     path=path, line=line)
 
 
