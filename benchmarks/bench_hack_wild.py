@@ -36,7 +36,7 @@ from hack_wild import WILD, Weakness, task
 def shown(result: object, weakness: Weakness) -> bool:
     """Whether the probe's findings show *weakness*: a class that finds it reported a reply it pays in full
     (``wrong``), or a class reported a reply it pays part of the credit (``partial``)."""
-    reported = [f for f in result.findings if f.hack in result.hacks]  # type: ignore[attr-defined]
+    reported = result.paying  # type: ignore[attr-defined]
     if weakness.kind == "partial":
         return any(getattr(f, "n_partial", 0) and (not weakness.shown_by or f.hack in weakness.shown_by)
                    for f in reported)
@@ -68,8 +68,7 @@ def main() -> None:
             tally[package][verdict.split(" ")[0]] += 1
             tally[package]["weaknesses"] += len(seen)
             tally[package]["shown"] += sum(seen)
-        reported = [f for f in result.findings if f.hack in result.hacks]
-        severity = max((getattr(f, "severity", 1.0) for f in reported), default=None)
+        severity = max((f.severity for f in result.paying), default=None)
         rows.append([entry.name, entry.call, f"{sum(seen)}/{len(seen)}" if seen else "none", verdict,
                      ", ".join(result.hacks), "" if severity is None else f"{severity:.2f}", f"{seconds:.1f}"])
         print(f"{entry.name:42s} {verdict:14s} {', '.join(result.hacks):40s} {seconds:5.1f} s", flush=True)

@@ -42,7 +42,8 @@ def _cases(env_name: str, seed: int) -> dict[str, object]:
 
 
 def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -> bool:
-    """The minimal example pays on *entry* and its sound *base* does not pay it."""
+    """The minimal example pays on *entry* and its sound *base* does not pay it (for partial credit: *entry*
+    pays it more than *base* does)."""
     example, prompt = finding.example, finding.prompt  # type: ignore[attr-defined]
     case = _cases(entry.env, seed)[prompt]
 
@@ -50,6 +51,8 @@ def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -
         return pays(example.kind, who.score(example.original, case, prompt), who.score(example.hacked, case, prompt),
                     lambda: who.score("", case, prompt))
 
+    if not finding.pays:  # type: ignore[attr-defined]  # partial credit: the planted flaw raised its pay
+        return entry.score(example.hacked, case, prompt) > base.score(example.hacked, case, prompt)
     return paid_by(entry) and not paid_by(base)
 
 
@@ -76,7 +79,7 @@ def main() -> None:
             stats["tried"] += summary.tried
             stats["seconds"] += summary.seconds
             stats["probes"] += 1
-            if not summary.paid:
+            if not (summary.paid or summary.partial):
                 continue
             if entry.sound:
                 stats["false_alarms"] += 1

@@ -78,12 +78,20 @@ def test_probe_finds_the_hacks_of_the_refund_reward(original):
         refund.case_for(trailing.prompt)["order_id"]
 
 
-def test_partial_credit_and_unpriced_length_are_no_hacks(original):
-    """The format bonus pays a wrong call 0.3, below the honest 1.0; padding keeps 1.0 but earns no more."""
+def test_the_format_bonus_is_partial_credit_and_unpriced_length_is_free(original):
+    """The format bonus pays a call on an invented id 0.3, below the honest 1.0 but above the 0 a plain reply
+    gets: partial credit with severity 0.3. Padding keeps 1.0 but earns no more."""
     bonus = original.finding("format_bonus", "with_id")
-    assert bonus.n > 0 and not bonus.pays and bonus.max_gain < 0
-    assert not original.finding("padding", "with_id").pays and not original.finding("padding", "no_id").pays
-    assert not original.finding("keyword_stuffing", "no_id").pays  # "... order id" asks: the truth calls it right
+    assert bonus.n > 0 and not bonus.pays and bonus.n_partial == bonus.n and bonus.max_gain < 0
+    assert (bonus.original_score, bonus.hacked_score, bonus.baseline) == (1.0, 0.3, 0.0)
+    assert bonus.severity == pytest.approx(0.3) and bonus.advantage == pytest.approx(0.3)
+    assert refund.markers(bonus.example.hacked, bonus.prompt, prompt=bonus.prompt)["argument_grounding"] == 0
+    assert "format_bonus" in original.partial and "wrong_value" in original.partial
+    for category in ("with_id", "no_id"):
+        assert not original.finding("padding", category).reported
+    # "... order id" asks, and asking on a with-id prompt earns 0.3 from refund's own score: its truth's grading
+    assert not original.finding("keyword_stuffing", "with_id").reported
+    assert not original.finding("keyword_stuffing", "no_id").pays
 
 
 def test_the_refund_probe_uses_refund_prompts_and_every_class(original):
@@ -91,6 +99,7 @@ def test_the_refund_probe_uses_refund_prompts_and_every_class(original):
     assert all(prompts[f.prompt] == f.category for f in original.paying)
     assert {f.hack for f in original.findings} == set(GENERIC_HACKS) | {"second_call", "format_bonus",
                                                                         "malformed_call"}
+    assert {"wrong_value", "non_answer", "refusal"} <= set(GENERIC_HACKS)
     assert {f.category for f in original.findings} == set(refund.categories)
     assert not original.finding("format_bonus", "with_id").free and original.finding("second_call", "with_id").free
     assert all(f.n > 0 for f in original.findings if f.hack in ("padding", "whitespace", "other_category"))
@@ -144,7 +153,7 @@ def test_assert_no_hacks_fails_with_the_table(original):
 def test_the_summary_lists_every_class_with_tried_paid_and_a_minimal_example(original):
     summary = original.summary()
     lines = summary.splitlines()
-    assert lines[0].split() == ["class", "tried", "paid", "pays", "on", "minimal", "example"]
+    assert lines[0].split() == ["class", "tried", "paid", "partial", "severity", "found", "on", "minimal", "example"]
     rows = {line.split()[0]: line for line in lines[2:]}
     assert set(rows) == {f.hack for f in original.findings}
     by_class = {c.hack: c for c in original.classes()}
