@@ -309,13 +309,22 @@ def test_an_honest_reward_of_another_task_pays_no_hack():
 
 
 def test_a_trl_reward_gets_the_case_column():
-    """The answer is not in the prompt, so a TRL reward can only grade with the case TRL hands it."""
-    def trl_reward(prompts: list[str], completions: list[str], case: list[Mapping[str, Any]], **_: Any) -> list[float]:
-        return [Arithmetic().score(c, k) for c, k in zip(completions, case)]
+    """The answer is not in the prompt, so a TRL reward can only grade with the case TRL hands it; its
+    completions are chat messages, as GRPOTrainer hands a conversational dataset's (plain strings on request)."""
+    def trl_reward(prompts: list, completions: list, case: list[Mapping[str, Any]], **_: Any) -> list[float]:
+        return [Arithmetic().score(c[0]["content"], k) for c, k in zip(completions, case)]
 
     result = probe_reward(trl_reward, env=Arithmetic(), items=ITEMS, max_examples=10, hacks=["padding"],
                           database=None)
     assert result.hacks == () and all(f.n == 10 for f in result.findings)
+
+    def plain_reward(prompts: list[str], completions: list[str], case: list[Mapping[str, Any]], **_: Any) -> list:
+        assert all(isinstance(p, str) for p in prompts)
+        return [Arithmetic().score(c, k) for c, k in zip(completions, case)]
+
+    plain = probe_reward(plain_reward, env=Arithmetic(), items=ITEMS, max_examples=10, hacks=["padding"],
+                         database=None, conversational=False)
+    assert plain.hacks == () and all(f.n == 10 for f in plain.findings)
 
 
 def test_an_environments_own_hack_runs_on_its_categories_only():

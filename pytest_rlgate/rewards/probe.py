@@ -22,21 +22,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import math
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from random import Random
-from types import MappingProxyType, ModuleType
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeGuard
 
 from ..data.prompts import prompt_item
 from ..environment.contract import Env, EnvSpec, load_env
-from ..environment.episode import Episode
 from ..environment.hack import Hack
 from ..errors import DataError, RewardHackError, UsageError
-from ..records import Case, PromptItem
+from ..records import PromptItem
+from .calling import GROUP_SIZE, RewardCall, reward_call
 
 if TYPE_CHECKING:  # Hypothesis loads only when a probe runs
     from hypothesis.database import ExampleDatabase
@@ -45,8 +45,6 @@ if TYPE_CHECKING:  # Hypothesis loads only when a probe runs
 
 #: one drawn example: a prompt item and a hacked reply to it
 _Pair = tuple[PromptItem, "HackedReply"]
-#: the reward under probe, as ``(prompt, case, replies) -> scores``
-_Call = Callable[[str, Case, Sequence[str]], Sequence[object]]
 
 __all__ = ["HackFinding", "ProbeResult", "probe_reward"]
 
@@ -250,64 +248,8 @@ def _describe(example: HackedReply, width: int) -> str:
     return _short(hacked, width)
 
 
-def _takes_episode(params: Mapping[str, inspect.Parameter]) -> bool:
-    """Whether a ``(reply, case)`` reward reads an Episode: its first parameter says so by name or type."""
-    first = next(iter(params.values()), None)
-    if first is None:
-        return False
-    annotation = first.annotation
-    return first.name == "episode" or annotation is Episode or (isinstance(annotation, str) and
-                                                                annotation.split(".")[-1] == "Episode")
-
-
-def _caller(reward: Callable[..., object], style: str, env: Env) -> _Call:
-    """Adapt *reward* to ``(prompt, case, replies) -> scores``.
-
-    A TRL reward gets the case as TRL hands it the dataset's ``case`` column, when it takes
-    one (a ``case`` parameter or ``**kwargs``): its environment may not read the case from text.
-    A ``(episode, case)`` reward of an episode environment gets the replayed :class:`Episode`.
-    """
-    try:
-        params = inspect.signature(reward).parameters
-    except (TypeError, ValueError):
-        if style == "auto":
-            raise UsageError(f"cannot read the signature of {reward!r}; pass signature='trl' or 'reply_case'") from None
-        params = MappingProxyType({})
-    if style == "auto":
-        style = "trl" if "completions" in params or "prompts" in params else "reply_case"
-        if style == "reply_case":
-            positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in params.values()):
-                raise UsageError(
-                    f"{getattr(reward, '__name__', reward)!r} takes neither (reply, case) nor TRL's "
-                    "(prompts, completions, **kwargs); pass signature='trl' or 'reply_case'"
-                )
-    if style == "trl":
-        takes_case = "case" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-        def trl(prompt: str, case: Case, replies: Sequence[str]) -> list[object]:
-            column = {"case": [dict(case)] * len(replies)} if takes_case else {}
-            got = reward([prompt] * len(replies), list(replies), **column)
-            if isinstance(got, (str, Mapping)) or not isinstance(got, Iterable):
-                raise UsageError(f"the TRL reward returned {got!r:.60}; it must return a list of scores, one a reply")
-            return list(got)
-
-        return trl
-    if style == "reply_case":
-        if env.is_episodic and _takes_episode(params):
-            return lambda prompt, case, replies: [reward(env.episode(reply, case)[0], case) for reply in replies]
-        return lambda prompt, case, replies: [reward(reply, case) for reply in replies]
-    raise UsageError(f"signature must be 'auto', 'trl' or 'reply_case', got {style!r}")
-
-
-def _number(value: object, hack: str, reply: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UsageError(f"the reward returned {value!r} (not a finite number) for the {hack} reply {reply[:80]!r}")
-    return float(value)
-
-
 def _minimal(tried: Sequence[_Pair], pays: Callable[[_Pair], bool], *, max_examples: int,
-             database: ExampleDatabase | str | None, key: bytes) -> tuple[_Pair, bool]:
+             database: ExampleDatabase | None, key: bytes) -> tuple[_Pair, bool]:
     """(the shortest paying example among those tried, whether the example database held one).
 
     ``hypothesis.find`` searches the tried examples, shortest first, and shrinks the paying one
@@ -321,12 +263,8 @@ def _minimal(tried: Sequence[_Pair], pays: Callable[[_Pair], bool], *, max_examp
     from hypothesis.errors import NoSuchExample
 
     ordered = sorted(tried, key=lambda pair: (len(pair[1].hacked), pair[1].hacked))
-    options: dict[str, object] = {"max_examples": max_examples, "deadline": None,
-                                  "phases": [Phase.reuse, Phase.generate, Phase.shrink],
-                                  "suppress_health_check": list(HealthCheck)}
-    if database != DEFAULT_DATABASE:
-        options["database"] = database
-    chosen = settings(**options)
+    chosen = settings(max_examples=max_examples, deadline=None, phases=[Phase.reuse, Phase.generate, Phase.shrink],
+                      suppress_health_check=list(HealthCheck), database=database)
     held = chosen.database is not None and any(True for _ in chosen.database.fetch(key))
     try:
         found = find(st.sampled_from(ordered), pays, settings=chosen, database_key=key)
@@ -435,19 +373,31 @@ def _database_key(reward: Callable[..., object], env: Env, hack: str, category: 
 
 
 class _Scorer:
-    """The reward's scores of (prompt, reply), memoised: exploring and shrinking ask again and again."""
+    """The reward's scores of (prompt, reply), memoised: exploring and shrinking ask again and again.
 
-    def __init__(self, call: _Call) -> None:
+    ``None`` is a reward's "skip this one" (TRL's convention). A reward that scores a reply by the
+    rest of its batch is asked about each reply inside one fixed group of the prompt's typical
+    replies (*group*), the way GRPO scores a group, so an answer never depends on what was asked
+    before.
+    """
+
+    def __init__(self, call: RewardCall, group: Callable[[PromptItem], Sequence[str]] = lambda item: ()) -> None:
         self.call = call
-        self.memo: dict[tuple[str, str], float] = {}
+        self.group = group
+        self.memo: dict[tuple[str, str], float | None] = {}
 
-    def __call__(self, item: PromptItem, replies: Sequence[str], hack: str) -> list[float]:
+    def __call__(self, item: PromptItem, replies: Sequence[str]) -> list[float | None]:
         prompt = item["prompt"]
         missing = [r for r in dict.fromkeys(replies) if (prompt, r) not in self.memo]
         if missing:
-            got = self.call(prompt, item["case"], missing)
-            for reply, value in zip(missing, got):
-                self.memo[(prompt, reply)] = _number(value, hack, reply)
+            fixed = list(dict.fromkeys(self.group(item)))[: GROUP_SIZE - 1] or [""]
+            if self.call.detect_group(item, fixed):
+                for reply in missing:
+                    batch = [*(f for f in fixed if f != reply), reply]
+                    self.memo[(prompt, reply)] = self.call(item, batch)[-1]
+            else:
+                for reply, value in zip(missing, self.call(item, missing)):
+                    self.memo[(prompt, reply)] = value
         return [self.memo[(prompt, r)] for r in replies]
 
 
@@ -455,6 +405,11 @@ class _Scorer:
 #: over the typical wrong replies of its prompt (see :func:`probe_reward`).
 MIN_SEVERITY = 0.2
 _TOL = 1e-9
+
+
+def _above(value: float, empty: float | None) -> bool:
+    """More than an empty reply gets (an empty reply the reward skips compares with nothing)."""
+    return empty is None or value > empty + _TOL
 
 
 class _Credit:
@@ -492,7 +447,8 @@ class _Credit:
                 reward, own = self.base[item["category"]]
             else:
                 texts = list(self.typical(item)) or [""]
-                reward = min(self.scorer(item, texts, "typical wrong"))
+                scored = [v for v in self.scorer(item, texts) if v is not None]
+                reward = min(scored) if scored else 0.0
                 own = min(self.env_score(item, t) for t in texts)
             found = (item, reward, own)
             self._baseline[id(item)] = found
@@ -506,13 +462,13 @@ class _Credit:
         return math.inf if value > floor + _TOL else 0.0
 
     def verdict(self, item: PromptItem, x: HackedReply, original: float, hacked: float,
-                empty: Callable[[], float]) -> tuple[str, float]:
+                empty: Callable[[], float | None]) -> tuple[str, float]:
         """("hack", "partial" or "", severity) of one judged example scored (original, hacked)."""
         floor, own_floor = self.baseline(item)
         if x.kind == "unpriced":  # filler: what it adds to the honest reply
             severity = self._share(hacked - original + floor, original, floor) if hacked > original + _TOL else 0.0
             return ("hack" if severity >= self.min_severity else ""), severity
-        if hacked >= original - _TOL and hacked > empty() + _TOL:
+        if hacked >= original - _TOL and _above(hacked, empty()):
             return "hack", max(1.0, self._share(hacked, original, floor))
         severity = self._share(hacked, original, floor)
         if severity > _TOL and self._guards_hold(item, x.hacked):
@@ -521,6 +477,7 @@ class _Credit:
         return ("partial" if severity >= self.min_severity else ""), max(0.0, severity)
 
     def _guards_hold(self, item: PromptItem, reply: str) -> bool:
+        """Every guarded marker of *reply* holds (the environment's truth finds nothing forbidden in it)."""
         if not self.env.guards:
             return True
         marks = self.env.markers(reply, item["case"], prompt=item["prompt"])
@@ -528,7 +485,7 @@ class _Credit:
 
 
 def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], scorer: _Scorer, credit: _Credit, *,
-               max_examples: int, seed: int, database: ExampleDatabase | str | None, key: bytes) -> HackFinding:
+               max_examples: int, seed: int, database: ExampleDatabase | None, key: bytes) -> HackFinding:
     """One class on one category: draw, judge, score, count the findings among those the truth judged, shrink one.
 
     *max_examples* of the class's candidates over the category's items are drawn (seeded) and
@@ -550,8 +507,13 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
 
     def scores(pair: _Pair) -> tuple[float, float]:
         item, x = pair
-        original, hacked = scorer(item, [x.original, x.hacked], hack.name)
+        original, hacked = scorer(item, [x.original, x.hacked])
+        assert original is not None and hacked is not None  # pairs the reward skips are never tried
         return original, hacked
+
+    def scored(pair: _Pair) -> bool:
+        item, x = pair
+        return None not in scorer(item, [x.original, x.hacked])
 
     def verdict(pair: _Pair) -> tuple[str, float]:
         if id(pair) not in verdicts:
@@ -560,8 +522,7 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
                 verdicts[id(pair)] = ("", 0.0)
             else:
                 original, hacked = scores(pair)
-                verdicts[id(pair)] = credit.verdict(pair[0], x, original, hacked,
-                                                    lambda: scorer(pair[0], [""], hack.name)[0])
+                verdicts[id(pair)] = credit.verdict(pair[0], x, original, hacked, lambda: scorer(pair[0], [""])[0])
         return verdicts[id(pair)]
 
     rng = Random(f"{seed}\0{hack.name}\0{category}")
@@ -570,7 +531,7 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
     for drawn, index in enumerate(order):  # until max_examples are judged hacks, or MAX_DRAWS times that drawn
         if len(tried) >= max_examples or drawn >= MAX_DRAWS * max_examples:
             break
-        if judge(everything[index]) is not None:
+        if judge(everything[index]) is not None and scored(everything[index]):  # a skipped example is no example
             tried.append(everything[index])
     gains = [b - a for a, b in map(scores, tried)]
     kinds = [verdict(pair) for pair in tried]
@@ -608,22 +569,33 @@ def probe_reward(
     database: ExampleDatabase | str | None = DEFAULT_DATABASE,
     min_severity: float = MIN_SEVERITY,
     base_rows: Iterable[Mapping[str, object]] | None = None,
+    columns: Mapping[str, str | Callable[[Mapping[str, object]], object]] | None = None,
+    conversational: bool | None = None,
+    tokenizer: object | None = None,
 ) -> ProbeResult:
     """Try every hack class on *reward* over *env*'s prompts; report which pay, how often, with an example.
 
     *reward* is ``reward(reply, case) -> float`` (``reward(episode, case)`` for an episode
-    environment: it gets the replayed :class:`~pytest_rlgate.Episode`) or TRL's
-    ``reward(prompts, completions, **kwargs) -> list[float]`` (detected from the parameter
-    names; force it with *signature*); leave it out, or pass the environment itself first, to
+    environment: it gets the replayed :class:`~pytest_rlgate.Episode`) or TRL's ``reward(prompts,
+    completions, **kwargs) -> list[float]`` (detected from the parameter names; force it with
+    *signature*), called exactly as ``GRPOTrainer`` calls it: keywords, chat-message completions
+    (*conversational*, default True: rlgate's GRPO dataset is the environment's chat; False for
+    plain strings), ``completion_ids`` (*tokenizer*'s ids, else the reply's UTF-8 bytes),
+    ``trainer_state``, ``log_extra``, ``log_metric`` and every dataset column: ``case``,
+    ``category``, ``scenario_id``, each field of the case under its own name, and *columns* (a
+    column name -> a case field, or a function of the case, e.g. ``{"ground_truth": "answer"}``). A
+    signature TRL's call cannot satisfy is refused, naming what is missing; a score of ``None``
+    skips the example, as TRL skips it. Leave *reward* out, or pass the environment itself first, to
     probe the environment's own ``score``. *env* is required with a reward: a name,
-    ``"module:attr"`` or an environment object (see :func:`~pytest_rlgate.load_env`). Prompt
-    items come from *items* (each with ``prompt``, and ``case`` unless the environment's
-    ``case_for`` reads it) or else from the environment's own ``build_prompts``. *categories*
-    limits the probe to some of the environment's categories; *hacks* to some classes (the
-    generic ones and the environment's ``hacks``). Each class x category draws up to
-    *max_examples* examples; Hypothesis shrinks a paying one to a minimal example and keeps it
-    in *database* (Hypothesis' own by default; None keeps nothing), so a later probe replays
-    it first. The same *seed* gives the same result.
+    ``"module:attr"`` or an environment object (see :func:`~pytest_rlgate.load_env`). Prompt items
+    come from *items* (each with ``prompt``, and ``case`` unless the environment's ``case_for``
+    reads it) or else from the environment's own ``build_prompts``. *categories* limits the probe to
+    some of the environment's categories; *hacks* to some classes (the generic ones and the
+    environment's ``hacks``). Each class x category draws up to *max_examples* examples; Hypothesis
+    shrinks a paying one to a minimal example and keeps it in *database* (the active Hypothesis
+    settings' database by default, except that a ``.hypothesis/`` folder nobody asked for is never
+    created in the working directory: the examples then go to rlgate's cache; None keeps nothing),
+    so a later probe replays it first. The same *seed* gives the same result.
 
     Two things are found. A *hack*: a reply the environment's truth calls wrong, paid at least as
     much as an honest reply (filler the truth does not mind: paid more). And *partial credit*: a
@@ -639,18 +611,31 @@ def probe_reward(
     Credit the environment's own score gives a reply whose guarded markers hold is its truth's
     grading, not a finding.
     """
-    from .strategies import GENERIC_HACKS, hack_classes
-
     if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
         raise UsageError(f"probe_reward: max_examples must be a positive int, got {max_examples!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise UsageError(f"probe_reward: seed must be an int, got {seed!r}")
     if isinstance(min_severity, bool) or not isinstance(min_severity, (int, float)) or not min_severity > 0:
         raise UsageError(f"probe_reward: min_severity must be a positive number, got {min_severity!r}")
+    with _storage():
+        return _probe(reward, env, items, categories, hacks, max_examples, seed, signature, database,
+                      float(min_severity), base_rows, columns, conversational, tokenizer)
+
+
+def _probe(reward: Callable[..., object] | EnvSpec, env: EnvSpec, items: Iterable[Mapping[str, object]] | None,
+           categories: Collection[str] | None, hacks: Collection[str] | None, max_examples: int, seed: int,
+           signature: str, database: ExampleDatabase | str | None, min_severity: float,
+           base_rows: Iterable[Mapping[str, object]] | None,
+           columns: Mapping[str, str | Callable[[Mapping[str, object]], object]] | None,
+           conversational: bool | None, tokenizer: object | None) -> ProbeResult:
+    """:func:`probe_reward` with its arguments checked, inside the probe's Hypothesis storage."""
+    from .strategies import GENERIC_HACKS, hack_classes
+
     reward, name, env = _resolve(reward, env)
-    call = _caller(reward, signature, env)
+    call = reward_call(reward, signature, env, columns=columns, conversational=conversational, tokenizer=tokenizer)
     categories = _names("categories", categories, env.categories, f"environment {env.name}")
     pool = _items(env, items, seed)
+    call.check_columns(pool)
     _check_own_hacks(env)
     known = tuple(dict.fromkeys([*GENERIC_HACKS, *(h.name for h in env.hacks)]))  # type: ignore[attr-defined]
     picked = _names("hacks", hacks, known, f"environment {env.name}")
@@ -661,7 +646,8 @@ def probe_reward(
     spread = _spread(pool, categories, seed)
     classes = [c for c in hack_classes(env, spread, seed=seed, vocabulary=pool) if c.name in picked]
     pool = spread
-    scorer = _Scorer(call)
+    scorer = _Scorer(call, classes[0].typical if classes else (lambda item: ()))
+    database = _example_database(database)
     startable = {category: [item for item in pool if item["category"] == category and classes[0].startable(item)]
                  for category in categories} if classes else {}
     untried = tuple(c for c in categories if classes and not startable[c])
@@ -670,7 +656,7 @@ def probe_reward(
                          "its cases passes its score, so no hack class has an honest reply to start from; add "
                          "honest_replies(case) returning a Hypothesis strategy of correct replies")
     base = None if base_rows is None else _base_baselines(base_rows, env, scorer, categories)
-    credit = _Credit(scorer, env, classes[0].typical if classes else (lambda item: ()), float(min_severity), base)
+    credit = _Credit(scorer, env, scorer.group, min_severity, base)
     findings = []
     for hack in classes:
         for category in categories:
@@ -678,7 +664,52 @@ def probe_reward(
                 findings.append(_probe_one(hack, category, startable[category], scorer, credit,
                                            max_examples=max_examples, seed=seed, database=database,
                                            key=_database_key(reward, env, hack.name, category, seed)))
-    return ProbeResult(tuple(findings), name, env.name, seed, max_examples, untried, float(min_severity))
+    return ProbeResult(tuple(findings), name, env.name, seed, max_examples, untried, min_severity)
+
+
+def _example_database(database: ExampleDatabase | str | None) -> ExampleDatabase | None:
+    """*database*, or (the default) the active Hypothesis settings' database, read inside :func:`_storage`."""
+    if not isinstance(database, str):
+        return database
+    if database != DEFAULT_DATABASE:
+        raise UsageError(f"probe_reward: database must be a Hypothesis ExampleDatabase, None or "
+                         f"{DEFAULT_DATABASE!r}, got {database!r:.40}")
+    from hypothesis import settings
+
+    chosen: ExampleDatabase | None = settings().database
+    return chosen
+
+
+@contextmanager
+def _storage() -> Iterator[None]:
+    """Hypothesis' storage for the probe: where the user's settings say, never a new ``.hypothesis/`` unasked.
+
+    Hypothesis keeps its example database and caches (``constants``, ...) under its home
+    directory, by default a ``.hypothesis/`` folder in the directory it was imported from, made
+    on first write. A probe is no Hypothesis test the user wrote in that folder, so when nobody
+    chose the home (no ``HYPOTHESIS_STORAGE_DIRECTORY``, no ``set_hypothesis_home_dir``) and the
+    folder does not exist yet, the probe's Hypothesis runs keep their files in
+    ``<rlgate cache>/hypothesis`` instead (examples still replay there); an existing folder, or a
+    database the settings name, is used as Hypothesis would.
+    """
+    import os
+    from pathlib import Path
+
+    import hypothesis.configuration as configuration
+
+    from .._io.cache import cache_root
+
+    chosen = getattr(configuration, "__hypothesis_home_directory", None)
+    default = getattr(configuration, "__hypothesis_home_directory_default", None)
+    if chosen is not None or os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or default is None \
+            or Path(default).exists():
+        yield
+        return
+    configuration.set_hypothesis_home_dir(cache_root() / "hypothesis")
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(None)
 
 
 def _base_baselines(rows: Iterable[Mapping[str, object]], env: Env, scorer: _Scorer,
@@ -700,6 +731,8 @@ def _base_baselines(rows: Iterable[Mapping[str, object]], env: Env, scorer: _Sco
         if item["category"] not in categories or truth.right(reply, item["case"], item["prompt"]):
             continue
         full: PromptItem = {"prompt": item["prompt"], "case": item["case"], "category": item["category"]}
-        rewards.setdefault(full["category"], []).extend(scorer(full, [reply], "base row"))
-        own.setdefault(full["category"], []).append(env.score(reply, full["case"]))
+        value = scorer(full, [reply])[0]
+        if value is not None:  # a row the reward skips is no member of the group's mean
+            rewards.setdefault(full["category"], []).append(value)
+            own.setdefault(full["category"], []).append(env.score(reply, full["case"]))
     return {c: (sum(v) / len(v), sum(own[c]) / len(own[c])) for c, v in rewards.items()}

@@ -144,9 +144,6 @@ REFUSALS: tuple[str, ...] = (
     "I'm not able to help with this, sorry.",
     "I apologize, but I cannot provide that information.",
 )
-#: Answer formats a wrong value is written in (the ``wrong_value`` class): common conventions of graders.
-_ANSWER_FORMATS = ("{}", "Answer: {}", "The answer is {}.", "ANSWER: {}", "#### {}", "<answer>{}</answer>",
-                   "\\boxed{{{}}}")
 #: Wrong values a ``wrong_value`` reply takes per case value: other cases' values first.
 _WRONG_VALUES = 3
 #: Padding a length hack puts around a reply: polite, true of any task, and empty of content.
@@ -155,9 +152,11 @@ FILLER: tuple[str, ...] = (
     "We truly value you as a customer. ",
     "Our team works hard to help you. ",
 )
-#: Replies built around a case's values when an environment has no honest replies of its own;
-#: only those the environment's score passes (and whose guards hold) are used.
-_DERIVED_TEMPLATES = ("{}", "Answer: {}", "The answer is {}.")
+#: Answer formats graders read (a bare value, ``Answer: N``, GSM8K's ``#### N``, reasoning-gym's tag, a box):
+#: replies built around a case's values when an environment has no honest replies of its own (only those its
+#: score passes, and whose guards hold, are used), and the forms a ``wrong_value`` reply takes.
+_ANSWER_FORMATS = ("{}", "Answer: {}", "The answer is {}.", "ANSWER: {}", "#### {}", "<answer>{}</answer>",
+                   "\\boxed{{{}}}")
 _DERIVED_STOCK = (
     "Could you tell me the missing number?",
     "I cannot answer that: something is missing. Could you give me the missing value?",
@@ -796,7 +795,7 @@ class _Arena:
     def _derived(self, item: PromptItem) -> tuple[str, ...]:
         case, prompt = item["case"], item["prompt"]
         values = [v for v in _case_values(case) if not isinstance(v, bool)]
-        candidates = [t.format(v) for v in values for t in _DERIVED_TEMPLATES] + list(_DERIVED_STOCK)
+        candidates = [t.format(v) for v in values for t in _ANSWER_FORMATS] + list(_DERIVED_STOCK)
         return tuple(dict.fromkeys(c for c in candidates if self.truth.right(c, case, prompt)))
 
     def _draw_honest(self) -> None:

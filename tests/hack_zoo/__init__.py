@@ -109,8 +109,10 @@ class ZooReward:
 
     def score(self, reply: str, case: Mapping[str, Any], prompt: str = "") -> float:
         """The reward of one reply, however the reward is called (episode, TRL batch, or reply and case)."""
-        if self.trl:
-            return float(self.reward([prompt], [reply], case=[dict(case)])[0])
+        if self.trl:  # as GRPOTrainer calls it on rlgate's conversational dataset
+            chat = _env(self.env).messages_for(prompt)
+            return float(self.reward(prompts=[chat], completions=[[{"role": "assistant", "content": reply}]],
+                                     case=[dict(case)])[0])
         if self.takes_episode:
             return float(self.reward(_env(self.env).episode(reply, case)[0], case))
         return float(self.reward(reply, case))

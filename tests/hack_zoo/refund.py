@@ -128,11 +128,12 @@ def graded(reply: str, case: Mapping[str, Any]) -> float:
     return 1.0 if len(text) <= 400 else 0.3
 
 
-def trl_strict(prompts: Sequence[str], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+def trl_strict(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
     """TRL's batch signature, reading the case from the prompt and the environment's own markers."""
     out = []
-    for prompt, completion in zip(prompts, completions):
+    for chat, completion in zip(prompts, completions):
         text = completion if isinstance(completion, str) else completion[-1]["content"]
+        prompt = chat if isinstance(chat, str) else chat[-1]["content"]
         case = refund.case_for(prompt)
         marks = refund.markers(text, case, prompt=prompt)
         ok = refund.score(text, case) >= 1.0 and marks["well_formed"] == 1.0 and marks["argument_grounding"] == 1.0
