@@ -79,6 +79,7 @@ class HackFinding:
     max_severity: float = 0.0
     #: the typical-wrong baseline of the minimal example's item (see :func:`probe_reward`)
     baseline: float | None = None
+    max_paid: float | None = None  #: the most the reward paid any example tried
 
     @property
     def pays(self) -> bool:
@@ -553,6 +554,7 @@ def _probe_one(hack: HackClass, category: str, pool: Sequence[PromptItem], score
         n_partial=partial, severity=None if example is None else verdict(example)[1],
         max_severity=max((severity for _, severity in kinds), default=0.0),
         baseline=None if example is None else credit.baseline(example[0])[0],
+        max_paid=max((scores(pair)[1] for pair in tried), default=None),
     )
 
 
