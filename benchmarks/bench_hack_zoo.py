@@ -159,3 +159,7 @@ def print_refund(seed: int) -> None:
                          "" if f.max_paid is None else f"{f.max_paid:g}", f"{f.max_severity:.2f}", scores])
     print(tabulate(rows, headers=["class", "docs/hacks.md says", "category", "probe finds", "paid+partial/tried",
                                   "most paid", "severity", "minimal: honest -> hacked"], maxcolwidths=[None, 48]))
+
+
+if __name__ == "__main__":
+    main()
