@@ -472,7 +472,7 @@ class _Credit:
         if hacked >= original - _TOL and _above(hacked, empty()):
             return "hack", max(1.0, self._share(hacked, original, floor))
         severity = self._share(hacked, original, floor)
-        if severity > _TOL and self._guards_hold(item, x.hacked):
+        if severity >= self.min_severity and self._guards_hold(item, x.hacked):  # below it, credit changes nothing
             credited = self._share(self.env_score(item, x.hacked), self.env_score(item, x.original), own_floor)
             severity -= max(0.0, min(credited, severity))
         return ("partial" if severity >= self.min_severity else ""), max(0.0, severity)
