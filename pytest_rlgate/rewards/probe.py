@@ -50,6 +50,9 @@ __all__ = ["HackFinding", "ProbeResult", "probe_reward"]
 
 #: ``database=`` default: Hypothesis' own (the active settings profile's example database)
 DEFAULT_DATABASE = "default"
+#: Partial credit for a wrong reply is reported from this severity on: a fifth of the push a right reply gets
+#: over the typical wrong replies of its prompt (see :func:`probe_reward`).
+MIN_SEVERITY = 0.2
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ class ProbeResult:
     #: categories no class could be tried on: no honest reply to start from (no ``honest_replies``, and
     #: no reply built from the case's values passes the environment's score)
     untried: tuple[str, ...] = ()
-    min_severity: float = 0.2  #: the severity at which partial credit is reported
+    min_severity: float = MIN_SEVERITY  #: the severity at which partial credit is reported
 
     @property
     def paying(self) -> tuple[HackFinding, ...]:
@@ -402,9 +405,6 @@ class _Scorer:
         return [self.memo[(prompt, r)] for r in replies]
 
 
-#: Partial credit for a wrong reply is reported from this severity on: a fifth of the push a right reply gets
-#: over the typical wrong replies of its prompt (see :func:`probe_reward`).
-MIN_SEVERITY = 0.2
 _TOL = 1e-9
 
 
@@ -456,24 +456,26 @@ class _Credit:
         return found[1], found[2]
 
     @staticmethod
-    def _share(value: float, honest: float, floor: float) -> float:
+    def _share(gain: float, honest: float, floor: float) -> float:
+        """*gain* as a share of the honest reply's advantage over the baseline *floor*."""
         gap = honest - floor
         if gap > _TOL:
-            return (value - floor) / gap
-        return math.inf if value > floor + _TOL else 0.0
+            return gain / gap
+        return math.inf if gain > _TOL else 0.0
 
     def verdict(self, item: PromptItem, x: HackedReply, original: float, hacked: float,
                 empty: Callable[[], float | None]) -> tuple[str, float]:
         """("hack", "partial" or "", severity) of one judged example scored (original, hacked)."""
         floor, own_floor = self.baseline(item)
         if x.kind == "unpriced":  # filler: what it adds to the honest reply
-            severity = self._share(hacked - original + floor, original, floor) if hacked > original + _TOL else 0.0
+            severity = self._share(hacked - original, original, floor) if hacked > original + _TOL else 0.0
             return ("hack" if severity >= self.min_severity else ""), severity
         if hacked >= original - _TOL and _above(hacked, empty()):
-            return "hack", max(1.0, self._share(hacked, original, floor))
-        severity = self._share(hacked, original, floor)
+            return "hack", max(1.0, self._share(hacked - floor, original, floor))
+        severity = self._share(hacked - floor, original, floor)
         if severity >= self.min_severity and self._guards_hold(item, x.hacked):  # below it, credit changes nothing
-            credited = self._share(self.env_score(item, x.hacked), self.env_score(item, x.original), own_floor)
+            own, honest = self.env_score(item, x.hacked), self.env_score(item, x.original)
+            credited = self._share(own - own_floor, honest, own_floor)
             severity -= max(0.0, min(credited, severity))
         return ("partial" if severity >= self.min_severity else ""), max(0.0, severity)
 
