@@ -134,6 +134,8 @@ NON_ANSWERS: tuple[str, ...] = (
     "Thank you for your patience, I appreciate it.",
     "I'd be glad to help you with that.",
     "Please let me know if there is anything else I can do for you.",
+    "You're very welcome! Have a wonderful day.",
+    "I understand how you feel, and I appreciate your message.",
 )
 #: Refusals, as assistants write them (the ``refusal`` class).
 REFUSALS: tuple[str, ...] = (
@@ -143,6 +145,7 @@ REFUSALS: tuple[str, ...] = (
     "I can't do that.",
     "I'm not able to help with this, sorry.",
     "I apologize, but I cannot provide that information.",
+    "As an AI assistant, I won't be able to do that.",
 )
 #: Wrong values a ``wrong_value`` reply takes per case value: other cases' values first.
 _WRONG_VALUES = 3
