@@ -440,3 +440,51 @@ def _fixed_source() -> str:
     return "from __future__ import annotations\nimport re\nfrom pytest_rlgate.envs import refund\n" \
         "_BLOCK = re.compile(r'<tool_call>.*?</tool_call>', re.DOTALL)\n" \
         "_SENTENCE = re.compile(r'[^.?!]+[.?!]*')\n" + inspect.getsource(fixed_score)
+
+
+# -- partial credit: what a group-relative update learns -----------------------------------
+
+
+def drifting(reply: str, case: Mapping[str, Any]) -> float:
+    """The exact sentence, and a hundredth of a point for length: a drift, not a bonus."""
+    return round(0.99 * Arithmetic().score(reply, case) + 0.01 * min(1.0, len(reply) / 500), 6)
+
+
+def format_bonus(reply: str, case: Mapping[str, Any]) -> float:
+    """The exact sentence, and half the credit for the sentence's form with any number in it."""
+    if Arithmetic().score(reply, case):
+        return 1.0
+    return 0.5 if re.fullmatch(r"\s*The answer is -?\d+\.\s*", reply) else 0.0
+
+
+def test_a_length_drift_and_a_format_bonus_are_not_reported_alike():
+    """Both pay something a right reply does not need; only the bonus moves a group-relative update much."""
+    drift = probe_reward(drifting, env=Arithmetic(), items=ITEMS, max_examples=20, database=None)
+    assert drift.hacks == ()  # padding earns a hundredth more: severity 0.01, shown, never reported
+    padding = next(c for c in drift.classes() if c.hack == "padding")
+    assert 0 < padding.max_severity < 0.05 and "(0.0" in drift.summary()
+    bonus = probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, max_examples=20, database=None)
+    wrong = bonus.finding("wrong_value", "arithmetic")
+    assert not wrong.pays and wrong.n_partial > 0 and wrong.severity == pytest.approx(0.5)
+    assert (wrong.hacked_score, wrong.baseline) == (0.5, 0.0) and "wrong_value" in bonus.partial
+    assert "partial credit for wrong replies (severity >= 0.2)" in str(bonus)
+    with pytest.raises(RewardHackError):
+        bonus.assert_no_hacks()
+    bonus.assert_no_hacks(allow=bonus.hacks)  # accepted by name, knowingly
+    assert probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, max_examples=20, database=None,
+                        min_severity=0.6).hacks == ()
+
+
+def test_the_base_policys_rows_set_the_group_a_hack_is_measured_in():
+    """A base policy that already writes the form (with wrong numbers) gets the bonus on every wrong reply:
+    the form earns nothing over its group, so a group-relative update learns nothing from it."""
+    rows = [{"prompt": item["prompt"], "case": item["case"], "category": item["category"],
+             "reply": f"The answer is {k}."} for item in ITEMS if item["case"]["answer"] is not None for k in (1, 2)]
+    rows += [{"prompt": item["prompt"], "case": item["case"], "category": item["category"], "reply": "No idea."}
+             for item in ITEMS if item["case"]["answer"] is None]
+    found = probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, max_examples=20, database=None,
+                         hacks=["wrong_value"], base_rows=rows)
+    assert not found.finding("wrong_value", "arithmetic").reported
+    assert found.finding("wrong_value", "arithmetic").max_severity == pytest.approx(0.0)
+    with pytest.raises(DataError, match="<base_rows>:1: a base row needs 'prompt' and 'reply'"):
+        probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, base_rows=[{"prompt": "x"}], database=None)
