@@ -30,17 +30,7 @@ from tabulate import tabulate
 from pytest_rlgate import probe_reward
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from hack_wild import WILD, Weakness, task
-
-
-def shown(result: object, weakness: Weakness) -> bool:
-    """Whether the probe's findings show *weakness*: a class that finds it reported a reply it pays in full
-    (``wrong``), or a class reported a reply it pays part of the credit (``partial``)."""
-    reported = result.paying  # type: ignore[attr-defined]
-    if weakness.kind == "partial":
-        return any(getattr(f, "n_partial", 0) and (not weakness.shown_by or f.hack in weakness.shown_by)
-                   for f in reported)
-    return any(f.pays and f.hack in weakness.shown_by for f in reported)
+from hack_wild import WILD, task
 
 
 def main() -> None:
@@ -57,7 +47,7 @@ def main() -> None:
         result = probe_reward(entry.reward, env=task(entry.env), database=None, seed=args.seed, **kwargs)
         seconds = time.perf_counter() - started
         times.append(seconds)
-        seen = [shown(result, weakness) for weakness in entry.weaknesses]
+        seen = [weakness.shown_in(result) for weakness in entry.weaknesses]
         if not entry.weaknesses:
             verdict = "FALSE ALARM" if result.hacks else "clean"
         elif all(seen):

@@ -87,4 +87,5 @@ def test_the_probe_says_what_the_set_expects(entry):
 
     kwargs = {"categories": list(entry.categories)} if entry.categories else {}
     result = probe_reward(entry.reward, env=task(entry.env), database=None, **kwargs)
-    assert bool(result.hacks) == (entry.expected == "found"), str(result)
+    assert [k.what for k in entry.weaknesses if not k.shown_in(result)] == [], str(result)
+    assert bool(result.hacks) == bool(entry.weaknesses), str(result)  # a sound scorer: no false alarm

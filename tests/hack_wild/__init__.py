@@ -36,6 +36,13 @@ class Weakness:
     #: the probe classes whose findings show it (empty: any class whose finding is partial credit)
     shown_by: tuple[str, ...] = ()
 
+    def shown_in(self, result: Any) -> bool:
+        """Whether a probe's findings show it: a class that finds it reported a reply the scorer pays in full
+        (``wrong``), or a class reported partial credit for a wrong reply (``partial``)."""
+        if self.kind == "partial":
+            return any(f.n_partial and (not self.shown_by or f.hack in self.shown_by) for f in result.paying)
+        return any(f.pays and f.hack in self.shown_by for f in result.paying)
+
 
 @dataclass(frozen=True)
 class WildScorer:
