@@ -788,7 +788,8 @@ class _Arena:
         self.seed = seed
         self._honest: dict[int, tuple[str, ...]] = {}
         self._own: dict[tuple[str, int], list[HackedReply]] = {}
-        self._wrong: dict[int, tuple[PromptItem, list[str]]] = {}
+        #: the item's replies in the honest form with a wrong value (several classes read them)
+        self.wrong_value_texts = _memo_items(self._wrong_value_texts)
         self._drawn: set[str] = set()
         self._words: list[str] | None = None
         self.prompt_words = sorted({w for item in self.items for w in _WORD.findall(item["prompt"])})
@@ -864,23 +865,16 @@ class _Arena:
             return type(other) is type(value) and other != value
         mine = [o["case"].get(key) for o in self.items if o["category"] == item["category"]]
         theirs = [o["case"].get(key) for o in self.items if o["category"] != item["category"]]
-        pool = [v for v in dict.fromkeys(v for v in mine + theirs if fits(v))]
+        pool = list(dict.fromkeys(v for v in mine + theirs if fits(v)))
         rng = _random(self.seed, f"{item['prompt']}\0{key}")
         chosen = rng.sample(pool, min(_WRONG_VALUES, len(pool)))
         if not chosen and isinstance(value, int):
             chosen = [value + 13]
         return chosen
 
-    def wrong_value_texts(self, item: PromptItem) -> list[str]:
+    def _wrong_value_texts(self, item: PromptItem) -> list[str]:
         """The item's honest replies, and the common answer formats, with a value of its case replaced by a
         wrong one (another case's), judged wrong: the honest reply's form without its substance."""
-        found = self._wrong.get(id(item))
-        if found is None or found[0] is not item:
-            found = (item, self._wrong_value_texts(item))
-            self._wrong[id(item)] = found
-        return found[1]
-
-    def _wrong_value_texts(self, item: PromptItem) -> list[str]:
         case, prompt = item["case"], item["prompt"]
         out: list[str] = []
         for key, value in case.items():
@@ -1020,6 +1014,8 @@ _CONTRADICTIONS = 4
 def _short_value(value: object) -> bool:
     """A value a reply states as an answer: a number, or a short phrase (not a question or an explanation)."""
     return not isinstance(value, str) or (0 < len(value) <= 30 and len(value.split()) <= 3)
+
+
 #: Other prompt items of each category hack_replies draws on (as many as a probe uses).
 _POOL_PER_CATEGORY = 8
 
