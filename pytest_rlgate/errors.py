@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     import pytest
 
 __all__ = ["DataError", "GateOutcome", "HackReport", "RankError", "RegressionError", "RewardHackError",
-           "RewardMismatch", "RewardValueError", "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
+           "RewardMismatch", "RewardValueError", "RlgateDeprecationWarning", "RlgateError", "RlgateWarning",
+           "SpecError", "UsageError"]
 
 
 class GateOutcome(Protocol):
@@ -89,6 +90,16 @@ class RlgateWarning(UserWarning):
 
     A plain ``UserWarning`` subclass so the statistics work without pytest; filter it with
     ``-W ignore::pytest_rlgate.RlgateWarning``.
+    """
+
+
+class RlgateDeprecationWarning(RlgateWarning, FutureWarning):
+    """An old spelling (a flag, a keyword, an ini key) still accepted for one release.
+
+    A ``FutureWarning`` as well as an :class:`RlgateWarning`: Python shows it by default (a
+    plain ``DeprecationWarning`` raised inside the library would be hidden from the person who
+    typed the flag), ``pytest.deprecated_call()`` catches it, and ``-W
+    ignore::pytest_rlgate.RlgateWarning`` silences it with the rest.
     """
 
 

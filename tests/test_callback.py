@@ -28,7 +28,7 @@ def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.Capture
     steps = trainer.state.global_step
     assert steps == 2 or gate.stopped_at is not None
     assert [look.step for look in gate.looks] == list(range(1, steps + 1))
-    spent = Spending(alpha=0.025, planned=2).spent(steps)  # 2 planned looks share alpha
+    spent = Spending(planned=2).spent(steps)  # 2 planned looks share the family level (the gate's 5 %)
     assert sum(look.alpha for look in gate.looks) == pytest.approx(spent)
     assert sorted(p.name for p in out.glob("step-*.jsonl")) == [f"step-{s:06d}.jsonl" for s in range(steps + 1)]
     looks = json.loads((out / "looks.json").read_text())
@@ -49,8 +49,8 @@ def test_a_regression_stops_training_when_asked(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from types import SimpleNamespace
 
-    from pytest_rlgate.gate.looks import Look, Test
-    from pytest_rlgate.train.callback import GateCallback
+    from pytest_rlgate.watch.callback import GateCallback
+    from pytest_rlgate.watch.looks import Look, Test
 
     gate = GateCallback([{"prompt": "p", "case": {}, "category": "with_id"}], env="refund", every=2,
                         out_dir=tmp_path, stop_on_regression=True)

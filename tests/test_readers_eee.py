@@ -50,7 +50,7 @@ def test_the_committed_files_are_what_the_converter_writes() -> None:
 
 
 def test_the_eee_readers_deltas_equal_the_raw_lm_eval_files() -> None:
-    result = compare(read_rows(BASE, metric=FIRST), read_rows(CANDIDATE, metric=FIRST), n_resamples=500)
+    result = compare(read_rows(BASE, score=FIRST), read_rows(CANDIDATE, score=FIRST), n_resamples=500)
     reference = paired_category_deltas(_raw(LM_EVAL / "base"), _raw(LM_EVAL / "candidate"))
     assert gate_deltas(result) == pytest.approx(reference) and reference["rg_refund"] == pytest.approx(-0.6)
     direct = compare(read_rows(LM_EVAL / "base", filter="none"), read_rows(LM_EVAL / "candidate", filter="none"),
@@ -61,21 +61,21 @@ def test_the_eee_readers_deltas_equal_the_raw_lm_eval_files() -> None:
 
 def test_a_sample_under_several_results_needs_a_metric_and_errors_are_reported(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"evaluation 'rg_refund_choice' has records of several results \(acc, "
-                                        r"acc_norm\); choose with --metric ID"):
+                                        r"acc_norm\); choose with --score-key ID"):
         list(read_rows(BASE))
-    rows = list(read_rows(BASE, metric="acc_norm"))
+    rows = list(read_rows(BASE, score="acc_norm"))
     assert {r["category"] for r in rows} == {"rg_refund_choice"} and len(rows) == 40
-    assert {r["category"] for r in read_rows(BASE, metric="contains,contains:first-line")} == {
+    assert {r["category"] for r in read_rows(BASE, score="contains,contains:first-line")} == {
         "rg_refund", "rg_refund/first-line"}
     (samples,) = (BASE / "rg_refund").glob("*_samples.jsonl")
     lines = [json.loads(line) for line in samples.read_text().splitlines()]
     lines[0]["error"] = "timeout"
     broken = tmp_path / samples.name
     broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    source = read_rows(broken, metric="contains")
+    source = read_rows(broken, score="contains")
     assert len(list(source)) == 39 and source.errors == 1
     assert "1 errored record(s) not gated (rg_refund sample 0): timeout" in source.notes[0]
-    assert {r["category"] for r in read_rows(broken, metric="contains", category="metadata.filter")} == {"none"}
+    assert {r["category"] for r in read_rows(broken, score="contains", category="metadata.filter")} == {"none"}
 
 
 def test_the_repositorys_own_example_reads(tmp_path: Path) -> None:
@@ -91,22 +91,22 @@ def test_the_repositorys_own_example_reads(tmp_path: Path) -> None:
 
 def test_convert_writes_rows_from_it_and_the_gate_reads_those(tmp_path: Path, capsys) -> None:
     out = tmp_path / "base.jsonl.gz"
-    assert main(["convert", str(BASE), "--metric", FIRST, "--out", str(out)]) == 0
+    assert main(["convert", str(BASE), "--score-key", FIRST, "--out", str(out)]) == 0
     assert "wrote 80 rows of the eee 0.3.0 log of rg_refund" in capsys.readouterr().out
-    assert main(["gate", str(out), str(CANDIDATE), "--metric", FIRST, "--resamples", "500"]) == 1
+    assert main(["gate", str(out), str(CANDIDATE), "--score-key", FIRST, "--resamples", "500"]) == 1
     assert "FAIL: pass@1 regressed in rg_refund: 0.900 -> 0.300" in capsys.readouterr().out
-    assert main(["gate", str(out), str(CANDIDATE), "--metric", "acc", "--resamples", "500"]) == 2  # other options
+    assert main(["gate", str(out), str(CANDIDATE), "--score-key", "acc", "--resamples", "500"]) == 2  # other options
     assert "the sides were read with different options (metric 'contains,acc' vs 'acc')" in capsys.readouterr().err
 
 
 def test_json_writes_the_gates_intervals_in_eees_uncertainty_fields(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     target = tmp_path / "gate.json"
-    assert main(["gate", str(BASE), str(CANDIDATE), "--metric", FIRST, "--resamples", "500", "--json", str(target),
+    assert main(["gate", str(BASE), str(CANDIDATE), "--score-key", FIRST, "--resamples", "500", "--json", str(target),
                  "--json-format", "eee"]) == 1
     record = json.loads(target.read_text())
     jsonschema.validate(record, json.loads((EEE / "eval.schema.json").read_text()))
-    result = compare(read_rows(BASE, metric=FIRST), read_rows(CANDIDATE, metric=FIRST), n_resamples=500)
+    result = compare(read_rows(BASE, score=FIRST), read_rows(CANDIDATE, score=FIRST), n_resamples=500)
     by_name = {r["evaluation_name"]: r["score_details"] for r in record["evaluation_results"]}
     for c in result.comparisons:
         details = by_name[f"{c.metric} {c.group}"]
@@ -117,7 +117,7 @@ def test_json_writes_the_gates_intervals_in_eees_uncertainty_fields(tmp_path: Pa
         assert details["uncertainty"]["num_samples"] == c.n_units and details["details"]["verdict"] == c.verdict
         assert "num_bootstrap_samples" not in details["uncertainty"]
     assert record["model_info"]["id"] == "rlgate/tiny-refund"
-    boot = eee_record(compare(read_rows(BASE, metric=FIRST), read_rows(CANDIDATE, metric=FIRST), n_resamples=500,
+    boot = eee_record(compare(read_rows(BASE, score=FIRST), read_rows(CANDIDATE, score=FIRST), n_resamples=500,
                               method="expanded"), model="org/m")
     assert all(r["score_details"]["uncertainty"].get("num_bootstrap_samples") == 500
                for r in boot["evaluation_results"] if "confidence_interval" in r["score_details"]["uncertainty"])

@@ -30,7 +30,7 @@ from pytest_rlgate.train.run import RunFolder  # noqa: E402
 torch.set_num_threads(1)
 
 #: Small and quick: 40 prompts, 3 steps of one 8-completion group, 24-token completions.
-FAST = {"size": "small", "steps": 3, "max_completion_length": 24, "monitor_every": 2, "base_runs": 2}
+FAST = {"size": "small", "steps": 3, "max_new_tokens": 24, "monitor_every": 2, "base_runs": 2}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_config_records_every_knob_versions_prompts_and_seeds(run, base_dir):
     knobs = config["knobs"]
     assert config["method"] == "grpo" and knobs["base_model"] == base_dir
     for name in ("steps", "num_generations", "learning_rate", "beta", "loss_type", "epsilon_high",
-                 "no_scale_rewards", "mask_truncated", "max_completion_length", "temperature", "top_p",
+                 "no_scale_rewards", "mask_truncated", "max_new_tokens", "temperature", "top_p",
                  "sample_seed", "base_runs", "monitor_every", "stop_on", "prompt_seed", "size", "prompts_file",
                  "holdout", "balance", "run_name", "from_run", "lora_rank", "lora_alpha", "lora_targets"):
         assert name in knobs
@@ -150,7 +150,7 @@ def test_from_run_that_did_not_finish_is_a_usage_error(tmp_path):
 def test_rlgate_train_grpo_runs_from_the_command_line(base_dir, runs_dir, capsys):
     code = cli.main(["train", "grpo", "--base-model", base_dir, "--runs-dir", str(runs_dir), "--run-name", "cli",
                      "--size", "small", "--steps", "1", "--base-runs", "1", "--monitor-every", "0",
-                     "--max-completion-length", "16", "--loss-type", "dr_grpo", "--no-scale-rewards",
+                     "--max-new-tokens", "16", "--loss-type", "dr_grpo", "--no-scale-rewards",
                      "--epsilon-high", "0.28", "--mask-truncated", "--no-progress"])
     out = capsys.readouterr().out
     folder = RunFolder.open(runs_dir / "cli")
@@ -183,7 +183,7 @@ def _recorded_step(base_dir, tmp_path, items, knobs):
 
 
 def test_the_reward_receives_each_prompts_case_as_a_dataset_column(base_dir, tmp_path):
-    knobs = GRPOKnobs(base_model=base_dir, steps=1, max_completion_length=8).resolve()
+    knobs = GRPOKnobs(base_model=base_dir, steps=1, max_new_tokens=8).resolve()
     prompts, columns = _recorded_step(base_dir, tmp_path, build_prompts(0, "small"), knobs)
     assert len(columns["case"]) == len(prompts) == knobs.batch_size
     for prompt, case, category in zip(prompts, columns["case"], columns["category"]):
@@ -196,7 +196,7 @@ def test_one_grpo_step_on_an_environment_of_its_own(base_dir, tmp_path):
 
 
     items = calc_items(4)
-    knobs = GRPOKnobs(env=CalcEnv(), base_model=base_dir, steps=1, max_completion_length=8).resolve()
+    knobs = GRPOKnobs(env=CalcEnv(), base_model=base_dir, steps=1, max_new_tokens=8).resolve()
     prompts, columns = _recorded_step(base_dir, tmp_path, items, knobs)
     by_prompt = {item["prompt"]: item for item in items}
     for prompt, case, category in zip(prompts, columns["case"], columns["category"]):

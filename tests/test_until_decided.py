@@ -268,7 +268,7 @@ def tiny_before(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     prompts = folder / "prompts.jsonl"
     write_prompts(prompts, build_prompts(0, "default")[:8])
     before = folder / "before.jsonl"
-    assert main(["sample", *TINY, "--prompts", str(prompts), "--out", str(before), "--k", "4"]) == 0
+    assert main(["sample", *TINY, "--prompts-file", str(prompts), "--out", str(before), "--k", "4"]) == 0
     return prompts, before
 
 
@@ -276,7 +276,7 @@ def test_the_cli_exits_0_when_no_look_regressed_and_1_when_one_did(tiny_before: 
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     prompts, before = tiny_before
     out = tmp_path / "after.jsonl"
-    argv = ["sample", *TINY, "--prompts", str(prompts), "--k", "2", "--k-max", "4", "--resamples", "500"]
+    argv = ["sample", *TINY, "--prompts-file", str(prompts), "--k", "2", "--k-max", "4", "--resamples", "500"]
     assert main([*argv, "--until-decided", str(before), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "until decided: 2 looks at k 2, 4" in text and "decision: passed" in text
@@ -300,7 +300,7 @@ def test_the_cli_refuses_bad_input_in_one_line(tiny_before: tuple[Path, Path], t
                                                capsys: pytest.CaptureFixture[str], extra: list[str],
                                                message: str) -> None:
     prompts, before = tiny_before
-    argv = ["sample", *TINY, "--prompts", str(prompts), "--out", str(tmp_path / "a.jsonl"),
+    argv = ["sample", *TINY, "--prompts-file", str(prompts), "--out", str(tmp_path / "a.jsonl"),
             "--until-decided", str(before), *extra]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -14,10 +14,10 @@ import pytest
 from pytest_rlgate.cli import main
 from pytest_rlgate.data.rows import write_rows
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.gate.looks import SequentialGate
 from pytest_rlgate.report import write_report
 from pytest_rlgate.report.strip import read_watch, strip_text
-from pytest_rlgate.train.watch import SETTLE, checkpoints, watch_checkpoints
+from pytest_rlgate.watch.folder import SETTLE, checkpoints, watch_checkpoints
+from pytest_rlgate.watch.looks import SequentialGate
 
 SIZES = {"a": 6, "b": 10, "c": 16}
 

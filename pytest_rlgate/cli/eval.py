@@ -18,7 +18,8 @@ import os
 from .._io import ranks
 from ..data.rows import read_rows, write_rows
 from ..environment.contract import Env
-from ..options import SEED, add_env_argument, add_output_arguments, output_file
+from ..options import add_env_argument, add_knob_arguments, add_output_arguments, output_file
+from ..policy.generate import SampleOptions
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
 from ..train.run import RunFolder
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", "--run-dir", dest="run", required=True, metavar="DIR",
                         help="a finished runs/<name>/ folder (--run-dir under torchrun)")
     add_env_argument(parser, default="the run's environment", resolve="given")
-    parser.add_argument("--sample-seed", type=SEED, help="sample at this seed instead of the run's")
+    add_knob_arguments(parser, SampleOptions, only=("seed",), defaults={"seed": None},
+                       helps={"seed": "sample at this seed instead of the run's"})
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
     parser.add_argument("--json", action="store_true", help="print the gate as JSON")
     add_output_arguments(parser)
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     override: Env | None = args.env  # resolved at the door (cli._resolve_env), before the run is opened
     folder = RunFolder.open(args.run)
     env = folder.environment(override)
-    rows = resample_run(folder, seed=args.sample_seed, progress=args.progress, env=env)
+    rows = resample_run(folder, seed=args.seed, progress=args.progress, env=env)
     if not ranks.is_main_process():  # the job exits with the main process's verdict
         return 0
     if args.out:

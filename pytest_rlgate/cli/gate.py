@@ -17,7 +17,7 @@ and "regressed in k of S seeds"; exit 1 when the recipe regressed.
 
 BEFORE and AFTER may also be an eval harness's per-sample output, in any format of
 :mod:`pytest_rlgate.data.readers` (``--format``'s choices; detected by default): the shared
-read flags (``--category-key``, ``--unit-key``, ``--metric``, ``--pass-threshold``) and those
+read flags (``--category-key``, ``--unit-key``, ``--score-key``, ``--pass-threshold``) and those
 each reader declares for itself (lm-eval's ``--filter``) say how a record becomes a row.
 ``PATH#key=value`` sets a read option for one side (``results.json#provider=ID``).
 ``--json-format eee`` writes the result as an Every Eval Ever aggregate record instead.
@@ -39,14 +39,14 @@ from ..data.readers.eee import eee_record
 from ..errors import RlgateWarning, UsageError
 from ..gate import compare
 from ..gate.options import GateOptions, OrNone, shown_default
-from ..options import Number, ReadOptions, output_file
+from ..options import Number, ReadOptions, add_deprecated, output_file
 from ..report.markdown import step_summary_path, write_markdown
 
 HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
              "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
-             "policy": "FILE", "family_level": "L", "metrics": "pass^K"}
+             "release_policy": "FILE", "family_level": "L", "metrics": "pass^K"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("after", metavar="AFTER.jsonl", nargs="+",
                         help="graded rows of the fine-tuned policy; several, one per training seed of the same "
                              "recipe, gate the recipe across seeds")
-    for spec in dataclasses.fields(GateOptions):
-        _add_option(parser, spec)
+    for name in GateOptions.names():
+        add_option(parser, GateOptions.field(name))
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the result as JSON")
     parser.add_argument("--json-format", choices=("rlgate", "eee"), default="rlgate",
                         help="--json's shape: rlgate's result record, or an Every Eval Ever aggregate record with "
@@ -66,10 +66,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_read_arguments(parser)
 
 
-def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]) -> None:
+class _Given(argparse.Action):
+    """Stores the value and notes that the flag was given (``args.given``): a release policy's
+    family level yields to an explicit ``--family-level``, even one equal to the default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
+
+
+def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]) -> None:
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
     meta = spec.metadata
-    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}  # add_argument's
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"],  # add_argument's
+                              "action": _Given}
     if spec.name in ("guards", "categories", "metrics"):
         kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
@@ -85,6 +96,9 @@ def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]
     if spec.name in _METAVARS:
         kwargs["metavar"] = _METAVARS[spec.name]
     parser.add_argument(meta["flag"], **kwargs)
+    for old in meta["aliases"]:
+        add_deprecated(parser, old, meta["flag"], **{k: v for k, v in kwargs.items() if k in ("dest", "type",
+                                                                                              "metavar", "choices")})
 
 
 def add_read_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +118,9 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
             elif spec.name == "pass_threshold":
                 kwargs["type"] = float
         group.add_argument(meta["flag"], **kwargs)
+        if meta["old"]:
+            add_deprecated(group, f"--{meta['old'].replace('_', '-')}", meta["flag"], dest=kwargs["dest"],
+                           metavar=meta["metavar"])
     for name, (option, _formats) in declared_options().items():
         if option.flag is not None:
             group.add_argument(option.flag, dest=f"read_{name}", metavar=option.metavar, default=None,
@@ -125,7 +142,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
-    return GateOptions(**values)
+    return GateOptions(**values, given=frozenset(getattr(args, "given", ())))
 
 
 def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | None = None) -> list[RowSource]:

@@ -20,52 +20,50 @@ from pathlib import Path
 from typing import Any
 
 from .._io import ranks
-from ..data.prompts import fingerprint, read_prompts
+from ..data.prompts import Holdout, fingerprint, read_prompts
 from ..data.provenance import row_header
 from ..environment.contract import Env
 from ..errors import UsageError
 from ..gate.adaptive import DEFAULT_SPENDING, K_MAX, LOOKS, SPENDING, AdaptiveDesign, total_level, until_decided
 from ..gate.options import GateOptions
-from ..options import SEED, Number, add_env_argument, add_output_arguments, bounds_of, output_file
+from ..options import (
+    HOLDOUT_FRACTION,
+    SEED,
+    Number,
+    add_deprecated,
+    add_env_argument,
+    add_knob_arguments,
+    add_output_arguments,
+    bounds_of,
+    output_file,
+)
 from ..policy.adaptive import policy_draw
-from ..policy.load import load_policy
+from ..policy.generate import RUNS, SAMPLING
+from ..policy.identity import adapter_identity, base_identity
+from ..policy.load import TINY_POLICY, load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
-from ..policy.sampling import DEFAULT_BATCH_SIZE, SampleOptions, VllmSampler
+from ..policy.sampling import SampleOptions, VllmSampler
 from ..records import PromptItem
-from ..train import config as C
-from ..train.cached import adapter_identity, base_identity
-from ..train.config import RunKnobs, is_tiny
-from ..train.inputs import load_prompts
-from .gate import _add_option
+from .gate import add_option
 
-#: The ranges of the flags shared with `rlgate train` (declared once, on the knobs).
-BOUNDS = bounds_of(RunKnobs)
 HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
 BACKENDS = ("transformers", "vllm")
 #: the gate's options a sample until decided takes (the others keep their defaults)
-UNTIL_DECIDED_GATE = ("family_level", "margin", "guards", "metrics", "n_resamples", "max_drop", "policy",
+UNTIL_DECIDED_GATE = ("family_level", "margin", "guards", "metrics", "n_resamples", "max_drop", "release_policy",
                       "fail_on_inconclusive")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="ID|DIR",
-                        help=f"a hub id, a local model folder, or {C.TINY_POLICY} (default: the environment's own "
+                        help=f"a hub id, a local model folder, or {TINY_POLICY} (default: the environment's own "
                              "policy, when it names one)")
     parser.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter folder put on top of --model")
     add_env_argument(parser, resolve="always")
     add_prompt_arguments(parser)
-    s = parser.add_argument_group("sampling")
-    s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
-    s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="first sample seed (%(default)s)")
-    s.add_argument("--base-runs", type=BOUNDS["base_runs"], default=1,
+    s = add_knob_arguments(parser, SampleOptions, defaults={"max_new_tokens": None})[SAMPLING]
+    s.add_argument("--base-runs", type=RUNS, default=1,
                    help="sample this many runs at seeds S, S+1, ... (3 measures a noise floor; %(default)s)")
-    s.add_argument("--temperature", type=BOUNDS["temperature"], default=C.TEMPERATURE, help="(%(default)s)")
-    s.add_argument("--top-p", type=BOUNDS["top_p"], default=C.TOP_P, help="(%(default)s)")
-    s.add_argument("--max-new-tokens", type=BOUNDS["max_completion_length"], metavar="TOKENS",
-                   help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on a tiny policy")
-    s.add_argument("--batch-size", type=BOUNDS["eval_k"], default=DEFAULT_BATCH_SIZE,
-                   help="prompts per generate call; does not change the rows (%(default)s)")
     s.add_argument("--backend", choices=BACKENDS, default="transformers", help="(%(default)s; vllm needs a GPU)")
     parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
                         help="the row file to write (.gz: compressed); <PATH>.partial holds it while it grows")
@@ -75,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "categories still inconclusive (exit 1 when a look claims a regression)")
     u.add_argument("--until-decided", metavar="BEFORE.jsonl",
                    help="the before side's rows (e.g. the base's `rlgate sample`) to gate each look against")
-    u.add_argument("--k-max", type=BOUNDS["eval_k"], default=K_MAX,
+    u.add_argument("--k-max", type=bounds_of(SampleOptions)["k"], default=K_MAX,
                    help="most replies a prompt gets (%(default)s)")
     u.add_argument("--looks", type=Number(1, 16, "2", integer=True), default=LOOKS,
                    help="planned looks at k, 2k, 4k, ... and the last at --k-max (%(default)s)")
@@ -84,29 +82,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     u.add_argument("--spending", choices=SPENDING, default=DEFAULT_SPENDING,
                    help="how the family level is split between the looks (%(default)s)")
     for name in UNTIL_DECIDED_GATE:
-        _add_option(parser, GateOptions.field(name))
+        add_option(parser, GateOptions.field(name))
     add_output_arguments(parser)
 
 
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     """The prompts a command samples, as :func:`holdout_items` reads them."""
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
-    p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
-    p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
-    p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
+    p.add_argument("--prompts-file", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
+    add_deprecated(p, "--prompts", "--prompts-file", dest="prompts_file", metavar="FILE")
+    p.add_argument("--prompt-seed", type=SEED, default=Holdout.seed, help="prompt-set seed (%(default)s)")
+    p.add_argument("--size", default=Holdout.size, help="the environment's prompt-set size (%(default)s)")
+    p.add_argument("--holdout", type=HOLDOUT_FRACTION, default=Holdout.fraction,
                    help="share held out by category (%(default)s)")
 
 
-def holdout_items(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:
-    """The prompts to sample (of *env*, the command's environment) and where they came from."""
-    if args.prompts:
-        if not Path(args.prompts).is_file():
-            raise UsageError(f"--prompts {args.prompts!r}: no such file; write one with `rlgate prompts`")
-        return read_prompts(args.prompts, env=env), str(args.prompts)
-    knobs = RunKnobs(env=env, base_model=C.TINY_POLICY, prompt_seed=args.prompt_seed, size=args.size,
-                     holdout=args.holdout)
-    return load_prompts(knobs).holdout, f"holdout of template:seed={args.prompt_seed}:{args.size} ({args.holdout:g})"
+def holdout_items(prompts_file: str | os.PathLike[str] | None, holdout: Holdout,
+                  env: Env) -> tuple[list[PromptItem], str]:
+    """The prompts to sample (of *env*, the command's environment) and where they came from:
+    every line of *prompts_file*, else *holdout* of the environment's own set."""
+    if prompts_file:
+        if not Path(prompts_file).is_file():
+            raise UsageError(f"--prompts-file {str(prompts_file)!r}: no such file; write one with `rlgate prompts`")
+        return read_prompts(prompts_file, env=env), str(prompts_file)
+    return holdout.items(env), holdout.describe()
+
+
+def prompts_of(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:
+    """:func:`holdout_items` as the flags of :func:`add_prompt_arguments` ask."""
+    return holdout_items(args.prompts_file, Holdout(args.prompt_seed, args.size, args.holdout), env)
 
 
 def _policy(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -122,40 +126,37 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None:
         if env.base_model is None:
             raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
-                             f"id, a local model folder, or a tiny policy ({C.TINY_POLICY} for a one-turn "
+                             f"id, a local model folder, or a tiny policy ({TINY_POLICY} for a one-turn "
                              "environment; `rlgate policy build --env SPEC --out DIR` builds one for a tool "
                              "environment)")
         args.model = env.base_model
     if args.adapter is not None:
         check_adapter(args.adapter, flag="--adapter")
-    items, source = holdout_items(args, env)
-    max_new = args.max_new_tokens or (C.TINY_MAX_COMPLETION_LENGTH if is_tiny(args.model) else C.MAX_COMPLETION_LENGTH)
-    seeds = [args.sample_seed + i for i in range(args.base_runs)]
+    items, source = prompts_of(args, env)
+    sampling = SampleOptions.from_args(args, model=args.model)
+    seeds = [sampling.seed + i for i in range(args.base_runs)]
     label = str(args.model) if args.adapter is None else f"{args.model}+{Path(args.adapter).name}"
     header = {
-        **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, temperature=args.temperature,
-                     top_p=args.top_p, seed=seeds[0], k=args.k),
+        **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, sampling=sampling.drawn()),
         "sampler": {"model": base_identity(str(args.model)),
                     "adapter": None if args.adapter is None else adapter_identity(args.adapter),
-                    "seeds": seeds, "max_new_tokens": max_new, "backend": args.backend, "prompts": source},
+                    "seeds": seeds, "backend": args.backend, "prompts": source},
     }
     if args.until_decided is not None:
-        return _until_decided(args, env, items, header, label, max_new)
+        return _until_decided(args, env, items, header, label, sampling)
     model, tokenizer = _policy(args)
     sampled, kept = sample_to_file(
-        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label,
-        sampling=SampleOptions(k=args.k, temperature=args.temperature, top_p=args.top_p, seed=seeds[0],
-                               max_new_tokens=max_new, batch_size=args.batch_size),
+        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label, sampling=sampling,
         restart=args.restart, progress=args.progress, backend=args.backend)
     if ranks.is_main_process():
         resumed = f", {kept} kept from an interrupted run" if kept else ""
-        print(f"sampled {len(items)} prompts x {args.k} at seed(s) {', '.join(map(str, seeds))} "
+        print(f"sampled {len(items)} prompts x {sampling.k} at seed(s) {', '.join(map(str, seeds))} "
               f"({sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
     return 0
 
 
 def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], header: dict[str, Any], label: str,
-                   max_new: int) -> int:
+                   sampling: SampleOptions) -> int:
     """``--until-decided BEFORE``: sample look by look, gating each against BEFORE; 1 when a look regressed."""
     if ranks.group_size() > 1:
         raise UsageError("--until-decided runs on one process (each look depends on the last); start it without "
@@ -172,13 +173,11 @@ def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], 
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
-    options = GateOptions(env=env, **values)
-    design = AdaptiveDesign.plan(args.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
+    options = GateOptions(env=env, **values, given=frozenset(getattr(args, "given", ())))
+    design = AdaptiveDesign.plan(sampling.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
                          family_level=total_level(options))
     model, tokenizer = _policy(args)
-    draw = policy_draw(model, tokenizer, env=env, seed=header["sampling"]["seed"], policy=label,
-                       temperature=args.temperature, top_p=args.top_p, max_new_tokens=max_new,
-                       batch_size=args.batch_size, backend=args.backend)
+    draw = policy_draw(model, tokenizer, env=env, sampling=sampling, policy=label, backend=args.backend)
     result = until_decided(args.until_decided, draw, items, design=design, options=options, out=args.out,
                            header=header, restart=args.restart)
     print(result.report())

@@ -1,8 +1,9 @@
 """``rlgate train <method>``: train a LoRA adapter into ``runs/<name>/`` and gate it.
 
 One subcommand per method, its flags generated from the method's knobs dataclass
-(:func:`add_knob_arguments`: each knob's default, help and range are declared once, in its
-field). Exit code: 0 when the run's gate passed, 1 when it
+(:func:`~pytest_rlgate.options.add_knob_arguments`: each knob's default, help and range are
+declared once, in its field; the sampling knobs are copies of
+:class:`~pytest_rlgate.policy.generate.SampleOptions`' fields). Exit code: 0 when the run's gate passed, 1 when it
 failed, 2 for a usage error. ``--seeds 17 18 19`` trains the recipe once per trainer seed and gates
 it across them (:mod:`pytest_rlgate.train.seeds`): exit 1 when the recipe regressed.
 """
@@ -17,8 +18,9 @@ from typing import Any
 from .._io import ranks
 from ..errors import DataError, UsageError
 from ..gate.result import GateResult
-from ..options import SEED, Deprecated, add_env_argument, add_output_arguments, knob_meta
-from ..train.config import PROMPTS, SAMPLING, GRPOKnobs, RunKnobs
+from ..options import SEED, add_env_argument, add_knob_arguments, add_output_arguments
+from ..policy.generate import SAMPLING
+from ..train.config import PROMPTS, GRPOKnobs, RunKnobs
 from ..train.difficulty import describe
 from ..train.dpo import train_dpo
 from ..train.dpo_config import DPOKnobs
@@ -28,34 +30,6 @@ from ..train.run import GATE, RunFolder
 from ..train.seeds import train_seeds
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
-
-
-def add_knob_arguments(parser: argparse.ArgumentParser,
-                       knobs_cls: type[RunKnobs]) -> dict[str, argparse._ArgumentGroup]:
-    """One ``--<name>`` flag per knob of *knobs_cls*, generated from its fields (default, help,
-    range and parser are declared once, in the field); returns the ``--help`` sections by title."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in dataclasses.fields(knobs_cls):
-        meta = knob_meta(f)
-        if meta is None:
-            continue
-        if meta["group"] not in groups:
-            groups[meta["group"]] = parser.add_argument_group(meta["group"])
-        help_ = meta["help"]() if callable(meta["help"]) else meta["help"]
-        flags = [meta["flag"] or f"--{f.name.replace('_', '-')}", *meta["aliases"]]
-        if f.default is False:
-            groups[meta["group"]].add_argument(*flags, action="store_true", help=help_, dest=f.name)
-            continue
-        kwargs: dict[str, Any] = {"default": f.default, "help": help_, "type": meta["bound"] or meta["parse"],
-                                  "dest": f.name}
-        if meta["metavar"] is not None:
-            kwargs["metavar"] = meta["metavar"]
-        if meta["nargs"] is not None:
-            kwargs["nargs"] = meta["nargs"]
-        if meta["aliases"]:
-            kwargs.update(action=Deprecated, old=meta["aliases"])
-        groups[meta["group"]].add_argument(*flags, **kwargs)
-    return groups
 
 
 def add_run_arguments(p: argparse.ArgumentParser, knobs_cls: type[RunKnobs]) -> None:

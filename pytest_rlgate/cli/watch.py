@@ -15,16 +15,13 @@ import os
 from pathlib import Path
 
 from ..environment.contract import Env
-from ..options import SEED, Number, add_env_argument, add_output_arguments, bounds_of
-from ..train import config as C
-from ..train.config import RunKnobs, is_tiny
-from ..train.watch import WATCH_DIR, base_of_checkpoints, watch_checkpoints
-from .sample import add_prompt_arguments, holdout_items
+from ..gate.options import FAMILY_LEVEL, LEVEL
+from ..options import Number, add_deprecated, add_env_argument, add_knob_arguments, add_output_arguments
+from ..policy.generate import SAMPLING, SampleOptions
+from ..watch.folder import WATCH_DIR, base_of_checkpoints, watch_checkpoints
+from .sample import add_prompt_arguments, prompts_of
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"
-BOUNDS = bounds_of(RunKnobs)
-#: The run's one-sided error: below 1e-6 no category could ever stop it, above 0.25 a stop means little.
-ALPHA = Number(1e-6, 0.25, "0.025")
 LOOKS = Number(1, 10_000, "10", integer=True)
 WINDOW = Number(1, 16, "3", integer=True)
 SECONDS = Number(0, 7 * 24 * 3600, "600")
@@ -37,19 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="step 0: the model the run started from (default: the LoRA adapters' base model)")
     parser.add_argument("--baseline", metavar="ROWS", help="gate against these stored rows instead of sampling step 0")
     add_prompt_arguments(parser)
-    s = parser.add_argument_group("sampling")
-    s.add_argument("--k", type=BOUNDS["eval_k"], default=C.EVAL_K, help="replies per prompt (%(default)s)")
-    s.add_argument("--sample-seed", type=SEED, default=C.SAMPLE_SEED, help="sample seed (%(default)s)")
-    s.add_argument("--temperature", type=BOUNDS["temperature"], default=C.TEMPERATURE, help="(%(default)s)")
-    s.add_argument("--top-p", type=BOUNDS["top_p"], default=C.TOP_P, help="(%(default)s)")
-    s.add_argument("--max-new-tokens", type=BOUNDS["max_completion_length"], metavar="TOKENS",
-                   help=f"default {C.MAX_COMPLETION_LENGTH}; {C.TINY_MAX_COMPLETION_LENGTH} on a tiny policy")
+    s = add_knob_arguments(parser, SampleOptions, defaults={"max_new_tokens": None})[SAMPLING]
     s.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     g = parser.add_argument_group("the sequential test")
-    g.add_argument("--alpha", type=ALPHA, default=0.025, help="the whole run's one-sided error (%(default)s)")
+    g.add_argument("--family-level", type=LEVEL, default=FAMILY_LEVEL, metavar="L",
+                   help="how often a run that did not regress may be stopped, over all its looks (default "
+                        f"{FAMILY_LEVEL:g}, the gate's --family-level)")
+    add_deprecated(g, "--alpha", "--family-level", dest="family_level", type=LEVEL)
     g.add_argument("--looks", type=LOOKS, metavar="N", help="checkpoints the run will write (default: open-ended)")
     g.add_argument("--window", type=WINDOW, help="checkpoints pooled by the window test (3)")
-    g.add_argument("--policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
+    g.add_argument("--release-policy", metavar="FILE", help="a release policy (YAML/TOML) for each look's gate")
+    add_deprecated(g, "--policy", "--release-policy", dest="release_policy", metavar="FILE")
     g.add_argument("--select", default="pass@1/overall", metavar="METRIC/GROUP",
                    help="rank checkpoints by this gated metric (%(default)s)")
     g.add_argument("--no-select", action="store_true", help="gate only; pick no checkpoint")
@@ -66,15 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     env: Env = args.env  # resolved at the door (cli._resolve_env)
-    items, _source = holdout_items(args, env)
+    items, _source = prompts_of(args, env)
     base = args.base_model
     named = base or base_of_checkpoints(args.ckpt_dir) if Path(args.ckpt_dir).is_dir() else base
-    max_new = args.max_new_tokens or (C.TINY_MAX_COMPLETION_LENGTH if named and is_tiny(named)
-                                      else C.MAX_COMPLETION_LENGTH)
     result = watch_checkpoints(
-        args.ckpt_dir, items, env=env, base_model=base, baseline=args.baseline, out=args.out, k=args.k,
-        seed=args.sample_seed, temperature=args.temperature, top_p=args.top_p, max_new_tokens=max_new,
-        alpha=args.alpha, planned_looks=args.looks, window=args.window, policy=args.policy,
+        args.ckpt_dir, items, env=env, base_model=base, baseline=args.baseline, out=args.out,
+        sampling=SampleOptions.from_args(args, model=named), family_level=args.family_level, planned_looks=args.looks,
+        window=args.window, release_policy=args.release_policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
         device=args.device, progress=args.progress, say=lambda line: print(line, flush=True))
     for note in result.notes:

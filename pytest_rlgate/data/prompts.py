@@ -38,7 +38,11 @@ PROMPTS_FILE = "prompts file"
 PROMPTS_FIX = "write one with `rlgate prompts --out-dir DIR`"
 
 __all__ = [
+    "HOLDOUT",
+    "PROMPT_SEED",
+    "SIZE",
     "SPLITS",
+    "Holdout",
     "Split",
     "TrainSplit",
     "balance",
@@ -56,9 +60,15 @@ __all__ = [
 
 #: a checked prompt item (the name the functions below have always used)
 Item = PromptItem
+#: Prompt seed of the template writer: the same seed writes the same prompt set and holdout, byte for byte.
+PROMPT_SEED = 0
+#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference run's 200 situations).
+SIZE = "default"
+#: Share of scenarios held out, stratified by category so every category is measured.
+HOLDOUT = 0.2
 
 
-def build_prompts(seed: int = 0, size: str = "default", env: EnvSpec = None) -> list[Item]:
+def build_prompts(seed: int = PROMPT_SEED, size: str = SIZE, env: EnvSpec = None) -> list[Item]:
     """The environment's own seeded prompt set (the default environment's when *env* is None).
 
     :param seed: any integer; the same seed gives byte-identical files everywhere.
@@ -334,6 +344,23 @@ class TrainSplit:
     def with_tasks(self, tasks: Iterable[Item]) -> TrainSplit:
         """The same split with the train tasks narrowed to *tasks* (balanced afresh)."""
         return replace(self, tasks=list(tasks))
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """An environment's held-out prompts as a training run holds them out: its seeded set
+    (*seed*, *size*) split by category at *fraction* (:func:`stratified_split`), so a checkpoint
+    trained elsewhere is sampled on the prompts ``rlgate train`` would have kept unseen."""
+
+    seed: int = PROMPT_SEED
+    size: str = SIZE
+    fraction: float = HOLDOUT
+
+    def items(self, env: Env) -> list[Item]:
+        return list(stratified_split(build_prompts(self.seed, self.size, env), self.fraction, env=env).holdout)
+
+    def describe(self) -> str:
+        return f"holdout of template:seed={self.seed}:{self.size} ({self.fraction:g})"
 
 
 def prepare_split(

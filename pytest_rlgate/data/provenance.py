@@ -6,7 +6,10 @@ file pytest-rlgate writes therefore starts with::
 
     {"rlgate_rows": 1, "env": name, "env_fingerprint": "sha256:...",
      "prompts_fingerprint": "sha256:..." | null, "policy": str | null,
-     "sampling": {"temperature": float | null, "top_p": float | null, "seed": int | null, "k": int | null}}
+     "sampling": {setting: number | null, ...}}
+
+where ``sampling`` holds what the replies were drawn with (``k``, ``seed``, ``temperature``
+and the sampler's other settings; a foreign source's is empty).
 
 A file without it (rows written by other tools) is still read: a *foreign* file, whose
 provenance is unknown and never checked. The gate refuses to compare two sides whose
@@ -33,7 +36,8 @@ __tracebackhide__ = hide_user_errors
 #: The key that marks a header line, and its value: the header format's version.
 HEADER_KEY = "rlgate_rows"
 HEADER_VERSION = 1
-_SAMPLING = ("temperature", "top_p", "seed", "k")
+#: The sampling settings code reads back from a header (by :func:`sampled_with`): integers.
+_INTEGERS = ("seed", "k")
 
 
 def row_header(
@@ -41,16 +45,15 @@ def row_header(
     *,
     prompts_fingerprint: str | None = None,
     policy: str | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    k: int | None = None,
+    sampling: Mapping[str, int | float | None] | None = None,
+    **settings: int | float | None,
 ) -> Header:
-    """The header of rows graded by *env*; what is unknown stays None (and is never checked).
+    """The header of rows graded by *env*; what is unknown stays None or absent (and is never checked).
 
     *env* is an :class:`~pytest_rlgate.environment.contract.Env` or the record ``Env.describe()`` gives (what
     a run's ``config.json`` keeps), so a run's rows get a header even where the environment
-    no longer loads.
+    no longer loads. *sampling* is what the replies were drawn with (a sampler passes
+    ``SampleOptions.drawn()``), *settings* single values on top (``seed=17, k=4``).
     """
     name, fingerprint = ((env.name, env.fingerprint) if isinstance(env, Env)
                          else (env.get("name"), env.get("fingerprint")))
@@ -60,7 +63,7 @@ def row_header(
         "env_fingerprint": fingerprint,
         "prompts_fingerprint": prompts_fingerprint,
         "policy": policy,
-        "sampling": {"temperature": temperature, "top_p": top_p, "seed": seed, "k": k},
+        "sampling": {name: value for name, value in {**(sampling or {}), **settings}.items() if value is not None},
     }
 
 
@@ -90,16 +93,15 @@ def check_header(obj: Mapping[str, object], *, path: str | None = None, line: in
         if obj.get(name) is not None and not isinstance(obj[name], str):
             raise fail(f"{name!r} must be a string or null, got {obj[name]!r:.60}")
     sampling = obj.get("sampling", {})
-    if not isinstance(sampling, Mapping):
-        raise fail(f"'sampling' must be an object {{temperature, top_p, seed, k}}, got {sampling!r:.60}")
-    for name in _SAMPLING:
-        value = sampling.get(name)
-        integer = name in ("seed", "k")
+    if not isinstance(sampling, Mapping) or not all(isinstance(name, str) for name in sampling):
+        raise fail(f"'sampling' must be an object of settings (temperature, seed, k, ...), got {sampling!r:.60}")
+    for name, value in sampling.items():
+        integer = name in _INTEGERS
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) if integer
                                       else _number(value)):
             raise fail(f"'sampling.{name}' must be {'an integer' if integer else 'a number'} or null, "
                        f"got {value!r:.60}")
-    return {**obj, "sampling": {name: sampling.get(name) for name in _SAMPLING}}
+    return {**obj, "sampling": dict(sampling)}
 
 
 def sampled_with(header: Mapping[str, object] | None, name: str) -> object:

@@ -40,8 +40,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Literal, Protocol
+from typing import Protocol
 
 from ..data.prompts import fingerprint
 from ..data.resume import PartialRows
@@ -52,53 +51,34 @@ from .adapter import compare_adapter
 from .options import FAMILY_LEVEL, GateOptions, parse_metric
 from .release import as_release_policy
 from .result import GateResult
+from .sequential import Spending, SpendingKind
 from .verdicts import ORDER
 
 __all__ = ["ADAPTIVE_KEY", "DEFAULT_SPENDING", "K0", "K_MAX", "LOOKS", "SPENDING", "AdaptiveDesign", "AdaptiveResult",
-           "CategoryOutcome", "Draw", "Judge", "LookOutcome", "LookRecord", "Spending", "gate_look", "total_level",
+           "CategoryOutcome", "Draw", "Judge", "LookOutcome", "LookRecord", "gate_look", "total_level",
            "until_decided"]
 
 #: the header key that holds the design and the outcome of an adaptive sample
 ADAPTIVE_KEY = "adaptive"
-Spending = Literal["obf", "pocock", "equal"]
-#: how the family level is split between the looks (Lan-DeMets spending functions of the information k / k_max):
-#: ``obf`` O'Brien-Fleming-like (little early, most at the last look), ``pocock`` Pocock-like (about even in
-#: information), ``equal`` Bonferroni (the same share at every look)
-SPENDING: tuple[Spending, ...] = ("obf", "pocock", "equal")
+#: how the family level is split between the looks (:class:`~pytest_rlgate.gate.sequential.Spending`'s Lan-DeMets
+#: functions of the information k / k_max): ``obf`` O'Brien-Fleming-like (little early, most at the last look),
+#: ``pocock`` Pocock-like (about even in information), ``equal`` Bonferroni (the same share at every look)
+SPENDING: tuple[SpendingKind, ...] = ("obf", "pocock", "equal")
 #: benchmarks/bench_until_decided.py: at equal replies these decide the most categories, the false-regress
 #: rate at or below the family level: two looks (every category at k = 4, then the undecided ones up to 32 or
 #: the budget), the level split by Pocock-like spending (1 % then 4 % of 5 %). More looks split the level
 #: thinner while the budget, not the schedule, bounds the replies the last look gets
-DEFAULT_SPENDING: Spending = "pocock"
+DEFAULT_SPENDING: SpendingKind = "pocock"
 K0, K_MAX, LOOKS = 4, 32, 2
 #: verdicts that more replies can still change
 _OPEN = frozenset({"inconclusive"})
-_NORMAL = NormalDist()
 
 
-def _levels(ks: Sequence[int], family_level: float, spending: Spending) -> tuple[float, ...]:
+def _levels(ks: Sequence[int], family_level: float, spending: SpendingKind) -> tuple[float, ...]:
     """Each look's share of *family_level*: the spending function's increments at information k / k_max."""
     if spending not in SPENDING:
         raise UsageError(f"spending {spending!r}: choose one of {', '.join(SPENDING)}")
-    if not isinstance(family_level, float | int) or isinstance(family_level, bool) or not 0 < family_level < 0.5:
-        raise UsageError(f"family_level must be a number in (0, 0.5) (sampling until decided holds a run-level "
-                         f"level across its looks), got {family_level!r}")
-    if spending == "equal":
-        cumulative = [family_level * (r + 1) / len(ks) for r in range(len(ks))]
-    else:
-        cumulative = [_spent(spending, family_level, k / ks[-1]) for k in ks]
-    return tuple(b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative))
-
-
-def _spent(spending: Spending, level: float, t: float) -> float:
-    """The share of *level* spent by information fraction *t* (0 < t <= 1)."""
-    if t >= 1.0:
-        return level
-    if spending == "obf":
-        return 2.0 * (1.0 - _NORMAL.cdf(_NORMAL.inv_cdf(1.0 - level / 2.0) / math.sqrt(t)))
-    if spending == "pocock":
-        return level * math.log(1.0 + (math.e - 1.0) * t)
-    raise AssertionError(spending)  # "equal" is counted by looks, not information
+    return Spending(family_level, planned=len(ks), kind=spending).increments([k / ks[-1] for k in ks])
 
 
 @dataclass(frozen=True)
@@ -113,12 +93,12 @@ class AdaptiveDesign:
     ks: tuple[int, ...]
     levels: tuple[float, ...]
     family_level: float
-    spending: Spending
+    spending: SpendingKind
     budget: int | None = None
 
     @classmethod
     def plan(cls, k0: int = K0, k_max: int = K_MAX, *, looks: int | None = LOOKS, family_level: float = FAMILY_LEVEL,
-             spending: Spending = DEFAULT_SPENDING, budget: int | None = None) -> AdaptiveDesign:
+             spending: SpendingKind = DEFAULT_SPENDING, budget: int | None = None) -> AdaptiveDesign:
         """Looks at k0, 2 k0, 4 k0, ... and k_max (the first ``looks - 1`` of them and k_max; None: every
         doubling), each holding its share of *family_level*."""
         for name, value in (("k0", k0), ("k_max", k_max)):
@@ -296,8 +276,9 @@ def _decided(verdicts: Sequence[str]) -> bool:
 
 def total_level(options: GateOptions) -> float:
     """The run-level family level in force: the gate's, or a release policy's when the gate's is its default."""
-    release = as_release_policy(options.policy)
-    level = options.family_level if release is None else release.family(options.family_level, FAMILY_LEVEL)
+    release = as_release_policy(options.release_policy)
+    level = options.family_level if release is None else release.family(
+        options.family_level, given=options.is_given("family_level"))
     if level is None:
         raise UsageError("family_level none: sampling until decided holds one run-level false-regress rate across "
                          "its looks, so it needs a family level (default 0.05)")

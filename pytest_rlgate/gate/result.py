@@ -21,6 +21,7 @@ from .family import FamilyTest
 from .flips import Flip
 from .options import N_RESAMPLES, GateOptions
 from .record import from_record, to_record
+from .text import render_failure, render_report, render_table, settings_line
 from .verdicts import Failure
 
 __all__ = ["Comparison", "GateResult", "GateSides"]
@@ -191,31 +192,28 @@ class GateResult(JudgedResult):
 
         :raises DataError: the record is not ``GateResult.to_dict()``'s shape.
         """
-        return from_record(cls, record if "sides" in record else _older_record(record))
+        record = record if "sides" in record else _older_record(record)
+        options = record.get("options")
+        if isinstance(options, Mapping) and "policy" in options:  # the release policy's older key
+            options = {("release_policy" if k == "policy" else k): v for k, v in options.items()}
+            record = {**record, "options": options}
+        return from_record(cls, record)
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
-        from .text import settings_line  # it names this module's types
-
-        return settings_line(self)
+        return settings_line(self.to_dict())
 
     def table(self, *, verbose: bool = True) -> str:
         """The aligned table (every comparison, or only the failing/borderline ones)."""
-        from .text import render_table  # it names this module's types
-
-        return render_table(self, verbose=verbose)
+        return render_table(self.to_dict(), verbose=verbose)
 
     def report(self, *, verbose: bool = True) -> str:
         """Header, table, rule and failures: what ``rlgate gate`` prints."""
-        from .text import render_report  # it names this module's types
-
-        return render_report(self, verbose=verbose)
+        return render_report(self.to_dict(), verbose=verbose)
 
     def message(self) -> str:
         """The :class:`RegressionError` text: count, settings, failing rows, rule, remedy."""
-        from .text import render_failure  # it names this module's types
-
-        return render_failure(self)
+        return render_failure(self.to_dict())
 
 
 def _older_record(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,10 @@
 """Text for gate results: aligned tables (tabulate) for the CLI, pytest failures and summaries.
 
 Kept apart from :mod:`pytest_rlgate.gate.adapter` so the statistics read without formatting noise.
+Everything renders from the JSON shape (``GateResult.to_dict()``), as
+:mod:`~pytest_rlgate.gate.recipe_text` does for a recipe: the CLI, the pytest summary (which
+receives results from xdist workers as JSON) and a run's ``gate.json`` show the same rows, and
+this module needs nothing of :mod:`~pytest_rlgate.gate.result`.
 Conventions : count line first, then the settings that
 reproduce the run, the rows, the rule, and the remedy last; signed deltas, three decimals,
 no numpy reprs.
@@ -9,16 +13,20 @@ no numpy reprs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tabulate import tabulate
 
+from .family import FamilyTest
+from .flips import Flip
 from .numtext import interval
 from .options import METHOD_NAMES
+from .record import from_record
 from .verdicts import BORDERLINE, VERDICTS, verdict_word
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .result import Comparison, GateResult
+#: a gate result's ``to_dict()`` and one of its comparisons: what every face renders
+GateRecord = Mapping[str, Any]
+ComparisonRecord = Mapping[str, Any]
 
 __all__ = ["comparison_row", "flip_headings", "interval_heading", "is_borderline", "plan_hint", "render_failure",
            "render_flips", "render_report", "render_table", "settings_line", "summary_line", "units_label"]
@@ -38,23 +46,23 @@ def is_borderline(verdict: str, flags: Iterable[str]) -> bool:
     return verdict in BORDERLINE or any(f not in _QUIET_FLAGS for f in flags)
 
 
-def settings_line(result: GateResult) -> str:
+def settings_line(result: GateRecord) -> str:
     """The method, the level and the family: enough to reproduce the intervals from the output alone."""
-    resamples = "" if result.method == "t" else f", {result.n_resamples} resamples"
-    family = result.family
-    if family is None:
-        level = f": {result.confidence_level:.0%} CI, each comparison on its own"
+    resamples = "" if result["method"] == "t" else f", {result['n_resamples']} resamples"
+    if result["family"] is None:
+        level = f": {result['confidence_level']:.0%} CI, each comparison on its own"
     else:
+        family = from_record(FamilyTest, result["family"])
         level = f"; {family.describe()}: an unchanged run fails at most {family.level:.0%}"
-    return (f"{METHOD_NAMES[result.method]} of per-{result.unit} deltas{level}{resamples}; seed {result.seed}, "
-            f"margin {result.margin:.2f}")
+    return (f"{METHOD_NAMES[result['method']]} of per-{result['unit']} deltas{level}{resamples}; "
+            f"seed {result['seed']}, margin {result['margin']:.2f}")
 
 
-def interval_heading(result: GateResult) -> str:
+def interval_heading(result: GateRecord) -> str:
     """``95% CI``, or the two-sided level of the family's intervals (``98.9% CI``)."""
-    levels = {c.level for c in result.comparisons if c.level is not None}
-    if result.family is None or len(levels) != 1:
-        return f"{result.confidence_level:.0%} CI" if result.family is None else "CI"
+    levels = {c["level"] for c in result["comparisons"] if c["level"] is not None}
+    if result["family"] is None or len(levels) != 1:
+        return f"{result['confidence_level']:.0%} CI" if result["family"] is None else "CI"
     return f"{1 - 2 * levels.pop():.1%} CI"
 
 
@@ -65,57 +73,54 @@ def units_label(n_units: int, k: object, k_before: object = None, k_after: objec
     return f"{n_units}×{k_before}→{k_after}"
 
 
-def _ci(c: Comparison) -> str:
-    return interval(c.low, c.high)
-
-
-def comparison_row(c: Comparison) -> list[str]:
+def comparison_row(c: ComparisonRecord) -> list[str]:
     return [
-        c.metric,
-        c.group,
-        units_label(c.n_units, c.k, c.k_before, c.k_after),
-        f"{c.before:.3f}",
-        f"{c.after:.3f}",
-        f"{c.delta:+.3f}",
-        _ci(c),
-        "" if c.mde is None else f"{c.mde:.3f}",
-        verdict_word(c.verdict, c.failed),
-        ", ".join([*([c.tier] if c.tier else []), *c.flags]),
+        c["metric"],
+        c["group"],
+        units_label(c["n_units"], c["k"], c["k_before"], c["k_after"]),
+        f"{c['before']:.3f}",
+        f"{c['after']:.3f}",
+        f"{c['delta']:+.3f}",
+        interval(c["low"], c["high"]),
+        "" if c["mde"] is None else f"{c['mde']:.3f}",
+        verdict_word(c["verdict"], c["failure"] is not None),
+        ", ".join([*([c["tier"]] if c["tier"] else []), *c["flags"]]),
     ]
 
 
-def _table(result: GateResult, comparisons: list[Comparison]) -> str:
+def _table(result: GateRecord, comparisons: Sequence[ComparisonRecord]) -> str:
     headers = [h.format(level=interval_heading(result)) for h in HEADERS]
     rows = [comparison_row(c) for c in comparisons]
     return str(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
                     colalign=("left", "left", "right", "right", "right", "right", "left", "right", "left", "left")))
 
 
-def render_table(result: GateResult, *, verbose: bool = True) -> str:
-    shown = [c for c in result.comparisons if verbose or is_borderline(c.verdict, c.flags)]
+def render_table(result: GateRecord, *, verbose: bool = True) -> str:
+    shown = [c for c in result["comparisons"] if verbose or is_borderline(c["verdict"], c["flags"])]
     return _table(result, shown) if shown else "(no regressed or borderline comparisons)"
 
 
-def summary_line(result: GateResult) -> str:
+def summary_line(result: GateRecord) -> str:
     counts: dict[str, int] = {}
-    for c in result.comparisons:
-        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    for c in result["comparisons"]:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     tally = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
-    failures = len(result.failures)
-    word = "PASSED" if result.passed else f"FAILED ({failures} failure{'s' if failures != 1 else ''})"
-    return f"gate {word}: {len(result.comparisons)} comparisons: {tally}"
+    failures = len(result["failures"])
+    word = "PASSED" if result["passed"] else f"FAILED ({failures} failure{'s' if failures != 1 else ''})"
+    return f"gate {word}: {len(result['comparisons'])} comparisons: {tally}"
 
 
-def plan_hint(result: GateResult) -> str | None:
+def plan_hint(result: GateRecord) -> str | None:
     """Where an ``inconclusive`` verdict leads: ``rlgate plan`` on the before rows, or None."""
-    groups = list(dict.fromkeys(c.group for c in result.comparisons if c.verdict == "inconclusive"))
+    groups = list(dict.fromkeys(c["group"] for c in result["comparisons"] if c["verdict"] == "inconclusive"))
     if not groups:
         return None
-    before = result.sides.before or "BEFORE.jsonl"
+    before = result["sides"]["before"] or "BEFORE.jsonl"
     before = "BEFORE.jsonl" if str(before).startswith("<") else before
+    margin = result["margin"]
     shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
-    return (f"inconclusive in {shown}: too few scenarios to tell a drop of {result.margin:.2f} from noise; "
-            f"`rlgate plan {before} --drop {result.margin:.2f}` says how many each category needs")
+    return (f"inconclusive in {shown}: too few scenarios to tell a drop of {margin:.2f} from noise; "
+            f"`rlgate plan {before} --drop {margin:.2f}` says how many each category needs")
 
 
 def flip_headings(comparisons: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, bool]]:
@@ -149,41 +154,43 @@ def flip_headings(comparisons: Sequence[Mapping[str, Any]]) -> list[tuple[int, s
     return out
 
 
-def render_flips(result: GateResult) -> list[str]:
+def render_flips(result: GateRecord) -> list[str]:
     """Every comparison's flips: a heading per comparison, then each scenario with its replies."""
     lines: list[str] = []
-    for at, heading, repeated in flip_headings([c.to_dict() for c in result.comparisons]):
+    comparisons = result["comparisons"]
+    for at, heading, repeated in flip_headings(comparisons):
         lines += ["", heading]
         if not repeated:
-            for flip in result.comparisons[at].flips:
-                lines += flip.lines()
+            for flip in comparisons[at]["flips"]:
+                lines += Flip.from_dict(flip).lines()
     return lines
 
 
-def render_report(result: GateResult, *, verbose: bool = True) -> str:
+def render_report(result: GateRecord, *, verbose: bool = True) -> str:
     lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose)]
     lines += render_flips(result)
-    lines += ["", f"rule: {result.rule}"]
+    lines += ["", f"rule: {result['rule']}"]
     hint = plan_hint(result)
     if hint:
         lines.append(hint)
-    lines += [f"warning: {w}" for w in result.warnings]
-    lines += [f"FAIL: {f}" for f in result.failures]
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    lines += [f"FAIL: {f}" for f in result["failures"]]
     return "\n".join(lines)
 
 
-def render_failure(result: GateResult) -> str:
+def render_failure(result: GateRecord) -> str:
     """The :class:`RegressionError` text: what failed (each comparison by its own judgement), the rule, the remedy."""
-    failing = sorted((c for c in result.comparisons if c.failure is not None), key=lambda c: c.delta)
-    regressed = [c for c in failing if c.failure is not None and c.failure.kind == "regressed"]
-    head = f"{len(regressed)} of {len(result.comparisons)} comparisons regressed"
+    comparisons = result["comparisons"]
+    failing = sorted((c for c in comparisons if c["failure"] is not None), key=lambda c: c["delta"])
+    regressed = [c for c in failing if c["failure"]["kind"] == "regressed"]
+    head = f"{len(regressed)} of {len(comparisons)} comparisons regressed"
     if regressed:
-        head += ": " + ", ".join(f"{c.metric} in {c.group}" for c in regressed[:4])
+        head += ": " + ", ".join(f"{c['metric']} in {c['group']}" for c in regressed[:4])
         head += f" and {len(regressed) - 4} more" if len(regressed) > 4 else ""
     # under a release policy every failure names the line that decided it: list them all
-    policy = any(c.decided_by for c in result.comparisons)
-    listed = list(result.failures) if policy else [*result.side_failures, *(
-        c.failure.text for c in failing if c.failure is not None and c.failure.kind != "regressed")]
+    policy = any(c["decided_by"] for c in comparisons)
+    listed = list(result["failures"]) if policy else [*result["side_failures"], *(
+        c["failure"]["text"] for c in failing if c["failure"]["kind"] != "regressed")]
     if listed:
         many = "s" if len(listed) != 1 else ""
         head += f"; {len(listed)} failure{many} under the release policy" if policy else \
@@ -194,8 +201,8 @@ def render_failure(result: GateResult) -> str:
     lines += render_flips(result)
     if listed:
         lines += [""] + [f"- {f}" for f in listed]
-    rest = len(result.comparisons) - len(failing)
-    lines += ["", f"rule: {result.rule}",
+    rest = len(comparisons) - len(failing)
+    lines += ["", f"rule: {result['rule']}",
               f"{rest} other comparison{'s' if rest != 1 else ''} did not fail (result.table() lists every one)."]
     hint = plan_hint(result)
     if hint:

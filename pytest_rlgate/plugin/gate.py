@@ -25,7 +25,7 @@ from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
 from pytest_rlgate.gate.numtext import interval
-from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, shown_default
+from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, old_spelling, shown_default
 from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS, verdict_word
 from pytest_rlgate.options import Number, path_problem
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
@@ -62,7 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
                     help=f"gate: {spec.metadata['help']}{choices} (default {shown_default(spec)})")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
-    add_setting(parser, "policy", metavar="FILE", help=f"gate: {GateOptions.field('policy').metadata['help']}")
+    add_setting(parser, "release-policy", metavar="FILE", aliases=("policy",),
+                help=f"gate: {GateOptions.field('release_policy').metadata['help']}")
     add_setting(parser, "markdown", metavar="PATH",
                 help="gate: write a Markdown summary of every gate of the session (also appended to "
                      "$GITHUB_STEP_SUMMARY under CI)")
@@ -96,9 +97,9 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
         if problem is not None:
             raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {value!r}: {problem}")
         out[spec.name] = value
-    policy = setting(config, "policy", str)
+    policy = setting(config, "release-policy", str)
     if policy:
-        out["policy"] = policy if Path(policy).is_absolute() else str(config.rootpath / policy)
+        out["release_policy"] = policy if Path(policy).is_absolute() else str(config.rootpath / policy)
     return out
 
 
@@ -127,14 +128,14 @@ def pytest_configure(config: pytest.Config) -> None:
     _defaults(config)  # a bad value stops the session now, not in the first gate
     if _bootstrap_seed(config)[1]:
         config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
-    policy = _defaults(config).get("policy")
+    policy = _defaults(config).get("release_policy")
     if policy:
         from pytest_rlgate.gate.release import load_release_policy
 
         try:  # a bad policy file is one line now, not a failure in every gating test
             load_release_policy(policy)
         except RlgateError as exc:
-            raise pytest.UsageError(f"--rlgate-policy / rlgate_policy: {exc}") from None
+            raise pytest.UsageError(f"--rlgate-release-policy / rlgate_release_policy: {exc}") from None
     for name in ("report", "markdown"):
         target = setting(config, name, str)
         problem = None if not target else path_problem(target, directory=False)
@@ -162,13 +163,16 @@ class RlgateGate:
         self._config = config
         self.env = env
         marked = dict(marked or {})
-        policy = marked.get("policy")
+        if "policy" in marked:
+            marked["release_policy"] = old_spelling("policy", marked.pop("policy"), "release_policy")
+        policy = marked.get("release_policy")
         if isinstance(policy, (str, os.PathLike)) and not Path(policy).is_absolute():
-            marked["policy"] = str(self._root / policy)
+            marked["release_policy"] = str(self._root / policy)
         #: the session's options (``--rlgate-*`` and ini), with this test's environment and
-        #: its ``@pytest.mark.rlgate(show_flips=..., flips_in=..., policy=...)``
-        self.options = GateOptions(env=env, **{**_defaults(config), **marked})
-        self._marked_policy = "policy" in marked
+        #: its ``@pytest.mark.rlgate(show_flips=..., flips_in=..., release_policy=...)``
+        chosen = {**_defaults(config), **marked}
+        self.options = GateOptions(env=env, **chosen, given=frozenset(chosen))
+        self._marked_policy = "release_policy" in marked
 
     def _rooted(self, source: RowInput) -> RowInput:
         if isinstance(source, (str, os.PathLike)):
@@ -198,8 +202,8 @@ class RlgateGate:
 
         __tracebackhide__ = hide_user_errors
         base = self.options
-        if base.policy is not None and is_seed_sources(after) and not self._marked_policy:
-            base = base.replace(policy=None)  # a session-wide policy is an adapter's; a recipe gates without it
+        if base.release_policy is not None and is_seed_sources(after) and not self._marked_policy:
+            base = base.replace(release_policy=None)  # a session-wide policy is an adapter's; a recipe gates without
         before, after = self._rooted(before), self._rooted_after(after)
         sides = [before, *(after.values() if isinstance(after, Mapping) else after if is_seed_sources(after)
                            else [after])]

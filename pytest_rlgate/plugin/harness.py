@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate.errors import RlgateError
+from pytest_rlgate.errors import RlgateDeprecationWarning, RlgateError
 from pytest_rlgate.options import ReadOptions
 from pytest_rlgate.plugin import add_setting, setting
 
@@ -48,8 +48,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(f"--rlgate-{name}", dest=_dest(name), action="store_true", default=False, help=help_)
             parser.addini(_dest(name), help=f"{help_} (ini twin of --rlgate-{name})", type="bool", default=False)
         else:
+            old = spec.metadata["old"]
             add_setting(parser, name, metavar=spec.metadata["metavar"], help=help_,
-                        type=float if spec.name == "pass_threshold" else str)
+                        type=float if spec.name == "pass_threshold" else str,
+                        aliases=(old.replace("_", "-"),) if old else ())
     group.addoption("--rlgate-read", dest=_READ, action="append", default=None, metavar="NAME=VALUE",
                     help="harness logs: a read option a reader declares for itself (e.g. filter=strict-match for "
                          "lm-eval, findings=scans/ for Inspect); repeatable")
@@ -80,8 +82,8 @@ def _own(config: pytest.Config) -> dict[str, str]:
     for flag, name in _OLD_FLAGS.items():
         value = config.getoption(_dest(name), default=None)
         if value is not None:
-            warnings.warn(f"{flag} is now --rlgate-read {name}=VALUE; {flag} will be removed", DeprecationWarning,
-                          stacklevel=2)
+            warnings.warn(f"{flag} is now --rlgate-read {name}=VALUE; {flag} will be removed",
+                          RlgateDeprecationWarning, stacklevel=2)
             out[name] = str(value)
     for item in given:
         name, sep, value = str(item).partition("=")

@@ -71,7 +71,7 @@ class PromptSettings:
 
     def flags(self) -> str:
         """The command-line flags that reproduce this set and split."""
-        from pytest_rlgate.envs import DEFAULT_ENV
+        from pytest_rlgate.environment.contract import DEFAULT_ENV
 
         env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
         source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file

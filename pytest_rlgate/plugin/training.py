@@ -36,9 +36,15 @@ if TYPE_CHECKING:
     from pytest_rlgate.train.config import RunKnobs
     from pytest_rlgate.train.run import RunFolder
 
-#: Knobs that decide what a handed-in adapter's rows are sampled from (training knobs do not apply).
-SAMPLING_KNOBS = ("env", "seed", "size", "prompts_file", "holdout", "temperature", "top_p", "sample_seed",
-                  "base_runs", "eval_k", "max_completion_length")
+#: Knobs that decide which prompts a handed-in adapter's rows are sampled on (training knobs do not
+#: apply); the sampling knobs (``RunKnobs.sampling_knobs()``, SampleOptions' fields) decide how.
+PROMPT_KNOBS = ("env", "prompt_seed", "size", "prompts_file", "holdout", "base_runs")
+
+
+def _sampling_knobs() -> tuple[str, ...]:
+    from pytest_rlgate.train.config import RunKnobs
+
+    return (*PROMPT_KNOBS, *RunKnobs.sampling_knobs())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}(method='grpo', env=None, **knobs): train a LoRA adapter with these knobs on this "
         "environment (default: --rlgate-env) once, cached, for the rlgate_adapter / rlgate_before_rows / "
         "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...); "
-        "show_flips=, flips_in= and policy= are the rlgate fixture's gate options for this test",
+        "show_flips=, flips_in= and release_policy= are the rlgate fixture's gate options for this test",
     )
     adapter = setting(config, "adapter")
     if adapter:
@@ -104,14 +110,14 @@ class AdapterFactory:
     def _make(self, method: str, env: Env, values: dict[str, object]) -> TrainedAdapter:
         from pytest_rlgate.train.adapters import check_adapter
         from pytest_rlgate.train.cached import cached_run
-        from pytest_rlgate.train.config import resolved
+        from pytest_rlgate.train.config import renamed, resolved
         from pytest_rlgate.train.methods import make_knobs
 
-        values = {**values, "env": env}
+        values = {**renamed(values, warn=True), "env": env}
         if self.base_model and "base_model" not in values:
             values = {**values, "base_model": self.base_model}
         if self.handed_in:
-            kept = {k: v for k, v in values.items() if k in (*SAMPLING_KNOBS, "base_model")}
+            kept = {k: v for k, v in values.items() if k in (*_sampling_knobs(), "base_model")}
             knobs = make_knobs(method, **kept)
             memo = f"handed:{self.handed_in}:{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
             if memo not in self._made:
@@ -170,14 +176,15 @@ def _rows(trained: TrainedAdapter, side: str) -> Rows:
 
 
 def _sample_handed_in(trained: TrainedAdapter, side: str) -> Rows:
+    from pytest_rlgate.policy.identity import adapter_identity, base_identity
     from pytest_rlgate.train.adapters import attach_adapter, load_base
-    from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, env_identity
+    from pytest_rlgate.train.cached import cached_rows, env_identity
     from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
 
     knobs = trained.knobs
     base = trained.base_model
     holdout = load_prompts(knobs).holdout
-    sampling = {k: v for k, v in knobs.to_dict().items() if k in SAMPLING_KNOBS and k != "env"}
+    sampling = {k: v for k, v in knobs.to_dict().items() if k in _sampling_knobs() and k != "env"}
     parts = {"side": side, "base": base_identity(base), "env": env_identity(knobs.environment),
              "sampling": sampling, "versions": versions()}
     if side == "after":

@@ -21,7 +21,8 @@ from .sampling import sample_rows
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .handles import SampleKeywords, Tokenizer
+    from .generate import SampleKeywords
+    from .handles import Tokenizer
 
 __all__ = ["policy_draw"]
 

@@ -36,13 +36,14 @@ from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
 from ..errors import RlgateWarning, UsageError
 from ..records import PromptItem
-from .generate import Policy, SampleOptions, VllmSampler, generate_batch, reply_seed
+from .generate import Policy, SampleOptions, VllmSampler, generate_batch, reply_seed, vllm_params
 from .handles import Message, PolicyFunction, Prompts, RowMeta
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs, Unpack
 
-    from .handles import Model, SampleKeywords, Tokenizer
+    from .generate import SampleKeywords
+    from .handles import Model, Tokenizer
 
 __all__ = ["is_policy_function", "sample_episode_rows", "sample_episodes", "sample_texts"]
 
@@ -152,8 +153,7 @@ class _Backend:
                     for chat, s in zip(chats, seeds)]
         if self.sampler is not None:
             return _vllm_generate(self.sampler, rendered, seeds, self.sampling, adapter=self.adapter)
-        return generate_batch(self.lm, self.tokenizer, rendered, seeds, temperature=self.sampling.temperature,
-                              top_p=self.sampling.top_p, max_new_tokens=self.sampling.max_new_tokens)
+        return generate_batch(self.lm, self.tokenizer, rendered, seeds, self.sampling)
 
     def tokens(self, text: object) -> int:
         if self.tokenizer is None or self.kind == "function" or not isinstance(text, str):
@@ -164,8 +164,7 @@ class _Backend:
 def _vllm_generate(sampler: VllmSampler, rendered: Sequence[str], seeds: Sequence[int], sampling: SampleOptions, *,
                    adapter: bool) -> list[str]:
     """One turn on vLLM: one request per chat, each with its own seed (the sampler's engine and LoRA)."""
-    params = [sampler._vllm.SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
-                                           max_tokens=sampling.max_new_tokens, seed=s) for s in seeds]
+    params = [vllm_params(sampler._vllm, sampling, n=1, seed=s) for s in seeds]
     lora = None
     if adapter and sampler.adapter is not None:
         from vllm.lora.request import LoRARequest
@@ -287,6 +286,6 @@ def sample_episode_rows(model: Policy, tokenizer: Tokenizer | None, items: Seque
     """Sampled episodes graded into rows (:func:`~pytest_rlgate.data.episodes.grade_episodes`)."""
     episodes = _episodes(model, tokenizer, items, sampling, env=env, adapter=adapter, progress=progress, desc=desc,
                          token_budget=None, backend=backend)
-    header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"), seed=sampling.seed,
-                        k=sampling.k, temperature=sampling.temperature, top_p=sampling.top_p)
+    header = row_header(env, prompts_fingerprint=prompts_fingerprint, policy=meta.get("policy"),
+                        sampling=sampling.drawn())
     return Rows(grade_episodes(items, episodes, env=env, **meta), header=header)

@@ -23,7 +23,7 @@ from typing import Any, TypedDict, TypeGuard
 
 from ..data.rows import iter_rows
 from ..errors import DataError
-from ..train.config import RunKnobs, recorded_knobs_problem
+from ..train.config import RunKnobs, recorded_knobs_problem, renamed
 from ..train.methods import METHODS, knobs_class
 from ..train.run import (
     AFTER,
@@ -163,7 +163,7 @@ def _check_config(config: Mapping[str, object], path: Path) -> None:
                         "re-run rlgate train", path=path)
     method = knobs.get("method", config.get("method"))
     cls = knobs_class(method) if isinstance(method, str) and method in METHODS else RunKnobs
-    problem = recorded_knobs_problem(cls, knobs)
+    problem = recorded_knobs_problem(cls, renamed(knobs))
     if problem is not None:
         raise DataError(f"{problem}; config.json is written by rlgate train (re-run it, or undo the edit)",
                         path=path)

@@ -18,8 +18,8 @@ from typing import Any
 from .._io.atomic import atomic_write
 from .._version import __version__
 from ..errors import DataError
-from ..gate.looks import Look
-from ..gate.select import Selection
+from ..watch.looks import Look
+from ..watch.select import Selection
 from .html import esc, html_page
 from .plots import VERDICT_COLOURS, _new_figure, _png_bytes
 

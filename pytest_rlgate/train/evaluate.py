@@ -9,7 +9,7 @@ from ..data.prompts import fingerprint, read_prompts
 from ..environment.contract import Env
 from ..errors import DataError
 from .adapters import attach_adapter, load_base, merge_adapter
-from .config import RunKnobs
+from .config import RunKnobs, renamed
 from .pipeline import HOLDOUT_PROMPTS, holdout_rows
 from .run import RunFolder
 
@@ -46,7 +46,7 @@ def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool |
         raise DataError(f"holdout fingerprint {fingerprint(holdout)} differs from config.json's {recorded}; "
                         "the file was edited - re-run `rlgate train`", path=path)
     names = {f.name for f in dataclasses.fields(RunKnobs) if f.init}
-    knobs = RunKnobs(**{k: v for k, v in folder.config["knobs"].items() if k in names})
+    knobs = RunKnobs(**{k: v for k, v in renamed(folder.config["knobs"]).items() if k in names})
     knobs = dataclasses.replace(knobs, env=environment)
     model, tok = load_run_policy(folder)
     seed = knobs.sample_seed if seed is None else seed

@@ -27,10 +27,12 @@ from ..environment.contract import Env
 from ..errors import UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.result import GateResult
+from ..policy.generate import K
+from ..policy.identity import base_identity
 from ..policy.sampling import sample_rows
 from ..records import PromptItem, Row
 from .adapters import LineageStep, load_base, merge_adapter, run_lineage
-from .cached import base_identity, cached_rows, env_identity
+from .cached import cached_rows, env_identity
 from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
@@ -106,12 +108,10 @@ def holdout_rows(
     model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
     eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
 ) -> Rows:
-    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows;
-    the progress bar is named *desc*."""
-    return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
-                       temperature=knobs.temperature, top_p=knobs.top_p, env=knobs.environment,
-                       max_new_tokens=resolved(knobs.max_completion_length, "max_completion_length"),
-                       progress=progress, desc=desc)
+    """Sample the holdout as the knobs say (:meth:`RunKnobs.sampling`) at *seed* and grade it with the
+    environment into rows; the progress bar is named *desc*."""
+    return sample_rows(model, tokenizer, list(holdout), sampling=knobs.sampling(seed=seed), policy=policy,
+                       eval_run=eval_run, env=knobs.environment, progress=progress, desc=desc)
 
 
 def base_seeds(knobs: RunKnobs) -> list[int]:
@@ -136,10 +136,6 @@ def write_base_runs(run: RunWriter, prep: Prepared, *, progress: bool | None = N
     return before
 
 
-#: Knobs that decide a base run's rows (the sampler is seeded per reply, so rows are reproducible).
-_BASE_SAMPLING = ("temperature", "top_p", "eval_k", "max_completion_length")
-
-
 def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
                      sample: Callable[[], Rows]) -> Rows:
     """A base run's rows, sampled once per (base, holdout, sampling knobs, seed) and cached.
@@ -153,7 +149,7 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
     parts = {"kind": "base-run", "base": base_identity(resolved(prep.knobs.base_model, "base_model")),
              "env": env_identity(prep.env), "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label,
              "index": index,
-             "sampling": {k: getattr(prep.knobs, k) for k in _BASE_SAMPLING}, "versions": versions()}
+             "sampling": prep.knobs.sampling(seed=seed).drawn(), "versions": versions()}
     rows, _hit = cached_rows(parts, sample)
     return rows
 
@@ -232,10 +228,9 @@ def train_and_gate(
     from .monitor import HackMonitor  # transformers
 
     knobs, tok, sets = prep.knobs, prep.tokenizer, prep.prompts
-    budget = resolved(knobs.max_completion_length, "max_completion_length")
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
-                          kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
-                          top_p=knobs.top_p, max_new_tokens=budget, sample_fn=monitor_sample_fn)
+                          kl_budget=knobs.kl_budget, sampling=knobs.sampling(k=K),  # its own k, whatever the gate's
+                          sample_fn=monitor_sample_fn)
     # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
     with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
         trainer = build(scratch, [monitor, recorder], monitor)

@@ -17,7 +17,7 @@ benchmark, as the converters lay them out: ``<benchmark>/<developer>/<model>/``)
 the ``evaluation_name``, or a dotted path into the record (``metadata.subject``); score =
 ``evaluation.score`` with the record's own ``is_correct`` as the pass (``--pass-threshold``
 decides instead: ``>=``, or ``<=`` for a result the aggregate marks lower-is-better). A
-sample scored under several results (``acc`` and ``acc_norm``) needs ``--metric ID``,
+sample scored under several results (``acc`` and ``acc_norm``) needs ``--score-key ID``,
 one or more ``evaluation_result_id`` values joined by commas. Records with an ``error``
 are counted and reported, not gated.
 
@@ -143,7 +143,7 @@ class EveryEvalEverReader:
                                path=path, model=models[0],
                                extra={"eval_library": sorted(libraries),
                                       "evaluation_ids": sorted({str(rec.get("evaluation_id")) for rec in firsts})})
-        wanted = None if options.metric is None else {m.strip() for m in options.metric.split(",") if m.strip()}
+        wanted = None if options.score is None else {m.strip() for m in options.score.split(",") if m.strip()}
 
         def rows(record: Pass) -> Iterator[Row]:
             category, unit = Pick("category", options.category), Pick("unit", options.unit)
@@ -151,7 +151,7 @@ class EveryEvalEverReader:
             for samples, _aggregate in pairs:
                 kept += yield from _rows(record, samples, options, wanted, lower, category, unit)
             if not kept:
-                raise DataError(f"no records of --metric {options.metric} here (read a samples file's "
+                raise DataError(f"no records of --score-key {options.score} here (read a samples file's "
                                 "evaluation_result_id values)", path=path)
 
         return Opened(header, rows)
@@ -175,7 +175,7 @@ def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | Non
         chosen = results.setdefault(evaluation, result)
         if chosen != result:
             raise DataError(f"evaluation {evaluation!r} has records of several results ({chosen}, {result}); "
-                            "choose with --metric ID (comma-separated for several evaluations)", path=label,
+                            "choose with --score-key ID (comma-separated for several evaluations)", path=label,
                             line=line)
         kept += 1
         where = f"{evaluation} sample {sample}"

@@ -225,7 +225,7 @@ def _file_rows(file: _File, record: Pass, keys: _Keys, options: ReadOptions) -> 
     refused at its line; with one, the rows of a unit and prompt count up its rollout index.
     """
     task, use, label = file.task, file.use, os.fspath(file.path)
-    metric, threshold, wanted = options.metric, options.pass_threshold, options.text("filter")
+    metric, threshold, wanted = options.score, options.pass_threshold, options.text("filter")
     higher = metric not in file.lower
     fixed = (file.group or task) if keys.by_group else task
     counts: dict[tuple[str, str], int] = {}
@@ -304,7 +304,7 @@ def _first_metric(rec: Mapping[str, object], label: str, line: int) -> str:
     listed = rec.get("metrics")
     check_depth({"metrics": listed}, label, line)
     if not isinstance(listed, list) or not listed:
-        raise DataError("no 'metrics' list to take the score from; pass --metric NAME", path=label, line=line)
+        raise DataError("no 'metrics' list to take the score from; pass --score-key NAME", path=label, line=line)
     return str(listed[0])
 
 
@@ -314,7 +314,7 @@ def _score(rec: Mapping[str, object], metric: str, value: object, label: str, li
         check_depth({"metrics": rec.get("metrics")}, label, line)
         listed = rec.get("metrics")
         raise DataError(f"no metric {metric!r} (this line has "
-                        f"{', '.join(map(str, listed if isinstance(listed, list) else []))}); pass --metric NAME",
+                        f"{', '.join(map(str, listed if isinstance(listed, list) else []))}); pass --score-key NAME",
                         path=label, line=line)
     check_depth({metric: value}, label, line)
     return number(value, metric=metric, path=label, line=line)

@@ -269,7 +269,7 @@ def source_header(
         "env_fingerprint": fingerprint({"harness": harness, "tasks": task_record, "options": shaping}),
         "prompts_fingerprint": None,
         "policy": model,
-        "sampling": {"temperature": None, "top_p": None, "seed": None, "k": None},
+        "sampling": {},  # a harness says nothing of how it drew its replies
         "source": {"harness": harness, "version": version, "tasks": task_record, "options": shaping,
                    "path": os.fspath(path), "model": model, **(extra or {})},
     }
@@ -432,7 +432,7 @@ def number(value: object, *, metric: str, path: str, line: int | None) -> float:
             parsed = math.nan
         if math.isfinite(parsed):
             return parsed
-    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --metric",
+    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --score-key",
                     path=path, line=line)
 
 

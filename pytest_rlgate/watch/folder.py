@@ -5,10 +5,11 @@ checkpoints) writes ``checkpoint-100/``, ``checkpoint-200/``, ... into its outpu
 :func:`watch_checkpoints` samples the holdout from each - a LoRA adapter (on its base model)
 or full weights - as soon as it is complete, and tests it against step 0 (the base model,
 sampled once) or a stored baseline with the same sequential test as
-:class:`~pytest_rlgate.train.callback.GateCallback`: the error budget is spent across the
-looks, so a run that did not regress is stopped at most *alpha* of the time. It stops at
+:class:`~pytest_rlgate.watch.callback.GateCallback`: the error budget is spent across the
+looks, so a run that did not regress is stopped at most *family_level* of the time (the
+gate's 5 % by default). It stops at
 the first regression, and ends by selecting the checkpoint to ship, confirmed on a fresh
-sample (:mod:`~pytest_rlgate.gate.select`).
+sample (:mod:`~pytest_rlgate.watch.select`).
 
 Everything lands in the watch folder (default ``<CKPT_DIR>/rlgate-watch``): ``watch.json``
 (the settings), ``step-<N>.jsonl`` per checkpoint (step 0 too), ``looks.json`` and
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._io.atomic import atomic_write
 from ..data.prompts import fingerprint, read_prompts, write_prompts
@@ -35,8 +36,15 @@ from ..data.resume import header_differences
 from ..data.rows import Rows, load_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
-from ..gate.looks import ALPHA, WINDOW, Look, SequentialGate, units_by_group
-from ..gate.select import (
+from ..gate.options import FAMILY_LEVEL, old_spelling
+from ..policy.generate import SampleOptions
+from ..policy.identity import base_identity
+from ..policy.load import load_policy
+from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from ..policy.resumable import sample_to_file
+from ..records import PromptItem
+from .looks import WINDOW, Look, SequentialGate, units_by_group
+from .select import (
     CONFIRM_SEED_OFFSET,
     CRITERION,
     SELECTION,
@@ -45,13 +53,11 @@ from ..gate.select import (
     parse_criterion,
     select_checkpoint,
 )
-from ..policy.generate import SampleOptions
-from ..policy.load import load_policy
-from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from ..policy.resumable import sample_to_file
-from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
-from ..records import PromptItem
-from .cached import base_identity
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..policy.generate import SampleKeywords
 
 __all__ = ["WATCH_DIR", "WatchResult", "base_of_checkpoints", "checkpoints", "confirm_in_folder",
            "watch_checkpoints"]
@@ -140,12 +146,11 @@ class _Sampler:
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
         if not out.exists():
-            sampling = self.sampling
+            sampling = SampleOptions.of(self.sampling, seed=seed)
             header = {**row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
-                                   temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, k=sampling.k),
+                                   sampling=sampling.drawn()),
                       "sampler": {"model": base_identity(model_id),
-                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed],
-                                  "max_new_tokens": sampling.max_new_tokens}}
+                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed]}}
             model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
             sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed],
                            sampling=sampling, policy=label, progress=self.progress)
@@ -178,15 +183,11 @@ def watch_checkpoints(
     base_model: str | None = None,
     baseline: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
-    k: int = 4,
-    seed: int = SAMPLE_SEED,
-    temperature: float = SAMPLE_TEMPERATURE,
-    top_p: float = SAMPLE_TOP_P,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    alpha: float = ALPHA,
+    sampling: SampleOptions | None = None,
+    family_level: float = FAMILY_LEVEL,
     planned_looks: int | None = None,
     window: int | None = None,
-    policy: str | os.PathLike[str] | None = None,
+    release_policy: str | os.PathLike[str] | None = None,
     select: str | None = CRITERION,
     idle: float = 0.0,
     poll: float = 10.0,
@@ -194,18 +195,28 @@ def watch_checkpoints(
     device: str | None = None,
     progress: bool | None = None,
     say: Callable[[str], None] = lambda _line: None,
+    alpha: float | None = None,
+    policy: str | os.PathLike[str] | None = None,
+    **keywords: Unpack[SampleKeywords],
 ) -> WatchResult:
     """Gate every ``checkpoint-N`` folder in *ckpt_dir* against step 0, as it appears; stop at a regression;
     then select the checkpoint to ship.
 
-    Step 0 is *base_model* sampled at *seed* (for LoRA checkpoints it defaults to the
+    Each checkpoint is sampled as *sampling* (a :class:`~pytest_rlgate.policy.generate.SampleOptions`,
+    its fields as keywords on top: ``k``, ``seed``, ...). Step 0 is *base_model* sampled at its
+    *seed* (for LoRA checkpoints it defaults to the
     adapters' own base model), or the rows of *baseline* (a stored baseline file). With
     *idle* > 0 it keeps polling every *poll* seconds for new checkpoints until none has
     appeared for *idle* seconds (or *planned_looks* are done). *say* receives one line per
     event (the CLI prints them).
     """
     env_ = load_env(env)
-    sampling = SampleOptions(k=k, temperature=temperature, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
+    sampling = SampleOptions.of(sampling, **keywords)
+    seed = sampling.seed
+    if alpha is not None:
+        family_level = old_spelling("alpha", alpha, "family_level")
+    if policy is not None:
+        release_policy = old_spelling("policy", policy, "release_policy")
     root = Path(ckpt_dir)
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
@@ -225,15 +236,14 @@ def watch_checkpoints(
     folder = Path(out) if out is not None else root / WATCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
-                "base_model": base_model, "baseline": None if baseline is None else str(baseline), "k": k,
-                "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
-                "alpha": alpha, "planned_looks": planned_looks, "window": window,
-                "policy": None if policy is None else str(policy), "select": select}
+                "base_model": base_model, "baseline": None if baseline is None else str(baseline),
+                **sampling.drawn(), "family_level": family_level, "planned_looks": planned_looks, "window": window,
+                "release_policy": None if release_policy is None else str(release_policy), "select": select}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
     sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
-    options: dict[str, Any] = {"policy": str(policy)} if policy is not None else {}
-    gate = SequentialGate(alpha=alpha, planned=planned_looks, env=env_, options=options,
+    options: dict[str, Any] = {"release_policy": str(release_policy)} if release_policy is not None else {}
+    gate = SequentialGate(family_level, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
     for reach in gate.reach(units_by_group(holdout)):
         say(reach.message)
@@ -278,7 +288,7 @@ def watch_checkpoints(
     _write_looks(folder, gate, stopped=stopped)
     selection = None
     if select is not None and gate.looks:
-        selection = select_checkpoint(gate.looks, rows, criterion=select, alpha=alpha, stopped_at=stopped)
+        selection = select_checkpoint(gate.looks, rows, criterion=select, family_level=family_level, stopped_at=stopped)
         if selection.best is not None:
             selection = _confirm(selection, sampler, folder, paths, step0, base_model=base_model,
                                  stored=baseline is not None, seed=seed + CONFIRM_SEED_OFFSET, env=env_,
@@ -318,13 +328,13 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
         raise DataError(f"unreadable watch settings ({exc})", path=root / SETTINGS) from None
     env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
     items = read_prompts(root / HOLDOUT, env=env)
-    sampling = SampleOptions(k=settings["k"], temperature=settings["temperature"], top_p=settings["top_p"],
-                             seed=settings["seed"], max_new_tokens=settings["max_new_tokens"])
+    sampling = SampleOptions(**{name: settings[name] for name in SampleOptions().drawn()})
     sampler = _Sampler(env, items, sampling, device=device, progress=progress)
     paths = {selection.best: Path(settings["checkpoints"]) / f"checkpoint-{selection.best}"}
     baseline = settings.get("baseline")
     step0 = load_rows(baseline if baseline else root / "step-000000.jsonl")
-    options = {"policy": settings["policy"]} if settings.get("policy") else {}
+    policy = settings.get("release_policy") or settings.get("policy")  # a folder an older release wrote
+    options = {"release_policy": policy} if policy else {}
     return _confirm(selection, sampler, root, paths, step0, base_model=settings.get("base_model"),
                     stored=bool(baseline), seed=settings["seed"] + CONFIRM_SEED_OFFSET, env=env, options=options)
 
