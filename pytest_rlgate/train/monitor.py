@@ -194,13 +194,6 @@ class HackMonitor(LookFrame):
             control.should_training_stop = True
 
     # --- evaluation and alarms ----------------------------------------------------------
-    @property
-    def k(self) -> int:
-        return self.sampling.k
-
-    @property
-    def seed(self) -> int:
-        return self.sampling.seed
 
 
     def _evaluate(self, model: Model | None, step: int) -> None:
