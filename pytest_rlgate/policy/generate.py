@@ -106,7 +106,7 @@ class SampleOptions:
 
     Each field carries its help, its range and its flag (:func:`~pytest_rlgate.options.knob`):
     ``rlgate sample``, ``rlgate watch`` and ``rlgate eval`` generate their sampling flags from
-    them, and a training run's knobs copy the ones it evaluates with (:meth:`knob`), so a
+    them, and a training run's knobs copy the ones it evaluates with (:meth:`as_knob`), so a
     setting is spelled, bounded and explained once. Every sampler passes one inside; the
     public ones (:func:`~pytest_rlgate.policy.sampling.sample`, ``sample_rows``,
     ``sample_episodes``) take one as ``sampling=`` and its fields as keywords
@@ -150,13 +150,13 @@ class SampleOptions:
 
     @classmethod
     def as_knob(cls, name: str, *, help: str | None = None, bound: Number | None = None, default: object = _SAME,
-             aliases: tuple[str, ...] = ()) -> Any:
+                aliases: tuple[str, ...] = ()) -> Any:
         """Field *name*'s declaration, for a class that carries the setting too (a training
         run's knobs): the same flag, help, range and default unless *help*, *bound* or *default*
         says otherwise on that class; *aliases* are that class's older flags."""
-        meta = knob_meta(cls.field(name))
-        assert meta is not None
         spec = cls.field(name)
+        meta = knob_meta(spec)
+        assert meta is not None  # every field but first is a knob
         return knob(spec.default if default is _SAME else default, help or meta["help"], group=meta["group"],
                     bound=bound or meta["bound"], metavar=meta["metavar"], flag=meta["flag"],
                     aliases=meta["aliases"] + aliases, fills=name)

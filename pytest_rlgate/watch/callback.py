@@ -152,14 +152,6 @@ class GateCallback(LookFrame):
         return self
 
     @property
-    def k(self) -> int:
-        return self.sampling.k
-
-    @property
-    def seed(self) -> int:
-        return self.sampling.seed
-
-    @property
     def looks(self) -> list[Look]:
         return [] if self.sequential is None else self.sequential.looks
 

@@ -321,6 +321,9 @@ class SequentialGate:
         self._metrics = (PASS, *(self.guards or ()))
         self._base: tuple[object, Units] | None = None
         self._history: list[tuple[int, Units]] = []
+        if "policy" in self.options:  # compare_adapter's old keyword
+            kept = {k: v for k, v in self.options.items() if k != "policy"}
+            self.options = {**kept, "release_policy": old_spelling("policy", self.options["policy"], "release_policy")}
         policy = self.options.get("release_policy")
         self._policy = as_release_policy(policy) if policy else None
 
