@@ -23,7 +23,8 @@ HELP = "join the shard files of one sharded `rlgate sample` run into its rows"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("shards", nargs="+", metavar="SHARD", help="the N row files the shards of one `rlgate sample` run wrote")
+    parser.add_argument("shards", nargs="+", metavar="SHARD",
+                        help="the N row files the shards of one `rlgate sample` run wrote")
     parser.add_argument("--out", required=True, type=output_file, metavar="ROWS",
                         help="the merged row file (.gz: compressed), as one unsharded run writes it")
 
