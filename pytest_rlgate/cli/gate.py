@@ -46,7 +46,7 @@ HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
              "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
-             "policy": "FILE", "family_level": "L", "metrics": "pass^K"}
+             "policy": "FILE", "family_level": "L", "metrics": "pass^K", "base_runs": "FILE", "sees_drop": "D"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def _add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]
     """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
     meta = spec.metadata
     kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"]}  # add_argument's
-    if spec.name in ("guards", "categories", "metrics"):
+    if spec.name in ("guards", "categories", "metrics", "base_runs"):
         kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
         kwargs["action"] = "store_true"
@@ -125,6 +125,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
+    values["base_runs"] = tuple(values["base_runs"] or ())
     return GateOptions(**values)
 
 

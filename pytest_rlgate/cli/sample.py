@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import ranks
-from ..data.prompts import fingerprint, read_prompts
+from ..data.prompts import describe_holdout, fingerprint, read_prompts
 from ..data.provenance import row_header
 from ..environment.contract import Env
 from ..errors import UsageError
@@ -94,8 +94,8 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", metavar="FILE", help="a prompts JSONL to sample instead (every line)")
     p.add_argument("--prompt-seed", type=SEED, default=C.SEED, help="prompt-set seed (%(default)s)")
     p.add_argument("--size", default=C.SIZE, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT,
-                   help="share held out by category (%(default)s)")
+    p.add_argument("--holdout", type=BOUNDS["holdout"], default=C.HOLDOUT, metavar="FRACTION",
+                   help="share held out of every category (default: the environment's own shares)")
 
 
 def holdout_items(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:
@@ -106,7 +106,8 @@ def holdout_items(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem],
         return read_prompts(args.prompts, env=env), str(args.prompts)
     knobs = RunKnobs(env=env, base_model=C.TINY_POLICY, prompt_seed=args.prompt_seed, size=args.size,
                      holdout=args.holdout)
-    return load_prompts(knobs).holdout, f"holdout of template:seed={args.prompt_seed}:{args.size} ({args.holdout:g})"
+    shares = describe_holdout(args.holdout, env)
+    return load_prompts(knobs).holdout, f"holdout of template:seed={args.prompt_seed}:{args.size} ({shares})"
 
 
 def _policy(args: argparse.Namespace) -> tuple[Any, Any]:

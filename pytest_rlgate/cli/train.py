@@ -16,8 +16,9 @@ from typing import Any
 
 from .._io import ranks
 from ..errors import DataError, UsageError
-from ..gate.result import GateResult
 from ..options import SEED, Deprecated, add_env_argument, add_output_arguments, knob_meta
+from ..report.data import alarm_message
+from ..report.markdown import reproduce_command
 from ..train.config import PROMPTS, SAMPLING, GRPOKnobs, RunKnobs
 from ..train.difficulty import describe
 from ..train.dpo import train_dpo
@@ -161,7 +162,7 @@ def report(folder: RunFolder) -> int:
               f"({training.get('seconds_per_step')} s/step)")
     monitor = folder.monitor or {}
     for alarm in monitor.get("alarms", []):
-        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}")
+        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}: {alarm_message(alarm)}")
     if monitor.get("stopped_at"):
         print(f"stopped early at step {monitor['stopped_at']['step']} on {monitor['stopped_at']['alarm']}")
     print(_gate_text(folder))
@@ -169,8 +170,10 @@ def report(folder: RunFolder) -> int:
 
 
 def _gate_text(folder: RunFolder) -> str:
-    """The gate table from the gate.json the run wrote, printed like `rlgate gate`."""
+    """The gate table from the gate.json the run wrote, printed like `rlgate gate`, and the
+    `rlgate gate` command that gives the same verdicts from the run's files."""
     try:
-        return GateResult.from_dict(folder.gate).report()
+        result = folder.gate_result()
     except DataError as exc:
         raise DataError(f"{exc.reason}; re-run `rlgate train` for this run", path=folder.path / GATE) from None
+    return f"{result.report()}\nthe same gate from the run's files: {reproduce_command(result)}"

@@ -21,9 +21,9 @@ from .family import FamilyTest
 from .flips import Flip
 from .options import N_RESAMPLES, GateOptions
 from .record import from_record, to_record
-from .verdicts import Failure
+from .verdicts import MIN_UNITS, Failure
 
-__all__ = ["Comparison", "GateResult", "GateSides"]
+__all__ = ["Blind", "Comparison", "GateResult", "GateSides"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,36 @@ class Comparison:
     def from_dict(cls, record: Mapping[str, Any]) -> Comparison:
         """The inverse of :meth:`to_dict` (a row of a run's gate.json)."""
         return from_record(cls, record)
+
+
+@dataclass(frozen=True)
+class Blind:
+    """A category whose holdout cannot see the drop: its size, the drop and the power it has."""
+
+    category: str
+    n_units: int
+    k: float
+    drop: float
+    #: the chance the gate calls the drop regressed (0 under the gate's minimum of scenarios)
+    power: float
+    #: a release policy rule asks the holdout to see the drop: its line, and the gate fails
+    decided_by: str | None = None
+
+    @property
+    def fails(self) -> bool:
+        return self.decided_by is not None
+
+    def text(self, before: str = "BEFORE.jsonl") -> str:
+        """``no_id: 3 scenarios x 4 see a 0.20 drop with 31% power (80% wanted) ...``."""
+        before = "BEFORE.jsonl" if not before or before.startswith("<") else before
+        size = f"{self.n_units} scenario{'s' if self.n_units != 1 else ''} x {self.k:g}"
+        if self.n_units < MIN_UNITS:
+            seen = f"{size} are too few for any verdict (the gate judges {MIN_UNITS} or more)"
+        else:
+            seen = f"{size} see a {self.drop:.2f} drop with {self.power:.0%} power (80% wanted)"
+        rule = f" [{self.decided_by}]" if self.decided_by else ""
+        return (f"{self.category}: {seen}, so this gate cannot fail on it; `rlgate plan {before} --drop "
+                f"{self.drop:.2f}` says how many scenarios it needs{rule}")
 
 
 @dataclass(frozen=True)
@@ -166,6 +196,8 @@ class GateResult(JudgedResult):
     side_failures: tuple[str, ...] = ()
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
+    #: the categories whose holdout cannot see ``options.sees_drop`` (:mod:`.sees`), named above the table
+    blind: tuple[Blind, ...] = ()
 
     @property
     def n_resamples(self) -> int:

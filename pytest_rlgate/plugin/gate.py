@@ -356,6 +356,8 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
     from tabulate import tabulate
 
     from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
+    from pytest_rlgate.gate.record import from_record
+    from pytest_rlgate.gate.result import Blind
     from pytest_rlgate.gate.text import is_borderline, units_label
 
     def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
@@ -373,6 +375,10 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
     last = (f"rlgate: {len(log.gates)} gate{'s' if len(log.gates) != 1 else ''}, {failed} failed; {tally}")
     if verbosity >= 0:
         tr.write_sep("=", "rlgate: gates")
+        for g in log.gates:  # a holdout that cannot fail on the drop it is for, before anything else
+            for blind in g.get("blind") or ():
+                tr.write_line(f"{g['nodeid']}: BLIND: {from_record(Blind, blind).text(g['sides']['before'])}",
+                              yellow=True, bold=True)
         rows = []
         for g in log.gates:
             for c in g["comparisons"]:

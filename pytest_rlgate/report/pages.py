@@ -100,7 +100,8 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         pass_rows = pass_comparisons(run.gate)
         regressed = sorted(g for g, c in pass_rows.items() if c["verdict"] == "regressed")
         moves = ", ".join(f"{g} {fmt(c.get('delta'), 2, signed=True)}" for g, c in pass_rows.items())
-        alarms = "–" if run.monitor is None else ", ".join(f"{a.kind}@{a.step:g}" for a in run.alarms) or "none"
+        named = dict.fromkeys(a.name or f"{a.kind}@{a.step:g}" for a in run.alarms)
+        alarms = "–" if run.monitor is None else ", ".join(named) or "none"
         rows.append(f'<tr><td class="l"><a href="{esc(link)}">{esc(run.name)}</a></td>'
                     f'<td class="l">{badge(run.verdict)}</td><td class="l">{esc(", ".join(regressed) or "–")}</td>'
                     f'<td class="l">{esc(moves or "–")}</td><td class="l">{esc(alarms)}</td>'

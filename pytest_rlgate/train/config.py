@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 SEED = 0
 #: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference run's 200 situations).
 SIZE = "default"
-#: Share of scenarios held out, stratified by category so every category is measured.
-HOLDOUT = 0.2
+#: Share of scenarios held out, stratified by category so every category is measured; None holds
+#: out the environment's own shares (refund: 0.2 with an id, 0.65 without, 0.75 off topic).
+HOLDOUT: float | None = None
 #: Minority categories are repeated up to this share of the train split; 0 leaves it as written.
 BALANCE = 0.0
 #: Rollout/eval temperature: inside the 0.7-1.0 band where k samples still differ.
@@ -278,8 +279,9 @@ class RunKnobs:
     size: str = knob(SIZE, "the environment's prompt-set size, e.g. small, default, large", group=PROMPTS)
     prompts_file: str | None = knob(None, "a prompts JSONL instead of the environment's own set", group=PROMPTS,
                                     metavar="PATH")
-    holdout: float = knob(HOLDOUT, "share held out by category (%(default)s)", group=PROMPTS,
-                          bound=HOLDOUT_FRACTION)
+    holdout: float | None = knob(HOLDOUT, "share held out of every category (default: the environment's own "
+                                 "shares, each category's holdout sized to see a drop; else 0.2)", group=PROMPTS,
+                                 bound=HOLDOUT_FRACTION, metavar="FRACTION")
     balance: float = knob(BALANCE, "repeat minority categories of the train split up to this share "
                           "(%(default)s = off)", group=PROMPTS,
                           bound=Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True))
