@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._io import ranks
+from .._io.progress import heartbeat
 from ..errors import DataError, UsageError
 from ..options import SEED, Deprecated, add_env_argument, add_output_arguments, knob_meta
 from ..report.data import alarm_message
@@ -118,9 +119,10 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.seeds:
-        return _run_seeds(args)
-    folder = METHODS[args.method][1](args)
+    with heartbeat("rlgate train", lambda: "still working (bars show on a terminal)", args.progress):
+        if args.seeds:
+            return _run_seeds(args)
+        folder = METHODS[args.method][1](args)
     return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
 

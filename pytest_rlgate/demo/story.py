@@ -33,6 +33,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .._io.progress import heartbeat
 from ..data.prompts import count_by_category, write_prompts
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
@@ -616,10 +617,22 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
         def plan_for(summary: RunSummary | None) -> HackablePlan | None:
             return hackable_plan(environment, summary, steps, quick=quick, env=env)
 
-        if workers is None:
-            summaries, plan, hacked = _one_at_a_time(honest, root, say, plan_for=plan_for, progress=progress)
-        else:
-            summaries, plan, hacked = _side_by_side(honest, root, say, workers, plan_for=plan_for, progress=progress)
+        told: list[str] = []
+
+        def heard(line: str) -> None:
+            told.append(line)
+            say(line)
+
+        def status() -> str:
+            done = sum(line.startswith("  ") for line in told)
+            return f"{done} run{'s' if done != 1 else ''} done; still training (bars show on a terminal)"
+
+        with heartbeat("rlgate demo", status, progress):
+            if workers is None:
+                summaries, plan, hacked = _one_at_a_time(honest, root, heard, plan_for=plan_for, progress=progress)
+            else:
+                summaries, plan, hacked = _side_by_side(honest, root, heard, workers, plan_for=plan_for,
+                                                        progress=progress)
     summaries += [hacked] if hacked is not None else []
     reason = plan.after(hacked, watched(environment), steps) if plan is not None else None
     note = plan.note if plan is not None else None

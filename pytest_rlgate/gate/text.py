@@ -107,16 +107,32 @@ def summary_line(result: GateResult) -> str:
     return f"gate {word}: {len(result.comparisons)} comparisons: {tally}"
 
 
+def _named(groups: Sequence[str]) -> str:
+    return ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+
+
+def within_noise(c: Comparison) -> bool:
+    """A gain the base runs' spread took back: its interval lies above 0, the noise floor made it inconclusive."""
+    return c.verdict == "inconclusive" and "within noise" in c.flags and (c.low or 0) > 0
+
+
 def plan_hint(result: GateResult) -> str | None:
-    """Where an ``inconclusive`` verdict leads: ``rlgate plan`` on the before rows, or None."""
-    groups = list(dict.fromkeys(c.group for c in result.comparisons if c.verdict == "inconclusive"))
-    if not groups:
-        return None
+    """Why ``inconclusive`` verdicts are, and where they lead, or None: a gain no larger than the
+    base runs differ from each other (the noise floor: more base runs, not more scenarios), or an
+    interval too wide (``rlgate plan`` on the before rows says how many scenarios would do)."""
+    noise = list(dict.fromkeys(c.group for c in result.comparisons if within_noise(c)))
+    wide = list(dict.fromkeys(c.group for c in result.comparisons
+                              if c.verdict == "inconclusive" and not within_noise(c)))
     before = result.sides.before or "BEFORE.jsonl"
     before = "BEFORE.jsonl" if str(before).startswith("<") else before
-    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
-    return (f"inconclusive in {shown}: too few scenarios to tell a drop of {result.margin:.2f} from noise; "
-            f"`rlgate plan {before} --drop {result.margin:.2f}` says how many each category needs")
+    hints = []
+    if noise:
+        hints.append(f"inconclusive in {_named(noise)}: a gain no larger than the base runs differ from each other "
+                     "(the noise floor), so it is not claimed as a move; more scenarios do not change that")
+    if wide:
+        hints.append(f"inconclusive in {_named(wide)}: too few scenarios to tell a drop of {result.margin:.2f} from "
+                     f"noise; `rlgate plan {before} --drop {result.margin:.2f}` says how many each category needs")
+    return "\n".join(hints) or None
 
 
 def flip_headings(comparisons: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, bool]]:

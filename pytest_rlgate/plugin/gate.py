@@ -61,6 +61,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices = f", one of {', '.join(bound.choices)}" if isinstance(bound, Choice) else ""
         add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
                     help=f"gate: {spec.metadata['help']}{choices} (default {shown_default(spec)})")
+    help_ = f"gate: {GateOptions.field('base_runs').metadata['help']}"
+    parser.getgroup("rlgate").addoption("--rlgate-base-run", dest="rlgate_base_run", action="append", default=None,
+                                        metavar="FILE", help=help_)
+    parser.addini("rlgate_base_run", help=f"{help_} (ini twin of --rlgate-base-run: one path a line)",
+                  type="paths", default=None)
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
     add_setting(parser, "policy", metavar="FILE", help=f"gate: {GateOptions.field('policy').metadata['help']}")
     add_setting(parser, "markdown", metavar="PATH",
@@ -99,6 +104,10 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
     policy = setting(config, "policy", str)
     if policy:
         out["policy"] = policy if Path(policy).is_absolute() else str(config.rootpath / policy)
+    given = config.getoption("rlgate_base_run", default=None)
+    runs = [config.invocation_params.dir / p for p in given] if given else config.getini("rlgate_base_run")
+    if runs:
+        out["base_runs"] = tuple(str(p) for p in runs)
     return out
 
 
