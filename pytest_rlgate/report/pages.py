@@ -99,12 +99,12 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         thumb = os.path.relpath(run_dir / f"{Path(REPORT_NAME).stem}-curves.png", page.parent).replace(os.sep, "/")
         pass_rows = pass_comparisons(run.gate)
         regressed = sorted(g for g, c in pass_rows.items() if c["verdict"] == "regressed")
-        moves_html = "<br>".join(esc(f"{g} {fmt(c.get('delta'), 2, signed=True)}") for g, c in pass_rows.items())
+        moves = ", ".join(f"{g}\u00a0{fmt(c.get('delta'), 2, signed=True)}" for g, c in pass_rows.items())
         named = dict.fromkeys(a.name or f"{a.kind}@{a.step:g}" for a in run.alarms)
         alarms = "–" if run.monitor is None else ", ".join(named) or "none"
         rows.append(f'<tr><td class="l"><a href="{esc(link)}">{esc(run.name)}</a></td>'
                     f'<td class="l">{badge(run.verdict)}</td><td class="l">{esc(", ".join(regressed) or "–")}</td>'
-                    f'<td class="l n">{moves_html or "–"}</td><td class="l">{esc(alarms)}</td>'
+                    f'<td class="l">{esc(moves or "–")}</td><td class="l">{esc(alarms)}</td>'
                     f'<td class="l">{esc(summary_line(run))}</td>'
                     f'<td><a href="{esc(link)}"><img class="thumb" src="{esc(thumb)}" alt="curves"></a></td></tr>')
     body = (f"<h1>rlgate runs in {esc(root.resolve().name)}</h1>"
