@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
@@ -107,16 +108,24 @@ class Blind:
         return self.decided_by is not None
 
     def text(self, before: str = "BEFORE.jsonl") -> str:
-        """``no_id: 3 scenarios x 4 see a 0.20 drop with 31% power (80% wanted) ...``."""
-        before = "BEFORE.jsonl" if not before or before.startswith("<") else before
+        """``no_id (3 scenarios x 4) sees a 0.20 drop with 31% power, not 80%: `rlgate plan ...```."""
+        before = "BEFORE.jsonl" if not before or before.startswith("<") else _shown_path(before)
         size = f"{self.n_units} scenario{'s' if self.n_units != 1 else ''} x {self.k:g}"
         if self.n_units < MIN_UNITS:
-            seen = f"{size} are too few for any verdict (the gate judges {MIN_UNITS} or more)"
+            seen = f"too few for any verdict, let alone a {self.drop:.2f} drop"
         else:
-            seen = f"{size} see a {self.drop:.2f} drop with {self.power:.0%} power (80% wanted)"
+            seen = f"sees a {self.drop:.2f} drop with {self.power:.0%} power, not 80%"
         rule = f" [{self.decided_by}]" if self.decided_by else ""
-        return (f"{self.category}: {seen}, so this gate cannot fail on it; `rlgate plan {before} --drop "
-                f"{self.drop:.2f}` says how many scenarios it needs{rule}")
+        return (f"{self.category} ({size}) {seen}: `rlgate plan {before} --drop {self.drop:.2f}` says how many "
+                f"scenarios it needs{rule}")
+
+
+def _shown_path(path: str) -> str:
+    """*path* relative to the current folder when it lies under it (what a reader would type), else as it is."""
+    try:
+        return str(Path(path).relative_to(Path.cwd())) if Path(path).is_absolute() else path
+    except ValueError:
+        return path
 
 
 @dataclass(frozen=True)

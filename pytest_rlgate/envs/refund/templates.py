@@ -29,7 +29,7 @@ Item = PromptItem
 PROMPT_SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "small": {"with_id": (27, 27), "no_id": (7, 7), "off_topic": (6, 6)},
     "default": {"with_id": (119, 119), "no_id": (46, 46), "off_topic": (32, 32)},
-    "large": {"with_id": (54, 576), "no_id": (20, 200), "off_topic": (24, 96)},
+    "large": {"with_id": (54, 576), "no_id": (20, 220), "off_topic": (24, 216)},
 }
 #: The share of each category's scenarios the split holds out when no ``--holdout`` is given.
 HOLDOUT_SHARES: dict[str, float] = {"with_id": 0.2, "no_id": 0.65, "off_topic": 0.75}
@@ -286,8 +286,8 @@ def build_prompts(seed: int = 0, size: str = "default") -> list[Item]:
     :param seed: any integer; the same seed gives byte-identical files everywhere.
     :param size: ``"default"`` (197 prompts, one per scenario: 119 with an order id,
         46 in-domain without one, 32 off topic; held out by :data:`HOLDOUT_SHARES`, 24/30/24,
-        the train side keeps 95/16/8), ``"large"`` (872 paraphrases of 98 scenarios:
-        576/200/96) or ``"small"`` (40: 27/7/6, for quick smoke runs).
+        the train side keeps 95/16/8), ``"large"`` (1012 paraphrases of 98 scenarios:
+        576/220/216) or ``"small"`` (40: 27/7/6, for quick smoke runs).
     :returns: dicts with ``prompt``, ``case`` (:func:`.rules.case_for` of the text),
         ``category`` and ``scenario_id``, in a seed-shuffled order. Duplicates (case- and
         whitespace-insensitive) are dropped.
