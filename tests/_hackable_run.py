@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rlgate.data.prompts import stratified_split
-from pytest_rlgate.envs.refund.templates import WARM_START_SIZES, write_set
 from pytest_rlgate.data.rows import grade_replies, write_rows
+from pytest_rlgate.envs.refund.templates import WARM_START_SIZES, write_set
 
 K = 4
 ASK = "Sure - could you share your order id so I can look into it?"
