@@ -71,7 +71,7 @@ def test_base_runs_are_a_gate_option_on_every_door() -> None:
 
 def test_the_plugin_takes_base_runs(pytester: pytest.Pytester, tmp_path: Path) -> None:
     run = _run(tmp_path / "runs")
-    pytester.makepyfile(test_gate=f"""
+    pytester.makepyfile(test_plugin_base_runs=f"""
         def test_gate(rlgate):
             result = rlgate.compare({str(run.before_files[0])!r}, {str(run.after_file)!r}, guards=("well_formed",))
             assert result.options.base_runs == ({str(run.before_files[1])!r}, {str(run.before_files[2])!r})

@@ -35,5 +35,6 @@ def test_the_readmes_first_test_on_the_hackable_reward_fails_on_no_id(pytester: 
     pytester.makepyfile(test_first=hacked)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=3600)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*RegressionError*pass@1 in no_id*", "*pass@1 regressed in no_id:*30 units x 4*"])
+    result.stdout.fnmatch_lines(["*RegressionError*comparisons regressed*pass@1 in no_id*",
+                                 "E*pass@1*no_id*30×4*REGRESSED*"])
     assert not any("BLIND: no_id" in line for line in result.outlines)
