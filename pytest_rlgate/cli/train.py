@@ -160,8 +160,10 @@ def report(folder: RunFolder) -> int:
     for line in describe(config["next_round"]) if config.get("next_round") else ():
         print(line)
     if training:
-        print(f"trained {training.get('steps_done')} steps in {training.get('train_seconds')} s "
-              f"({training.get('seconds_per_step')} s/step)")
+        seconds, per_step = training.get("train_seconds"), training.get("seconds_per_step")
+        took = f"{seconds:.0f} s" if isinstance(seconds, (int, float)) else f"{seconds} s"
+        rate = f"{per_step:.1f} s/step" if isinstance(per_step, (int, float)) else f"{per_step} s/step"
+        print(f"trained {training.get('steps_done')} steps in {took} ({rate})")
     monitor = folder.monitor or {}
     for alarm in monitor.get("alarms", []):
         print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}: {alarm_message(alarm)}")
