@@ -38,8 +38,9 @@ README = ROOT / "README.md"
 #: a comment naming the exit code a command is documented to end with (``# exit 1: the gate fails``)
 _EXIT = re.compile(r"#\s*exit (\d+)")
 _INSTALL = re.compile(r"\bpip install\b[^&;|]*?(?=\s*(?:&&|\|\||;|$))")
-#: what an editable install puts in the venv's bin: the project's console script
-_SCRIPT = "#!{python}\nimport sys\nfrom pytest_rlgate.cli import main\nsys.exit(main())\n"
+#: what an editable install puts in the venv's bin: the project's console script, as pip writes it
+_SCRIPT = ("#!{python}\nimport sys\nfrom pytest_rlgate.cli import main\n\nif __name__ == '__main__':\n"
+           "    sys.exit(main())\n")
 #: commands that train, and the flag that makes them short
 _SHORT = {("rlgate", "demo"): ["--steps", "2"], ("rlgate", "train"): ["--steps", "2"]}
 #: one command may take this long here (the demo trains four runs of 2 steps on a shared machine)
@@ -117,6 +118,27 @@ def _whole_suite(words: list[str]) -> bool:
     return not args
 
 
+def _install_scripts(bin_dir: Path) -> None:
+    """The commands an install of the clone writes into its venv: ``rlgate``, and those of this suite's
+    packages (``pytest``, ``ruff``, ``mypy``, ...) as this suite's venv has them, run by the clone's python."""
+    python = bin_dir / "python"
+    for tool in Path(sys.executable).parent.iterdir():
+        target = bin_dir / tool.name
+        if target.exists() or tool.name.startswith(("python", "activate", "pip", "Activate")) or not tool.is_file():
+            continue
+        head = tool.read_bytes()[:200]
+        if head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0]:
+            body = tool.read_text(encoding="utf-8").split("\n", 1)[1]
+            target.write_text(f"#!{python}\n{body}", encoding="utf-8")
+            target.chmod(0o755)
+        elif os.access(tool, os.X_OK):
+            target.symlink_to(tool)
+    rlgate = bin_dir / "rlgate"
+    rlgate.unlink(missing_ok=True)
+    rlgate.write_text(_SCRIPT.format(python=python), encoding="utf-8")
+    rlgate.chmod(0o755)
+
+
 LINES = readme_lines()
 
 
@@ -136,9 +158,7 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path: Path) -> None:
     purelib = Path(sysconfig.get_paths()["purelib"])
     site = next((clone / ".venv" / "lib").glob("python*/site-packages"))
     (site / "rlgate-suite.pth").write_text(f"{clone}\n{purelib}\n", encoding="utf-8")
-    script = clone / ".venv" / "bin" / "rlgate"
-    script.write_text(_SCRIPT.format(python=clone / ".venv" / "bin" / "python"), encoding="utf-8")
-    script.chmod(0o755)
+    _install_scripts(clone / ".venv" / "bin")
     env = {**os.environ, "PATH": f"{clone / '.venv' / 'bin'}{os.pathsep}{tools}{os.pathsep}{os.environ['PATH']}",
            "VIRTUAL_ENV": str(clone / ".venv"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("PYTHONPATH", None)
