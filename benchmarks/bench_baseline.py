@@ -46,7 +46,7 @@ def main() -> None:
     baseline = write_rows(directory / "baselines" / "release.jsonl.gz",
                           Rows((row for rows in runs for row in rows), header=runs[0].header))
     after = write_rows(directory / "after.jsonl", runs[0])
-    print(f"holdout: {len(holdout)} prompts x k = {knobs.eval_k}, {len(runs)} base runs "
+    print(f"holdout: {len(holdout)} prompts x k = {knobs.k}, {len(runs)} base runs "
           f"({sum(len(r) for r in runs)} rows); stored baseline {baseline.stat().st_size / 1024:.0f} KB")
     print(f"re-sample the base: {sampled - started:6.2f} s ({loaded - started:.2f} s loading the tiny policy, "
           f"{sampled - loaded:.2f} s sampling)")

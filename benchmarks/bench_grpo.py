@@ -47,7 +47,7 @@ def bare_trl(base: str, knobs, train_items, out: str) -> float:
     ds = Dataset.from_list([{"prompt": messages_for(item["prompt"])} for item in train_items])
     args = GRPOConfig(output_dir=out, max_steps=knobs.steps, num_generations=knobs.num_generations,
                       per_device_train_batch_size=knobs.batch_size, learning_rate=knobs.learning_rate,
-                      beta=knobs.beta, loss_type=knobs.loss_type, max_completion_length=knobs.max_completion_length,
+                      beta=knobs.beta, loss_type=knobs.loss_type, max_completion_length=knobs.max_new_tokens,
                       temperature=knobs.temperature, top_p=knobs.top_p, seed=knobs.sample_seed, logging_steps=1,
                       save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True, bf16=False,
                       activation_checkpointing=False, dataloader_pin_memory=False)
@@ -66,7 +66,7 @@ def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: 
 
     model, tok = _policy(base)
     monitor = HackMonitor(holdout, tok, every=monitor_every, seed=knobs.sample_seed,
-                          max_new_tokens=knobs.max_completion_length)
+                          max_new_tokens=knobs.max_new_tokens)
     trainer = build_trainer(model, tok, train_items, knobs, output_dir=out,
                             callbacks=[monitor, grpo_metrics_recorder()], reward=monitor.wrap(refund_reward))
     started = time.perf_counter()
@@ -98,7 +98,7 @@ def main() -> None:
                 times["rlgate wrapper+monitor"].append(
                     wrapper(args.base_model, knobs, sets.train, sets.holdout, out, monitor_every=10))
     bare = statistics.median(times["bare TRL"])
-    print(f"GRPO {args.steps} steps, batch {knobs.batch_size} x {knobs.max_completion_length} tokens, "
+    print(f"GRPO {args.steps} steps, batch {knobs.batch_size} x {knobs.max_new_tokens} tokens, "
           f"base {args.base_model}, {args.repeats} alternating repeats (median)")
     for name, values in times.items():
         if values:

@@ -88,7 +88,7 @@ def bench_sampling(args: argparse.Namespace) -> float:
 
 def _knobs(args: argparse.Namespace) -> GRPOKnobs:
     return GRPOKnobs(env=ENV, base_model=MODEL, steps=args.steps, num_generations=4, batch_size=8,
-                     learning_rate=3e-4, max_completion_length=args.max_new_tokens, monitor_every=0).resolve()
+                     learning_rate=3e-4, max_new_tokens=args.max_new_tokens, monitor_every=0).resolve()
 
 
 def bare_trl(knobs: GRPOKnobs, train, out: str) -> float:
@@ -100,7 +100,7 @@ def bare_trl(knobs: GRPOKnobs, train, out: str) -> float:
     env = rg.load_env(ENV)
     args = GRPOConfig(output_dir=out, max_steps=knobs.steps, num_generations=knobs.num_generations,
                       per_device_train_batch_size=knobs.batch_size, learning_rate=knobs.learning_rate,
-                      beta=knobs.beta, loss_type=knobs.loss_type, max_completion_length=knobs.max_completion_length,
+                      beta=knobs.beta, loss_type=knobs.loss_type, max_completion_length=knobs.max_new_tokens,
                       temperature=knobs.temperature, top_p=knobs.top_p, seed=knobs.sample_seed, logging_steps=1,
                       save_strategy="no", report_to="none", disable_tqdm=True, use_cpu=True, bf16=False,
                       activation_checkpointing=False, dataloader_pin_memory=False)
@@ -132,7 +132,7 @@ def bench_grpo(args: argparse.Namespace) -> float:
             times["rlgate build_trainer"].append(wrapper(knobs, train, out))
     bare = statistics.median(times["bare TRL"])
     print(f"GRPO: {args.steps} steps of {knobs.batch_size} completions ({knobs.num_generations} per prompt) x "
-          f"{knobs.max_completion_length} tokens, LoRA r{knobs.lora_rank} on {','.join(knobs.lora_targets)}, "
+          f"{knobs.max_new_tokens} tokens, LoRA r{knobs.lora_rank} on {','.join(knobs.lora_targets)}, "
           f"{args.repeats} alternating repeats")
     for name, values in times.items():
         median = statistics.median(values)

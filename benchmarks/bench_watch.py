@@ -31,7 +31,8 @@ import numpy as np
 from scipy import stats
 
 import pytest_rlgate as rg
-from pytest_rlgate.gate.looks import SequentialGate, Units
+from pytest_rlgate.gate.options import FAMILY_LEVEL
+from pytest_rlgate.watch.looks import SequentialGate, Units
 
 SIZES = {"small": 6, "mid": 12, "large": 20}
 PROMPTS = 2
@@ -107,8 +108,12 @@ def _cp(hits: int, n: int) -> str:
     return f"{hits / n:.1%} ({low:.1%}-{high:.1%})"
 
 
+#: the run's family level (--family-level; default: the gate's)
+LEVEL = [FAMILY_LEVEL]
+
+
 def _gate(method: str, planned: int | None) -> SequentialGate:
-    return SequentialGate(planned=planned, report=False, method=method)
+    return SequentialGate(LEVEL[0], planned=planned, report=False, method=method)
 
 
 def no_change(method: str, planned: int | None, looks: int, k: int, runs: int, seed: int) -> str:
@@ -158,13 +163,16 @@ def main() -> None:
                         help="(%(default)s; the ones after the first at the first --k only, unless --all)")
     parser.add_argument("--all", action="store_true", help="every method at every k")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--family-level", type=float, default=FAMILY_LEVEL,
+                        help="how often an unchanged run may be stopped (%(default)s, the gate's)")
     args = parser.parse_args()
+    LEVEL[0] = args.family_level
     start = time.perf_counter()
     p = np.random.default_rng(12345).beta(2.0, 2.0, size=1_000_000)
     shift = float(np.mean(_expit(_logit(p) - DROP) - p))
     print(f"bench_watch: categories of {'/'.join(map(str, SIZES.values()))} scenarios x {PROMPTS} prompts x k "
-          f"replies, pass rates Beta(2,2), {args.runs} runs a cell, alpha 0.025; drop -{DROP} logit "
-          f"({shift:+.3f} in pass@1 on average) from look {DROP_LOOK} of {LOOKS}")
+          f"replies, pass rates Beta(2,2), {args.runs} runs a cell, family level {args.family_level:g}; "
+          f"drop -{DROP} logit ({shift:+.3f} in pass@1 on average) from look {DROP_LOOK} of {LOOKS}")
     print()
     print("| k | schedule | method | no change: runs stopped (95% CI) | drop in 20 caught | drop in 12 caught "
           "| one final rg.compare: 20 / 12 | total collapse stopped |")

@@ -150,12 +150,12 @@ _EXPORTS: dict[str, str] = {
     "load_reward_table": "rewards.tables",
     # your own model and trainer: graded replies from anywhere, the gate inside a trainer
     "grade_file": "data.replies",
-    "GateCallback": "train.callback",
-    "SequentialGate": "gate.looks",
+    "GateCallback": "watch.callback",
+    "SequentialGate": "watch.looks",
     # a watched run: checkpoints we did not train, and the one to ship
-    "watch_checkpoints": "train.watch",
-    "select_checkpoint": "gate.select",
-    "Selection": "gate.select",
+    "watch_checkpoints": "watch.folder",
+    "select_checkpoint": "watch.select",
+    "Selection": "watch.select",
     # multi-turn episodes with tools
     "Episode": "environment.episode",
     "ToolCall": "environment.episode",
@@ -241,7 +241,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
         until_decided as until_decided,
     )
     from .gate.family import FamilyMember as FamilyMember, FamilyTest as FamilyTest, family_test as family_test
-    from .gate.looks import SequentialGate as SequentialGate
     from .gate.options import GateOptions as GateOptions
     from .gate.plan import CategoryPlan as CategoryPlan, Plan as Plan, plan as plan
     from .gate.recipe import RecipeComparison as RecipeComparison, RecipeGateResult as RecipeGateResult
@@ -254,7 +253,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .gate.release import ReleasePolicy as ReleasePolicy, load_release_policy as load_release_policy
     from .gate.result import Comparison as Comparison, GateResult as GateResult
-    from .gate.select import Selection as Selection, select_checkpoint as select_checkpoint
     from .gate.stats import (
         ConfidenceInterval as ConfidenceInterval,
         PairedBootstrapResult as PairedBootstrapResult,
@@ -298,7 +296,6 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .rewards.strategies import HackedReply as HackedReply
     from .rewards.tables import RewardRow as RewardRow, load_reward_table as load_reward_table
     from .train.baseline import run_rows as run_rows, save_baseline as save_baseline
-    from .train.callback import GateCallback as GateCallback
     from .train.config import GRPOKnobs as GRPOKnobs, RunKnobs as RunKnobs
     from .train.dpo import train_dpo as train_dpo
     from .train.dpo_config import DPOKnobs as DPOKnobs
@@ -308,4 +305,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .train.reward import env_reward as env_reward
     from .train.run import RunFolder as RunFolder, RunWriter as RunWriter
     from .train.seeds import train_seeds as train_seeds
-    from .train.watch import watch_checkpoints as watch_checkpoints
+    from .watch.callback import GateCallback as GateCallback
+    from .watch.folder import watch_checkpoints as watch_checkpoints
+    from .watch.looks import SequentialGate as SequentialGate
+    from .watch.select import Selection as Selection, select_checkpoint as select_checkpoint

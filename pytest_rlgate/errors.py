@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["DataError", "GateOutcome", "HackReport", "RankError", "RegressionError", "RewardHackError",
-           "RewardMismatch", "RewardValueError", "RlgateError", "RlgateWarning", "SpecError", "UsageError"]
+__all__ = ["DataError", "EndpointError", "GateOutcome", "HackReport", "RankError", "RegressionError", "RewardHackError",
+           "RewardMismatch", "RewardValueError", "RlgateDeprecationWarning", "RlgateError", "RlgateWarning",
+           "SpecError", "UsageError"]
 
 
 class GateOutcome(Protocol):
@@ -72,6 +73,12 @@ class UsageError(RlgateError):
     """An option or argument that makes no sense (unknown loss type, bad balance, ...)."""
 
 
+class EndpointError(RlgateError):
+    """A model server that cannot answer as asked: unreachable, refusing a prompt, out of retries,
+    its engine dead, or answering in a shape the API does not have. The message names the URL,
+    the prompt or the setting, and what to change; like a usage error, never a traceback."""
+
+
 class RankError(RlgateError):
     """Another process of a torchrun / accelerate job failed: every rank raises the same one.
 
@@ -89,6 +96,16 @@ class RlgateWarning(UserWarning):
 
     A plain ``UserWarning`` subclass so the statistics work without pytest; filter it with
     ``-W ignore::pytest_rlgate.RlgateWarning``.
+    """
+
+
+class RlgateDeprecationWarning(RlgateWarning, FutureWarning):
+    """An old spelling (a flag, a keyword, an ini key) still accepted for one release.
+
+    A ``FutureWarning`` as well as an :class:`RlgateWarning`: Python shows it by default (a
+    plain ``DeprecationWarning`` raised inside the library would be hidden from the person who
+    typed the flag), ``pytest.deprecated_call()`` catches it, and ``-W
+    ignore::pytest_rlgate.RlgateWarning`` silences it with the rest.
     """
 
 

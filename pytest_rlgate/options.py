@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
-from .errors import UsageError
+from .errors import RlgateDeprecationWarning, UsageError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 __all__ = ["FILE_NUMBER", "HOLDOUT_FRACTION", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "Deprecated", "Number", "ReadOptions",
-           "add_env_argument", "add_output_arguments", "bounds_of", "fraction", "knob", "output_dir", "output_file",
-           "path_problem", "share"]
+           "add_deprecated", "add_env_argument", "add_knob_arguments", "add_output_arguments", "bounds_of", "fraction",
+           "knob", "knob_flag", "output_dir", "output_file", "path_problem", "share"]
 
 
 def fraction(text: str) -> float:
@@ -226,21 +226,27 @@ class KnobMeta(TypedDict):
     nargs: int | None
     aliases: tuple[str, ...]
     flag: str | None
+    fills: str | None
 
 
 def knob(default: _T, help: str | Callable[[], str], *, group: str, bound: Number | None = None,
          parse: Callable[[str], object] | None = None, metavar: str | tuple[str, ...] | None = None,
-         nargs: int | None = None, aliases: tuple[str, ...] = (), flag: str | None = None) -> _T:
+         nargs: int | None = None, aliases: tuple[str, ...] = (), flag: str | None = None,
+         fills: str | None = None) -> _T:
     """A dataclass field declared once, the TRL way: its default, its help, its range and how its
-    flag parses live in the field, and the CLI generates ``--<name>`` from it.
+    flag parses live in the field, and the CLI generates ``--<name>`` from it
+    (:func:`add_knob_arguments`).
 
     *help* may be a callable when the text needs a heavy import (TRL's loss types); *group*
-    is the ``--help`` section; *aliases* are older spellings of the flag, still accepted
-    with a deprecation warning; *flag* replaces ``--<name>`` where the name cannot be the
-    flag's (``--async``: ``async`` is a Python keyword).
+    is the ``--help`` section; *aliases* are older spellings of the flag, still accepted for
+    one release with a deprecation warning and hidden from ``--help``; *flag* replaces
+    ``--<name>`` where the name cannot be the flag's (``--async``: ``async`` is a Python
+    keyword). *fills* names the field of another declared-once class this knob carries a
+    value for (a training run's sampling knobs fill
+    :class:`~pytest_rlgate.policy.generate.SampleOptions`' fields).
     """
     meta: KnobMeta = {"help": help, "group": group, "bound": bound, "parse": parse, "metavar": metavar,
-                      "nargs": nargs, "aliases": aliases, "flag": flag}
+                      "nargs": nargs, "aliases": aliases, "flag": flag, "fills": fills}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -250,7 +256,14 @@ def knob_meta(spec: dataclasses.Field[object]) -> KnobMeta | None:
     if "help" not in meta or "group" not in meta:
         return None
     return KnobMeta(help=meta["help"], group=meta["group"], bound=meta["bound"], parse=meta["parse"],
-                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"], flag=meta.get("flag"))
+                    metavar=meta["metavar"], nargs=meta["nargs"], aliases=meta["aliases"], flag=meta.get("flag"),
+                    fills=meta.get("fills"))
+
+
+def knob_flag(spec: dataclasses.Field[object]) -> str:
+    """The flag of the :func:`knob` field *spec*: its declared *flag*, else ``--<name>``."""
+    meta = knob_meta(spec)
+    return (meta and meta["flag"]) or f"--{spec.name.replace('_', '-')}"
 
 
 def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[str, Number]:
@@ -258,25 +271,74 @@ def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[s
     return {f.name: f.metadata["bound"] for f in dataclasses.fields(cls_or_obj) if f.metadata.get("bound")}
 
 
-class Deprecated(argparse.Action):
-    """Stores the value; an old spelling of the flag still works, with a deprecation warning."""
+def add_knob_arguments(parser: argparse.ArgumentParser, cls: type[DataclassInstance], *,
+                       only: tuple[str, ...] | None = None, defaults: Mapping[str, object] | None = None,
+                       helps: Mapping[str, str] | None = None) -> dict[str, argparse._ArgumentGroup]:
+    """One flag per :func:`knob` field of *cls* (*only* these names, in this order, when given):
+    type, range, help, metavar and default from the field, so every command that takes the
+    setting spells, bounds and explains it the same way. *defaults* and *helps* replace a
+    field's default and help on this command (``rlgate eval --sample-seed`` defaults to the
+    run's own seed). Each older spelling in the field's *aliases* is accepted, hidden from
+    ``--help``, with a deprecation warning. The value lands in ``args.<field name>``.
+    Returns the ``--help`` sections by title."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in only if only is not None else tuple(fields):
+        spec = fields[name]
+        meta = knob_meta(spec)
+        if meta is None:
+            continue
+        if meta["group"] not in groups:
+            groups[meta["group"]] = parser.add_argument_group(meta["group"])
+        group = groups[meta["group"]]
+        help_ = (helps or {}).get(name) or (meta["help"]() if callable(meta["help"]) else meta["help"])
+        default = (defaults or {}).get(name, spec.default)
+        flag = knob_flag(spec)
+        if spec.default is False:
+            group.add_argument(flag, action="store_true", help=help_, dest=name)
+            for old in meta["aliases"]:
+                add_deprecated(group, old, flag, dest=name, nargs=0, const=True)
+            continue
+        kwargs: dict[str, Any] = {"type": meta["bound"] or meta["parse"]}
+        if meta["metavar"] is not None:
+            kwargs["metavar"] = meta["metavar"]
+        if meta["nargs"] is not None:
+            kwargs["nargs"] = meta["nargs"]
+        group.add_argument(flag, default=default, help=help_, dest=name, **kwargs)
+        for old in meta["aliases"]:
+            add_deprecated(group, old, flag, dest=name, **kwargs)
+    return groups
 
-    def __init__(self, *args: Any, old: tuple[str, ...] = (), **kwargs: Any) -> None:
-        self.old = old
+
+class Deprecated(argparse.Action):
+    """An older spelling of a flag (*new*), kept for one release: it stores the value like the
+    flag does, warns (:class:`~pytest_rlgate.errors.RlgateDeprecationWarning`) and is added
+    with ``help=argparse.SUPPRESS``, so ``--help`` shows only the one name."""
+
+    def __init__(self, *args: Any, new: str, **kwargs: Any) -> None:
+        self.new = new
         super().__init__(*args, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
-        if option_string in self.old:
-            warnings.warn(f"{option_string} is now {self.option_strings[0]}; {option_string} will be removed",
-                          DeprecationWarning, stacklevel=2)
-        setattr(namespace, self.dest, values)
+        warnings.warn(f"{option_string} is now {self.new}; {option_string} will be removed", RlgateDeprecationWarning,
+                      stacklevel=2)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
-def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = None) -> _T:
+def add_deprecated(parser: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str, *, dest: str,
+                   **kwargs: Any) -> None:
+    """*old*, an older spelling of the flag *new* (same *dest*, same *kwargs* type/nargs), accepted
+    for one release with a deprecation warning and hidden from ``--help``."""
+    parser.add_argument(old, action=Deprecated, new=new, dest=dest, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS, **kwargs)
+
+
+def _read(default: _T, help: str, *, flag: str | None, metavar: str | None = None, old: str | None = None) -> _T:
     """A :class:`ReadOptions` field: its *help*, the ``rlgate gate``/``rlgate convert`` *flag*
-    (the plugin's setting is ``--rlgate-`` + the flag's name) and its *metavar*; no flag: per path only."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar})
+    (the plugin's setting is ``--rlgate-`` + the flag's name) and its *metavar*; no flag: per path only.
+    *old* is the option's older name (its keyword, ``#key=``, flag and setting), read for one release."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "metavar": metavar, "old": old})
 
 
 @dataclass(frozen=True)
@@ -290,9 +352,10 @@ class ReadOptions:
     starts without loading a reader.
 
     *format* names the reader (default: detected per path). *category* and *unit* are dotted
-    paths into the harness's record (``doc.subject``, ``metadata.category``); *metric* names
-    the score; *pass_threshold* turns a non-binary score into a pass (``score >= X``, or
-    ``<=`` for a metric the harness marks lower-is-better); *allow_prompt_change* lets a side
+    paths into the harness's record (``doc.subject``, ``metadata.category``); *score* names
+    the score (``--score-key``; ``metric`` is its old name); *pass_threshold* turns a non-binary
+    score into a pass (``score >= X``, or ``<=`` for a metric the harness marks lower-is-better);
+    *allow_prompt_change* lets a side
     whose prompts changed (another chat template) be gated against the other anyway.
 
     *own* holds the values of the options the path's reader declares for itself (lm-eval's
@@ -307,8 +370,8 @@ class ReadOptions:
               "info.task; default: the reader's)", flag="--category-key", metavar="KEY")
     unit: str | None = _read(None, "dotted path to the unit in a harness record (the resampling cluster; default: "
                                    "the harness's item id)", flag="--unit-key", metavar="KEY")
-    metric: str | None = _read(None, "the score in a harness's record (a metric, scorer or named score; default: "
-                                     "the harness's main one)", flag="--metric", metavar="NAME")
+    score: str | None = _read(None, "the score in a harness's record (a metric, scorer or named score; default: "
+                                    "the harness's main one)", flag="--score-key", metavar="NAME", old="metric")
     pass_threshold: float | None = _read(None, "a non-binary score passes at >= X (<= X for a metric the harness "
                                                "marks lower-is-better)", flag="--pass-threshold", metavar="X")
     allow_prompt_change: bool = _read(False, "gate items whose prompt changed between the sides (another chat "
@@ -318,7 +381,7 @@ class ReadOptions:
     loose: frozenset[str] = dataclasses.field(default=frozenset(), metadata={"flag": None})
 
     def __post_init__(self) -> None:
-        for name in ("format", "category", "unit", "metric"):
+        for name in ("format", "category", "unit", "score"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise UsageError(f"{name}={value!r}: expected a non-empty string")
@@ -338,8 +401,9 @@ class ReadOptions:
         return None if value is None else str(value)
 
     def shaping(self) -> dict[str, object]:
-        """The options that decide what a row means (the header records them; both sides must agree)."""
-        shared = {"category": self.category, "unit": self.unit, "metric": self.metric,
+        """The options that decide what a row means (the header records them; both sides must agree).
+        The score's key stays ``metric`` there, so a file converted before the rename keeps its fingerprint."""
+        shared = {"category": self.category, "unit": self.unit, "metric": self.score,
                   "pass_threshold": self.pass_threshold}
         return {**shared, **{k: v for k, v in sorted(self.own.items()) if k not in self.loose}}
 
@@ -347,6 +411,20 @@ class ReadOptions:
     def names(cls) -> tuple[str, ...]:
         """The shared options' names (the keywords of ``read_rows`` besides a reader's own)."""
         return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("own", "loose"))
+
+    @classmethod
+    def renamed(cls, options: Mapping[str, _T], *, where: str) -> dict[str, _T]:
+        """*options* with each field's older name (``metric``) read as its name, with a warning."""
+        out = dict(options)
+        for spec in dataclasses.fields(cls):
+            old = spec.metadata.get("old")
+            if old and old in out:
+                if spec.name in out:
+                    raise UsageError(f"{where}: pass {spec.name} or its old name {old}, not both")
+                warnings.warn(f"{where}: {old} is now {spec.name}; {old} will be removed", RlgateDeprecationWarning,
+                              stacklevel=3)
+                out[spec.name] = out.pop(old)
+        return out
 
     @classmethod
     def flags(cls) -> dict[str, dataclasses.Field[object]]:

@@ -40,8 +40,8 @@ def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 @pytest.mark.parametrize(("flag", "value"), [
     ("--confidence", "1e-320"), ("--confidence", "5e-324"), ("--confidence", "0.3"), ("--confidence", "1"),
     ("--confidence", "nan"), ("--confidence", "1e400"), ("--confidence", "9" * 5000), ("--resamples", "1e400"),
-    ("--resamples", "10" + "0" * 400), ("--margin", "1e-320"), ("--margin", "-0.1"), ("--seed", "-1"),
-    ("--seed", str(2**32)),
+    ("--resamples", "10" + "0" * 400), ("--margin", "1e-320"), ("--margin", "-0.1"), ("--bootstrap-seed", "-1"),
+    ("--bootstrap-seed", str(2**32)),
 ])
 def test_numbers_at_the_edge_of_a_flag_are_refused_in_one_line(pair: tuple[str, str], flag: str, value: str,
                                                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -184,7 +184,7 @@ def test_one_grpo_step_on_the_users_environment(user_dir: Path, tmp_path: Path) 
     from pytest_rlgate.train.grpo import build_trainer
 
     base = rg.tiny_policy_dir()
-    knobs = GRPOKnobs(env=SPEC, base_model=str(base), steps=1, max_completion_length=8).resolve()
+    knobs = GRPOKnobs(env=SPEC, base_model=str(base), steps=1, max_new_tokens=8).resolve()
     assert knobs.environment.fingerprint == rg.load_env(SPEC).fingerprint
     trainer = build_trainer(AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base),
                             _items(), knobs, output_dir=str(tmp_path / "out"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pytest_rlgate as rg
-from pytest_rlgate.train.callback import units_by_group
+from pytest_rlgate.watch.callback import units_by_group
 
 
 def _trainer(tmp_path: Path, gate: rg.GateCallback, steps: int = 2):  # type: ignore[no-untyped-def]
@@ -41,7 +41,7 @@ def test_each_look_reaches_tensorboard_beside_the_loss(tmp_path: Path, caplog: p
     with caplog.at_level(logging.INFO, logger="pytest_rlgate.watch"):
         _trainer(tmp_path, gate).train()
     first = caplog.records[0].getMessage()
-    assert first.startswith("rlgate GateCallback: alpha 0.025 over 2 planned looks")
+    assert first.startswith("rlgate GateCallback: family level 0.05 over 2 planned looks")
     for group, n in units_by_group(split.holdout).items():
         assert f"{group}: {n} scenario" in first
 
@@ -73,7 +73,7 @@ def test_the_pick_of_a_lora_run_is_re_sampled_with_its_own_adapter_and_training_
     from peft.utils import get_peft_model_state_dict
     from safetensors.torch import load_file
 
-    from pytest_rlgate.gate.select import Candidate, Selection
+    from pytest_rlgate.watch.select import Candidate, Selection
 
     env = rg.load_env("refund")
     base, tokenizer = rg.load_policy("rlgate/tiny-refund", device="cpu")

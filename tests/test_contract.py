@@ -99,3 +99,32 @@ def test_a_member_its_reader_refuses_is_one_line_naming_it(member: str, value: o
     with pytest.raises(rg.UsageError, match=re.escape(says)) as caught:
         rg.load_env(bad)
     assert str(caught.value).startswith("environment bare: ")
+
+
+def test_the_built_in_environments_are_found_by_looking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pkgutil
+    import sys
+
+    from pytest_rlgate import envs
+    from pytest_rlgate.environment import contract
+
+    assert set(contract.env_names()) >= {info.name for info in pkgutil.iter_modules(envs.__path__)}
+    assert rg.load_env("reasoning_gym[leg_counting]").name == "reasoning_gym-leg_counting"  # its ENVIRONMENT
+    pyproject = (Path(rg.__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"rlgate.envs"]\nrefund' not in pyproject  # the entry-point group is for other packages only
+    # a new module in the package is a new registered name, with no list to edit
+    package = tmp_path / "myenvs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "coin.py").write_text("name = 'coin'\ncategories = ('heads',)\n"
+                                     "def score(reply, case):\n    return float(reply == 'heads')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(contract, "BUILTIN_PACKAGE", "myenvs")
+    contract._builtin.cache_clear()
+    try:
+        assert contract.env_names()["coin"] == "myenvs.coin"
+        assert contract._load("coin").name == "coin"
+    finally:
+        contract._builtin.cache_clear()
+        sys.modules.pop("myenvs.coin", None)
+        sys.modules.pop("myenvs", None)

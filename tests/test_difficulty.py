@@ -95,7 +95,7 @@ def test_the_seed_comes_from_the_round_one_run(tmp_path: Path) -> None:
 
 # -- the whole second round on the tiny policies --------------------------------------------------
 
-FAST = {"size": "small", "steps": 2, "base_runs": 1, "monitor_every": 0, "eval_k": 2}
+FAST = {"size": "small", "steps": 2, "base_runs": 1, "monitor_every": 0, "k": 2}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_round_two_on_refund_keeps_the_half_solved_tasks_and_records_them(runs: 
     capsys.readouterr()
     with pytest.warns(RlgateWarning, match="left no train task in no_id, off_topic"):
         code = main(["train", "grpo", "--from-run", str(r1), "--runs-dir", str(runs), "--run-name", "refund-r2",
-                     "--size", "small", "--steps", "1", "--base-runs", "1", "--monitor-every", "0", "--eval-k", "4",
+                     "--size", "small", "--steps", "1", "--base-runs", "1", "--monitor-every", "0", "--k", "4",
                      "--no-progress"])
     out = capsys.readouterr().out
     assert code in (0, 1)
@@ -137,7 +137,7 @@ def test_round_two_on_arith_and_its_cache_key(runs: Path) -> None:
 
 
     r1 = _round_one(runs, "arith")
-    knobs = dict(FAST, env="arith", from_run=str(r1), runs_dir=str(runs), eval_k=4)
+    knobs = dict(FAST, env="arith", from_run=str(r1), runs_dir=str(runs), k=4)
     r2 = train_grpo(run_name="arith-r2", **dict(knobs, steps=1))
     record = r2.config["next_round"]
     assert set(record["by_category"]) == {"add", "compare", "unanswerable"}
@@ -147,7 +147,7 @@ def test_round_two_on_arith_and_its_cache_key(runs: Path) -> None:
     resolved = GRPOKnobs(**knobs).resolve()
     key = run_key(resolved)
     assert run_key(dataclasses.replace(resolved, difficulty=(0.3, 0.8))) != key
-    assert run_key(dataclasses.replace(resolved, eval_k=3)) != key
+    assert run_key(dataclasses.replace(resolved, k=3)) != key
     assert run_key(dataclasses.replace(resolved, no_decontaminate=True)) != key
     weights = r1 / "adapter" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes() + b" ")  # another round-one adapter

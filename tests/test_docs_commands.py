@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from pytest_rlgate.cli import COMMANDS, build_parser
+from pytest_rlgate.errors import RlgateDeprecationWarning
+from pytest_rlgate.options import Deprecated
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -161,7 +163,8 @@ def _parse(argv: list[str]) -> str | None:
         except SystemExit as exit_:
             if exit_.code:
                 return stderr.getvalue().strip() or f"exit {exit_.code}"
-    deprecated = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    deprecated = [str(w.message) for w in caught
+                  if issubclass(w.category, (DeprecationWarning, RlgateDeprecationWarning))]
     return f"deprecated: {'; '.join(deprecated)}" if deprecated else None
 
 
@@ -188,7 +191,7 @@ def _check_synopsis(argv: list[str]) -> str | None:
     unknown = sorted(flags - set(actions))
     if unknown:
         return f"unknown option(s) {', '.join(unknown)} for {parser.prog}"
-    old = sorted(flag for flag in flags if flag in getattr(actions[flag], "old", ()))
+    old = sorted(flag for flag in flags if isinstance(actions[flag], Deprecated))
     return f"deprecated: {', '.join(old)} (see {parser.prog} --help)" if old else None
 
 

@@ -81,7 +81,7 @@ def test_tiny_defaults_are_cpu_sized_and_recorded() -> None:
     assert (knobs.steps, knobs.pairs_per_step, knobs.beta) == (60, 8, 0.1)
     assert (knobs.pairs_per_device, knobs.gradient_accumulation, knobs.max_length) == (8, 1, 128)
     assert (knobs.learning_rate, knobs.loss_type) == (3e-4, ("sigmoid", "sft"))
-    assert {"learning_rate", "loss_type", "pairs_per_device", "max_length", "max_completion_length"} <= set(
+    assert {"learning_rate", "loss_type", "pairs_per_device", "max_length", "max_new_tokens"} <= set(
         knobs.auto)
     assert DPOKnobs(loss_type="ipo").resolve().loss_type == ("ipo",)  # named by the user: not replaced
     record = knobs.to_dict()
@@ -207,8 +207,8 @@ def test_marker_method_dpo_trains_through_the_fixtures(pytester: pytest.Pytester
         """
         import pytest
 
-        @pytest.mark.rlgate(method="dpo", size="small", steps=2, base_runs=1, monitor_every=0, eval_k=2,
-                            min_margin=0.3, temperature=1.2, max_completion_length=24, max_length=512)
+        @pytest.mark.rlgate(method="dpo", size="small", steps=2, base_runs=1, monitor_every=0, k=2,
+                            min_margin=0.3, temperature=1.2, max_new_tokens=24, max_length=512)
         def test_gate(rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
             config = rlgate_adapter.run.config
             assert config["method"] == "dpo" and config["knobs"]["steps"] == 2

@@ -26,7 +26,7 @@ from pytest_rlgate.train.run import RunFolder  # noqa: E402
 
 torch.set_num_threads(1)
 
-FAST = {"size": "small", "steps": 4, "base_runs": 1, "monitor_every": 0, "eval_k": 2}
+FAST = {"size": "small", "steps": 4, "base_runs": 1, "monitor_every": 0, "k": 2}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_round_two_from_the_cli_merges_round_one_and_records_lineage(round_one: 
     # here; tests/test_difficulty.py checks the band itself
     code = cli.main(["train", "dpo", "--from-run", str(round_one.path), "--runs-dir", str(runs_dir),
                      "--run-name", "r2", "--size", "small", "--steps", "2", "--base-runs", "1",
-                     "--monitor-every", "0", "--eval-k", "2", "--difficulty", "0", "1", "--no-progress"])
+                     "--monitor-every", "0", "--k", "2", "--difficulty", "0", "1", "--no-progress"])
     out = capsys.readouterr().out
     assert code in (0, 1) and "pairs:" in out and "sampled from" in out
     second = RunFolder.open(runs_dir / "r2")

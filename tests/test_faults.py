@@ -68,7 +68,7 @@ def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with 16 refund prompts and the rows an uninterrupted `rlgate sample` writes of them."""
     folder = tmp_path_factory.mktemp("sample")
     write_prompts(folder / "prompts.jsonl", rg.build_prompts(0, "default")[:16])
-    done = _cli(["sample", *SAMPLE, "--prompts", "prompts.jsonl", "--out", "reference.jsonl"], folder)
+    done = _cli(["sample", *SAMPLE, "--prompts-file", "prompts.jsonl", "--out", "reference.jsonl"], folder)
     assert done.returncode == 0, done.stderr
     return folder
 
@@ -79,7 +79,7 @@ def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_sigkill_during_sample_then_resume_writes_the_uninterrupted_rows(sample_dir: Path) -> None:
     out, partial = sample_dir / "killed.jsonl", sample_dir / "killed.jsonl.partial"
-    argv = [sys.executable, "-m", "pytest_rlgate.cli", "sample", *SAMPLE, "--prompts", "prompts.jsonl",
+    argv = [sys.executable, "-m", "pytest_rlgate.cli", "sample", *SAMPLE, "--prompts-file", "prompts.jsonl",
             "--out", out.name]
     proc = subprocess.Popen(argv, cwd=sample_dir, env=_env(sample_dir / "cache"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -93,7 +93,7 @@ def test_sigkill_during_sample_then_resume_writes_the_uninterrupted_rows(sample_
     proc.wait(timeout=60)
     kept = len(partial.read_bytes().splitlines()) - 1
     assert not out.exists() and 0 < kept < 32, kept  # nothing published, some rows on disk
-    resumed = _cli(["sample", *SAMPLE, "--prompts", "prompts.jsonl", "--out", out.name], sample_dir)
+    resumed = _cli(["sample", *SAMPLE, "--prompts-file", "prompts.jsonl", "--out", out.name], sample_dir)
     assert resumed.returncode == 0, resumed.stderr
     assert "kept from an interrupted run" in resumed.stdout
     assert out.read_bytes() == (sample_dir / "reference.jsonl").read_bytes()
@@ -106,10 +106,10 @@ def test_sigkill_during_sample_then_resume_writes_the_uninterrupted_rows(sample_
 @pytest.mark.slow
 def test_a_full_disk_while_rows_are_written_is_one_line_and_the_rerun_is_clean(sample_dir: Path) -> None:
     out = sample_dir / "full.jsonl"
-    done = _cli(["sample", *SAMPLE, "--prompts", "prompts.jsonl", "--out", out.name], sample_dir, limit=12_000)
+    done = _cli(["sample", *SAMPLE, "--prompts-file", "prompts.jsonl", "--out", out.name], sample_dir, limit=12_000)
     _one_clear_line(done, "full.jsonl.partial", "File too large", "the disk is full", "a rerun continues")
     assert not out.exists()
-    again = _cli(["sample", *SAMPLE, "--prompts", "prompts.jsonl", "--out", out.name], sample_dir)
+    again = _cli(["sample", *SAMPLE, "--prompts-file", "prompts.jsonl", "--out", out.name], sample_dir)
     assert again.returncode == 0, again.stderr
     assert out.read_bytes() == (sample_dir / "reference.jsonl").read_bytes()
     assert sorted(p.name for p in sample_dir.iterdir() if p.name.startswith(("full", ".full"))) == ["full.jsonl"]
@@ -275,7 +275,7 @@ def test_a_read_only_runs_folder_is_one_line(tmp_path: Path) -> None:
 RACE = """
 import json, os, pytest
 
-@pytest.mark.rlgate(method="grpo", size="small", steps=2, max_completion_length=16, monitor_every=0, base_runs=1)
+@pytest.mark.rlgate(method="grpo", size="small", steps=2, max_new_tokens=16, monitor_every=0, base_runs=1)
 @pytest.mark.parametrize("i", range(2))
 def test_asks_for_the_adapter(rlgate_adapter, i):
     assert (rlgate_adapter.adapter / "adapter_model.safetensors").is_file()

@@ -20,7 +20,7 @@ from pytest_rlgate.train.methods import make_knobs  # noqa: E402
 
 torch.set_num_threads(1)
 
-KNOBS = 'size="small", steps=2, max_completion_length=16, monitor_every=0, base_runs=2'
+KNOBS = 'size="small", steps=2, max_new_tokens=16, monitor_every=0, base_runs=2'
 
 SUITE = f'''
 import json, os, pytest
@@ -139,7 +139,7 @@ CALC_SUITE = '''
 import os, pytest
 
 KNOBS = dict(base_model=os.environ["TINY_BASE"], prompts_file=os.environ["CALC_PROMPTS"], holdout=0.4, steps=1,
-             max_completion_length=8, monitor_every=0, base_runs=1)
+             max_new_tokens=8, monitor_every=0, base_runs=1)
 
 @pytest.mark.rlgate(method="grpo", **KNOBS)
 def test_session_env(rlgate_adapter, rlgate_before_rows, rlgate_after_rows, rlgate_env):

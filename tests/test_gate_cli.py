@@ -29,7 +29,7 @@ def files(tmp_path: Path):
 def test_a_regression_exits_1_and_prints_the_table(files, tmp_path: Path, capsys) -> None:
     before, after = files(NO_ID_COLLAPSE)
     out_json = tmp_path / "out" / "gate.json"
-    assert main(["gate", before, after, "--env", "refund", "--json", str(out_json), "--seed", "3",
+    assert main(["gate", before, after, "--env", "refund", "--json", str(out_json), "--bootstrap-seed", "3",
                  "--resamples", "2000"]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("gate FAILED (1 failure): 12 comparisons: 1 regressed")
@@ -127,7 +127,7 @@ def test_every_bad_file_is_exit_2_with_one_line(tmp_path: Path, capsys, lines: l
         (["--resamples", "10"], "expected an integer in [100, 1000000]"),
         (["--resamples", "1000000000000"], "expected an integer in [100, 1000000]"),
         (["--resamples", "many"], "expected an integer"),
-        (["--seed", "-1"], "argument --seed: out of range"),
+        (["--bootstrap-seed", "-1"], "argument --bootstrap-seed: out of range"),
         (["--margin", "nan"], "nan is not a finite number"),
         (["--json", "."], "argument --json:"),
         (["--method", "bca"], "argument --method: invalid choice"),

@@ -24,7 +24,8 @@ def _sides() -> tuple[list[dict], list[dict]]:
 
 
 def test_every_field_has_a_help_a_default_and_a_flag() -> None:
-    for spec in dataclasses.fields(GateOptions):
+    assert {f.name for f in dataclasses.fields(GateOptions)} - set(GateOptions.names()) == {"given"}  # not an option
+    for spec in map(GateOptions.field, GateOptions.names()):
         assert spec.metadata["help"], spec.name
         assert spec.metadata["flag"] and spec.metadata["flag"].startswith("--"), spec.name
         assert spec.default is not dataclasses.MISSING, spec.name
@@ -62,13 +63,14 @@ def test_the_cli_flags_and_plugin_settings_are_the_fields(capsys: pytest.Capture
         main(["gate", "--help"])
     cli = " ".join(capsys.readouterr().out.split())
     plugin = " ".join(pytester.runpytest("--help").stdout.str().split())
-    for spec in dataclasses.fields(GateOptions):
+    for spec in map(GateOptions.field, GateOptions.names()):
         assert spec.metadata["flag"] in cli
         assert " ".join(spec.metadata["help"].split()[:4]) in cli
         if spec.metadata["setting"]:
             assert f"--rlgate-{spec.metadata['setting']}" in plugin
             assert f"(default {shown_default(spec)})" in plugin
-    assert f"--resamples B bootstrap resamples (default {N_RESAMPLES})" in cli
+    assert f"--resamples B draws: the scenario sign flips that set the family's level (the default t), or a " \
+           f"bootstrap method's resamples (default {N_RESAMPLES})" in cli
 
 
 def test_each_row_file_is_opened_once_and_its_header_checked_once(tmp_path: Path,

@@ -49,7 +49,7 @@ def test_the_command_writes_rows_the_gate_reads(tmp_path: Path, capsys: pytest.C
     write_prompts(prompts, ITEMS)
     src = _write(tmp_path / "replies.jsonl", [{"scenario_id": i["scenario_id"], "replies": ["a", "b"]} for i in ITEMS])
     out = tmp_path / "rows.jsonl.gz"
-    assert main(["grade", str(src), "--env", "refund", "--prompts", str(prompts), "--out", str(out)]) == 0
+    assert main(["grade", str(src), "--env", "refund", "--prompts-file", str(prompts), "--out", str(out)]) == 0
     assert "graded 6 replies" in capsys.readouterr().out
     assert len(load_rows(out)) == 6 and read_header(out)["env"] == "refund"
     assert main(["gate", str(out), str(out)]) == 0

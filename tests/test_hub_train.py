@@ -13,7 +13,7 @@ from pytest_rlgate.data.rows import read_header
 pytest.importorskip("trl")
 
 SMALL = ["--size", "small", "--steps", "1", "--batch-size", "4", "--num-generations", "2", "--base-runs", "2",
-         "--eval-k", "2", "--max-completion-length", "16", "--monitor-every", "1", "--learning-rate", "2e-3",
+         "--k", "2", "--max-new-tokens", "16", "--monitor-every", "1", "--learning-rate", "2e-3",
          "--no-progress"]
 
 SUITE = '''
@@ -21,7 +21,7 @@ import os, pytest
 from pytest_rlgate import compare
 
 @pytest.mark.rlgate(method="grpo", base_model=os.environ["HUB_MODEL"], size="small", steps=1, batch_size=4,
-                    num_generations=2, base_runs=2, eval_k=2, max_completion_length=16, monitor_every=0)
+                    num_generations=2, base_runs=2, k=2, max_new_tokens=16, monitor_every=0)
 def test_gate(rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
     assert (rlgate_adapter.adapter / "adapter_model.safetensors").is_file()
     assert {r["sample_seed"] for r in rlgate_before_rows} == {17, 18}

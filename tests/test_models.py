@@ -23,8 +23,8 @@ from pytest_rlgate.cli import main
 from pytest_rlgate.data.prompts import write_prompts
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.policy import models
-from pytest_rlgate.train.cached import base_identity
-from pytest_rlgate.train.config import GRPOKnobs, is_tiny
+from pytest_rlgate.policy.identity import base_identity, is_tiny
+from pytest_rlgate.train.config import GRPOKnobs
 
 NAME = "smollm2-135m"
 
@@ -53,7 +53,7 @@ def test_a_name_not_fetched_is_one_line_naming_the_fetch_command_at_every_door(e
         GRPOKnobs(env="arith", base_model=NAME).resolve()
     prompts = tmp_path / "p.jsonl"
     write_prompts(prompts, rg.build_prompts(0, "small", env="arith")[:2])
-    code = main(["sample", "--model", NAME, "--env", "arith", "--prompts", str(prompts), "--out",
+    code = main(["sample", "--model", NAME, "--env", "arith", "--prompts-file", str(prompts), "--out",
                  str(tmp_path / "rows.jsonl")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"rlgate models fetch {NAME}" in err
@@ -168,7 +168,7 @@ def test_sample_by_name_offline_and_grade(tmp_path, monkeypatch):
     items = rg.build_prompts(0, "small", env="arith")
     write_prompts(prompts, [next(i for i in items if i["category"] == c) for c in ("add", "compare")])
     out = tmp_path / "rows.jsonl"
-    assert main(["sample", "--model", NAME, "--env", "arith", "--prompts", str(prompts), "--k", "2",
+    assert main(["sample", "--model", NAME, "--env", "arith", "--prompts-file", str(prompts), "--k", "2",
                  "--max-new-tokens", "24", "--out", str(out)]) == 0
     rows = list(rg.load_rows(out))
     assert len(rows) == 4 and all(0.0 <= r["reward"] <= 1.0 for r in rows)
@@ -183,9 +183,9 @@ def test_a_grpo_step_on_the_real_model_by_name_is_a_gated_run(tmp_path, monkeypa
     (one step: that it runs end to end; docs/training.md has the run that moves a category)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code = main(["train", "grpo", "--env", "arith", "--base-model", NAME, "--size", "small", "--steps", "1",
-                 "--num-generations", "2", "--batch-size", "2", "--max-completion-length", "16",
+                 "--num-generations", "2", "--batch-size", "2", "--max-new-tokens", "16",
                  "--learning-rate", "1e-4", "--lora-rank", "4", "--lora-targets", "q_proj,v_proj",
-                 "--base-runs", "1", "--eval-k", "1", "--monitor-every", "0", "--run-name", "smol",
+                 "--base-runs", "1", "--k", "1", "--monitor-every", "0", "--run-name", "smol",
                  "--runs-dir", str(tmp_path / "runs")])
     assert code in (0, 1)  # the gate's verdict either way; 2 or 3 would be an error
     run = rg.RunFolder.open(tmp_path / "runs" / "smol")

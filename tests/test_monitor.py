@@ -173,8 +173,8 @@ def test_the_proxy_reward_is_the_environment_s_score_and_the_sampler_renders_its
     monitor = HackMonitor(GO_ITEMS, None, env=Go(), every=1, sample_fn=right, scan_fn=None)
     _drive(monitor, 1)
     assert [h["proxy_reward"] for h in monitor.history] == [1.0, 1.0]
-    default = HackMonitor(GO_ITEMS, None, env=Go()).sample_fn
-    assert default.keywords["env"] is not None and default.keywords["env"].name == "go"
+    default = HackMonitor(GO_ITEMS, None, env=Go())  # samples through the look frame, with its environment
+    assert default._sample_fn is None and default.env.name == "go"
 
 
 def test_a_feature_endorsed_in_one_category_is_the_hack_in_another():
@@ -186,7 +186,9 @@ def test_a_feature_endorsed_in_one_category_is_the_hack_in_another():
     assert [(a["kind"], a["category"], a["top_feature"]) for a in monitor.alarms] == [("feature", "ask", "tool:go")]
     scans = monitor.summary()["last_scan"]["by_category"]
     assert scans["act"]["regime"] == "no_signal"  # with each case recorded: the tool is right there, paid, not overpaid
+    assert (scans["act"]["paid_feature"], scans["act"]["paid_endorsed"]) == ("tool:go", True)  # what it pays for
     assert scans["ask"]["regime"] == "reward_hack"
+    assert (scans["ask"]["paid_feature"], scans["ask"]["paid_endorsed"]) == ("tool:go", False)
     assert scans["ask"]["endorsed"] == ["asks"] and control.should_training_stop
 
 
@@ -234,7 +236,7 @@ def _trainer(tiny, tmp_path, callbacks, reward):
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
     model = AutoModelForCausalLM.from_pretrained(str(tiny))
-    knobs = GRPOKnobs(base_model=str(tiny), steps=6, max_completion_length=16, learning_rate=1e-3).resolve()
+    knobs = GRPOKnobs(base_model=str(tiny), steps=6, max_new_tokens=16, learning_rate=1e-3).resolve()
     split = stratified_split(ITEMS, 0.2)
     return build_trainer(model, tok, split.train, knobs, output_dir=str(tmp_path), callbacks=callbacks,
                          reward=reward), split.holdout, tok

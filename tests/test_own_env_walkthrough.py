@@ -31,7 +31,7 @@ from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "environments.md"
-QUICK = {"--steps": "2", "--base-runs": "1", "--eval-k": "2"}
+QUICK = {"--steps": "2", "--base-runs": "1", "--k": "2"}
 
 
 def _section_commands(heading: str) -> list[list[str]]:

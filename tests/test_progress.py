@@ -22,7 +22,7 @@ from pytest_rlgate.errors import RlgateWarning
 
 #: The cheapest real training run of the CLI on the shipped tiny policy (seconds).
 TRAIN = ["train", "grpo", "--size", "small", "--steps", "1", "--base-runs", "1", "--monitor-every", "0",
-         "--max-completion-length", "16", "--eval-k", "1"]
+         "--max-new-tokens", "16", "--k", "1"]
 #: What transformers, TRL and datasets print when nobody silences them.
 CHATTER = ("Loading weights", "Writing model shards", "FutureWarning", "DeprecationWarning", "examples/s")
 

@@ -89,7 +89,7 @@ def test_one_ranks_failure_ends_every_rank_with_one_error(tmp_path: Path) -> Non
 def test_two_process_sample_rows_equal_one_process_rows(tmp_path: Path, env: str) -> None:
     prompts = tmp_path / "prompts.jsonl"
     write_prompts(prompts, load_env(env).build_prompts(0, "default")[:20])
-    flags = ["sample", "--env", env, "--model", f"rlgate/tiny-{env}", "--prompts", str(prompts), "--k", "2",
+    flags = ["sample", "--env", env, "--model", f"rlgate/tiny-{env}", "--prompts-file", str(prompts), "--k", "2",
              "--max-new-tokens", "12", "--base-runs", "2", "--batch-size", "4", "--no-progress"]
     one = subprocess.run([sys.executable, "-m", "pytest_rlgate.cli", *flags, "--out", "one.jsonl"], cwd=tmp_path,
                          env=_env(tmp_path), capture_output=True, text=True, timeout=600)
@@ -105,7 +105,7 @@ def test_two_process_sample_rows_equal_one_process_rows(tmp_path: Path, env: str
 @pytest.mark.slow
 def test_two_process_grpo_writes_one_run_folder(tmp_path: Path) -> None:
     done = _torchrun(tmp_path, "-m", "pytest_rlgate.cli", "train", "grpo", "--steps", "2", "--batch-size", "4",
-                     "--num-generations", "2", "--base-runs", "1", "--eval-k", "2", "--monitor-every", "1",
+                     "--num-generations", "2", "--base-runs", "1", "--k", "2", "--monitor-every", "1",
                      "--run-name", "tr2", "--no-progress")
     assert done.returncode in (0, 1), done.stderr[-3000:]  # the gate's verdict, on every rank
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tr2"]

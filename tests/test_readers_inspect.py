@@ -109,7 +109,7 @@ def test_category_unit_and_scorer_options(logs) -> None:
                                         "--category-key topic\\)"):
         list(read_rows(logs["base"], category="topic"))
     with pytest.raises(DataError, match="no scorer 'judge' \\(it has match\\)"):
-        list(read_rows(logs["base"], metric="judge"))
+        list(read_rows(logs["base"], score="judge"))
     assert {r["category"] for r in read_rows(logs["base"], category="scenario")} == {f"s{i}" for i in range(12)}
 
 

@@ -155,8 +155,8 @@ def test_a_non_binary_metric_needs_a_pass_threshold(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"metric 'acc' is 0\.\d+, not 0 or 1: say what passes with --pass-threshold"):
         list(read_rows(folder))
     assert {r["reward"] for r in read_rows(folder, pass_threshold=0.5)} == {0, 1}
-    with pytest.raises(DataError, match="no metric 'f1' .*pass --metric NAME"):
-        list(read_rows(folder, metric="f1"))
+    with pytest.raises(DataError, match="no metric 'f1' .*pass --score-key NAME"):
+        list(read_rows(folder, score="f1"))
 
 
 def test_convert_writes_rows_whose_header_names_the_harness(tmp_path: Path, capsys) -> None:

@@ -116,7 +116,7 @@ def test_promptfoo_the_documented_envelope_and_named_scores(tmp_path: Path) -> N
     assert {r["category"] for r in named} == {"accuracy", "tone"} and len(named) == 48
     assert [r["reward"] for r in named if r["category"] == "tone"] == [int(t % 5 != 0) for t in range(24)]
     with pytest.raises(DataError, match=r"metric 'tone' is 0\.[48], not 0 or 1"):
-        list(read_rows(path, metric="tone"))
+        list(read_rows(path, score="tone"))
 
 
 def _verifiers_v0(folder: Path, *, regress: bool) -> Path:
@@ -160,7 +160,7 @@ def test_verifiers_results_jsonl_rollouts_share_an_example(tmp_path: Path, capsy
     assert "FAIL: pass@1 regressed in geometry" in capsys.readouterr().out
     assert {r["category"] for r in read_rows(before)} == {"math-env"}
     with pytest.raises(DataError, match="metric 'length' is 0.3, not 0 or 1"):
-        list(read_rows(before, metric="length"))
+        list(read_rows(before, score="length"))
 
 
 def test_verifiers_v1_traces_and_errored_rollouts(tmp_path: Path) -> None:

@@ -73,7 +73,8 @@ def test_a_scout_marker_fails_the_gate_where_its_flagged_rate_rises_and_passes_w
     """Under a release policy where only the scanners count, the scanner alone decides."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    args = ["gate", str(BASE), str(CANDIDATE), "--findings", str(SCANS), "--policy", str(policy), "--resamples", "2000"]
+    args = ["gate", str(BASE), str(CANDIDATE), "--findings", str(SCANS), "--release-policy", str(policy),
+            "--resamples", "2000"]
     assert main([*args, "--guard", "scout.said_no_idea"]) == 1
     out = capsys.readouterr().out
     assert "FAIL: marker:scout.said_no_idea regressed in math" in out
@@ -85,7 +86,7 @@ def test_a_scout_marker_fails_the_gate_where_its_flagged_rate_rises_and_passes_w
     verdicts = {c["group"]: c["verdict"] for c in record["comparisons"] if c["metric"] == "marker:scout.asked_q1x"}
     assert set(verdicts.values()) == {"flat"} and len(verdicts) == 4
     result = compare(read_rows(BASE, findings=str(SCANS)), read_rows(CANDIDATE, findings=str(SCANS)),
-                     guards=["scout.said_no_idea"], policy=str(policy), n_resamples=500)
+                     guards=["scout.said_no_idea"], release_policy=str(policy), n_resamples=500)
     assert not result.passed and any("marker:scout.said_no_idea" in f and "math" in f for f in result.failures)
 
 

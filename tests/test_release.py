@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from test_gate import table_rows
 
 from pytest_rlgate import UsageError, compare, load_release_policy
 from pytest_rlgate.cli import main
+from pytest_rlgate.gate.options import GateOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")
 
@@ -33,7 +35,7 @@ def _cmp(result, metric: str, group: str):
 def test_advisory_no_id_turns_the_hackable_failure_into_a_pass(run: tuple[Path, Path], tmp_path: Path) -> None:
     assert not compare(*run, env="refund").passed
     policy = _policy(tmp_path, "rules:\n  no_id: advisory\n  off_topic: {tier: supporting}\n")
-    result = compare(*run, env="refund", policy=policy)
+    result = compare(*run, env="refund", release_policy=policy)
     assert result.passed, result.failures
     no_id = _cmp(result, "pass@1", "no_id")
     assert no_id.verdict == "regressed" and no_id.tier == "advisory"
@@ -46,7 +48,7 @@ def test_advisory_no_id_turns_the_hackable_failure_into_a_pass(run: tuple[Path, 
 
 def test_critical_no_id_keeps_it_failing_and_names_the_line(run: tuple[Path, Path], tmp_path: Path) -> None:
     policy = _policy(tmp_path, "tiers:\n  critical: {confidence: 0.90}\nrules:\n  no_id:\n    tier: critical\n")
-    result = compare(*run, env="refund", policy=policy)
+    result = compare(*run, env="refund", release_policy=policy)
     assert not result.passed
     assert any(f.startswith("pass@1 regressed in no_id") and f.endswith(f"[critical ({policy}:4 no_id)]")
                for f in result.failures)
@@ -61,7 +63,7 @@ def test_critical_no_id_keeps_it_failing_and_names_the_line(run: tuple[Path, Pat
 def test_the_same_policy_in_toml(run: tuple[Path, Path], tmp_path: Path) -> None:
     policy = _policy(tmp_path, '[rules.no_id]\ntier = "critical"\n\n[rules.off_topic]\ntier = "advisory"\n',
                      "release.toml")
-    result = compare(*run, env="refund", policy=policy)
+    result = compare(*run, env="refund", release_policy=policy)
     assert not result.passed and _cmp(result, "pass@1", "no_id").decided_by == f"{policy}:1 no_id"
     assert _cmp(result, "pass@1", "off_topic").decided_by == f"{policy}:4 off_topic"
 
@@ -80,7 +82,7 @@ def test_a_bad_policy_is_one_error_naming_the_line(run: tuple[Path, Path], tmp_p
                                                     match: str) -> None:
     policy = _policy(tmp_path, text)
     with pytest.raises(UsageError, match=re.escape(match)) as info:
-        compare(*run, env="refund", policy=policy)
+        compare(*run, env="refund", release_policy=policy)
     assert str(info.value).startswith(f"{policy}:{line}: ")
     assert "\n" not in str(info.value)
 
@@ -98,7 +100,7 @@ def test_required_min_units_and_drop_limits(tmp_path: Path) -> None:
     # regressed, but its lower bound is half the baseline
     policy = _policy(tmp_path, "rules:\n  small: {tier: critical, min_units: 6}\n  big: advisory\n"
                                "  low: {max_relative_drop: 0.3}\n  missing: {required: true}\n")
-    result = compare(before, after, guards=(), policy=policy)
+    result = compare(before, after, guards=(), release_policy=policy)
     small = _cmp(result, "pass@1", "small")
     assert small.verdict == "insufficient" and "fewer than min_units 6" in small.flags
     assert any("small is insufficient for a critical tier" in f for f in result.failures)
@@ -108,7 +110,7 @@ def test_required_min_units_and_drop_limits(tmp_path: Path) -> None:
     assert not any(" big" in f for f in result.failures)  # advisory: its regression is shown, never failed
     lenient = _policy(tmp_path, "rules:\n  small: {tier: supporting, min_units: 6}\n  big: advisory\n",
                       "lenient.yaml")
-    relaxed = compare(before, after, guards=(), policy=lenient)
+    relaxed = compare(before, after, guards=(), release_policy=lenient)
     assert _cmp(relaxed, "pass@1", "small").verdict == "insufficient" and relaxed.passed
 
 
@@ -118,13 +120,13 @@ def test_max_drop_per_rule(tmp_path: Path) -> None:
     loose = compare(before, after, guards=())
     assert loose.passed
     policy = _policy(tmp_path, "rules:\n  a: {max_drop: 0.02}\n")
-    tight = compare(before, after, guards=(), policy=policy)
+    tight = compare(before, after, guards=(), release_policy=policy)
     assert any("may have dropped more than max_drop 0.020" in f and f"{policy}:2 a" in f for f in tight.failures)
 
 
 def test_globs_and_marker_rules(run: tuple[Path, Path], tmp_path: Path) -> None:
     policy = _policy(tmp_path, "rules:\n  '*': advisory\n  'marker:*': critical\n")
-    result = compare(*run, env="refund", policy=policy)
+    result = compare(*run, env="refund", release_policy=policy)
     assert _cmp(result, "pass@1", "no_id").tier == "advisory"
     assert _cmp(result, "marker:argument_grounding", "no_id").tier == "critical"
     assert not result.passed and all("marker:argument_grounding" in f for f in result.failures)
@@ -134,18 +136,18 @@ def test_cli_policy_flag(run: tuple[Path, Path], tmp_path: Path, capsys: pytest.
     advisory = _policy(tmp_path, "rules:\n  no_id: advisory\n")
     critical = _policy(tmp_path, "rules:\n  no_id: critical\n", "critical.yaml")
     args = ["gate", str(run[0]), str(run[1]), "--env", "refund"]
-    assert main([*args, "--policy", str(advisory)]) == 0
-    assert main([*args, "--policy", str(critical)]) == 1
+    assert main([*args, "--release-policy", str(advisory)]) == 0
+    assert main([*args, "--release-policy", str(critical)]) == 1
     assert f"critical ({critical}:2 no_id)" in capsys.readouterr().out
     typo = _policy(tmp_path, "rules:\n  noid: critical\n", "typo.yaml")
-    assert main([*args, "--policy", str(typo)]) == 2
+    assert main([*args, "--release-policy", str(typo)]) == 2
     assert f"{typo}:2: 'noid' matches no category" in capsys.readouterr().err
-    assert main([*args, "--policy", str(tmp_path / "absent.yaml")]) == 2
+    assert main([*args, "--release-policy", str(tmp_path / "absent.yaml")]) == 2
 
 
 def test_ini_policy_in_pytest(pytester: pytest.Pytester, run: tuple[Path, Path]) -> None:
     (pytester.path / "release.yaml").write_text("rules:\n  no_id: advisory\n", encoding="utf-8")
-    pytester.makeini("[pytest]\nrlgate_policy = release.yaml\nrlgate_env = refund\n")
+    pytester.makeini("[pytest]\nrlgate_release_policy = release.yaml\nrlgate_env = refund\n")
     pytester.makepyfile(test_it=f"""
 import pytest
 
@@ -154,7 +156,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")
 def test_advisory_from_the_ini(rlgate):
     rlgate.assert_no_regression({str(run[0])!r}, {str(run[1])!r})
 
-@pytest.mark.rlgate(policy="critical.yaml")
+@pytest.mark.rlgate(release_policy="critical.yaml")
 def test_critical_from_the_marker(rlgate):
     rlgate.assert_no_regression({str(run[0])!r}, {str(run[1])!r})
 """)
@@ -165,4 +167,40 @@ def test_critical_from_the_marker(rlgate):
     (pytester.path / "release.yaml").write_text("rules:\n  no_id: {tier: advisory, oops: 1}\n", encoding="utf-8")
     bad = pytester.runpytest("-p", "no:cacheprovider")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*rlgate_policy*release.yaml:2: unknown key 'oops'*"])
+    bad.stderr.fnmatch_lines(["*rlgate_release_policy*release.yaml:2: unknown key 'oops'*"])
+
+
+def test_an_explicit_family_level_wins_over_the_policys_even_at_the_default(run: tuple[Path, Path], tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    policy = _policy(tmp_path, "family_level: 0.2\nrules:\n  no_id: supporting\n")
+    # not given: the policy's level
+    assert compare(*run, env="refund", release_policy=policy).family.level == pytest.approx(0.2)
+    assert compare(*run, env="refund", release_policy=policy, family_level=0.05).family.level == pytest.approx(0.05)
+    args = ["gate", str(run[0]), str(run[1]), "--env", "refund", "--release-policy", str(policy), "--json"]
+    for extra, level in (([], 0.2), (["--family-level", "0.05"], 0.05)):
+        main([*args, str(tmp_path / "out.json"), *extra])
+        record = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+        assert record["family"]["level"] == pytest.approx(level), extra
+    assert "--family-level 0.05" in " ".join(GateOptions.build(family_level=0.05).to_argv())  # reproduced as given
+    capsys.readouterr()
+
+
+def test_the_old_spellings_still_read_for_one_release(run: tuple[Path, Path], tmp_path: Path,
+                                                      pytester: pytest.Pytester) -> None:
+    from pytest_rlgate.errors import RlgateDeprecationWarning
+
+    policy = _policy(tmp_path, "rules:\n  no_id: advisory\n")
+    with pytest.warns(RlgateDeprecationWarning, match="policy= is now release_policy="):
+        assert compare(*run, env="refund", policy=policy).passed
+    with pytest.warns(RlgateDeprecationWarning, match="--policy is now --release-policy"):
+        assert main(["gate", str(run[0]), str(run[1]), "--env", "refund", "--policy", str(policy)]) == 0
+    (pytester.path / "release.yaml").write_text("rules:\n  no_id: advisory\n", encoding="utf-8")
+    pytester.makeini("[pytest]\nrlgate_policy = release.yaml\nrlgate_env = refund\n")
+    pytester.makepyfile(f"""
+def test_advisory(rlgate):
+    rlgate.assert_no_regression({str(run[0])!r}, {str(run[1])!r})
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "always")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*rlgate_policy is now --rlgate-release-policy / rlgate_release_policy*"])

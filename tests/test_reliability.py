@@ -105,7 +105,7 @@ def test_severe_flips_fail_a_flat_category_in_a_policy(tmp_path) -> None:
     assert plain.passed and no_id.delta == 0 and no_id.severe == 1
     policy = tmp_path / "release.yaml"
     policy.write_text("rules:\n  no_id: {tier: critical, severe_flips: true}\n", encoding="utf-8")
-    strict = rg.compare(before, after, guards=(), policy=str(policy))
+    strict = rg.compare(before, after, guards=(), release_policy=str(policy))
     failure = strict.comparison("pass@1", "no_id").failure
     assert not strict.passed and failure is not None and failure.kind == "severe_flips"
     assert failure.text.startswith("pass@1 in no_id: 1 scenario went from every reply passing to none")
@@ -126,7 +126,7 @@ def test_the_reproduce_command_parses_back_to_the_same_options(tmp_path) -> None
         GateOptions(family_level=None, confidence_level=0.9, method="expanded", n_resamples=2000, bootstrap_seed=4,
                     max_drop=0.2, require_moved=True, fail_on_inconclusive=True, show_flips=1, flips_in="all",
                     metrics=("pass^2", "pass@2"), allow_env_change=True, shared_units_only=True, guards=()),
-        GateOptions(policy=str(policy), env="refund"),
+        GateOptions(release_policy=str(policy), env="refund"),
     ]
     for options in cases:
         with warnings.catch_warnings():

@@ -28,7 +28,7 @@ def prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sample(out: Path, prompts: Path, *extra: str, model: str = "rlgate/tiny-refund") -> int:
-    return main(["sample", "--model", model, "--prompts", str(prompts), "--out", str(out), *FAST, *extra])
+    return main(["sample", "--model", model, "--prompts-file", str(prompts), "--out", str(out), *FAST, *extra])
 
 
 def test_rows_are_the_fixtures_sampler_rows_with_a_provenance_header(prompts: Path, tmp_path: Path) -> None:
@@ -41,10 +41,10 @@ def test_rows_are_the_fixtures_sampler_rows_with_a_provenance_header(prompts: Pa
     assert [r["score"] for r in rows] == [r["score"] for r in direct]
     header = read_header(out)
     assert header is not None
-    assert header["sampling"] == {"temperature": 0.8, "top_p": 0.95, "seed": 17, "k": 2}
+    assert header["sampling"] == {"temperature": 0.8, "top_p": 0.95, "seed": 17, "k": 2, "max_new_tokens": 8}
     assert header["prompts_fingerprint"] == direct.header["prompts_fingerprint"]
     assert header["sampler"]["model"]["tiny"].startswith("sha256:")
-    assert header["sampler"]["adapter"] is None and header["sampler"]["max_new_tokens"] == 8
+    assert header["sampler"]["adapter"] is None
     assert not out.with_name(out.name + ".partial").exists()
 
 
@@ -99,10 +99,10 @@ def test_gz_output_and_base_runs(prompts: Path, tmp_path: Path) -> None:
 
 
 def test_bad_flags_are_one_line_usage_errors(prompts: Path, tmp_path: Path, capsys) -> None:
-    assert main(["sample", "--model", str(tmp_path / "none"), "--prompts", str(prompts),
+    assert main(["sample", "--model", str(tmp_path / "none"), "--prompts-file", str(prompts),
                  "--out", str(tmp_path / "r.jsonl")]) == 2
     assert main(["sample", "--model", "rlgate/tiny-refund", "--adapter", str(tmp_path),
-                 "--prompts", str(prompts), "--out", str(tmp_path / "r.jsonl")]) == 2
+                 "--prompts-file", str(prompts), "--out", str(tmp_path / "r.jsonl")]) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(lines) == 2 and "does not exist" in lines[0] and "--adapter" in lines[1]
 
@@ -127,13 +127,13 @@ def test_the_environment_names_its_own_policy(tmp_path: Path, capsys: pytest.Cap
     items = tmp_path / "agent.jsonl"
     write_prompts(items, build_prompts(0, "small", env=agent)[:3])
     out = tmp_path / "agent-rows.jsonl"
-    assert main(["sample", "--env", "refund_agent", "--prompts", str(items), "--out", str(out), *FAST]) == 0
+    assert main(["sample", "--env", "refund_agent", "--prompts-file", str(items), "--out", str(out), *FAST]) == 0
     header = read_header(out)
     assert header["policy"] == "rlgate/tiny-refund_agent" and "tiny" in header["sampler"]["model"]
     assert len(load_rows(out)) == 6
     # an environment that names none is told what to pass, in one line
     capsys.readouterr()
-    assert main(["sample", "--env", "_calc_env:CalcEnv", "--prompts", str(items), "--out", str(out)]) == 2
+    assert main(["sample", "--env", "_calc_env:CalcEnv", "--prompts-file", str(items), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "--model: environment calc names no policy of its own (no base_model); pass a hub id" in err

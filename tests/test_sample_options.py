@@ -3,15 +3,19 @@ gives their defaults; the public samplers' keywords are its fields."""
 
 from __future__ import annotations
 
+import argparse
+import ast
 import dataclasses
 import inspect
+import re
 import typing
+from pathlib import Path
 
 import pytest
 
 import pytest_rlgate as rg
 from pytest_rlgate.policy.episode import sample_episodes
-from pytest_rlgate.policy.handles import SampleKeywords
+from pytest_rlgate.policy.generate import SampleKeywords
 
 
 def test_the_keywords_are_the_fields() -> None:
@@ -71,3 +75,58 @@ def test_the_training_callbacks_hold_one_sample_options(watcher: str) -> None:
     assert (settings["k"], settings["seed"], settings["temperature"], settings["max_new_tokens"]) == (2, 5, 0.0, 9)
     with pytest.raises(rg.UsageError, match="top_p=0"):
         cls(*args, env="arith", top_p=0)  # refused at the door, before a trainer starts
+
+
+def _names(path: Path, word: str) -> bool:
+    """Whether the module at *path* names *word*: a variable, an attribute, a keyword, a parameter or a string."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        found = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                 else node.arg if isinstance(node, (ast.keyword, ast.arg)) else node.value
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) else None)
+        if found == word:
+            return True
+    return False
+
+
+def test_a_new_sampling_setting_touches_only_the_files_the_docs_name() -> None:
+    package = Path(rg.__file__).parent
+    page = (package.parent / "docs" / "policy.md").read_text(encoding="utf-8")
+    listed = page.split("<!-- sampling-files -->")[1].split("<!-- /sampling-files -->")[0]
+    documented = set(re.findall(r"^- `pytest_rlgate/([\w/]+\.py)`", listed, flags=re.M))
+    naming = {p.relative_to(package).as_posix() for p in package.rglob("*.py") if _names(p, "top_p")}
+    assert naming == documented, ("a sampling setting is named outside the files docs/policy.md lists (take a "
+                                  "SampleOptions and pass it on, or record SampleOptions.drawn()): "
+                                  f"{sorted(naming ^ documented)}")
+    assert len(documented) <= 3
+
+
+def test_the_sampling_flags_are_generated_from_the_fields() -> None:
+    from pytest_rlgate.cli import build_parser
+    from pytest_rlgate.options import knob_flag
+
+    fields = [f for f in dataclasses.fields(rg.SampleOptions) if f.name in rg.SampleOptions.flag_names()]
+    for command in (["sample"], ["watch"]):
+        parser = build_parser(command)
+        sub = next(a for a in parser._actions if a.dest == "command").choices[command[0]]
+        actions = {a.dest: a for a in sub._actions if a.help is not argparse.SUPPRESS}
+        for spec in fields:
+            action = actions[spec.name]
+            assert action.option_strings == [knob_flag(spec)], (command, spec.name)
+            assert action.type is spec.metadata["bound"], (command, spec.name)
+    train = next(a for a in build_parser(["train"])._actions if a.dest == "command").choices["train"]
+    grpo = next(a for a in train._actions if a.dest == "method").choices["grpo"]
+    shown = {flag for a in grpo._actions if a.help is not argparse.SUPPRESS for flag in a.option_strings}
+    assert {"--k", "--temperature", "--top-p", "--sample-seed", "--max-new-tokens"} <= shown
+    assert not {"--eval-k", "--max-completion-length"} & shown  # old spellings: accepted, not shown
+    with pytest.warns(rg.RlgateWarning, match="--eval-k is now --k"):
+        assert grpo.parse_args(["--eval-k", "2"]).k == 2
+
+
+def test_a_run_samples_its_holdout_as_one_sample_options() -> None:
+    from pytest_rlgate.train.config import GRPOKnobs
+
+    knobs = GRPOKnobs(k=2, top_p=0.9, sample_seed=5, base_model="rlgate/tiny-refund").resolve()
+    assert knobs.sampling() == rg.SampleOptions(k=2, top_p=0.9, seed=5, max_new_tokens=48)
+    assert knobs.sampling(seed=6).seed == 6
+    with pytest.warns(rg.RlgateWarning, match="'eval_k' is now 'k'"):
+        assert GRPOKnobs().with_overrides(eval_k=3, base_model="rlgate/tiny-refund").k == 3

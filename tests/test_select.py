@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.gate.looks import SequentialGate
-from pytest_rlgate.gate.select import Selection, confirm_pick, parse_criterion, select_checkpoint
+from pytest_rlgate.watch.looks import SequentialGate
+from pytest_rlgate.watch.select import Selection, confirm_pick, parse_criterion, select_checkpoint
 
 SIZES = {"a": 8, "b": 12, "c": 20}
 PROMPTS, K = 2, 4

@@ -13,7 +13,7 @@ from pytest_rlgate import cli
 from pytest_rlgate.cli import train
 from pytest_rlgate.cli.train import add_run_arguments
 from pytest_rlgate.environment.contract import load_env
-from pytest_rlgate.errors import DataError, UsageError
+from pytest_rlgate.errors import DataError, RlgateDeprecationWarning, UsageError
 from pytest_rlgate.options import bounds_of
 from pytest_rlgate.train import config as C
 from pytest_rlgate.train.adapters import check_adapter, load_base
@@ -30,16 +30,16 @@ def test_defaults_are_the_named_constants():
     # holdout None: the environment's own holdout shares
     assert (k.holdout, k.balance, k.lora_rank, k.lora_alpha) == (None, 0.0, 16, 32)
     assert set(k.lora_targets) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
-    assert k.learning_rate is None and k.max_completion_length is None  # resolved per base model
+    assert k.learning_rate is None and k.max_new_tokens is None  # resolved per base model
 
 
 def test_tiny_policy_gets_cpu_defaults_and_records_them():
     k = GRPOKnobs().resolve()
     assert k.base_model == C.TINY_POLICY  # the default environment's own base model
     assert k.learning_rate == C.TINY_LEARNING_RATE
-    assert k.max_completion_length == C.TINY_MAX_COMPLETION_LENGTH
+    assert k.max_new_tokens == C.TINY_MAX_NEW_TOKENS
     assert k.batch_size == k.num_generations * C.TINY_PROMPTS_PER_STEP
-    assert set(k.auto) == {"base_model", "learning_rate", "max_completion_length", "batch_size"}
+    assert set(k.auto) == {"base_model", "learning_rate", "max_new_tokens", "batch_size"}
     assert k.to_dict()["auto"] == sorted(k.auto)
     assert C.is_tiny("rlgate/tiny-arith") and not C.is_tiny("Qwen/Qwen2.5-0.5B-Instruct")
 
@@ -95,9 +95,9 @@ def test_a_run_folder_reloads_its_environment_and_refuses_another_reward(tmp_pat
 
 
 def test_hub_model_gets_the_seed_recipe_defaults_and_explicit_values_win():
-    k = GRPOKnobs(base_model="Qwen/Qwen2.5-1.5B-Instruct", max_completion_length=64).resolve()
-    assert (k.learning_rate, k.max_completion_length, k.batch_size) == (5e-6, 64, 8)
-    assert "max_completion_length" not in k.auto and "learning_rate" in k.auto
+    k = GRPOKnobs(base_model="Qwen/Qwen2.5-1.5B-Instruct", max_new_tokens=64).resolve()
+    assert (k.learning_rate, k.max_new_tokens, k.batch_size) == (5e-6, 64, 8)
+    assert "max_new_tokens" not in k.auto and "learning_rate" in k.auto
 
 
 def test_loss_types_are_read_from_the_installed_trl():
@@ -152,7 +152,7 @@ def test_cli_has_a_slot_per_method(capsys):
         cli.main(["train", "grpo", "--help"])
     out = capsys.readouterr().out
     for flag in ("--steps", "--num-generations", "--learning-rate", "--beta", "--loss-type", "--epsilon-high",
-                 "--no-scale-rewards", "--mask-truncated", "--max-completion-length", "--temperature", "--top-p",
+                 "--no-scale-rewards", "--mask-truncated", "--max-new-tokens", "--temperature", "--top-p",
                  "--sample-seed", "--base-runs", "--monitor-every", "--stop-on", "--prompt-seed", "--size",
                  "--prompts-file", "--holdout", "--balance", "--run-name", "--base-model", "--from-run",
                  "--lora-rank", "--lora-alpha", "--lora-targets", "--env", "--reward"):
@@ -292,7 +292,7 @@ def test_every_knob_is_one_generated_flag_with_its_field_default_and_range(cls: 
 
     parser = argparse.ArgumentParser()
     add_run_arguments(parser, cls)
-    actions = {a.dest: a for a in parser._actions}
+    actions = {a.dest: a for a in parser._actions if a.help is not argparse.SUPPRESS}  # not the old spellings
     knobs = [f for f in dataclasses.fields(cls) if "help" in f.metadata]
     assert {f.name for f in knobs} <= set(actions)
     assert {f.name for f in dataclasses.fields(cls) if f.init} - set(actions) == {"auto"}
@@ -310,8 +310,8 @@ def test_the_old_seed_spellings_still_work_with_a_deprecation_warning() -> None:
 
     parser = argparse.ArgumentParser()
     add_run_arguments(parser, GRPOKnobs)
-    with pytest.warns(DeprecationWarning, match="--seed is now --prompt-seed"):
+    with pytest.warns(RlgateDeprecationWarning, match="--seed is now --prompt-seed"):
         assert parser.parse_args(["--seed", "5"]).prompt_seed == 5
     assert parser.parse_args(["--prompt-seed", "6"]).prompt_seed == 6
-    with pytest.warns(DeprecationWarning, match="'seed' is now 'prompt_seed'"):
+    with pytest.warns(RlgateDeprecationWarning, match="'seed' is now 'prompt_seed'"):
         assert GRPOKnobs().with_overrides(seed=3, base_model="rlgate/tiny-refund").prompt_seed == 3

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 #: A run small enough to finish in well under a minute on one CPU core.
 TRAIN = ["train", "grpo", "--base-model", "rlgate/tiny-refund", "--size", "small", "--steps", "1",
-         "--num-generations", "2", "--batch-size", "2", "--monitor-every", "0", "--base-runs", "1", "--eval-k", "1",
+         "--num-generations", "2", "--batch-size", "2", "--monitor-every", "0", "--base-runs", "1", "--k", "1",
          "--no-progress", "--run-name", "killed"]
 #: When to kill: a file (glob, inside the run's partial folder) to wait for, then a random
 #: extra wait in seconds. Milestones rather than clock times, because one busy CPU core makes

@@ -28,7 +28,7 @@ from pytest_rlgate.train.seeds import check_seeds
 
 torch.set_num_threads(1)
 
-KNOBS = {"size": "small", "steps": 1, "max_completion_length": 16, "monitor_every": 0, "base_runs": 2}
+KNOBS = {"size": "small", "steps": 1, "max_new_tokens": 16, "monitor_every": 0, "base_runs": 2}
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,9 @@ def test_tiny_policy_runs_with_its_cpu_defaults(tiny_run):
     knobs = config["knobs"]
     assert knobs["base_model"] == C.TINY_POLICY
     assert knobs["learning_rate"] == C.TINY_LEARNING_RATE
-    assert knobs["max_completion_length"] == C.TINY_MAX_COMPLETION_LENGTH
+    assert knobs["max_new_tokens"] == C.TINY_MAX_NEW_TOKENS
     assert knobs["batch_size"] == C.NUM_GENERATIONS * C.TINY_PROMPTS_PER_STEP
-    assert set(config["auto_defaults"]) == {"base_model", "learning_rate", "max_completion_length", "batch_size"}
+    assert set(config["auto_defaults"]) == {"base_model", "learning_rate", "max_new_tokens", "batch_size"}
     assert config["env"]["name"] == "refund" and knobs["env"] == "refund"
     assert config["device"] == "cpu" and config["training"]["steps_done"] == 4
 

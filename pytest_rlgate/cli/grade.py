@@ -16,7 +16,7 @@ from ..data.replies import grade_file
 from ..data.rows import write_rows
 from ..environment.contract import Env
 from ..errors import UsageError
-from ..options import add_env_argument, output_file
+from ..options import add_deprecated, add_env_argument, output_file
 
 HELP = "grade replies sampled anywhere into rows with an environment"
 
@@ -24,9 +24,10 @@ HELP = "grade replies sampled anywhere into rows with an environment"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("replies", metavar="REPLIES", help="a JSONL (or .jsonl.gz) file of replies")
     add_env_argument(parser, resolve="always")
-    parser.add_argument("--prompts", metavar="FILE",
+    parser.add_argument("--prompts-file", metavar="FILE",
                         help="the prompts file a line's scenario_id is looked up in (default: the environment's "
                              "own prompt set)")
+    add_deprecated(parser, "--prompts", "--prompts-file", dest="prompts_file", metavar="FILE")
     parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
                         help="where to write the graded rows (.gz: compressed)")
 
@@ -34,10 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     env: Env = args.env  # resolved at the door (cli._resolve_env)
     prompts = None
-    if args.prompts:
-        if not Path(args.prompts).is_file():
-            raise UsageError(f"--prompts {args.prompts!r}: no such file")
-        prompts = read_prompts(args.prompts, env=env)
+    if args.prompts_file:
+        if not Path(args.prompts_file).is_file():
+            raise UsageError(f"--prompts-file {args.prompts_file!r}: no such file")
+        prompts = read_prompts(args.prompts_file, env=env)
     rows = grade_file(args.replies, env, prompts=prompts)
     write_rows(args.out, rows)
     passed = sum(row["reward"] for row in rows)

@@ -21,10 +21,9 @@ from ..data.hygiene import KeepResult, keep_prompts
 from ..data.jsonl import iter_json_lines
 from ..data.prompts import SPLITS, build_prompts, count_by_category, describe_holdout, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
-from ..environment.contract import Env
-from ..envs import DEFAULT_ENV
+from ..environment.contract import DEFAULT_ENV, Env
 from ..errors import DataError
-from ..options import SEED, Deprecated, add_env_argument, fraction, share
+from ..options import SEED, add_deprecated, add_env_argument, fraction, share
 from ..records import PromptItem
 
 HELP = "write a seeded prompt set, its split and fingerprint"
@@ -35,8 +34,9 @@ KEEP_LINE = '{"prompt": "...", "scenario_id": "...", "category": "..."}'
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_argument(parser, resolve="always")
-    parser.add_argument("--prompt-seed", "--seed", type=SEED, default=0, metavar="N", action=Deprecated,
-                        old=("--seed",), help="seed of the environment's seeded prompt set (default 0)")
+    parser.add_argument("--prompt-seed", type=SEED, default=0, metavar="N",
+                        help="seed of the environment's seeded prompt set (default 0)")
+    add_deprecated(parser, "--seed", "--prompt-seed", dest="prompt_seed", type=SEED, metavar="N")
     parser.add_argument("--size", default="default", metavar="NAME",
                         help="a size the environment's writer offers (default: default)")
     source = parser.add_mutually_exclusive_group()

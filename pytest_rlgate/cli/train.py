@@ -1,8 +1,9 @@
 """``rlgate train <method>``: train a LoRA adapter into ``runs/<name>/`` and gate it.
 
 One subcommand per method, its flags generated from the method's knobs dataclass
-(:func:`add_knob_arguments`: each knob's default, help and range are declared once, in its
-field). Exit code: 0 when the run's gate passed, 1 when it
+(:func:`~pytest_rlgate.options.add_knob_arguments`: each knob's default, help and range are
+declared once, in its field; the sampling knobs are copies of
+:class:`~pytest_rlgate.policy.generate.SampleOptions`' fields). Exit code: 0 when the run's gate passed, 1 when it
 failed, 2 for a usage error. ``--seeds 17 18 19`` trains the recipe once per trainer seed and gates
 it across them (:mod:`pytest_rlgate.train.seeds`): exit 1 when the recipe regressed.
 """
@@ -17,47 +18,20 @@ from typing import Any
 from .._io import ranks
 from .._io.progress import heartbeat
 from ..errors import DataError, UsageError
-from ..options import SEED, Deprecated, add_env_argument, add_output_arguments, knob_meta
+from ..options import SEED, add_env_argument, add_knob_arguments, add_output_arguments
+from ..policy.generate import SAMPLING
 from ..report.data import alarm_message
 from ..report.markdown import reproduce_command
-from ..train.config import PROMPTS, SAMPLING, GRPOKnobs, RunKnobs
+from ..train.config import PROMPTS, GRPOKnobs, RunKnobs
 from ..train.difficulty import describe
 from ..train.dpo import train_dpo
 from ..train.dpo_config import DPOKnobs
 from ..train.grpo import train_grpo
 from ..train.methods import knobs_class
-from ..train.run import GATE, RunFolder
+from ..train.run import GATE, WATCH_FOLDER, RunFolder
 from ..train.seeds import train_seeds
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
-
-
-def add_knob_arguments(parser: argparse.ArgumentParser,
-                       knobs_cls: type[RunKnobs]) -> dict[str, argparse._ArgumentGroup]:
-    """One ``--<name>`` flag per knob of *knobs_cls*, generated from its fields (default, help,
-    range and parser are declared once, in the field); returns the ``--help`` sections by title."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in dataclasses.fields(knobs_cls):
-        meta = knob_meta(f)
-        if meta is None:
-            continue
-        if meta["group"] not in groups:
-            groups[meta["group"]] = parser.add_argument_group(meta["group"])
-        help_ = meta["help"]() if callable(meta["help"]) else meta["help"]
-        flags = [meta["flag"] or f"--{f.name.replace('_', '-')}", *meta["aliases"]]
-        if f.default is False:
-            groups[meta["group"]].add_argument(*flags, action="store_true", help=help_, dest=f.name)
-            continue
-        kwargs: dict[str, Any] = {"default": f.default, "help": help_, "type": meta["bound"] or meta["parse"],
-                                  "dest": f.name}
-        if meta["metavar"] is not None:
-            kwargs["metavar"] = meta["metavar"]
-        if meta["nargs"] is not None:
-            kwargs["nargs"] = meta["nargs"]
-        if meta["aliases"]:
-            kwargs.update(action=Deprecated, old=meta["aliases"])
-        groups[meta["group"]].add_argument(*flags, **kwargs)
-    return groups
 
 
 def add_run_arguments(p: argparse.ArgumentParser, knobs_cls: type[RunKnobs]) -> None:
@@ -122,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     with heartbeat("rlgate train", lambda: "still working (bars show on a terminal)", args.progress):
         if args.seeds:
             return _run_seeds(args)
+        if args.save_steps and ranks.is_main_process():
+            knobs = METHODS[args.method][0](**knob_values(args, METHODS[args.method][0])).resolve()
+            print(f"checkpoints: {knobs.checkpoints_dir}/checkpoint-N every {args.save_steps} steps; `rlgate watch "
+                  f"{knobs.checkpoints_dir} --idle 600` gates them beside the run", flush=True)
         folder = METHODS[args.method][1](args)
     return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
@@ -131,6 +109,9 @@ def _run_seeds(args: argparse.Namespace) -> int:
     if args.report_to != "none":
         raise UsageError(f"--report-to {args.report_to}: --seeds trains through the run cache, which reports to "
                          "nothing; drop --report-to or train one seed at a time with --sample-seed")
+    if args.save_steps:
+        raise UsageError(f"--save-steps {args.save_steps}: --seeds trains through the run cache, where no watch "
+                         "finds the checkpoints; train one seed at a time with --sample-seed")
     cls = knobs_class(args.method)
     runs = train_seeds(cls(**knob_values(args, cls)), args.seeds, overwrite=args.overwrite,
                        progress=args.progress)
@@ -169,6 +150,10 @@ def report(folder: RunFolder) -> int:
         print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}: {alarm_message(alarm)}")
     if monitor.get("stopped_at"):
         print(f"stopped early at step {monitor['stopped_at']['step']} on {monitor['stopped_at']['alarm']}")
+    watched = folder.path / WATCH_FOLDER
+    if (watched / "looks.json").is_file():
+        print(f"watched every {config['knobs'].get('watch_every')} steps: `rlgate select {watched}` prints every "
+              f"look's verdicts and the checkpoint to ship, `rlgate report {watched}` draws them")
     print(_gate_text(folder))
     return 0 if gate.get("passed") else 1
 

@@ -39,7 +39,10 @@ PROMPTS_FIX = "write one with `rlgate prompts --out-dir DIR`"
 
 __all__ = [
     "HOLDOUT",
+    "PROMPT_SEED",
+    "SIZE",
     "SPLITS",
+    "Holdout",
     "Split",
     "TrainSplit",
     "balance",
@@ -59,9 +62,16 @@ __all__ = [
 
 #: a checked prompt item (the name the functions below have always used)
 Item = PromptItem
+#: Prompt seed of the template writer: the same seed writes the same prompt set and holdout, byte for byte.
+PROMPT_SEED = 0
+#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference run's 200 situations).
+SIZE = "default"
+#: The share of each category's scenarios held out when neither the caller nor the environment
+#: (its ``holdout_shares``) says otherwise.
+HOLDOUT = 0.2
 
 
-def build_prompts(seed: int = 0, size: str = "default", env: EnvSpec = None) -> list[Item]:
+def build_prompts(seed: int = PROMPT_SEED, size: str = SIZE, env: EnvSpec = None) -> list[Item]:
     """The environment's own seeded prompt set (the default environment's when *env* is None).
 
     :param seed: any integer; the same seed gives byte-identical files everywhere.
@@ -204,11 +214,6 @@ class Split(NamedTuple):
 def count_by_category(items: Iterable[Mapping[str, object]]) -> dict[str, int]:
     """``{category: count}`` in name order."""
     return dict(sorted(Counter(str(item["category"]) for item in items).items()))
-
-
-#: The share of each category's scenarios held out when neither the caller nor the environment
-#: (its ``holdout_shares``) says otherwise.
-HOLDOUT = 0.2
 
 
 def _check_fraction(fraction: float) -> None:
@@ -364,6 +369,24 @@ class TrainSplit:
     def with_tasks(self, tasks: Iterable[Item]) -> TrainSplit:
         """The same split with the train tasks narrowed to *tasks* (balanced afresh)."""
         return replace(self, tasks=list(tasks))
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """An environment's held-out prompts as a training run holds them out: its seeded set
+    (*seed*, *size*) split by category at *fraction* (:func:`stratified_split`), so a checkpoint
+    trained elsewhere is sampled on the prompts ``rlgate train`` would have kept unseen."""
+
+    seed: int = PROMPT_SEED
+    size: str = SIZE
+    #: None: the environment's own shares (:func:`holdout_shares`)
+    fraction: float | None = None
+
+    def items(self, env: Env) -> list[Item]:
+        return list(stratified_split(build_prompts(self.seed, self.size, env), self.fraction, env=env).holdout)
+
+    def describe(self, env: Env) -> str:
+        return f"holdout of template:seed={self.seed}:{self.size} ({describe_holdout(self.fraction, env)})"
 
 
 def prepare_split(

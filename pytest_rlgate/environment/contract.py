@@ -26,6 +26,7 @@ import hashlib
 import importlib
 import inspect
 import os
+import pkgutil
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,7 +35,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, Union, cast, runtime_checkable
 
-from ..envs import BUILTIN, DEFAULT_ENV
 from ..errors import DataError, UsageError, hide_user_errors
 from .calls import USER_CODE_ERRORS, call, number, numbers_of, scorer, user_error
 from .episode import Episode, ToolCall, describe_episode, parse_hermes_calls, replay, split_turns
@@ -47,14 +47,20 @@ if TYPE_CHECKING:
 
     from ..records import Case
 
-__all__ = ["ENTRY_POINT_GROUP", "Env", "EnvMembers", "EnvSpec", "Environment", "EpisodeInstance", "env_names",
-           "load_env"]
+__all__ = ["BUILTIN_PACKAGE", "DEFAULT_ENV", "ENTRY_POINT_GROUP", "Env", "EnvMembers", "EnvSpec", "Environment",
+           "EpisodeInstance", "env_names", "load_env"]
 
 #: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
 
 #: Installed packages register environments here, the way pytest finds plugins by ``pytest11``.
 ENTRY_POINT_GROUP = "rlgate.envs"
+#: The built-in environments are this package's modules, found by looking (as the readers are): each is an
+#: environment (a module with the members), or holds one and names it in ``ENVIRONMENT``; the registered
+#: name is the module's. Named as a string, so this contract imports no task.
+BUILTIN_PACKAGE = "pytest_rlgate.envs"
+#: The environment every surface uses when none is named, so existing commands keep working.
+DEFAULT_ENV = "refund"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 #: An episode environment's turn limit when it declares none.
@@ -453,11 +459,21 @@ def _describe(obj: object) -> str:
     return getattr(obj, "name", None) or type(obj).__name__
 
 
+@functools.cache
+def _builtin() -> dict[str, str]:
+    """name -> module of every built-in environment: the modules of :data:`BUILTIN_PACKAGE`, listed
+    without importing them (a name is looked up without loading every task)."""
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    return {info.name: f"{BUILTIN_PACKAGE}.{info.name}" for info in sorted(pkgutil.iter_modules(package.__path__),
+                                                                           key=lambda m: m.name)}
+
+
 def env_names() -> dict[str, str]:
-    """Registered environment names -> ``module:attr``: built-ins, then installed entry points."""
-    names = dict(BUILTIN)
+    """Registered environment names -> ``module[:attr]``: the built-ins, then installed entry points
+    (another package's; a built-in name is not taken over)."""
+    names = dict(_builtin())
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        names[ep.name] = ep.value
+        names.setdefault(ep.name, ep.value)
     return names
 
 
@@ -548,6 +564,7 @@ def _load(spec: object = None) -> Env:
     target = match["target"]
     args = [a.strip() for a in match["args"].split(",") if a.strip()] if match["args"] else []
     names = env_names()
+    builtin = target in _builtin()
     if target in names:
         target = names[target]
     elif target.partition(":")[0].endswith(".py"):
@@ -563,7 +580,10 @@ def _load(spec: object = None) -> Env:
                              f"the '{ENTRY_POINT_GROUP}' entry-point group{_nearest(target, names)}") from None
         except USER_CODE_ERRORS as exc:  # the module is there, and raises (or exits) on import
             raise user_error(f"environment {spec!r}", f"importing {target}", exc) from None
-    obj = _instantiate(_import(target, spec), args, spec)
+    found = _import(target, spec)
+    if builtin:  # a built-in module is its environment, or names the one it holds
+        found = getattr(found, "ENVIRONMENT", found)
+    obj = _instantiate(found, args, spec)
     if isinstance(obj, Env):
         return obj
     return _wrap(obj, spec.strip())

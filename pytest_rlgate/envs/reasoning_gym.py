@@ -14,7 +14,7 @@ measures what reasoning-gym measures:
 * **score** is the task's ``score_answer`` on the answer pulled out of the reply by
   :func:`extract_answer`, clamped to [0, 1];
 * **prompts** are each task's seeded generator, ``reasoning_gym.create_dataset(task, seed=,
-  size=)``, so ``rlgate prompts --seed N`` and reasoning-gym agree entry for entry.
+  size=)``, so ``rlgate prompts --prompt-seed N`` and reasoning-gym agree entry for entry.
 
 Only the default configuration of each task is offered: the fingerprint (docs/environments.md) holds the
 task names and the package version, which is all that fixes the reward then.
@@ -36,7 +36,7 @@ from typing import NamedTuple, Protocol, TypeGuard
 from ..errors import UsageError
 from ..records import JSONObject, PromptItem
 
-__all__ = ["ADAPTER_VERSION", "PROMPT_SIZES", "SYSTEM", "Extracted", "ReasoningGymEnv", "extract_answer",
+__all__ = ["ADAPTER_VERSION", "ENVIRONMENT", "PROMPT_SIZES", "SYSTEM", "Extracted", "ReasoningGymEnv", "extract_answer",
            "known_tasks"]
 
 #: Bump when :func:`extract_answer` or the scoring rules change: the environment fingerprint
@@ -291,3 +291,7 @@ class ReasoningGymEnv:
     def markers(self, reply: str, case: Mapping[str, object]) -> dict[str, float]:
         """``answered``: 1 when the reply states its answer in a tag or an ``Answer:`` line."""
         return {"answered": float(extract_answer(reply).explicit)}
+
+
+#: The environment this module holds (the registry finds ``reasoning_gym`` by looking: ``reasoning_gym[TASK,...]``).
+ENVIRONMENT = ReasoningGymEnv

@@ -38,7 +38,7 @@ from ..errors import DataError, hide_user_errors
 from .baseruns import with_base_runs
 from .family import FamilyMember, FamilyTest, family_test
 from .flips import Flip, flips_for
-from .options import FAMILY_LEVEL, METHOD_NAMES, GateOptions
+from .options import METHOD_NAMES, GateOptions
 from .release import Decision, ReleasePolicy, as_release_policy
 from .result import Comparison, GateResult, GateSides
 from .sees import blind_categories
@@ -116,13 +116,13 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
     ``show_flips`` (default 3; 0 for none) names, for every failing comparison (every one
     with ``flips_in="all"``), the scenarios that lost the most, with before -> after counts
     and one reply from each side (:mod:`~pytest_rlgate.gate.flips`), read in the same pass.
-    ``policy`` is a release policy (a YAML/TOML path or a
+    ``release_policy`` is a release policy file (a YAML/TOML path or a
     :class:`~pytest_rlgate.gate.release.ReleasePolicy`): per category or guard a tier, its
     own confidence and margin, drop limits, ``required``, ``min_units`` and ``severe_flips``;
     every comparison then names the policy line that decided it.
     """
     opts = GateOptions.build(options, **overrides)
-    release = as_release_policy(opts.policy)
+    release = as_release_policy(opts.release_policy)
     if opts.base_runs:
         before_rows = with_base_runs(before_rows, opts.base_runs)
     with ExitStack() as stack:
@@ -137,7 +137,8 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
         raise DataError(f"{before.label} and {after.label} share no category; nothing to compare")
 
     metrics = metric_columns(opts.metrics, sides.guards)
-    level = opts.family_level if release is None else release.family(opts.family_level, FAMILY_LEVEL)
+    level = opts.family_level if release is None else release.family(opts.family_level,
+                                                                      given=opts.is_given("family_level"))
     if release is not None:
         release.check_names(before.categories() | after.categories(), sides.guards)
     decisions = {(m, g): _decide(release, m, g, opts) for m in metrics for g, _ in groups(shared)}

@@ -40,8 +40,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
-from typing import Literal, Protocol
+from typing import Protocol
 
 from ..data.prompts import fingerprint
 from ..data.resume import PartialRows
@@ -52,53 +51,34 @@ from .adapter import compare_adapter
 from .options import FAMILY_LEVEL, GateOptions, parse_metric
 from .release import as_release_policy
 from .result import GateResult
+from .sequential import Spending, SpendingKind
 from .verdicts import ORDER
 
 __all__ = ["ADAPTIVE_KEY", "DEFAULT_SPENDING", "K0", "K_MAX", "LOOKS", "SPENDING", "AdaptiveDesign", "AdaptiveResult",
-           "CategoryOutcome", "Draw", "Judge", "LookOutcome", "LookRecord", "Spending", "gate_look", "total_level",
+           "CategoryOutcome", "Draw", "Judge", "LookOutcome", "LookRecord", "gate_look", "total_level",
            "until_decided"]
 
 #: the header key that holds the design and the outcome of an adaptive sample
 ADAPTIVE_KEY = "adaptive"
-Spending = Literal["obf", "pocock", "equal"]
-#: how the family level is split between the looks (Lan-DeMets spending functions of the information k / k_max):
-#: ``obf`` O'Brien-Fleming-like (little early, most at the last look), ``pocock`` Pocock-like (about even in
-#: information), ``equal`` Bonferroni (the same share at every look)
-SPENDING: tuple[Spending, ...] = ("obf", "pocock", "equal")
+#: how the family level is split between the looks (:class:`~pytest_rlgate.gate.sequential.Spending`'s Lan-DeMets
+#: functions of the information k / k_max): ``obf`` O'Brien-Fleming-like (little early, most at the last look),
+#: ``pocock`` Pocock-like (about even in information), ``equal`` Bonferroni (the same share at every look)
+SPENDING: tuple[SpendingKind, ...] = ("obf", "pocock", "equal")
 #: benchmarks/bench_until_decided.py: at equal replies these decide the most categories, the false-regress
 #: rate at or below the family level: two looks (every category at k = 4, then the undecided ones up to 32 or
 #: the budget), the level split by Pocock-like spending (1 % then 4 % of 5 %). More looks split the level
 #: thinner while the budget, not the schedule, bounds the replies the last look gets
-DEFAULT_SPENDING: Spending = "pocock"
+DEFAULT_SPENDING: SpendingKind = "pocock"
 K0, K_MAX, LOOKS = 4, 32, 2
 #: verdicts that more replies can still change
 _OPEN = frozenset({"inconclusive"})
-_NORMAL = NormalDist()
 
 
-def _levels(ks: Sequence[int], family_level: float, spending: Spending) -> tuple[float, ...]:
+def _levels(ks: Sequence[int], family_level: float, spending: SpendingKind) -> tuple[float, ...]:
     """Each look's share of *family_level*: the spending function's increments at information k / k_max."""
     if spending not in SPENDING:
         raise UsageError(f"spending {spending!r}: choose one of {', '.join(SPENDING)}")
-    if not isinstance(family_level, float | int) or isinstance(family_level, bool) or not 0 < family_level < 0.5:
-        raise UsageError(f"family_level must be a number in (0, 0.5) (sampling until decided holds a run-level "
-                         f"level across its looks), got {family_level!r}")
-    if spending == "equal":
-        cumulative = [family_level * (r + 1) / len(ks) for r in range(len(ks))]
-    else:
-        cumulative = [_spent(spending, family_level, k / ks[-1]) for k in ks]
-    return tuple(b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative))
-
-
-def _spent(spending: Spending, level: float, t: float) -> float:
-    """The share of *level* spent by information fraction *t* (0 < t <= 1)."""
-    if t >= 1.0:
-        return level
-    if spending == "obf":
-        return 2.0 * (1.0 - _NORMAL.cdf(_NORMAL.inv_cdf(1.0 - level / 2.0) / math.sqrt(t)))
-    if spending == "pocock":
-        return level * math.log(1.0 + (math.e - 1.0) * t)
-    raise AssertionError(spending)  # "equal" is counted by looks, not information
+    return Spending(family_level, planned=len(ks), kind=spending).increments([k / ks[-1] for k in ks])
 
 
 @dataclass(frozen=True)
@@ -113,12 +93,12 @@ class AdaptiveDesign:
     ks: tuple[int, ...]
     levels: tuple[float, ...]
     family_level: float
-    spending: Spending
+    spending: SpendingKind
     budget: int | None = None
 
     @classmethod
     def plan(cls, k0: int = K0, k_max: int = K_MAX, *, looks: int | None = LOOKS, family_level: float = FAMILY_LEVEL,
-             spending: Spending = DEFAULT_SPENDING, budget: int | None = None) -> AdaptiveDesign:
+             spending: SpendingKind = DEFAULT_SPENDING, budget: int | None = None) -> AdaptiveDesign:
         """Looks at k0, 2 k0, 4 k0, ... and k_max (the first ``looks - 1`` of them and k_max; None: every
         doubling), each holding its share of *family_level*."""
         for name, value in (("k0", k0), ("k_max", k_max)):
@@ -227,7 +207,9 @@ class AdaptiveResult:
     """What :func:`until_decided` did: per category its course, each look, the rows, the decision.
 
     ``passed`` is the run's decision: no look claimed a regression and the last look's gate
-    passed. ``result`` is the last look's :class:`~pytest_rlgate.gate.result.GateResult`.
+    passed (a release policy's ``max_drop`` or a critical tier's ``insufficient`` fails it
+    too, as it fails ``rlgate gate``). ``result`` is the last look's
+    :class:`~pytest_rlgate.gate.result.GateResult`.
     """
 
     design: AdaptiveDesign
@@ -235,6 +217,8 @@ class AdaptiveResult:
     looks: tuple[LookRecord, ...]
     rows: Rows
     replies: int
+    #: replies kept from an interrupted run's ``<out>.partial`` (0: it started afresh)
+    resumed: int = 0
 
     @property
     def passed(self) -> bool:
@@ -261,8 +245,9 @@ class AdaptiveResult:
 
     def summary(self) -> str:
         """The per-category table and the decision line."""
+        resumed = "" if not self.resumed else f" (resumed: {self.resumed:,} replies kept from an interrupted run)"
         lines = [f"until decided: {self.design.describe()}; {len(self.looks)} look{'s' if len(self.looks) != 1 else ''}"
-                 f" run, {self.replies:,} replies",
+                 f" run, {self.replies:,} replies{resumed}",
                  f"{'category':<24} {'verdict':<13} {'decided at':<21} {'k':>4} {'replies':>8}"]
         for c in self.categories:
             at = f"look {c.decided_at}" if c.decided_at is not None else f"no: {c.stopped}"
@@ -273,7 +258,12 @@ class AdaptiveResult:
             lines.append(f"decision: FAILED, a regression was claimed at look {claimed[0]} "
                          "(a claim at any look counts)")
         elif not self.passed:
-            lines.append(f"decision: FAILED at the last look ({len(self.looks)})")
+            last = self.result
+            kinds = [] if last is None else sorted({c.failure.kind for c in last.comparisons if c.failure}) + (
+                ["a side's categories"] if last.side_failures else [])
+            lines.append(f"decision: FAILED at the last look ({len(self.looks)}): no look claimed a regression, but "
+                         f"the gate failed its other rules ({', '.join(kinds) or 'see below'}; the failures are "
+                         "listed below)")
         else:
             lines.append("decision: passed, no look claimed a regression")
         return "\n".join(lines)
@@ -296,8 +286,9 @@ def _decided(verdicts: Sequence[str]) -> bool:
 
 def total_level(options: GateOptions) -> float:
     """The run-level family level in force: the gate's, or a release policy's when the gate's is its default."""
-    release = as_release_policy(options.policy)
-    level = options.family_level if release is None else release.family(options.family_level, FAMILY_LEVEL)
+    release = as_release_policy(options.release_policy)
+    level = options.family_level if release is None else release.family(
+        options.family_level, given=options.is_given("family_level"))
     if level is None:
         raise UsageError("family_level none: sampling until decided holds one run-level false-regress rate across "
                          "its looks, so it needs a family level (default 0.05)")
@@ -310,6 +301,7 @@ class _Journal:
     def __init__(self, partial: PartialRows | None, draw: Draw, piece: int) -> None:
         self.partial, self.draw, self.piece = partial, draw, piece
         self.cursor = 0
+        self.reused = 0  #: rows replayed from the partial file rather than drawn
 
     def take(self, items: Sequence[PromptItem], first: int, count: int) -> list[Row]:
         kept = self.partial.rows if self.partial is not None else []
@@ -321,6 +313,7 @@ class _Journal:
                    "the file was edited, or sampled by another pytest-rlgate; pass --restart (restart=True)")
             out += chunk
             self.cursor += count
+            self.reused += count
             done += 1
         if self.partial is not None and self.cursor < len(kept) and done < len(items):
             self.partial.keep(self.cursor)  # the piece the interrupted run was writing
@@ -399,6 +392,8 @@ def until_decided(
         raise UsageError(f"budget {design.budget:,} replies is below the first look's {len(items) * design.ks[0]:,} "
                          f"({len(items)} prompts x k {design.ks[0]}): raise the budget or lower k")
     before_rows = load_rows(before)
+    if isinstance(before, (str, os.PathLike)):  # each look's hints name the file (`rlgate plan runs/base.jsonl`)
+        before_rows.label = os.fspath(before)
     base: Header = dict(header) if header is not None else {}
     plan: dict[str, object] = {}
     if base:  # what a published file (or a rerun continuing it) is bound to
@@ -474,7 +469,7 @@ def until_decided(
                                         regressed_at.get(category), "" if at is not None else
                                         "too few scenarios" if category in too_few else stopped))
     published = Rows(rows, header=in_loop)
-    result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows))
+    result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows), resumed=journal.reused)
     if base:
         kept: Header = {**base, ADAPTIVE_KEY: {**plan, "outcome": result.record()}}
         sampling = kept.get("sampling")

@@ -19,16 +19,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..errors import RlgateWarning, UsageError
+from ..errors import RlgateDeprecationWarning, RlgateWarning, UsageError
 from ..options import CONFIDENCE, RESAMPLES, SEED, SHARE, Number
 
 if TYPE_CHECKING:
     from ..environment.contract import EnvSpec
     from .release import ReleasePolicy
 
-__all__ = ["BOOTSTRAP_METHOD", "BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FAMILY_LEVEL",
+__all__ = ["BOOTSTRAP_METHOD", "BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FAMILY_LEVEL", "LEVEL",
            "FLIPS_IN", "MARGIN", "METHODS", "METHOD_NAMES", "N_RESAMPLES", "SHOW_FLIPS", "Choice", "GateOptions",
-           "Method", "OrNone", "parse_metric", "shown_default"]
+           "Method", "OrNone", "flag_help", "old_spelling", "parse_metric", "shown_default"]
 
 T = TypeVar("T")
 
@@ -65,12 +65,21 @@ BOOTSTRAP_SEED = 0
 SHOW_FLIPS = 3
 #: which comparisons list their flips: the failing ones, or every one
 FLIPS_IN: tuple[str, ...] = ("failing", "all")
-#: an unchanged run fails the whole gate (every category, overall and every guard) at most this often
+#: an unchanged run fails the whole gate (every category, overall and every guard) at most this often; a
+#: watched run (rlgate watch, GateCallback) and a sample until decided hold their looks together at it too
 FAMILY_LEVEL = 0.05
+#: the range of a family level, declared once for the gate, a watched run and a sample until decided
+LEVEL = Number(0, 0.5, "0.05", low_open=True, high_open=True)
 #: the drop every category's holdout should see (the README's story: no-id pass@1 0.95 -> 0.75)
 SEES_DROP = 0.20
 #: the metrics a gate may add to pass@1: pass^K (all K replies of a prompt pass) and pass@K (any of K)
 _METRIC = re.compile(r"^pass([\^@])([1-9][0-9]{0,2})$")
+
+
+def old_spelling(old: str, value: T, new: str) -> T:
+    """*value*, given under the keyword *old* that is now *new*: accepted for one release, with a warning."""
+    warnings.warn(f"{old}= is now {new}=; {old}= will be removed", RlgateDeprecationWarning, stacklevel=4)
+    return value
 
 
 def parse_metric(name: str) -> tuple[str, int]:
@@ -117,11 +126,20 @@ class OrNone:
 
 
 def _option(default: T, help: str, *, bound: Number | Choice | OrNone | None = None, flag: str | None = None,
-            setting: str | None = None, label: str | None = None) -> T:
-    """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*,
-    the plugin *setting* (``--rlgate-<setting>`` / ``rlgate_<setting>``) and the *label* of messages."""
+            setting: str | None = None, label: str | None = None, aliases: tuple[str, ...] = (),
+            none: str | None = None) -> T:
+    """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*
+    (and its older spellings, *aliases*, accepted for one release), the plugin *setting*
+    (``--rlgate-<setting>`` / ``rlgate_<setting>``), the *label* of messages and, for an
+    :class:`OrNone` bound, what ``none`` means (said only where a door accepts it)."""
     return field(default=default, metadata={"help": help, "bound": bound, "flag": flag, "setting": setting,
-                                            "label": label})
+                                            "label": label, "aliases": aliases, "none": none})
+
+
+def flag_help(spec: dataclasses.Field[object], *, none: bool = True) -> str:
+    """A field's help at a door: with what ``none`` means where the door accepts it (*none*), else without."""
+    meaning = spec.metadata.get("none")
+    return f"{spec.metadata['help']} ('none': {meaning})" if none and meaning else str(spec.metadata["help"])
 
 
 @dataclass(frozen=True)
@@ -140,19 +158,21 @@ class GateOptions:
     margin: float = _option(MARGIN, "flat means inside ±M", bound=SHARE, flag="--margin", setting="margin")
     family_level: float | None = _option(
         FAMILY_LEVEL, "run-level false-fail: every comparison that can fail (each category, overall, each guard) is "
-                      "held together so that an unchanged run fails at most this often ('none': each comparison at "
-                      "--confidence on its own)",
-        bound=OrNone(Number(0, 0.5, "0.05", low_open=True, high_open=True)), flag="--family-level",
-        setting="family-level", label="family_level")
+                      "held together so that an unchanged run fails at most this often",
+        bound=OrNone(LEVEL), flag="--family-level",
+        setting="family-level", label="family_level", none="each comparison on its own, at the confidence level")
     confidence_level: float = _option(CONFIDENCE_LEVEL, "two-sided confidence of each comparison when "
                                                         "--family-level is none", bound=CONFIDENCE,
                                       flag="--confidence", setting="confidence", label="confidence level")
-    n_resamples: int = _option(N_RESAMPLES, "bootstrap resamples", bound=RESAMPLES, flag="--resamples",
+    n_resamples: int = _option(N_RESAMPLES, "draws: the scenario sign flips that set the family's level (the default "
+                                            "t), or a bootstrap method's resamples", bound=RESAMPLES,
+                               flag="--resamples",
                                setting="resamples", label="resamples")
     method: Method = _option(DEFAULT_METHOD, "interval method", bound=Choice(METHODS), flag="--method",
                              setting="method")
-    bootstrap_seed: int | None = _option(BOOTSTRAP_SEED, "seed of the bootstrap resampling", bound=SEED,
-                                         flag="--seed", setting="bootstrap-seed")
+    bootstrap_seed: int | None = _option(BOOTSTRAP_SEED, "seed of the bootstrap resampling (and the sign flips)",
+                                         bound=SEED, flag="--bootstrap-seed", setting="bootstrap-seed",
+                                         aliases=("--seed",))
     max_drop: float | None = _option(None, "also fail when a lower bound is below -X (non-inferiority)",
                                      bound=SHARE, flag="--max-drop")
     require_moved: bool = _option(False, "also fail unless overall pass@1 moved up", flag="--require-moved")
@@ -171,6 +191,9 @@ class GateOptions:
     allow_env_change: bool = _option(False, "compare sides whose headers name different environment fingerprints "
                                             "or prompt sets (the result says so); the fix is `rlgate regrade` of "
                                             "the older side", flag="--allow-env-change")
+    allow_model_change: bool = _option(False, "compare sides sampled from different served base models (the result "
+                                              "says so); an adapter gates against the base it was trained from",
+                                       flag="--allow-model-change")
     shared_units_only: bool = _option(False, "the holdout changed: gate the units both sides share and report how "
                                              "many were dropped from each side (default: unpaired units are an "
                                              "error)", flag="--shared-units-only")
@@ -189,10 +212,15 @@ class GateOptions:
                    "plan's figure) at the top of the result; a release policy's sees_drop makes it fail ('none': "
                    "no check)", bound=OrNone(Number(0, 1, "0.20", low_open=True, high_open=True)), flag="--sees-drop",
         setting="sees-drop", label="sees_drop")
-    policy: str | os.PathLike[str] | ReleasePolicy | None = _option(
+    release_policy: str | os.PathLike[str] | ReleasePolicy | None = _option(
         None, "release policy file (YAML or TOML): per category, marker or glob a tier (critical, supporting, "
               "advisory), its confidence and margin, max_drop, max_relative_drop, required, min_units",
-        flag="--policy")
+        flag="--release-policy", aliases=("--policy",))
+    #: the options set explicitly, not left at their default (:meth:`build` and every door record them):
+    #: a release policy's family_level yields to an explicit --family-level, even one equal to the default
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False,
+                                  metadata={"help": None, "bound": None, "flag": None, "setting": None, "label": None,
+                                            "aliases": ()})
 
     def __post_init__(self) -> None:
         for name in ("guards", "categories", "metrics", "base_runs"):
@@ -223,12 +251,17 @@ class GateOptions:
     def build(cls, options: GateOptions | None = None, /, **overrides: Any) -> GateOptions:
         """*options* (default: every default) with *overrides* applied; an unknown keyword is a UsageError.
 
-        ``seed`` is the old spelling of ``bootstrap_seed`` and still reads as it.
+        ``seed`` is the old spelling of ``bootstrap_seed`` and still reads as it; ``policy`` is
+        the old spelling of ``release_policy`` (a warning, one release).
         """
         if "seed" in overrides:
             if "bootstrap_seed" in overrides:
                 raise UsageError("pass bootstrap_seed= or its old spelling seed=, not both")
             overrides["bootstrap_seed"] = overrides.pop("seed")
+        if "policy" in overrides:
+            if "release_policy" in overrides:
+                raise UsageError("pass release_policy= or its old spelling policy=, not both")
+            overrides["release_policy"] = old_spelling("policy", overrides.pop("policy"), "release_policy")
         if "holm" in overrides:
             overrides.pop("holm")
             warnings.warn("holm= is no longer used: the gate holds every comparison together at family_level "
@@ -240,7 +273,7 @@ class GateOptions:
         base = options if options is not None else cls()
         if not isinstance(base, GateOptions):
             raise UsageError(f"options must be a GateOptions, got {type(base).__name__}")
-        return dataclasses.replace(base, **overrides) if overrides else base
+        return dataclasses.replace(base, **overrides, given=base.given | set(overrides)) if overrides else base
 
     def replace(self, **changes: object) -> GateOptions:
         """A copy with *changes* (validated as a new one)."""
@@ -248,7 +281,12 @@ class GateOptions:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        """The options' names (every field but *given*)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name != "given")
+
+    def is_given(self, name: str) -> bool:
+        """Whether option *name* was set explicitly (else it holds its default)."""
+        return name in self.given
 
     @classmethod
     def field(cls, name: str) -> dataclasses.Field[object]:
@@ -257,10 +295,10 @@ class GateOptions:
 
     def __record__(self) -> dict[str, object]:
         """The options as JSON: an environment by its name, a release policy by its file."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {name: getattr(self, name) for name in self.names()}
         out["env"] = getattr(self.env, "name", self.env)
-        policy = getattr(self.policy, "source", self.policy)
-        out["policy"] = os.fspath(policy) if isinstance(policy, os.PathLike) else policy
+        policy = getattr(self.release_policy, "source", self.release_policy)
+        out["release_policy"] = os.fspath(policy) if isinstance(policy, os.PathLike) else policy
         return out
 
     def to_argv(self) -> list[str]:
@@ -270,11 +308,12 @@ class GateOptions:
         registered name, its policy file), as a command line can only name them.
         """
         words: list[str] = []
+        record = self.__record__()
         for spec in dataclasses.fields(self):
-            value, default = self.__record__()[spec.name], spec.default
             flag = spec.metadata["flag"]
-            if value == default or flag is None:
+            if flag is None or record[spec.name] == spec.default and not self.is_given(spec.name):
                 continue
+            value = record[spec.name]
             if isinstance(value, bool):
                 words.append(flag)
             elif isinstance(value, tuple):

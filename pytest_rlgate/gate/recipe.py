@@ -327,14 +327,14 @@ def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateO
     applied to the recipe interval; ``method``, ``n_resamples`` and ``bootstrap_seed`` make
     each seed's own interval. The family (``family_level``) is held by Bonferroni over the
     recipe comparisons. Each row file is opened once. Flips (``show_flips``) are an
-    adapter's and not listed here; a release ``policy`` is refused (it is written for one
+    adapter's and not listed here; a ``release_policy`` is refused (it is written for one
     adapter's verdicts).
     """
     opts = GateOptions.build(options, **overrides)
     if opts.base_runs:
         before_rows = with_base_runs(before_rows, opts.base_runs)
-    if opts.policy is not None:
-        raise UsageError("a release policy gates one adapter; gate each seed's rows on its own with --policy, "
+    if opts.release_policy is not None:
+        raise UsageError("a release policy gates one adapter; gate each seed's rows on its own with --release-policy, "
                          "or drop it for the recipe")
     if opts.metrics:
         raise UsageError("pass^K / pass@K gate one adapter; gate each seed's rows on its own with --gate-metric")

@@ -149,11 +149,12 @@ class ReleasePolicy:
     #: ``"unset"`` leaves the gate's own
     family_level: float | None | str = _UNSET
 
-    def family(self, gate_level: float | None, gate_default: float | None) -> float | None:
-        """The family level in force: the gate's when it was set away from its default, else the policy's."""
-        if self.family_level == _UNSET or gate_level != gate_default:
+    def family(self, gate_level: float | None, *, given: bool) -> float | None:
+        """The family level in force: the gate's when it was *given* (set explicitly, even to its
+        default value), else the policy's own when it names one, else the gate's default."""
+        if given or isinstance(self.family_level, str):
             return gate_level
-        return self.family_level if not isinstance(self.family_level, str) else gate_level
+        return self.family_level
 
     def _rule(self, name: str, *, marker: bool) -> ReleaseRule | None:
         pool = [r for r in self.rules if r.is_marker == marker]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
@@ -22,7 +21,8 @@ from .family import FamilyTest
 from .flips import Flip
 from .options import N_RESAMPLES, GateOptions
 from .record import from_record, to_record
-from .verdicts import MIN_UNITS, Failure
+from .text import blind_text, render_failure, render_report, render_table, settings_line
+from .verdicts import Failure
 
 __all__ = ["Blind", "Comparison", "GateResult", "GateSides"]
 
@@ -108,24 +108,8 @@ class Blind:
         return self.decided_by is not None
 
     def text(self, before: str = "BEFORE.jsonl") -> str:
-        """``no_id (3 scenarios x 4) sees a 0.20 drop with 31% power, not 80%: `rlgate plan ...```."""
-        before = "BEFORE.jsonl" if not before or before.startswith("<") else _shown_path(before)
-        size = f"{self.n_units} scenario{'s' if self.n_units != 1 else ''} x {self.k:g}"
-        if self.n_units < MIN_UNITS:
-            seen = f"too few for any verdict, let alone a {self.drop:.2f} drop"
-        else:
-            seen = f"sees a {self.drop:.2f} drop with {self.power:.0%} power, not 80%"
-        rule = f" [{self.decided_by}]" if self.decided_by else ""
-        return (f"{self.category} ({size}) {seen}: `rlgate plan {before} --drop {self.drop:.2f}` says how many "
-                f"scenarios it needs{rule}")
-
-
-def _shown_path(path: str) -> str:
-    """*path* relative to the current folder when it lies under it (what a reader would type), else as it is."""
-    try:
-        return str(Path(path).relative_to(Path.cwd())) if Path(path).is_absolute() else path
-    except ValueError:
-        return path
+        """``no_id (3 scenarios x 4) sees a 0.20 drop with 31% power, not 80%: ...`` (:func:`~.text.blind_text`)."""
+        return blind_text(to_record(self), before)
 
 
 @dataclass(frozen=True)
@@ -232,31 +216,28 @@ class GateResult(JudgedResult):
 
         :raises DataError: the record is not ``GateResult.to_dict()``'s shape.
         """
-        return from_record(cls, record if "sides" in record else _older_record(record))
+        record = record if "sides" in record else _older_record(record)
+        options = record.get("options")
+        if isinstance(options, Mapping) and "policy" in options:  # the release policy's older key
+            options = {("release_policy" if k == "policy" else k): v for k, v in options.items()}
+            record = {**record, "options": options}
+        return from_record(cls, record)
 
     def settings_line(self) -> str:
         """How the intervals were made: enough to reproduce the run from the output alone."""
-        from .text import settings_line  # it names this module's types
-
-        return settings_line(self)
+        return settings_line(self.to_dict())
 
     def table(self, *, verbose: bool = True) -> str:
         """The aligned table (every comparison, or only the failing/borderline ones)."""
-        from .text import render_table  # it names this module's types
-
-        return render_table(self, verbose=verbose)
+        return render_table(self.to_dict(), verbose=verbose)
 
     def report(self, *, verbose: bool = True) -> str:
         """Header, table, rule and failures: what ``rlgate gate`` prints."""
-        from .text import render_report  # it names this module's types
-
-        return render_report(self, verbose=verbose)
+        return render_report(self.to_dict(), verbose=verbose)
 
     def message(self) -> str:
         """The :class:`RegressionError` text: count, settings, failing rows, rule, remedy."""
-        from .text import render_failure  # it names this module's types
-
-        return render_failure(self)
+        return render_failure(self.to_dict())
 
 
 def _older_record(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,13 +30,17 @@ step-down with Tarone's rule for discrete tests: a test whose smallest attainabl
 count and its share goes to the tests that can. A 6-scenario category no longer costs the
 20-scenario one a quarter of its level.
 
-**Spending.** A planned run spends ``alpha * F(look / planned)`` by each look with
-``F(t) = (1 - floor) * t ** 3 + floor * t`` (a power family close to O'Brien-Fleming's
-shape): most of the budget goes to the late looks, where a drift that persists is seen
-anyway, while the even ``floor`` share keeps every look able to stop a total collapse. A run
-of unknown length spends ``alpha * j / (j + horizon)`` by look ``j``: half by look
-``horizon``, all of it only in the limit. Looks share step 0, so their tests are dependent;
-the union bound over looks and families holds whatever the dependence.
+**Spending.** The run's budget is the gate's *family level*, how often an unchanged run may
+be stopped over all its looks (:data:`~pytest_rlgate.gate.options.FAMILY_LEVEL`, 5 %, the
+same default as one gate's). A planned run spends ``family_level * F(look / planned)`` by
+each look with ``F(t) = (1 - floor) * t ** 3 + floor * t`` (a power family close to
+O'Brien-Fleming's shape): most of the budget goes to the late looks, where a drift that
+persists is seen anyway, while the even ``floor`` share keeps every look able to stop a
+total collapse. A run of unknown length spends ``family_level * j / (j + horizon)`` by look
+``j``: half by look ``horizon``, all of it only in the limit. :class:`Spending` is also the
+spending of sampling until decided (Lan-DeMets ``obf``, ``pocock``, ``equal``). Looks share
+step 0, so their tests are dependent; the union bound over looks and families holds whatever
+the dependence.
 
 :func:`betting_p` is the anytime-valid alternative the benchmark weighs against the exact
 test: a mixture of betting martingales over the units' deltas in [-1, 1].
@@ -46,17 +50,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
+from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 
 from ..errors import UsageError
+from .options import FAMILY_LEVEL, LEVEL, old_spelling
 
-__all__ = ["ALPHA", "BagTest", "Spending", "bag_test", "betting_p", "betting_test", "lattice", "min_units",
-           "sign_flip_p", "tarone_holm"]
+__all__ = ["SPENDING_KINDS", "BagTest", "Spending", "SpendingKind", "bag_test", "betting_p", "betting_test", "lattice",
+           "min_units", "sign_flip_p", "tarone_holm"]
 
-#: The gate's one-sided error at its default 95 % interval: what a whole run may spend.
-ALPHA = 0.025
 #: Largest total width (sum of the units' lattice ranges) convolved exactly; wider bags are
 #: rounded onto a grid that fits (the test stays exact for the rounded values).
 MAX_WIDTH = 1 << 15
@@ -65,27 +70,56 @@ _DENOMINATORS = 720720  # lcm(1..16): every row count up to 16 per unit, and man
 _BETS = np.linspace(0.05, 0.95, 19)
 
 
+SpendingKind = Literal["obf", "pocock", "equal", "late", "open"]
+#: The spending functions, by the share of the budget spent by information fraction ``t``:
+#: ``obf`` O'Brien-Fleming-like (little early), ``pocock`` Pocock-like (about even in
+#: information), ``equal`` Bonferroni (the same share at every look), ``late`` the watched
+#: run's power family (most on the late looks, an even floor share so every look can stop a
+#: collapse) and ``open`` a run of unknown length (half by look *horizon*).
+SPENDING_KINDS: tuple[SpendingKind, ...] = ("obf", "pocock", "equal", "late", "open")
+_NORMAL = NormalDist()
+
+
 @dataclass(frozen=True)
 class Spending:
-    """How a run's one-sided error *alpha* is spread over its looks.
+    """How a run's error budget *family_level* (how often an unchanged run may be failed or
+    stopped, over all its looks) is spread over its looks: the one spending of the house,
+    for a watched run (:class:`~pytest_rlgate.watch.looks.SequentialGate`) and for sampling
+    until decided (:class:`~pytest_rlgate.gate.adaptive.AdaptiveDesign`).
 
-    *planned*: the number of looks (None: unknown). A planned run spends
-    ``alpha * F(look / planned)`` by each look, ``F(t) = (1 - floor) t**shape + floor t``; an
-    unknown one ``alpha * j / (j + horizon)`` by look ``j``.
+    *planned*: the number of looks (None: unknown, which only *kind* ``open`` spends over).
+    *kind* (default ``late`` for a planned run, ``open`` otherwise) is the spending function:
+    ``late`` spends ``family_level * F(look / planned)`` by each look,
+    ``F(t) = (1 - floor) t**shape + floor t``; ``open`` spends ``family_level * j / (j + horizon)``
+    by look ``j``; ``obf``, ``pocock`` and ``equal`` are Lan-DeMets functions of the
+    information fraction (:meth:`increments`). ``alpha=`` is the old spelling of *family_level*.
     """
 
-    alpha: float = ALPHA
+    family_level: float = FAMILY_LEVEL
     planned: int | None = None
+    kind: SpendingKind | None = None
     shape: float = 3.0
     floor: float = 0.05
     horizon: int = 10
+    alpha: InitVar[float | None] = None
 
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha < 0.5:
-            raise UsageError(f"alpha={self.alpha!r}: a one-sided error in (0, 0.5), e.g. 0.025")
+    def __post_init__(self, alpha: float | None) -> None:
+        if alpha is not None:
+            object.__setattr__(self, "family_level", old_spelling("alpha", alpha, "family_level"))
+        problem = LEVEL.problem(self.family_level)
+        if problem is not None:
+            raise UsageError(f"family_level={self.family_level!r}: how often an unchanged run may be failed or "
+                             f"stopped over all its looks, {LEVEL.describe()}")
+        if self.kind is None:
+            object.__setattr__(self, "kind", "open" if self.planned is None else "late")
+        if self.kind not in SPENDING_KINDS:
+            raise UsageError(f"spending {self.kind!r}: choose one of {', '.join(SPENDING_KINDS)}")
         if self.planned is not None and (isinstance(self.planned, bool) or not isinstance(self.planned, int)
                                          or self.planned < 1):
             raise UsageError(f"planned={self.planned!r}: the number of looks, an integer >= 1 (or None)")
+        if (self.kind == "open") != (self.planned is None):
+            raise UsageError(f"spending {self.kind!r} with planned={self.planned!r}: 'open' is the spending of a run "
+                             "of unknown length (planned None); every other kind needs the planned looks")
         if not (self.shape >= 1 and math.isfinite(self.shape)):
             raise UsageError(f"shape={self.shape!r}: the power family's exponent, >= 1 (3 is late-weighted)")
         if not 0 <= self.floor <= 1:
@@ -93,29 +127,56 @@ class Spending:
         if isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or self.horizon < 1:
             raise UsageError(f"horizon={self.horizon!r}: the look by which an open-ended run has spent half, >= 1")
 
+    def spent_at(self, t: float) -> float:
+        """The share of the budget spent by information fraction *t* (0 < t <= 1) of a planned run."""
+        level = self.family_level
+        if t >= 1.0:
+            return level
+        if self.kind == "obf":
+            return 2.0 * (1.0 - _NORMAL.cdf(_NORMAL.inv_cdf(1.0 - level / 2.0) / math.sqrt(t)))
+        if self.kind == "pocock":
+            return level * math.log(1.0 + (math.e - 1.0) * t)
+        if self.kind == "equal":
+            return level * t
+        if self.kind == "late":
+            return float(level * ((1 - self.floor) * t ** self.shape + self.floor * t))
+        raise UsageError("an open-ended run spends by look, not by information fraction")
+
     def spent(self, look: int) -> float:
         """The error spent by the end of look *look* (0 before the first)."""
         if look <= 0:
             return 0.0
         if self.planned is None:
-            return self.alpha * look / (look + self.horizon)
-        t = min(look, self.planned) / self.planned
-        return float(self.alpha * ((1 - self.floor) * t ** self.shape + self.floor * t))
+            return self.family_level * look / (look + self.horizon)
+        return self.spent_at(min(look, self.planned) / self.planned)
 
     def level(self, look: int) -> float:
-        """The one-sided error look *look* (1-based) may spend."""
+        """The error look *look* (1-based) may spend."""
         if look < 1:
             raise UsageError(f"look={look!r}: looks are numbered from 1")
         if self.planned is not None and look > self.planned:
             raise UsageError(f"look {look} of {self.planned} planned: the error budget is spent; plan more looks")
         return self.spent(look) - self.spent(look - 1)
 
+    def increments(self, information: Sequence[float]) -> tuple[float, ...]:
+        """Each planned look's share when look ``r`` has reached information fraction
+        ``information[r]`` (the last is 1): the spending function's increments, except for
+        ``equal``, which gives every look the same share whatever its information."""
+        if self.kind == "equal" or self.kind == "late":
+            return tuple(self.level(r) for r in range(1, len(information) + 1))
+        cumulative = [self.spent_at(t) for t in information]
+        return tuple(b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative))
+
     def describe(self) -> str:
         if self.planned is None:
-            return (f"alpha {self.alpha:g} over an open-ended run: {self.alpha:g} * j / (j + {self.horizon}) "
-                    f"spent by look j (half by look {self.horizon})")
-        return (f"alpha {self.alpha:g} over {self.planned} planned looks: {1 - self.floor:g} t^{self.shape:g} + "
-                f"{self.floor:g} t of it by t = look / {self.planned} (mostly on the late looks)")
+            return (f"family level {self.family_level:g} over an open-ended run: {self.family_level:g} * j / "
+                    f"(j + {self.horizon}) spent by look j (half by look {self.horizon})")
+        if self.kind == "late":
+            return (f"family level {self.family_level:g} over {self.planned} planned looks: {1 - self.floor:g} "
+                    f"t^{self.shape:g} + {self.floor:g} t of it by t = look / {self.planned} (mostly on the late "
+                    "looks)")
+        return f"family level {self.family_level:g} over {self.planned} planned looks, {self.kind} spending"
+
 
 
 def lattice(values: np.ndarray, *, width: int = MAX_WIDTH) -> tuple[np.ndarray, float]:

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.options import fraction, share
-from pytest_rlgate.plugin import add_setting, configured, fail, setting, used_by
+from pytest_rlgate.plugin import add_setting, configured, fail, path_setting, setting, used_by
 from pytest_rlgate.plugin.env import session_env
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class PromptSettings:
 
     def flags(self) -> str:
         """The command-line flags that reproduce this set and split."""
-        from pytest_rlgate.envs import DEFAULT_ENV
+        from pytest_rlgate.environment.contract import DEFAULT_ENV
 
         env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
         source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file
@@ -92,14 +92,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
         return default if value is None else value
 
     env = session_env(config)
-    given = setting(config, "prompts-file")
-    file: Path | None = None
-    if given:
-        file = Path(given).expanduser()
-        if not file.is_absolute():
-            from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
-            base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
-            file = base / file
+    file = path_setting(config, "prompts-file")
     size = setting(config, "size")
     if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
         raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING
 
 from ..environment.contract import EnvSpec, load_env
 from ..records import PromptItem, Row
-from .generate import Policy, SampleOptions, VllmSampler, refuse_later_replies
+from .generate import SampleOptions, VllmSampler, refuse_later_replies
+from .kinds import Policy
 from .sampling import sample_rows
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .handles import SampleKeywords, Tokenizer
+    from .generate import SampleKeywords
+    from .handles import Tokenizer
 
 __all__ = ["policy_draw"]
 

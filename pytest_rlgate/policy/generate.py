@@ -11,16 +11,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._io.progress import progress_enabled
 from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
-from .handles import PolicyFunction, Prompts
+from ..options import SEED, Number, bounds_of, knob, knob_meta
+from .handles import Prompts
+from .identity import is_tiny
 from .lora import check_adapter
 from .models import fetched_model_dir, is_model_name
 
@@ -29,12 +32,15 @@ if TYPE_CHECKING:
     from transformers import GenerationConfig
     from typing_extensions import Unpack
 
-    from .handles import Model, SampleKeywords, Tokenizer
+    from .handles import Model, Tokenizer
 
-__all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "SAMPLE_SEED", "SAMPLE_TEMPERATURE",
-           "SAMPLE_TOP_P", "Policy", "SampleOptions", "VllmSampler", "generate_batch", "prompt_text", "render",
-           "reply_seed"]
+__all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "K", "RUNS", "SAMPLE_SEED",
+           "SAMPLE_TEMPERATURE", "SAMPLE_TOP_P", "SAMPLING", "TINY_MAX_NEW_TOKENS", "SampleKeywords",
+           "SampleOptions", "VllmSampler", "generate_batch", "max_new_tokens_for", "prompt_text", "render",
+           "reply_seed", "request_params", "vllm_params"]
 
+#: The ``--help`` section of the sampling flags, on every command that samples.
+SAMPLING = "sampling"
 #: The reference run's evaluation temperature: diverse enough that pass@1 over k samples
 #: measures a policy, not one greedy path.
 SAMPLE_TEMPERATURE = 0.8
@@ -44,10 +50,16 @@ SAMPLE_TOP_P = 0.95
 SAMPLE_SEED = 17
 #: Three base re-runs (seeds 17, 18, 19) measure the base policy's own sampling noise.
 BASE_RUN_SEEDS: tuple[int, ...] = (17, 18, 19)
-#: The reference run's max_completion_length; a policy that ends its turn stops earlier.
+#: Replies per prompt: pass@1 is estimated from four replies (the reference run's).
+K = 4
+#: The reference run's completion budget; a policy that ends its turn stops earlier.
 DEFAULT_MAX_NEW_TOKENS = 160
+#: The tiny policy's replies are ~31 tokens; 48 leaves room without paying for 160.
+TINY_MAX_NEW_TOKENS = 48
 #: Prompts per generate call (each expanded to k rows): fits a CPU and any GPU.
 DEFAULT_BATCH_SIZE = 16
+#: Runs of one policy at seeds S, S+1, ...: 3 measure its own sampling noise (a noise floor).
+RUNS = Number(1, 100, "3 (a noise floor)", integer=True)
 
 
 def prompt_text(item: object) -> str:
@@ -80,6 +92,10 @@ def reply_seed(seed: int, rollout: int, rendered: str) -> int:
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
+#: "as declared" (a default of None would be a default too)
+_SAME = object()
+
+
 @dataclass(frozen=True)
 class SampleOptions:
     """How replies are drawn, declared once: *k* replies per prompt at *temperature* (0: greedy)
@@ -88,37 +104,106 @@ class SampleOptions:
     ``first .. first + k - 1`` instead, each on its own seed: what extends a prompt sampled at
     k = *first* without resampling it.
 
-    Every sampler passes one inside; the public ones (:func:`~pytest_rlgate.policy.sampling.sample`,
-    ``sample_rows``, ``sample_episodes``) take one as ``sampling=`` and its fields as keywords
-    (:class:`~pytest_rlgate.policy.handles.SampleKeywords`), checked here once.
+    Each field carries its help, its range and its flag (:func:`~pytest_rlgate.options.knob`):
+    ``rlgate sample``, ``rlgate watch`` and ``rlgate eval`` generate their sampling flags from
+    them, and a training run's knobs copy the ones it evaluates with (:meth:`as_knob`), so a
+    setting is spelled, bounded and explained once. Every sampler passes one inside; the
+    public ones (:func:`~pytest_rlgate.policy.sampling.sample`, ``sample_rows``,
+    ``sample_episodes``) take one as ``sampling=`` and its fields as keywords
+    (:class:`SampleKeywords`), checked here once.
     """
 
-    k: int = 4
-    temperature: float = SAMPLE_TEMPERATURE
-    top_p: float = SAMPLE_TOP_P
-    seed: int = SAMPLE_SEED
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    batch_size: int = DEFAULT_BATCH_SIZE
+    k: int = knob(K, "replies per prompt (%(default)s)", group=SAMPLING, bound=Number(1, 1024, str(K), integer=True))
+    temperature: float = knob(SAMPLE_TEMPERATURE, "softmax temperature, 0 for greedy (%(default)s)", group=SAMPLING,
+                              bound=Number(0, 10, f"{SAMPLE_TEMPERATURE:g}"))
+    top_p: float = knob(SAMPLE_TOP_P, "nucleus: sample from the smallest set of tokens holding this much mass "
+                                      "(%(default)s)", group=SAMPLING,
+                        bound=Number(0, 1, f"{SAMPLE_TOP_P:g}", low_open=True))
+    seed: int = knob(SAMPLE_SEED, "seed of the replies: reply j of a prompt is drawn from (seed, j, the chat) "
+                                  "(%(default)s)", group=SAMPLING, bound=SEED, flag="--sample-seed")
+    max_new_tokens: int = knob(DEFAULT_MAX_NEW_TOKENS, f"most tokens a reply (a turn) may have (default "
+                                                       f"{DEFAULT_MAX_NEW_TOKENS}; {TINY_MAX_NEW_TOKENS} on a tiny "
+                                                       "policy)", group=SAMPLING, metavar="TOKENS",
+                               bound=Number(1, 32768, str(DEFAULT_MAX_NEW_TOKENS), integer=True))
+    batch_size: int = knob(DEFAULT_BATCH_SIZE, "prompts per generate call; does not change the rows (%(default)s)",
+                           group=SAMPLING, bound=Number(1, 4096, str(DEFAULT_BATCH_SIZE), integer=True))
     first: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.first, bool) or not isinstance(self.first, int) or self.first < 0:
             raise UsageError(f"first={self.first!r}: the first reply to sample is an index of 0 or more")
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise UsageError(f"k={self.k!r}: the number of replies per prompt must be an integer >= 1")
-        if not 0.0 <= self.temperature:
-            raise UsageError(f"temperature={self.temperature!r} must be >= 0 (0 means greedy)")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UsageError(f"top_p={self.top_p!r} must be in (0, 1]")
-        if self.max_new_tokens < 1 or self.batch_size < 1:
-            raise UsageError(f"max_new_tokens={self.max_new_tokens!r} and batch_size={self.batch_size!r} "
-                             "must be >= 1")
+        for name, bound in bounds_of(self).items():
+            problem = bound.problem(getattr(self, name))
+            if problem is not None:
+                raise UsageError(f"{name}={getattr(self, name)!r}: {problem}")
 
     @classmethod
     def of(cls, sampling: SampleOptions | None = None, **keywords: Unpack[SampleKeywords]) -> SampleOptions:
         """*sampling* (default: the defaults) with *keywords* on top: what a public sampler's door builds."""
         base = cls() if sampling is None else sampling
         return dataclasses.replace(base, **keywords) if keywords else base
+
+    def drawn(self) -> dict[str, int | float]:
+        """The settings that decide which replies are drawn (every field but *batch_size* and
+        *first*): what a row file's header, a watch folder and a cache key record."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _LAYOUT}
+
+    @classmethod
+    def as_knob(cls, name: str, *, help: str | None = None, bound: Number | None = None, default: object = _SAME,
+                aliases: tuple[str, ...] = ()) -> Any:
+        """Field *name*'s declaration, for a class that carries the setting too (a training
+        run's knobs): the same flag, help, range and default unless *help*, *bound* or *default*
+        says otherwise on that class; *aliases* are that class's older flags."""
+        spec = cls.field(name)
+        meta = knob_meta(spec)
+        assert meta is not None  # every field but first is a knob
+        return knob(spec.default if default is _SAME else default, help or meta["help"], group=meta["group"],
+                    bound=bound or meta["bound"], metavar=meta["metavar"], flag=meta["flag"],
+                    aliases=meta["aliases"] + aliases, fills=name)
+
+    @classmethod
+    def field(cls, name: str) -> dataclasses.Field[object]:
+        """The field *name* (its help, range and flag in ``metadata``)."""
+        return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+    @classmethod
+    def flag_names(cls) -> tuple[str, ...]:
+        """The fields a command line sets (every field but *first*)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if knob_meta(f) is not None)
+
+    @classmethod
+    def from_args(cls, args: object, *, model: str | os.PathLike[str] | None = None, **fixed: Any) -> SampleOptions:
+        """The options a command's generated flags ask for (:func:`~pytest_rlgate.options.add_knob_arguments`):
+        each field the command has a flag for, *fixed* on top; ``--max-new-tokens`` left unset is
+        :func:`max_new_tokens_for` *model*."""
+        values: dict[str, Any] = {name: getattr(args, name) for name in cls.flag_names() if hasattr(args, name)}
+        values.update(fixed)
+        if values.get("max_new_tokens") is None:
+            values["max_new_tokens"] = max_new_tokens_for(model)
+        return cls(**values)
+
+
+#: the fields that lay the draws out without changing them
+_LAYOUT = ("batch_size", "first")
+
+
+class SampleKeywords(TypedDict, total=False):
+    """:class:`SampleOptions`' fields as the keywords the public samplers take (a test holds
+    the two to the same names and types)."""
+
+    k: int
+    temperature: float
+    top_p: float
+    seed: int
+    max_new_tokens: int
+    batch_size: int
+    first: int
+
+
+def max_new_tokens_for(model: str | os.PathLike[str] | None) -> int:
+    """The default reply budget for *model*: :data:`TINY_MAX_NEW_TOKENS` on a tiny policy (its
+    replies are short), :data:`DEFAULT_MAX_NEW_TOKENS` otherwise."""
+    return TINY_MAX_NEW_TOKENS if model is not None and is_tiny(os.fspath(model)) else DEFAULT_MAX_NEW_TOKENS
 
 
 class _InverseCdfSampler:
@@ -150,8 +235,10 @@ def _eos_ids(model: Model, tokenizer: Tokenizer) -> list[int]:
     return [eos] if isinstance(eos, int) else list(eos or [])
 
 
-def generate_batch(model: Model, tokenizer: Tokenizer, rendered: Sequence[str], seeds: Sequence[int], *,
-                    temperature: float, top_p: float, max_new_tokens: int) -> list[str]:
+def generate_batch(model: Model, tokenizer: Tokenizer, rendered: Sequence[str], seeds: Sequence[int],
+                   sampling: SampleOptions) -> list[str]:
+    """One reply per rendered chat, reply ``i`` drawn from ``seeds[i]`` as *sampling* says (its *k*,
+    *seed* and *batch_size* are the caller's: they chose *rendered* and *seeds*)."""
     import torch
     from transformers import GenerationConfig, LogitsProcessorList
 
@@ -160,15 +247,15 @@ def generate_batch(model: Model, tokenizer: Tokenizer, rendered: Sequence[str], 
                     padding_side="left").to(device)
     width = enc["input_ids"].shape[1]
     config = GenerationConfig(
-        do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+        do_sample=False, num_beams=1, max_new_tokens=sampling.max_new_tokens,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=_eos_ids(model, tokenizer),
         temperature=None, top_p=None, top_k=None,
     )
     processors = LogitsProcessorList()
-    if temperature > 0:
-        uniforms = torch.stack([torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(s),
+    if sampling.temperature > 0:
+        uniforms = torch.stack([torch.rand(sampling.max_new_tokens, generator=torch.Generator().manual_seed(s),
                                            dtype=torch.float64) for s in seeds]).to(device)
-        processors.append(_InverseCdfSampler(uniforms, temperature, top_p, width))
+        processors.append(_InverseCdfSampler(uniforms, sampling.temperature, sampling.top_p, width))
     with _own_generation_config(model, config):
         out = model.generate(**enc, generation_config=config, logits_processor=processors)
     return list(tokenizer.batch_decode(out[:, width:], skip_special_tokens=True))
@@ -230,11 +317,8 @@ class VllmSampler:
             return []
         tokenizer = self.llm.get_tokenizer()
         rendered = render(tokenizer, prompts, env)
-        params = [
-            self._vllm.SamplingParams(n=sampling.k, temperature=sampling.temperature, top_p=sampling.top_p,
-                                      max_tokens=sampling.max_new_tokens, seed=reply_seed(sampling.seed, 0, text))
-            for text in rendered
-        ]
+        params = [vllm_params(self._vllm, sampling, n=sampling.k, seed=reply_seed(sampling.seed, 0, text))
+                  for text in rendered]
         lora = None
         if adapter and self.adapter is not None:
             from vllm.lora.request import LoRARequest
@@ -244,13 +328,22 @@ class VllmSampler:
         return [[completion.text for completion in out.outputs] for out in outputs]
 
 
+def vllm_params(vllm: Any, sampling: SampleOptions, *, n: int, seed: int) -> Any:
+    """vLLM's ``SamplingParams`` for *n* replies as *sampling* says, the draws seeded by *seed*."""
+    return vllm.SamplingParams(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                               max_tokens=sampling.max_new_tokens, seed=seed)
+
+
+def request_params(sampling: SampleOptions, *, seed: int) -> dict[str, Any]:
+    """An OpenAI-compatible chat-completions request's sampling fields: one reply (``n`` = 1) as
+    *sampling* says, seeded by *seed* (what :class:`~pytest_rlgate.policy.served.ServedModel` sends)."""
+    return {"n": 1, "seed": seed, "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens}
+
+
 def refuse_later_replies(sampling: SampleOptions) -> None:
     """vLLM seeds a prompt's replies together, so its one-turn sampler cannot start at reply *first*."""
     if sampling.first:
         raise UsageError(f"the vllm backend seeds a prompt's replies together, so it cannot sample replies "
                          f"{sampling.first} and up alone: extend rows with backend='transformers'")
 
-
-#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a callable, or (vLLM
-#: backend only) a model name or folder
-Policy = Union["Model", VllmSampler, PolicyFunction, str]

@@ -39,18 +39,5 @@ class RowMeta(TypedDict, total=False):
     eval_run: int | str
 
 
-class SampleKeywords(TypedDict, total=False):
-    """:class:`~pytest_rlgate.policy.generate.SampleOptions`' fields as the keywords the public
-    samplers take (the tests hold the two to the same names and types)."""
-
-    k: int
-    temperature: float
-    top_p: float
-    seed: int
-    max_new_tokens: int
-    batch_size: int
-    first: int
-
-
 # and, for the type checker only, Model and Tokenizer
-__all__ = ["Message", "PolicyFunction", "Prompts", "RowMeta", "SampleKeywords"]
+__all__ = ["Message", "PolicyFunction", "Prompts", "RowMeta"]

@@ -34,7 +34,6 @@ from .generate import (
     SAMPLE_SEED,
     SAMPLE_TEMPERATURE,
     SAMPLE_TOP_P,
-    Policy,
     SampleOptions,
     VllmSampler,
     chat_tokenizer,
@@ -44,11 +43,14 @@ from .generate import (
     reply_seed,
 )
 from .handles import Prompts, RowMeta
+from .kinds import Policy
+from .served import ServedModel
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .handles import SampleKeywords, Tokenizer
+    from .generate import SampleKeywords
+    from .handles import Tokenizer
 
 #: what a prompt is sampled with on one rank: its scenario, else its prompt text
 _Unit = tuple[str, object]
@@ -64,6 +66,7 @@ __all__ = [
     "SAMPLE_TOP_P",
     "SampleOptions",
     "VllmSampler",
+    "graded_rows",
     "reply_seed",
     "sample",
     "sample_rows",
@@ -85,13 +88,15 @@ def sample(
 ) -> list[list[str]]:
     """``replies[i]`` = the *k* sampled replies to ``prompts[i]`` (a prompt item or a string).
 
-    How they are drawn is a :class:`SampleOptions` (*sampling*, with the keywords ``k``,
-    ``temperature``, ``top_p``, ``seed``, ``max_new_tokens`` and ``batch_size`` on top).
+    How they are drawn is a :class:`SampleOptions` (*sampling*, with its fields as keywords on
+    top: ``k``, ``temperature``, ``seed``, ``max_new_tokens``, ...).
     Prompts are rendered with the environment's ``messages_for`` (its system prompt and the
     user turn by default; the default environment when *env* is None) through the
     tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
     (adapter disabled). *temperature* 0 is greedy. ``backend="vllm"`` samples with vLLM:
     pass a :class:`VllmSampler` (or a model name/folder) as *model*; *tokenizer* may be None.
+    A :class:`~pytest_rlgate.policy.served.ServedModel` samples a model behind an
+    OpenAI-compatible endpoint (*tokenizer* None; *adapter* False samples an adapter's base).
     *progress* shows a bar named *desc* (None: when stderr is a terminal, see
     :mod:`pytest_rlgate._io.progress`). ``first=`` draws later replies of a prompt
     (:class:`~pytest_rlgate.policy.generate.SampleOptions`).
@@ -105,6 +110,9 @@ def _sample(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampli
     if env.is_episodic or is_policy_function(model):  # the tool loop (episodes), or a callable policy
         return sample_texts(model, tokenizer, prompts, sampling, env=env, adapter=adapter, progress=progress,
                             desc=desc, backend=backend)
+    if isinstance(model, ServedModel):
+        served = model if adapter else model.base()
+        return served.sample(prompts, sampling, env=env, progress=progress, desc=desc)
     if backend == "vllm" or isinstance(model, VllmSampler):
         sampler = model if isinstance(model, VllmSampler) else VllmSampler(model)
         return sampler.sample(prompts, sampling, env=env, adapter=adapter, progress=progress)
@@ -140,8 +148,7 @@ def _sample(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampli
                 rows = [(i, j) for i in chunk for j in range(sampling.first, sampling.first + sampling.k)]
                 texts = generate_batch(
                     model, tokenizer, [rendered[i] for i, _ in rows],
-                    [reply_seed(sampling.seed, j, rendered[i]) for i, j in rows],
-                    temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
+                    [reply_seed(sampling.seed, j, rendered[i]) for i, j in rows], sampling,
                 )
                 for (i, _), text in zip(rows, texts):
                     replies[i].append(text)
@@ -183,16 +190,12 @@ def sample_rows(
     """
     drawn = SampleOptions.of(sampling, **keywords)
     resolved = load_env(env)
-    meta: RowMeta = {"sample_seed": drawn.seed}
-    if policy is not None:
-        meta["policy"] = policy
-    if eval_run is not None:
-        meta["eval_run"] = eval_run
     if resolved.is_episodic:  # rows keep the transcript, turns, tool calls and per-turn markers
         fingerprint = _fingerprint(items)
 
         def episodes(part: Sequence[PromptItem], shown: bool = True) -> list[Rows]:
-            rows = sample_episode_rows(model, tokenizer, part, drawn, env=resolved, meta=meta,
+            rows = sample_episode_rows(model, tokenizer, part, drawn, env=resolved,
+                                       meta=_row_meta(drawn, policy, eval_run),
                                        prompts_fingerprint=fingerprint, adapter=adapter,
                                        progress=progress if shown else False, desc=desc, backend=backend)
             _count_from(rows, drawn.first)
@@ -207,9 +210,26 @@ def sample_rows(
                        progress=progress if shown else False, desc=desc, backend=backend)
 
     replies = _sharded(draw, items) if shard else draw(items)
-    header = row_header(resolved, prompts_fingerprint=_fingerprint(items), policy=policy, seed=drawn.seed, k=drawn.k,
-                        temperature=drawn.temperature, top_p=drawn.top_p)
-    return Rows(_count_from(grade_replies(items, replies, env=resolved, **meta), drawn.first), header=header)
+    return graded_rows(items, replies, drawn, env=resolved, policy=policy, eval_run=eval_run)
+
+
+def graded_rows(items: Sequence[PromptItem], replies: Sequence[Sequence[str]], sampling: SampleOptions, *, env: Env,
+                policy: str | None = None, eval_run: str | None = None) -> Rows:
+    """*replies* (``replies[i]``: item *i*'s, drawn as *sampling* says) graded by *env* into rows,
+    with their provenance header: what :func:`sample_rows` returns for a one-turn environment."""
+    header = row_header(env, prompts_fingerprint=_fingerprint(items), policy=policy, sampling=sampling.drawn())
+    return Rows(_count_from(grade_replies(items, replies, env=env, **_row_meta(sampling, policy, eval_run)),
+                            sampling.first), header=header)
+
+
+def _row_meta(sampling: SampleOptions, policy: str | None, eval_run: str | None) -> RowMeta:
+    """What every row sampled here carries: its seed, and the policy and run when named."""
+    meta: RowMeta = {"sample_seed": sampling.seed}
+    if policy is not None:
+        meta["policy"] = policy
+    if eval_run is not None:
+        meta["eval_run"] = eval_run
+    return meta
 
 
 def _count_from(rows: list[Row], first: int) -> list[Row]:

@@ -11,13 +11,15 @@ that) and reads it compressed or not.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..data.provenance import row_header
 from ..data.rows import Rows, load_rows, write_rows
 from ..errors import DataError, UsageError
 from ..records import Header, Row
+from .config import RunKnobs, renamed
 from .run import RunFolder
 
 __all__ = ["run_rows", "save_baseline"]
@@ -39,8 +41,14 @@ def _header_from_config(run: RunFolder, rows: Sequence[Row], seed: int | None) -
     policies = {row.get("policy") for row in rows}
     return row_header(config["env"],
                       prompts_fingerprint=config.get("prompts", {}).get("holdout_fingerprint"),
-                      policy=policies.pop() if len(policies) == 1 else None, temperature=knobs.get("temperature"),
-                      top_p=knobs.get("top_p"), seed=seed, k=knobs.get("eval_k"))
+                      policy=policies.pop() if len(policies) == 1 else None,
+                      sampling={**_recorded_sampling(knobs), "seed": seed})
+
+
+def _recorded_sampling(knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling settings a run's recorded knobs name (older names read as today's)."""
+    fills = RunKnobs.sampling_knobs()
+    return {fills[name]: value for name, value in renamed(knobs).items() if name in fills}
 
 
 def run_rows(run: RunFolder | str | os.PathLike[str], side: str = "after", *, base_run: int | None = None) -> Rows:

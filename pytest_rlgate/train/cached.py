@@ -19,9 +19,7 @@ from pathlib import Path
 from .._io import cache, ranks
 from ..data.rows import Rows, load_rows, write_rows
 from ..environment.contract import Env
-from ..policy.load import tiny_policy_key
-from ..policy.models import is_model_name, model_identity
-from ..policy.tiny.spec import TINY_PREFIX
+from ..policy.identity import adapter_identity, base_identity
 from ..records import Row
 from .adapters import run_lineage
 from .config import RunKnobs, resolved
@@ -30,11 +28,14 @@ from .inputs import load_prompts, versions
 from .methods import trainer
 from .run import RunFolder
 
-__all__ = ["CachedRun", "base_identity", "cached_rows", "cached_run", "env_identity", "run_key"]
+__all__ = ["CachedRun", "cached_rows", "cached_run", "env_identity", "run_key"]
 
 #: Knobs that name where a run lands, not what it learns, or (``env``) that the key holds
 #: by identity instead of by spelling: left out of the knobs part.
 _PLACEMENT = ("run_name", "runs_dir", "auto", "env")
+#: Knobs that watch a run without changing what it learns: in the key only when set (such a run leaves files
+#: that a cached run without them lacks), so the keys of runs that leave them unset stay what they were.
+_OBSERVERS = ("save_steps", "watch_every")
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,9 @@ class CachedRun:
 #: built-in environments (their rewards, prompt writers, features, negatives), sampling,
 #: grading and the gate (gate.json is cached with the run). Edit any of it and runs retrain.
 #: An environment outside the package is keyed by its fingerprint.
-_RUN_CODE = ("train/*.py", "environment/contract.py", "envs/**/*.py", "policy/sampling.py", "data/rows.py",
-             "gate/adapter.py", "gate/recipe_stats.py", "gate/stats.py", "data/prompts.py", "data/hygiene.py",
-             "policy/load.py")
+_RUN_CODE = ("train/*.py", "watch/frame.py", "environment/contract.py", "envs/**/*.py", "policy/sampling.py",
+             "data/rows.py", "gate/adapter.py", "gate/recipe_stats.py", "gate/stats.py", "data/prompts.py",
+             "data/hygiene.py", "policy/load.py")
 
 
 def _code_digest() -> str:
@@ -67,23 +68,6 @@ def _code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def base_identity(name_or_path: str) -> dict[str, str]:
-    """What identifies a base model: a tiny policy's content hash, a folder's files, or a hub id."""
-    if name_or_path.startswith(TINY_PREFIX):
-        return {"tiny": tiny_policy_key(name_or_path)}
-    if is_model_name(name_or_path):
-        return model_identity(name_or_path)
-    folder = Path(name_or_path)
-    if folder.is_dir():
-        digest = hashlib.sha256()
-        for path in sorted(p for p in folder.iterdir() if p.is_file()):
-            small = path.stat().st_size < 64 << 20  # hash small files whole, name large ones by size
-            content = path.read_bytes() if small else str(path.stat().st_size).encode()
-            digest.update(path.name.encode() + b"\0" + content)
-        return {"folder": digest.hexdigest()}
-    return {"hub": name_or_path}
-
-
 def env_identity(env: Env) -> dict[str, object]:
     """What identifies an environment in a key: name, version, fingerprint, and the chat it renders
     (its system prompt is not in the fingerprint, yet it changes what a policy learns)."""
@@ -92,7 +76,7 @@ def env_identity(env: Env) -> dict[str, object]:
 
 def run_key(knobs: RunKnobs) -> str:
     """The cache key of a training run with resolved *knobs*."""
-    parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT}
+    parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT and not (k in _OBSERVERS and not v)}
     return cache.key(method=knobs.method, knobs=parts, env=env_identity(knobs.environment),
                      base=base_identity(resolved(knobs.base_model, "base_model")),
                      prompts=load_prompts(knobs).fingerprint, from_run=from_run_identity(knobs), versions=versions(),
@@ -170,12 +154,3 @@ def cached_rows(
 
     folder = _rank_aware("rows", key, build, root=root, everyone=follow)
     return load_rows(folder / "rows.jsonl"), not built
-
-
-def adapter_identity(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of an adapter folder's config and weights (a handed-in adapter's cache identity)."""
-    digest = hashlib.sha256()
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
-        digest.update((Path(path) / name).read_bytes())
-    return digest.hexdigest()
-

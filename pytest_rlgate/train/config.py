@@ -20,42 +20,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
+from ..data.prompts import PROMPT_SEED as SEED, SIZE
 from ..environment.contract import Env, load_env
-from ..errors import UsageError
-from ..options import HOLDOUT_FRACTION, SEED as SEED_RANGE, Number, bounds_of, knob, path_problem
+from ..errors import RlgateDeprecationWarning, UsageError
+from ..options import HOLDOUT_FRACTION, SEED as SEED_RANGE, Number, bounds_of, knob, knob_meta, path_problem
+from ..policy.generate import (
+    DEFAULT_MAX_NEW_TOKENS,
+    RUNS,
+    SAMPLE_TEMPERATURE,
+    SAMPLING,
+    TINY_MAX_NEW_TOKENS,
+    SampleOptions,
+)
+from ..policy.identity import is_tiny
 from ..policy.load import TINY_POLICY
 from ..policy.models import fetched_model_dir, is_model_name
-from ..policy.sampling import DEFAULT_MAX_NEW_TOKENS, SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
-from ..policy.tiny.manifest import BUILD_INFO
-from ..policy.tiny.spec import TINY_PREFIX
 from .reward import score_function
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 # --- shared by every method -------------------------------------------------------------
-#: Prompt seed of the template writer: the same seed writes the same prompt set and holdout, byte for byte.
-SEED = 0
-#: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference run's 200 situations).
-SIZE = "default"
-#: Share of scenarios held out, stratified by category so every category is measured; None holds
-#: out the environment's own shares (refund: 0.2 with an id, 0.65 without, 0.75 off topic).
+# The prompt set's defaults (SEED, SIZE) are data.prompts'; the sampling settings' are
+# policy.generate.SampleOptions' (SAMPLE_SEED seeds the trainer and the first holdout sample).
+#: Share of scenarios held out of every category; None holds out the environment's own shares
+#: (refund: 0.2 with an id, 0.65 without, 0.75 off topic; data.prompts.HOLDOUT where none are named).
 HOLDOUT: float | None = None
 #: Minority categories are repeated up to this share of the train split; 0 leaves it as written.
 BALANCE = 0.0
-#: Rollout/eval temperature: inside the 0.7-1.0 band where k samples still differ.
-TEMPERATURE = SAMPLE_TEMPERATURE
-#: Nucleus sampling for rollouts and evaluation (Holtzman et al.).
-TOP_P = SAMPLE_TOP_P
-# SAMPLE_SEED (sampling.py) seeds the trainer and the first holdout sample; base runs use 17, 18, 19.
 #: Base-policy holdout samples at consecutive seeds: the run-to-run noise floor of the gate.
 BASE_RUNS = 3
-#: Samples per holdout prompt: pass@1 is estimated from four replies.
-EVAL_K = 4
-#: Completion budget (training and evaluation) for a hub model: the reference run's 160 tokens.
-MAX_COMPLETION_LENGTH = DEFAULT_MAX_NEW_TOKENS
-#: The tiny policy's replies are ~31 tokens; 48 leaves room without paying for 160.
-TINY_MAX_COMPLETION_LENGTH = 48
+#: Knob names of an older release, still read (from a run's config.json, a marker, a keyword) as the new ones.
+RENAMED = {"seed": "prompt_seed", "eval_k": "k", "max_completion_length": "max_new_tokens"}
 #: LoRA rank: the reference run's 16 (enough for a one-rule behaviour change).
 LORA_RANK = 16
 #: LoRA alpha = 2 x rank, the usual scale that keeps the update size rank-independent.
@@ -64,8 +60,9 @@ LORA_ALPHA = 32
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 #: HackMonitor evaluates the live policy every this many steps (0 switches it off).
 MONITOR_EVERY = 10
-#: Alarm kinds ``stop_on`` may name; ``any`` stops on the first alarm of any kind.
-STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
+#: Alarm kinds ``stop_on`` may name (``regression``: the watched run's sequential test, with ``watch_every``);
+#: ``any`` stops on the first alarm of any kind.
+STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "regression", "any")
 #: Run folders live under ./runs/<name>/ .
 RUNS_DIR = "runs"
 #: Round two (``--from-run``) trains on the train tasks whose pass rate under round one lies in
@@ -108,8 +105,8 @@ _ASYNC_NEEDS = ("a CUDA GPU", "vllm", "kernels")
 #: Used when TRL's help text cannot be read: the values TRL 1.16 documents.
 _FALLBACK_LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-#: The ``--help`` sections of the knobs every method shares.
-PROMPTS, SAMPLING, MONITOR, LORA = "prompts and policy", "sampling and evaluation", "HackMonitor", "LoRA"
+#: The ``--help`` sections of the knobs every method shares (and SAMPLING, policy.generate's).
+PROMPTS, MONITOR, LORA = "prompts and policy", "HackMonitor", "LoRA"
 
 
 def trl_choices(config: str, name: str, sentence: str, fallback: tuple[str, ...]) -> tuple[str, ...]:
@@ -181,11 +178,19 @@ def resolved(value: _Value | None, knob: str) -> _Value:
     return value
 
 
-def is_tiny(base_model: str | None) -> bool:
-    """True when the base is a tiny policy (any environment's): by name, or a folder its build wrote."""
-    if base_model is None:
-        return False
-    return base_model.startswith(TINY_PREFIX) or (Path(base_model) / BUILD_INFO).is_file()
+def renamed(knobs: Mapping[str, _Value], *, warn: bool = False) -> dict[str, _Value]:
+    """*knobs* with each older name (:data:`RENAMED`) read as the new one; *warn*: say so (a
+    keyword someone wrote), not for a run's own config.json (written by an older release)."""
+    out = dict(knobs)
+    for old, new in RENAMED.items():
+        if old in out:
+            if new in out:
+                raise UsageError(f"pass the knob {new} or its old name {old}, not both")
+            if warn:
+                warnings.warn(f"the knob {old!r} is now {new!r}; {old!r} will be removed", RlgateDeprecationWarning,
+                              stacklevel=4)
+            out[new] = out.pop(old)
+    return out
 
 
 def _fail(flag: str, value: object, fix: str) -> NoReturn:
@@ -285,25 +290,34 @@ class RunKnobs:
     balance: float = knob(BALANCE, "repeat minority categories of the train split up to this share "
                           "(%(default)s = off)", group=PROMPTS,
                           bound=Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True))
-    temperature: float = knob(TEMPERATURE, "rollouts and eval (%(default)s)", group=SAMPLING,
-                              bound=Number(0, 10, f"{TEMPERATURE:g}", low_open=True))
-    top_p: float = knob(TOP_P, "rollouts and eval (%(default)s)", group=SAMPLING,
-                        bound=Number(0, 1, f"{TOP_P:g}", low_open=True))
-    sample_seed: int = knob(SAMPLE_SEED, "trainer and first holdout seed; base runs use it, +1, +2 (%(default)s)",
-                            group=SAMPLING, bound=SEED_RANGE)
-    base_runs: int = knob(BASE_RUNS, "base holdout samples (%(default)s)", group=SAMPLING,
-                          bound=Number(1, 100, "3 (a noise floor)", integer=True))
-    eval_k: int = knob(EVAL_K, "replies per holdout prompt (%(default)s)", group=SAMPLING,
-                       bound=Number(1, 1024, "4", integer=True))
-    max_completion_length: int | None = knob(
-        None, f"default {MAX_COMPLETION_LENGTH}; {TINY_MAX_COMPLETION_LENGTH} on the tiny policy", group=SAMPLING,
-        metavar="TOKENS", bound=Number(1, 32768, str(MAX_COMPLETION_LENGTH), integer=True))
+    # The sampling settings the run evaluates with (and, where TRL reads them, rolls out with):
+    # SampleOptions' fields, each copied with its flag, range and help (sampling() gathers them).
+    #: the rollouts' too: TRL divides the logits by it, so 0 (greedy) is refused here
+    temperature: float = SampleOptions.as_knob("temperature", help="rollouts and evaluation (%(default)s)",
+                                               bound=Number(0, 10, f"{SAMPLE_TEMPERATURE:g}", low_open=True))
+    top_p: float = SampleOptions.as_knob("top_p", help="rollouts and evaluation (%(default)s)")
+    sample_seed: int = SampleOptions.as_knob("seed", help="trainer and first holdout seed; base runs use it, +1, +2 "
+                                                          "(%(default)s)")
+    base_runs: int = knob(BASE_RUNS, "base holdout samples (%(default)s)", group=SAMPLING, bound=RUNS)
+    k: int = SampleOptions.as_knob("k", help="replies per holdout prompt (%(default)s)", aliases=("--eval-k",))
+    #: TRL's max_completion_length for the rollouts, and the evaluation's budget
+    max_new_tokens: int | None = SampleOptions.as_knob(
+        "max_new_tokens", default=None, aliases=("--max-completion-length",),
+        help=f"reply budget of the rollouts (TRL's max_completion_length) and the evaluation (default "
+             f"{DEFAULT_MAX_NEW_TOKENS}; {TINY_MAX_NEW_TOKENS} on the tiny policy)")
     monitor_every: int = knob(MONITOR_EVERY, "steps between checks, 0 = off", group=MONITOR,
                               bound=Number(0, 1_000_000, "10 (0 switches the monitor off)", integer=True))
     stop_on: tuple[str, ...] = knob((), f"end training on these alarms: {','.join(STOP_ON_CHOICES)} "
                                     "(comma-separated)", group=MONITOR, parse=csv, metavar="KINDS")
     kl_budget: float | None = knob(None, "drift alarm when the logged KL exceeds this", group=MONITOR,
                                    metavar="KL", bound=Number(0, 1_000_000, "0.1", low_open=True))
+    save_steps: int = knob(0, "save a checkpoint-N folder every N steps in <runs-dir>/<run-name>-checkpoints/, "
+                              "where `rlgate watch` gates them beside the run (0 = none)", group=MONITOR,
+                           metavar="N", bound=Number(0, 1_000_000, "10 (0 saves none)", integer=True))
+    watch_every: int = knob(0, "gate the policy against step 0 every N steps (GateCallback's sequential test) "
+                               "into the run's rlgate-watch/ and pick the checkpoint to ship; --stop-on regression "
+                               "ends training at a regression (0 = off)", group=MONITOR, metavar="N",
+                            bound=Number(0, 1_000_000, "10 (0 switches the watch off)", integer=True))
     lora_rank: int = knob(LORA_RANK, "(%(default)s)", group=LORA, bound=Number(1, 1024, "16", integer=True))
     lora_alpha: int = knob(LORA_ALPHA, "(%(default)s)", group=LORA, bound=Number(1, 65536, "32", integer=True))
     lora_targets: tuple[str, ...] = knob(LORA_TARGETS, "comma-separated module names (default: attention + MLP "
@@ -326,7 +340,20 @@ class RunKnobs:
     method: str = field(default="", init=False)
 
     def _resolved_values(self, tiny: bool) -> dict[str, Any]:
-        return {"max_completion_length": TINY_MAX_COMPLETION_LENGTH if tiny else MAX_COMPLETION_LENGTH}
+        return {"max_new_tokens": TINY_MAX_NEW_TOKENS if tiny else DEFAULT_MAX_NEW_TOKENS}
+
+    def sampling(self, **overrides: Any) -> SampleOptions:
+        """How the run samples its holdout (resolved knobs): each knob that fills a
+        :class:`SampleOptions` field, *overrides* on top (a base run's ``seed``, DPO's ``k``)."""
+        values = {field: getattr(self, knob) for knob, field in self.sampling_knobs().items()}
+        values["max_new_tokens"] = resolved(self.max_new_tokens, "max_new_tokens")
+        return SampleOptions(**{**values, **overrides})
+
+    @classmethod
+    def sampling_knobs(cls) -> dict[str, str]:
+        """Each knob that fills a :class:`SampleOptions` field -> that field's name."""
+        return {f.name: meta["fills"] for f in dataclasses.fields(cls)
+                if (meta := knob_meta(f)) is not None and meta["fills"] is not None}
 
     @property
     def environment(self) -> Env:
@@ -367,11 +394,8 @@ class RunKnobs:
 
     def with_overrides(self: _Knobs, **overrides: Any) -> _Knobs:
         """These knobs with keyword *overrides* applied, resolved; an unknown name is a ``UsageError``
-        listing the known ones. ``seed`` is the old spelling of ``prompt_seed``."""
-        if "seed" in overrides:
-            warnings.warn("the knob 'seed' is now 'prompt_seed' (it seeds the prompt set); 'seed' will be removed",
-                          DeprecationWarning, stacklevel=3)
-            overrides["prompt_seed"] = overrides.pop("seed")
+        listing the known ones. An older name (:data:`RENAMED`) still reads as the new one, with a warning."""
+        overrides = renamed(overrides, warn=True)
         names = {f.name for f in dataclasses.fields(self) if f.init}
         unknown = sorted(set(overrides) - names)
         if unknown:
@@ -379,9 +403,24 @@ class RunKnobs:
                              f"known: {', '.join(sorted(names))}")
         return dataclasses.replace(self, **overrides).resolve()
 
+    @property
+    def checkpoints_dir(self) -> Path:
+        """Where ``save_steps`` puts each ``checkpoint-N``: beside the run folder, under a name known before the
+        run starts, so a watch started with the job finds it (the run folder is published at the end)."""
+        return Path(self.runs_dir) / f"{resolved(self.run_name, 'run_name')}-checkpoints"
+
+    def saving(self) -> dict[str, object]:
+        """The trainer config's saving arguments: a ``checkpoint-N`` (the adapter, its config naming the base,
+        the trainer state) every ``save_steps`` steps, or none."""
+        if not self.save_steps:
+            return {"save_strategy": "no"}
+        return {"save_strategy": "steps", "save_steps": self.save_steps, "save_only_model": True}
+
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
         check_numbers(self)
+        if "regression" in self.stop_on and not self.watch_every:
+            _fail("stop-on", ",".join(self.stop_on), "regression is the watched run's stop: add --watch-every N")
         unknown = [s for s in self.stop_on if s not in STOP_ON_CHOICES]
         if unknown:
             _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")

@@ -26,7 +26,7 @@ from ..data.prompts import count_by_category, fingerprint
 from ..errors import DataError, RlgateWarning, UsageError
 from ..policy.sampling import sample_rows
 from ..records import PromptItem, Row
-from .config import RunKnobs, resolved
+from .config import RunKnobs
 from .run import RunFolder
 
 if TYPE_CHECKING:
@@ -186,17 +186,15 @@ def select_by_pass_rate(
 
 def select_next_round(model: Model, tokenizer: Tokenizer, tasks: Sequence[Item], knobs: RunKnobs, *, policy: str,
                       progress: bool | None = None) -> Selection:
-    """Sample each task ``knobs.eval_k`` times under *model* (the round-one policy, merged) and
+    """Sample each task ``knobs.k`` times under *model* (the round-one policy, merged) and
     keep those inside ``knobs.difficulty``; see :func:`select_by_pass_rate`."""
     if knobs.difficulty is None or knobs.from_run is None:
         raise UsageError("--difficulty: next-round selection needs --from-run RUN (the round-one policy)")
     seed = selection_seed(knobs.from_run)
     unique = list({task["prompt"]: task for task in tasks}.values())  # a balance copy samples the same replies
-    rows = sample_rows(model, tokenizer, unique, k=knobs.eval_k, seed=seed, policy=policy, eval_run="next-round",
-                       env=knobs.environment, temperature=knobs.temperature, top_p=knobs.top_p,
-                       max_new_tokens=resolved(knobs.max_completion_length, "max_completion_length"),
-                       progress=progress,
+    rows = sample_rows(model, tokenizer, unique, sampling=knobs.sampling(seed=seed), policy=policy,
+                       eval_run="next-round", env=knobs.environment, progress=progress,
                        desc="sampling train tasks (next-round difficulty)")
     low, high = knobs.difficulty
-    return select_by_pass_rate(tasks, pass_rates(tasks, rows), (low, high), k=knobs.eval_k, seed=seed,
+    return select_by_pass_rate(tasks, pass_rates(tasks, rows), (low, high), k=knobs.k, seed=seed,
                                policy=policy)

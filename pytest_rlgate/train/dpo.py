@@ -64,9 +64,7 @@ def sample_pairs(model: Model, tokenizer: Tokenizer, items: Sequence[PromptItem]
     pairs repeat: the copies weight that prompt, as they weight it in GRPO).
     """
     env = knobs.environment
-    budget = resolved(knobs.max_completion_length, "max_completion_length")
-    replies = sample(model, tokenizer, list(items), k=knobs.pair_samples, temperature=knobs.temperature,
-                     top_p=knobs.top_p, seed=knobs.sample_seed, max_new_tokens=budget, env=env,
+    replies = sample(model, tokenizer, list(items), sampling=knobs.sampling(k=knobs.pair_samples), env=env,
                      progress=progress, desc="sampling DPO pairs")
     built = build_pairs(items, replies, seed=knobs.sample_seed, min_margin=knobs.min_margin,
                         max_per_prompt=knobs.max_pairs_per_prompt, constructed=knobs.constructed_negatives,
@@ -126,7 +124,7 @@ def dpo_config(knobs: DPOKnobs, output_dir: str, *,
         seed=knobs.sample_seed,
         data_seed=knobs.sample_seed,
         logging_steps=1,
-        save_strategy="no",
+        **knobs.saving(),
         report_to=report_to,
         disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,

@@ -71,12 +71,12 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         epsilon_high=knobs.epsilon_high or None,
         scale_rewards="none" if knobs.no_scale_rewards else "group",
         mask_truncated_completions=knobs.mask_truncated,
-        max_completion_length=knobs.max_completion_length,
+        max_completion_length=knobs.max_new_tokens,  # TRL's name for the rollouts' budget
         temperature=knobs.temperature,
         top_p=knobs.top_p,
         seed=knobs.sample_seed,
         logging_steps=1,
-        save_strategy="no",
+        **knobs.saving(),
         report_to=report_to,
         disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,

@@ -14,6 +14,10 @@ prompt. Alarms:
   with an id, the same lookup without one); otherwise all completions are scanned at once;
 * ``drift`` - the trainer's logged KL to the reference crosses ``kl_budget`` (if set).
 
+Every scan in ``summary()["last_scan"]`` also names the feature the reward pays for within
+prompt (``paid_feature``, and ``paid_endorsed``), right replies or wrong: what an honest
+reward rewards, not only what a flawed one overpays.
+
 ``stop_on`` names the kinds that end training through ``control.should_training_stop``.
 The monitor samples inside a forked RNG, so watching a run never changes what it learns.
 In a torchrun / accelerate job the main process watches and every rank stops with it.
@@ -29,14 +33,13 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from transformers import TrainerCallback
-
 from .._io import ranks
-from ..environment.contract import Env, EnvSpec, load_env
+from ..environment.contract import EnvSpec, load_env
 from ..errors import RlgateWarning
-from ..policy.sampling import SampleOptions, sample
+from ..policy.sampling import SampleOptions
 from ..records import PromptItem
 from ..rewards.scan import hack_scan
+from ..watch.frame import LookFrame, quietly
 from .reward import completion_text, prompt_text
 from .tools import Chat
 
@@ -44,7 +47,8 @@ if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
     from typing_extensions import Unpack
 
-    from ..policy.handles import Model, SampleKeywords, Tokenizer
+    from ..policy.generate import SampleKeywords
+    from ..policy.handles import Model, Tokenizer
 
 __all__ = ["ALARMS", "HackMonitor"]
 
@@ -89,16 +93,15 @@ class _Point(TypedDict):
     n: int
 
 
-def _default_sampler(env: Env, sampling: SampleOptions) -> SampleFn:
-    return functools.partial(sample, progress=False, env=env, sampling=sampling)
-
-
-class HackMonitor(TrainerCallback):
+class HackMonitor(LookFrame):
     """A ``TrainerCallback`` that samples the live policy, scans the reward, raises alarms.
 
     The holdout is sampled as *sampling* (a :class:`~pytest_rlgate.policy.generate.SampleOptions`)
     with its fields as keywords on top (``k``, ``seed``, ``temperature``, ``max_new_tokens``, ...),
-    like :func:`~pytest_rlgate.policy.sampling.sample`; its *seed* also seeds the scans.
+    like :func:`~pytest_rlgate.policy.sampling.sample`; its *seed* also seeds the scans. Its
+    looks are :class:`~pytest_rlgate.watch.frame.LookFrame`'s: beside a
+    :class:`~pytest_rlgate.watch.callback.GateCallback` with the same sampling, a step both
+    look at is sampled once. *sample_fn* replaces the sampler (a test plants a drift with it).
     """
 
     def __init__(
@@ -179,18 +182,10 @@ class HackMonitor(TrainerCallback):
             return  # the drift alarm fires once per crossing of the budget, as the KL is logged
         self._stop_if_wanted([self._alarm("drift", state.global_step, kl=self.last_kl, budget=budget)], control)
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    model: Model | None = None, **kw: object) -> None:
-        step = state.global_step
-        if self.every <= 0 or step % self.every:
-            return
-        if ranks.is_main_process():  # one process watches; the others follow its verdict
-            self._evaluate(model, step)
-            self._stop_if_wanted(self._check(step), control)
-        if ranks.group_size() > 1:
-            self.stopped_at = ranks.broadcast(self.stopped_at)
-            if self.stopped_at is not None:
-                control.should_training_stop = True
+    def look(self, model: Model | None, step: int, args: TrainingArguments, state: TrainerState,
+             control: TrainerControl) -> None:
+        self._evaluate(model, step)
+        self._stop_if_wanted(self._check(step), control)
 
     def _stop_if_wanted(self, fired: Sequence[Alarm], control: TrainerControl) -> None:
         wanted = [a for a in fired if "any" in self.stop_on or a["kind"] in self.stop_on]
@@ -199,25 +194,13 @@ class HackMonitor(TrainerCallback):
             control.should_training_stop = True
 
     # --- evaluation and alarms ----------------------------------------------------------
-    @property
-    def k(self) -> int:
-        return self.sampling.k
 
-    @property
-    def seed(self) -> int:
-        return self.sampling.seed
-
-    @property
-    def sample_fn(self) -> SampleFn:
-        if self._sample_fn is None:
-            self._sample_fn = _default_sampler(self.env, self.sampling)
-        return self._sample_fn
 
     def _evaluate(self, model: Model | None, step: int) -> None:
         if model is None or not self.holdout:
             return
         try:
-            replies = self._sample_quietly(model)
+            replies = self._sample(model, step)
         except Exception as exc:  # a failed evaluation is logged, never raised into training
             self.errors.append(f"step {step}: {type(exc).__name__}: {exc}")
             warnings.warn(f"HackMonitor evaluation at step {step} failed: {exc}", RlgateWarning, stacklevel=2)
@@ -234,21 +217,12 @@ class HackMonitor(TrainerCallback):
         self.history.append(point)
         self._pending.update({"monitor/proxy_reward": point["proxy_reward"], "monitor/length": point["length"]})
 
-    def _sample_quietly(self, model: Model) -> list[list[str]]:
-        """Sample in eval mode inside a forked RNG, so training sees the same random stream."""
-        import numpy as np
-        import torch
-
-        py_state, np_state = random.getstate(), np.random.get_state()
-        was_training = model.training
-        try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                model.eval()
-                return self.sample_fn(model, self.tokenizer, self.holdout, k=self.k, seed=self.seed)
-        finally:
-            model.train(was_training)
-            random.setstate(py_state)
-            np.random.set_state(np_state)
+    def _sample(self, model: Model, step: int) -> list[list[str]]:
+        """The holdout's replies at this look: *sample_fn*'s, else the look frame's (shared)."""
+        if self._sample_fn is not None:
+            with quietly(model):
+                return self._sample_fn(model, self.tokenizer, self.holdout, k=self.k, seed=self.seed)
+        return self.replies(model, self.tokenizer, self.holdout, self.sampling, env=self.env, step=step)
 
     def _check(self, step: int) -> list[Alarm]:
         fired = []
@@ -305,7 +279,9 @@ class HackMonitor(TrainerCallback):
             self.errors.append(f"hack_scan: {type(exc).__name__}: {exc}")
             return None
         top = getattr(result, "top_feature", None)
+        paid = getattr(result, "paid_feature", None)  # what the reward pays for, right or wrong
         return {"regime": getattr(result, "regime", None), "top_feature": getattr(top, "name", top),
+                "paid_feature": getattr(paid, "name", paid), "paid_endorsed": getattr(paid, "endorsed", None),
                 "n": len(rows), "endorsed": list(endorsed)}
 
     def _alarm(self, kind: str, step: int, **detail: object) -> Alarm:
@@ -322,9 +298,7 @@ class HackMonitor(TrainerCallback):
                 "endorsed": ({c: list(v) for c, v in self.env.endorsed.items()}
                              if isinstance(self.env.endorsed, Mapping) else list(self.env.endorsed)),
                 "stop_on": list(self.stop_on), "kl_budget": self.kl_budget, "window": self.window,
-                "length_growth": self.length_growth, "seed": self.seed, "temperature": self.sampling.temperature,
-                "top_p": self.sampling.top_p, "max_new_tokens": self.sampling.max_new_tokens,
-                "scan": self.scan_fn is not None,
+                "length_growth": self.length_growth, **self.sampling.drawn(), "scan": self.scan_fn is not None,
             },
             "history": self.history,
             "alarms": self.alarms,

@@ -28,19 +28,23 @@ from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.result import GateResult
+from ..policy.generate import K
+from ..policy.identity import base_identity
 from ..policy.sampling import sample_rows
 from ..records import PromptItem, Row
 from .adapters import LineageStep, load_base, merge_adapter, run_lineage
-from .cached import base_identity, cached_rows, env_identity
+from .cached import cached_rows, env_identity
 from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
-from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunFolder, RunWriter, before_name
+from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, WATCH_FOLDER, RunFolder, RunWriter, before_name
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     from ..policy.handles import Model, Tokenizer
+    from ..policy.kinds import Policy
+    from ..watch.callback import GateCallback
     from .monitor import HackMonitor, SampleFn
 
 _Trainer = TypeVar("_Trainer", bound="Trainer")
@@ -104,15 +108,13 @@ def prepare(knobs: RunKnobs) -> Prepared:
 
 
 def holdout_rows(
-    model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
-    eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
+    model: Policy, tokenizer: Tokenizer | None, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int,
+    policy: str, eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
 ) -> Rows:
-    """Sample ``eval_k`` replies per holdout prompt at *seed* and grade them with the environment into rows;
-    the progress bar is named *desc*."""
-    return sample_rows(model, tokenizer, list(holdout), k=knobs.eval_k, seed=seed, policy=policy, eval_run=eval_run,
-                       temperature=knobs.temperature, top_p=knobs.top_p, env=knobs.environment,
-                       max_new_tokens=resolved(knobs.max_completion_length, "max_completion_length"),
-                       progress=progress, desc=desc)
+    """Sample the holdout as the knobs say (:meth:`RunKnobs.sampling`) at *seed* and grade it with the
+    environment into rows; the progress bar is named *desc*."""
+    return sample_rows(model, tokenizer, list(holdout), sampling=knobs.sampling(seed=seed), policy=policy,
+                       eval_run=eval_run, env=knobs.environment, progress=progress, desc=desc)
 
 
 def base_seeds(knobs: RunKnobs) -> list[int]:
@@ -137,10 +139,6 @@ def write_base_runs(run: RunWriter, prep: Prepared, *, progress: bool | None = N
     return before
 
 
-#: Knobs that decide a base run's rows (the sampler is seeded per reply, so rows are reproducible).
-_BASE_SAMPLING = ("temperature", "top_p", "eval_k", "max_completion_length")
-
-
 def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
                      sample: Callable[[], Rows]) -> Rows:
     """A base run's rows, sampled once per (base, holdout, sampling knobs, seed) and cached.
@@ -154,7 +152,7 @@ def _cached_base_run(prep: Prepared, seed: int, label: str, index: int,
     parts = {"kind": "base-run", "base": base_identity(resolved(prep.knobs.base_model, "base_model")),
              "env": env_identity(prep.env), "holdout": fingerprint(prep.prompts.holdout), "seed": seed, "label": label,
              "index": index,
-             "sampling": {k: getattr(prep.knobs, k) for k in _BASE_SAMPLING}, "versions": versions()}
+             "sampling": prep.knobs.sampling(seed=seed).drawn(), "versions": versions()}
     rows, _hit = cached_rows(parts, sample)
     return rows
 
@@ -237,13 +235,15 @@ def train_and_gate(
     from .monitor import HackMonitor  # transformers
 
     knobs, tok, sets = prep.knobs, prep.tokenizer, prep.prompts
-    budget = resolved(knobs.max_completion_length, "max_completion_length")
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
-                          kl_budget=knobs.kl_budget, seed=knobs.sample_seed, temperature=knobs.temperature,
-                          top_p=knobs.top_p, max_new_tokens=budget, sample_fn=monitor_sample_fn)
-    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
+                          kl_budget=knobs.kl_budget, sampling=knobs.sampling(k=K),  # its own k, whatever the gate's
+                          sample_fn=monitor_sample_fn)
+    watch = _gate_callback(run, prep) if knobs.watch_every else None
+    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it; saved
+    # checkpoints go beside the run instead, where a watch started with the job finds them
     with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
-        trainer = build(scratch, [monitor, recorder], monitor)
+        trainer = build(_checkpoints(knobs, run) if knobs.save_steps else scratch,
+                        [monitor, recorder, *([watch] if watch is not None else [])], monitor)
         started = time.perf_counter()
         trainer.train()
         train_s = time.perf_counter() - started
@@ -261,11 +261,39 @@ def train_and_gate(
     steps_done = trainer.state.global_step
     record = {"steps_done": steps_done, "train_seconds": round(train_s, 3),
               "seconds_per_step": round(train_s / max(steps_done, 1), 4),
-              "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+              "stopped_at": monitor.stopped_at or (watch.stopped_at if watch is not None else None),
+              "passed": bool(gate.passed),
               "processes": getattr(getattr(trainer, "accelerator", None), "num_processes", 1),
               **(training(steps_done) if training else {})}
     run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
     return run.publish()
+
+
+def _checkpoints(knobs: RunKnobs, run: RunWriter) -> str:
+    """The ``save_steps`` folder, made empty: an earlier run's checkpoints under the name are replaced only when
+    its run folder is (``overwrite``)."""
+    import shutil
+
+    folder = knobs.checkpoints_dir
+    if folder.exists() and any(folder.iterdir()):
+        if not run.overwrite:
+            raise UsageError(f"--save-steps: {folder} holds an earlier run's checkpoints; pick another --run-name or "
+                             "delete the folder")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+def _gate_callback(run: RunWriter, prep: Prepared) -> GateCallback:
+    """``watch_every``: a :class:`~pytest_rlgate.watch.callback.GateCallback` sampling the holdout as the run's
+    own evaluation does, its looks in the run folder's ``rlgate-watch/``, picking the checkpoint to ship."""
+    from ..watch.callback import GateCallback  # transformers
+
+    knobs = prep.knobs
+    return GateCallback(prep.prompts.holdout, env=prep.env, every=knobs.watch_every, out_dir=run.path / WATCH_FOLDER,
+                        planned_looks=max(1, getattr(knobs, "steps", knobs.watch_every) // knobs.watch_every),
+                        stop_on_regression=bool({"regression", "any"} & set(knobs.stop_on)), select=True,
+                        sampling=knobs.sampling())
 
 
 def metrics_recorder(keys: Mapping[str, str], *, when: str) -> MetricsRecorder:

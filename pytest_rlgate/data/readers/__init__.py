@@ -187,7 +187,7 @@ def _read_options(name: str, picked: Mapping[str, str], given: Mapping[str, obje
         allow = picked["allow_prompt_change"].lower() in ("1", "true", "yes")
     if not isinstance(allow, bool):
         raise UsageError(f"allow_prompt_change={allow!r}: expected True or False")
-    return ReadOptions(format=name, category=text("category"), unit=text("unit"), metric=text("metric"),
+    return ReadOptions(format=name, category=text("category"), unit=text("unit"), score=text("score"),
                        pass_threshold=threshold, allow_prompt_change=allow,
                        own={option.name: text(option.name) for option in reader.options},
                        loose=frozenset(option.name for option in reader.options if not option.shapes))
@@ -197,7 +197,8 @@ def read_rows(source: RowInput, format: str | None = None, **options: object) ->
     """Open a row file or a harness's output as rows: an iterable with ``header``, re-read on each pass.
 
     The keywords are :class:`~pytest_rlgate.options.ReadOptions`' fields (``category``,
-    ``unit``, ``metric``, ``pass_threshold``, ``allow_prompt_change``) and the options the
+    ``unit``, ``score``, ``pass_threshold``, ``allow_prompt_change``; ``metric`` is the old name of
+    ``score``) and the options the
     readers declare for themselves (lm-eval's ``filter``, promptfoo's ``provider``,
     Inspect's ``findings``: :func:`declared_options`), each used by the format that declares
     it. *format* is a name of :func:`reader_names` (default: detected). ``path#key=value``
@@ -211,6 +212,7 @@ def read_rows(source: RowInput, format: str | None = None, **options: object) ->
         return _check_rows(source)  # type: ignore[return-value]  # rows in memory: validated as they stream
     where = os.fspath(source)
     path, picked = _split(source)
+    options, picked = ReadOptions.renamed(options, where="read_rows"), ReadOptions.renamed(picked, where=where)
     declared = declared_options()
     shared = [name for name in ReadOptions.names() if name != "format"]
     refuse_unknown(options, [*shared, *declared], "read_rows")

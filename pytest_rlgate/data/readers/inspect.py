@@ -9,7 +9,7 @@ to ``grouped()``; a bare key that is no field of the sample, the older spelling,
 its metadata; default ``metadata.category`` when the first sample has it, else the task
 name); score = a scorer's
 ``Score.value`` (default: the first scorer): the letter grades ``C``/``I``/``P``/``N`` read
-1 / 0 / 0.5 / 0, numbers as they are, a mapping's entry by ``--metric scorer.key``.
+1 / 0 / 0.5 / 0, numbers as they are, a mapping's entry by ``--score-key scorer.key``.
 Samples that errored or were not scored are counted and reported in the gate's result,
 never dropped silently. The input and target of each sample go to the pairing check.
 The ``findings`` option adds a marker per scanner of an Inspect Scout scan (or a JSONL
@@ -77,7 +77,7 @@ def _value(value: object, *, metric: str, path: str, where: str) -> float | None
         except ValueError:
             pass
     raise DataError(f"sample {where}: scorer {metric!r} gave {value!r:.60}, not a number or a letter grade "
-                    f"({'/'.join(LETTERS)}); pick a mapping entry with --metric {metric}.KEY", path=path)
+                    f"({'/'.join(LETTERS)}); pick a mapping entry with --score-key {metric}.KEY", path=path)
 
 
 def _text(content: object) -> str:
@@ -158,7 +158,7 @@ def _rows(record: Pass, log: ModuleType, label: str, task: str, scorers: list[st
           findings: Findings | None) -> Iterator[Row]:
     category = Pick("category", options.category, probe="metadata.category", spell=_spell)
     unit = Pick("unit", options.unit, spell=_spell)
-    metric = options.metric or (scorers[0] if scorers else None)
+    metric = options.score or (scorers[0] if scorers else None)
     scorer, _, entry = (metric or "").partition(".")
     used: set[Hashable] = set()
     for sample in log.read_eval_log_samples(label, all_samples_required=False):
@@ -213,7 +213,7 @@ def _score(scores: Mapping[str, object], scorer: str, entry: str, metric: str, l
     if scorer not in scores:
         if scores:
             raise DataError(f"sample {where}: no scorer {scorer!r} (it has {', '.join(scores)}); pass "
-                            "--metric NAME", path=label)
+                            "--score-key NAME", path=label)
         return None
     value = scores[scorer]
     if entry:
@@ -222,7 +222,7 @@ def _score(scores: Mapping[str, object], scorer: str, entry: str, metric: str, l
         value = value[entry]
     elif isinstance(value, Mapping):
         raise DataError(f"sample {where}: scorer {scorer!r} gives a mapping ({', '.join(map(str, value))}); "
-                        f"pick one with --metric {scorer}.KEY", path=label)
+                        f"pick one with --score-key {scorer}.KEY", path=label)
     return _value(value, metric=metric, path=label, where=where)
 
 

@@ -33,7 +33,7 @@ from ...options import FILE_NUMBER
 from ...records import Row
 from .hashes import HASH_DIGITS, pack
 from .lines import check_depth, json_object, not_an_object, record_lines
-from .source import MISSING, Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, source_header
+from .source import FILTER, MISSING, Opened, Pass, Pick, ReadOptions, as_dict, number, pass_of, source_header
 
 __all__ = ["READER"]
 
@@ -144,8 +144,7 @@ def _prompt(rec: Mapping[str, object]) -> str | None:
 class LmEvalReader:
     name = "lm-eval"
     summary = "lm-evaluation-harness `--log_samples` output: the folder, a `results_<date>.json` or a samples file"
-    options = (ReaderOption("filter", "lm-eval: the filter to read for tasks scored under several (e.g. "
-                                      "strict-match)", flag="--filter", metavar="NAME"),)
+    options = (FILTER,)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if path.is_dir():
@@ -225,7 +224,7 @@ def _file_rows(file: _File, record: Pass, keys: _Keys, options: ReadOptions) -> 
     refused at its line; with one, the rows of a unit and prompt count up its rollout index.
     """
     task, use, label = file.task, file.use, os.fspath(file.path)
-    metric, threshold, wanted = options.metric, options.pass_threshold, options.text("filter")
+    metric, threshold, wanted = options.score, options.pass_threshold, options.text("filter")
     higher = metric not in file.lower
     fixed = (file.group or task) if keys.by_group else task
     counts: dict[tuple[str, str], int] = {}
@@ -304,7 +303,7 @@ def _first_metric(rec: Mapping[str, object], label: str, line: int) -> str:
     listed = rec.get("metrics")
     check_depth({"metrics": listed}, label, line)
     if not isinstance(listed, list) or not listed:
-        raise DataError("no 'metrics' list to take the score from; pass --metric NAME", path=label, line=line)
+        raise DataError("no 'metrics' list to take the score from; pass --score-key NAME", path=label, line=line)
     return str(listed[0])
 
 
@@ -314,7 +313,7 @@ def _score(rec: Mapping[str, object], metric: str, value: object, label: str, li
         check_depth({"metrics": rec.get("metrics")}, label, line)
         listed = rec.get("metrics")
         raise DataError(f"no metric {metric!r} (this line has "
-                        f"{', '.join(map(str, listed if isinstance(listed, list) else []))}); pass --metric NAME",
+                        f"{', '.join(map(str, listed if isinstance(listed, list) else []))}); pass --score-key NAME",
                         path=label, line=line)
     check_depth({metric: value}, label, line)
     return number(value, metric=metric, path=label, line=line)

@@ -8,7 +8,7 @@ and ``results.jsonl``, one line per (problem, repeat) (``engine/eval_loop.py``:
 per benchmark; so does this reader.
 
 Unit = (benchmark, ``problem_idx``), one reply per ``repeat``; category = the benchmark, or
-a dotted path into the line (``metadata.category``); score = ``reward`` (or ``--metric``, a
+a dotted path into the line (``metadata.category``); score = ``reward`` (or ``--score-key``, a
 ``scorer_rewards`` entry). A 0/1 reward passes at 1; others need ``--pass-threshold`` (nel's
 ``--correct-above``). A line nel graded 0.0 because solving failed (``scoring_details``
 with an ``error``) stays gated as nel scored it, and is counted and reported.
@@ -120,7 +120,7 @@ class NemoReader:
 def _rows(record: Pass, benchmark: str, file: Path, options: ReadOptions, category: Pick,
           unit: Pick) -> Iterator[Row]:
     label = os.fspath(file)
-    metric = options.metric or "reward"
+    metric = options.score or "reward"
     for line, rec in json_lines(file):
         idx, repeat = rec.get("problem_idx"), rec.get("repeat", 0)
         if idx is None:
@@ -130,7 +130,7 @@ def _rows(record: Pass, benchmark: str, file: Path, options: ReadOptions, catego
             record.tally("result(s) NeMo Evaluator graded 0 after a failed solve, gated as graded",
                          f"problem {idx} repeat {repeat}", str(details["error"]), label=label)
         rewards = as_dict(rec.get("scorer_rewards"))
-        value = rec.get("reward") if options.metric is None else rewards.get(metric, MISSING)
+        value = rec.get("reward") if options.score is None else rewards.get(metric, MISSING)
         if value is MISSING:
             raise DataError(f"no scorer reward {metric!r} (scorer_rewards: {', '.join(rewards) or 'none'})",
                             path=label, line=line)

@@ -77,7 +77,7 @@ def check_sources(before: Side, after: Side) -> list[str]:
         diff = sorted(k for k in set(ob) | set(oa) if ob.get(k) != oa.get(k))
         shown = ", ".join(f"{k} {ob.get(k)!r} vs {oa.get(k)!r}" for k in diff)
         return _raise(refuse(f"the sides were read with different options ({shown})",
-                             "read both with the same --metric/--filter/--category-key/--unit-key/--pass-threshold"))
+                             "read both with the same --score-key/--filter/--category-key/--unit-key/--pass-threshold"))
     notes = []
     if sb.get("version") != sa.get("version"):
         notes.append(f"{sb.get('harness')} version differs: {before_label} {sb.get('version')}, "

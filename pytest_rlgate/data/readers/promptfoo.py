@@ -12,7 +12,7 @@ Unit = the test (a hash of its ``vars`` without promptfoo's runtime ``_*``/``ses
 entries) and the prompt (``promptIdx``); category = a dotted path into the result
 (``testCase.metadata.topic``; default ``testCase.metadata.category`` when the first result
 has one, else ``all``), or ``namedScores``: each named score its own category; score =
-``score`` with promptfoo's own ``success`` as the pass, or ``--metric NAME``, a named score
+``score`` with promptfoo's own ``success`` as the pass, or ``--score-key NAME``, a named score
 (then ``--pass-threshold`` decides). A file holding several providers is one side per
 provider: pick it with ``results.json#provider=ID``. Error results (``failureReason`` 2)
 are counted and reported, not gated. The file is one JSON document, read whole.
@@ -152,16 +152,16 @@ def _scores(result: dict[str, object], category: Pick, named_categories: bool, o
     if named_categories:
         if not named:
             raise DataError(f"{where} has no namedScores to take categories from", path=label)
-        return [(str(name), *_named(value, options.metric or str(name), options, label))
+        return [(str(name), *_named(value, options.score or str(name), options, label))
                 for name, value in named.items()]
     name = category(result, "all", path=label, where=where)
-    if options.metric is None:
+    if options.score is None:
         return [(name, number(result.get("score"), metric="score", path=label, line=None),
                  int(bool(result.get("success"))))]
-    if options.metric not in named:
-        raise DataError(f"{where}: no named score {options.metric!r} (it has {', '.join(named) or 'none'})",
+    if options.score not in named:
+        raise DataError(f"{where}: no named score {options.score!r} (it has {', '.join(named) or 'none'})",
                         path=label)
-    return [(name, *_named(named[options.metric], options.metric, options, label))]
+    return [(name, *_named(named[options.score], options.score, options, label))]
 
 
 def _named(value: object, metric: str, options: ReadOptions, label: str) -> tuple[float, int]:

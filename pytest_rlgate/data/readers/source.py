@@ -39,7 +39,7 @@ from ..provenance import HEADER_KEY, HEADER_VERSION
 from .hashes import pack, unpack
 from .pairing import check_items
 
-__all__ = ["MISSING", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
+__all__ = ["FILTER", "MISSING", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
            "SideReader", "as_dict", "fingerprint", "keys_at", "label_of", "lookup", "number", "pack", "pass_of",
            "path_getter", "short_hash", "source_header", "unpack"]
 
@@ -63,6 +63,12 @@ class ReaderOption:
     flag: str | None = None
     metavar: str = "VALUE"
     shapes: bool = True
+
+
+#: lm-eval's filter: its reader and the Every Eval Ever reader (whose files converted from lm-eval name the
+#: filter of each record) read one of a task's filters, so a sample scored under several counts once
+FILTER = ReaderOption("filter", "lm-eval (and Every Eval Ever files converted from it): the filter to read for "
+                                "tasks scored under several (e.g. strict-match)", flag="--filter", metavar="NAME")
 
 
 class Reader(Protocol):
@@ -269,7 +275,7 @@ def source_header(
         "env_fingerprint": fingerprint({"harness": harness, "tasks": task_record, "options": shaping}),
         "prompts_fingerprint": None,
         "policy": model,
-        "sampling": {"temperature": None, "top_p": None, "seed": None, "k": None},
+        "sampling": {},  # a harness says nothing of how it drew its replies
         "source": {"harness": harness, "version": version, "tasks": task_record, "options": shaping,
                    "path": os.fspath(path), "model": model, **(extra or {})},
     }
@@ -432,7 +438,7 @@ def number(value: object, *, metric: str, path: str, line: int | None) -> float:
             parsed = math.nan
         if math.isfinite(parsed):
             return parsed
-    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --metric",
+    raise DataError(f"metric {metric!r} is {value!r:.60}, not a finite number; pick another with --score-key",
                     path=path, line=line)
 
 

@@ -10,7 +10,7 @@ one ``Trace`` per line (``task {type, data, key, hash}``, ``rewards {name: {scor
 Unit = ``example_id`` (v0) or ``task.key`` (v1); one reply per rollout; category = a dotted
 path into the record (``info.task``; default ``info.env_id`` when the first record has it,
 then the environment ``metadata.json`` names, else ``all``); score = ``reward`` (v1: the
-weighted sum of ``rewards``) or ``--metric NAME`` (a ``metrics`` entry, or a v1 reward's
+weighted sum of ``rewards``) or ``--score-key NAME`` (a ``metrics`` entry, or a v1 reward's
 score). RL rewards are rarely 0/1: ``--pass-threshold`` says what passes. Rollouts that
 errored are counted and reported, not gated.
 """
@@ -155,8 +155,8 @@ def _rows(record: Pass, file: Path, env: str, options: ReadOptions) -> Iterator[
             continue
         unit = unit_key(rec, str(unit_id), path=label, line=line)
         name = category(rec, env, path=label, line=line)
-        metric = options.metric or "reward"
-        value = _value(rec, options.metric, v1, label, line)
+        metric = options.score or "reward"
+        value = _value(rec, options.score, v1, label, line)
         if value is None:
             record.tally("errored rollout(s) not gated", f"line {line} (not scored)")
             continue

@@ -1,11 +1,12 @@
 """The gate looked at again and again: checkpoints tested against step 0, the error budget spent per look.
 
-Gating every checkpoint of a run at the gate's usual 2.5 % one-sided level, and stopping at
-the first regression, stops a run that changed nothing far more often than 2.5 %: ten looks
-are ten chances to be unlucky. :class:`SequentialGate` spends one budget *alpha* over the
-whole run (:class:`~pytest_rlgate.gate.sequential.Spending`: mostly on the late looks when
-the number of looks is planned, a never-exhausted series when it is not), so the chance of
-ever stopping a run that did not regress stays at or below *alpha* however it is watched.
+Gating every checkpoint of a run at the gate's usual level, and stopping at the first
+regression, stops a run that changed nothing far more often than that: ten looks are ten
+chances to be unlucky. :class:`SequentialGate` spends one budget, the *family level* (the
+gate's: 5 % by default), over the whole run (:class:`~pytest_rlgate.gate.sequential.Spending`:
+mostly on the late looks when the number of looks is planned, a never-exhausted series when
+it is not), so the chance of ever stopping a run that did not regress stays at or below the
+family level however it is watched.
 
 Each look tests two families against step 0, per metric (pass@1 and each guard) and group
 (overall and each category) that can fail the gate:
@@ -30,19 +31,18 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..environment.contract import EnvSpec, load_env
 from ..errors import RlgateWarning, UsageError
-from ..records import Row
-from .adapter import compare_adapter
-from .release import as_release_policy
-from .result import GateResult
-from .sequential import (
-    ALPHA,
+from ..gate.adapter import compare_adapter
+from ..gate.options import FAMILY_LEVEL, old_spelling
+from ..gate.release import as_release_policy
+from ..gate.result import GateResult
+from ..gate.sequential import (
     BagTest,
     Spending,
     bag_test,
@@ -52,8 +52,9 @@ from .sequential import (
     sign_flip_p,
     tarone_holm,
 )
+from ..records import Row
 
-__all__ = ["ALPHA", "COLLAPSE_SHARE", "METHODS", "WINDOW", "Look", "Reach", "SequentialGate", "Test", "Units",
+__all__ = ["COLLAPSE_SHARE", "METHODS", "WINDOW", "Look", "Reach", "SequentialGate", "Test", "Units",
            "bag_sums", "look_alpha", "sign_flip_p", "units_by_group"]
 
 #: The stopping test's pass@1 metric (rows' ``reward``); guards are markers.
@@ -76,9 +77,9 @@ def units_by_group(items: Iterable[Mapping[str, object]]) -> dict[str, int]:
     return {"overall": len(units), **dict(sorted(per.items()))}
 
 
-def look_alpha(look: int, alpha: float = ALPHA, planned: int | None = None) -> float:
-    """The one-sided error look *look* (1-based) may spend out of *alpha* (the default schedule)."""
-    return Spending(alpha=alpha, planned=planned).level(look)
+def look_alpha(look: int, family_level: float = FAMILY_LEVEL, planned: int | None = None) -> float:
+    """The error look *look* (1-based) may spend out of *family_level* (the default schedule)."""
+    return Spending(family_level, planned=planned).level(look)
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,33 @@ class Look:
                 seen.append(name)
         return seen
 
+    def failing(self) -> list[str]:
+        """``metric/group what`` of every comparison the house gate failed at this look (the strip's words)."""
+        if self.gate is None:
+            return []
+        out = [f"{c.metric.removeprefix('marker:')}/{c.group} "
+               f"{'regressed' if c.failure.kind == 'regressed' else c.failure.flag or c.failure.kind}"
+               for c in self.gate.comparisons if c.failure is not None]
+        return out + (["a category missing from a side"] if self.gate.side_failures else [])
+
+    def line(self, checkpoint: str) -> str:
+        """This look as one log line, in the words the strip, ``selection.json`` and the report use.
+
+        A look says two things, named apart everywhere: the house gate's judgement of the
+        checkpoint (its verdicts, ``X`` on the strip where one regressed; a failed gate keeps
+        it from being shipped) and whether the sequential test, which holds the run's error
+        across the looks, stops the run here (``!`` on the strip).
+        """
+        stop = (f"STOP: the sequential test claims a regression in {', '.join(self.regressed)}" if self.regressed
+                else "the sequential test does not stop the run")
+        return f"look {self.look} ({checkpoint}, level {self.alpha:.2e}): {self.judgement()}; {stop}"
+
+    def judgement(self) -> str:
+        """The house gate's judgement of this checkpoint: ``gate passed`` or ``gate FAILED (what failed)``."""
+        if self.gate is None:
+            return "no house gate"
+        return "gate passed" if self.gate.passed else f"gate FAILED ({', '.join(self.failing())})"
+
     def figures(self, prefix: str = "rlgate") -> dict[str, float]:
         """This look as scalars for a trainer's logs (W&B, TensorBoard, trackio ...).
 
@@ -251,7 +279,7 @@ class Reach:
 
 @dataclass
 class SequentialGate:
-    """Test checkpoint after checkpoint against the same step-0 rows, spending *alpha* across the looks.
+    """Test checkpoint after checkpoint against the same step-0 rows, spending *family_level* across the looks.
 
     *planned* is the number of looks the run will take (None: unknown, the open-ended
     schedule). *guards* are the markers tested besides pass@1 (default: *env*'s guards, none
@@ -259,11 +287,11 @@ class SequentialGate:
     gets ``1 - collapse_share`` of each look's level. *method* ``exact`` (permutation
     p-values) or ``betting`` (e-values; values must lie in [0, 1]). *report* also runs the
     house gate at each look (:func:`~pytest_rlgate.gate.adapter.compare_adapter`, at its
-    usual level, with *options*; a ``policy`` there also takes its advisory comparisons out of
-    the stopping family).
+    usual level, with *options*; a ``release_policy`` there also takes its advisory comparisons out of
+    the stopping family). ``alpha=`` is the old spelling of *family_level*.
     """
 
-    alpha: float = ALPHA
+    family_level: float = FAMILY_LEVEL
     planned: int | None = None
     env: EnvSpec = None
     guards: Sequence[str] | None = None
@@ -275,9 +303,12 @@ class SequentialGate:
     method: str = "exact"
     horizon: int = 10
     looks: list[Look] = field(default_factory=list)
+    alpha: InitVar[float | None] = None
 
-    def __post_init__(self) -> None:
-        self.spending = Spending(alpha=self.alpha, planned=self.planned, horizon=self.horizon)
+    def __post_init__(self, alpha: float | None) -> None:
+        if alpha is not None:
+            self.family_level = old_spelling("alpha", alpha, "family_level")
+        self.spending = Spending(self.family_level, planned=self.planned, horizon=self.horizon)
         if isinstance(self.window, bool) or not isinstance(self.window, int) or not 1 <= self.window <= 16:
             raise UsageError(f"window={self.window!r}: checkpoints pooled by the window test, an integer in 1..16")
         if not 0 < self.collapse_share <= 1:
@@ -290,7 +321,11 @@ class SequentialGate:
         self._metrics = (PASS, *(self.guards or ()))
         self._base: tuple[object, Units] | None = None
         self._history: list[tuple[int, Units]] = []
-        self._policy = as_release_policy(self.options.get("policy")) if self.options.get("policy") else None
+        if "policy" in self.options:  # compare_adapter's old keyword
+            kept = {k: v for k, v in self.options.items() if k != "policy"}
+            self.options = {**kept, "release_policy": old_spelling("policy", self.options["policy"], "release_policy")}
+        policy = self.options.get("release_policy")
+        self._policy = as_release_policy(policy) if policy else None
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -421,6 +456,7 @@ class SequentialGate:
 
     def settings(self) -> dict[str, object]:
         """What decides every look: the schedule, the families, the method."""
-        return {"alpha": self.alpha, "planned": self.planned, "horizon": self.horizon, "window": self.window,
+        return {"family_level": self.family_level, "planned": self.planned, "horizon": self.horizon,
+                "window": self.window,
                 "collapse_share": self.collapse_share, "method": self.method, "metrics": list(self._metrics),
                 "schedule": self.spending.describe()}

@@ -14,7 +14,7 @@ played no part in the choice, so the confirmation's delta and interval are what 
 that checkpoint alone would say. ``tests/test_select.py`` checks both by simulation.
 
 The *tie set* is every candidate that an exact one-sided paired test (Holm across the
-candidates, at *alpha*) cannot call worse than the best on the criterion: the checkpoints a
+candidates, held together at the family level) cannot call worse than the best on the criterion: the checkpoints a
 release owner may ship instead, on this evidence, for other reasons.
 """
 
@@ -28,11 +28,12 @@ import numpy as np
 
 from ..data.rows import RowInput, load_rows
 from ..errors import DataError, UsageError
+from ..gate.adapter import compare_adapter
+from ..gate.options import FAMILY_LEVEL, LEVEL, old_spelling
+from ..gate.result import GateResult
+from ..gate.sequential import BagTest, bag_test, lattice, tarone_holm
 from ..records import Row
-from .adapter import compare_adapter
 from .looks import PASS, Look, Units, bag_sums
-from .result import GateResult
-from .sequential import ALPHA, BagTest, bag_test, lattice, tarone_holm
 
 __all__ = ["CONFIRM_SEED_OFFSET", "CRITERION", "SELECTION", "Candidate", "Confirmation", "Selection", "confirm_pick",
            "parse_criterion", "select_checkpoint"]
@@ -108,6 +109,9 @@ class Selection:
     stopped_at: int | None = None
     confirmation: Confirmation | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: every confirmation the run recorded, one per step: a selection by another criterion keeps them,
+    #: so a pick confirmed where only the training process could sample (GateCallback) is never lost
+    confirmed: tuple[Confirmation, ...] = field(default_factory=tuple)
 
     @property
     def shipped(self) -> int | None:
@@ -117,7 +121,25 @@ class Selection:
         return self.best
 
     def with_confirmation(self, confirmation: Confirmation) -> Selection:
-        return replace(self, confirmation=confirmation)
+        kept = {c.step: c for c in self.confirmed}
+        kept[confirmation.step] = confirmation
+        return replace(self, confirmation=confirmation, confirmed=tuple(kept[step] for step in sorted(kept)))
+
+    def keeping(self, recorded: Selection | None) -> Selection:
+        """This selection with every confirmation *recorded* holds, and its pick's when one confirmed that step.
+
+        A confirmation gates one checkpoint on a fresh sample, whatever criterion picked it, so
+        a choice by another criterion (``rlgate select --select pass@1/with_id``) keeps the
+        run's confirmations, and choosing that checkpoint again finds its confirmation.
+        """
+        if recorded is None:
+            return self
+        out = self
+        for confirmation in (*recorded.confirmed, *((recorded.confirmation,) if recorded.confirmation else ())):
+            if all(c.step != confirmation.step for c in out.confirmed):
+                out = replace(out, confirmed=tuple(sorted((*out.confirmed, confirmation), key=lambda c: c.step)))
+        mine = next((c for c in out.confirmed if c.step == out.best), None)
+        return out if out.confirmation is not None or mine is None else replace(out, confirmation=mine)
 
     def summary(self) -> str:
         """What a terminal shows: the pick, the tie set, the confirmation."""
@@ -136,6 +158,10 @@ class Selection:
                 + f", {c.verdict}")
             lines.append(f"confirmation on a fresh sample (seed {self.confirmation.seed}, {self.confirmation.base} "
                          f"step 0) {'PASSED' if self.confirmation.passed else 'FAILED'}{detail}")
+        elif self.best is not None and self.confirmed:
+            others = ", ".join(f"step {c.step}" for c in self.confirmed)
+            lines.append(f"not confirmed on a fresh sample (this run confirmed {others}; `rlgate select --confirm` "
+                         "confirms a watch folder's pick)")
         lines += list(self.notes)
         return "\n".join(lines)
 
@@ -144,7 +170,7 @@ class Selection:
                 "shipped": self.shipped, "stopped_at": self.stopped_at,
                 "candidates": [c.to_dict() for c in self.candidates],
                 "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
-                "notes": list(self.notes)}
+                "confirmed": [c.to_dict() for c in self.confirmed], "notes": list(self.notes)}
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Selection:
@@ -155,7 +181,8 @@ class Selection:
                        candidates=tuple(Candidate(**c) for c in record["candidates"]),
                        best=record["best"], tied=tuple(record["tied"]), stopped_at=record.get("stopped_at"),
                        confirmation=None if confirmation is None else Confirmation.from_dict(confirmation),
-                       notes=tuple(record.get("notes") or ()))
+                       notes=tuple(record.get("notes") or ()),
+                       confirmed=tuple(Confirmation.from_dict(c) for c in record.get("confirmed") or ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"not a checkpoint selection (Selection.to_dict()): {exc}") from None
 
@@ -178,14 +205,19 @@ def _worse_p(best: Units, other: Units, group: str) -> float:
 
 
 def select_checkpoint(looks: Sequence[Look], rows: Mapping[int, RowInput], *,
-                      criterion: str = CRITERION, alpha: float = ALPHA, stopped_at: int | None = None) -> Selection:
+                      criterion: str = CRITERION, family_level: float = FAMILY_LEVEL, stopped_at: int | None = None,
+                      alpha: float | None = None) -> Selection:
     """Choose among the *looks* of a watched run (each with its house gate): see the module docstring.
 
-    *rows* maps each look's step to its graded rows (for the tie set's paired tests).
+    *rows* maps each look's step to its graded rows (for the tie set's paired tests, held
+    together at *family_level*; ``alpha=`` is its old spelling).
     """
     metric, group = parse_criterion(criterion)
-    if not 0 < alpha < 0.5:
-        raise UsageError(f"alpha={alpha!r}: a one-sided error in (0, 0.5), e.g. 0.025")
+    if alpha is not None:
+        family_level = old_spelling("alpha", alpha, "family_level")
+    if LEVEL.problem(family_level) is not None:
+        raise UsageError(f"family_level={family_level!r}: the tie set's tests are held together at it, "
+                         f"{LEVEL.describe()}")
     gated = [look for look in looks if look.gate is not None]
     if looks and not gated:
         raise UsageError("the looks carry no house gate (SequentialGate(report=False)); selection needs them")
@@ -203,20 +235,20 @@ def select_checkpoint(looks: Sequence[Look], rows: Mapping[int, RowInput], *,
                                               for c in look.gate.comparisons}))
     passing = [c for c in candidates if c.passed and c.score is not None]
     if not passing:
-        return Selection(criterion=criterion, alpha=alpha, candidates=tuple(candidates), best=None, tied=(),
+        return Selection(criterion=criterion, alpha=family_level, candidates=tuple(candidates), best=None, tied=(),
                          stopped_at=stopped_at)
     best = max(passing, key=lambda c: (c.score, c.step))
     metrics = (metric if metric == PASS else metric.removeprefix("marker:"),)
     best_units = Units.of(_rows(rows, best.step), metrics)
     others = [c for c in passing if c.step != best.step]
     p_values = [_worse_p(best_units, Units.of(_rows(rows, c.step), metrics), group) for c in others]
-    reject, _level = tarone_holm([BagTest(p=p, min_p=0.0, n_units=1) for p in p_values], alpha) if others \
+    reject, _level = tarone_holm([BagTest(p=p, min_p=0.0, n_units=1) for p in p_values], family_level) if others \
         else ([], [])
     worse = {c.step: (p, r) for c, p, r in zip(others, p_values, reject)}
     marked = tuple(replace(c, p_worse=worse[c.step][0] if c.step in worse else None,
                            tied=c.step == best.step or (c.step in worse and not worse[c.step][1]))
                    for c in candidates)
-    return Selection(criterion=criterion, alpha=alpha, candidates=marked, best=best.step,
+    return Selection(criterion=criterion, alpha=family_level, candidates=marked, best=best.step,
                      tied=tuple(c.step for c in marked if c.tied), stopped_at=stopped_at)
 
 
