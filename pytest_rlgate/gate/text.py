@@ -30,8 +30,8 @@ GateRecord = Mapping[str, Any]
 ComparisonRecord = Mapping[str, Any]
 
 __all__ = ["blind_lines", "blind_text", "comparison_row", "flip_headings", "interval_heading", "is_borderline",
-           "plan_hint", "render_failure", "render_flips", "render_report", "render_table", "settings_line", "summary_line",
-           "units_label"]
+           "plan_hint", "render_failure", "render_flips", "render_report", "render_table", "settings_line",
+           "summary_line", "units_label"]
 
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level}", "MDE", "verdict", "flags")
 REMEDY = (

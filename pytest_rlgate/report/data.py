@@ -42,8 +42,8 @@ from ..train.run import (
 )
 
 __all__ = ["INDEX_NAME", "LOOKS_FILE", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "alarm_message",
-           "alarm_name", "index_folders", "is_number", "is_recipe_folder", "is_watch_folder", "load_report_data", "lookup",
-           "nonfinite_steps", "read_recipe", "run_dirs"]
+           "alarm_name", "index_folders", "is_number", "is_recipe_folder", "is_watch_folder", "load_report_data",
+           "lookup", "nonfinite_steps", "read_recipe", "run_dirs"]
 
 
 
