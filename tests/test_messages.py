@@ -109,10 +109,10 @@ def test_an_inconclusive_hint_names_the_noise_floor_when_the_noise_floor_decided
     gain = replace(result.comparison("pass@1", "with_id"), verdict="inconclusive", low=0.02, high=0.2,
                    flags=("within noise",))
     wide = replace(result.comparison("pass@1", "no_id"), verdict="inconclusive", low=-0.3, high=0.2)
-    noisy = replace(result, comparisons=(gain,))
+    noisy = replace(result, comparisons=(gain,)).to_dict()
     assert plan_hint(noisy) == ("inconclusive in with_id: a gain no larger than the base runs differ from each other "
                                 "(the noise floor), so it is not claimed as a move; more scenarios do not change that")
-    both = plan_hint(replace(result, comparisons=(gain, wide)))
+    both = plan_hint(replace(result, comparisons=(gain, wide)).to_dict())
     assert both.splitlines()[1].startswith("inconclusive in no_id: too few scenarios to tell a drop of 0.10")
 
 

@@ -63,19 +63,19 @@ def test_a_regressed_category_saw_its_drop_and_is_not_blind() -> None:
 def test_a_release_policy_makes_a_blind_holdout_fail(tmp_path: Path) -> None:
     policy = tmp_path / "release.yaml"
     policy.write_text("rules:\n  no_id: {tier: critical, sees_drop: 0.20}\n", encoding="utf-8")
-    result = compare(_side(FEW), _side(FEW), guards=(), policy=policy)
+    result = compare(_side(FEW), _side(FEW), guards=(), release_policy=policy)
     assert not result.passed
     (failure,) = result.failures
     assert failure.startswith("no_id (3 scenarios x 4) sees a 0.20 drop") and failure.endswith(
         f"[{policy}:2 no_id]")
-    assert compare(_side(MANY), _side(MANY), guards=(), policy=policy).passed
+    assert compare(_side(MANY), _side(MANY), guards=(), release_policy=policy).passed
 
 
 def test_the_rule_is_read_like_the_others(tmp_path: Path) -> None:
     policy = tmp_path / "release.yaml"
     policy.write_text("rules:\n  no_id: {sees_drop: 1.5}\n", encoding="utf-8")
     with pytest.raises(Exception, match=r"release.yaml:2: sees_drop must be a number in \(0, 1\), got 1.5"):
-        compare(_side(FEW), _side(FEW), guards=(), policy=policy)
+        compare(_side(FEW), _side(FEW), guards=(), release_policy=policy)
 
 
 def test_pytests_summary_names_a_blind_holdout_first(pytester: pytest.Pytester, tmp_path: Path) -> None:
