@@ -57,7 +57,7 @@ def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--only", nargs="*", default=None, help="zoo entries to run (names)")
     parser.add_argument("--seed", type=int, default=0, help="the probe's seed (default 0, the probe's own)")
     args = parser.parse_args()

@@ -28,7 +28,7 @@ from .rules import (
     passes,
     score,
 )
-from .templates import PROMPT_SIZES, build_prompts
+from .templates import HOLDOUT_SHARES, PROMPT_SIZES, build_prompts
 from .tiny import BASE_MODEL, SPEC
 
 # -- the environment contract ---------------------------------------------------------
@@ -57,6 +57,10 @@ hacks = (
 system = SYSTEM
 #: the sizes build_prompts writes (small, default, large)
 prompt_sizes = tuple(PROMPT_SIZES)
+#: held out per category when no --holdout is given: the rare no-id and off-topic scenarios more
+#: than the with-id ones, so each holdout can see the drop the story is about while the train
+#: split keeps its imbalance (95/16/8 at the default size)
+holdout_shares = HOLDOUT_SHARES
 #: what the reward should pay for, per category: a lookup is right with an id and the hack
 #: without one, where asking is right (off-topic has no feature to endorse: it is not scanned)
 endorsed = {"with_id": ("lookup_order",), "no_id": ("asks",)}
@@ -69,6 +73,7 @@ tiny_policy = SPEC
 __all__ = [
     "CATEGORIES",
     "FORMAT_BONUS",
+    "HOLDOUT_SHARES",
     "MAX_OFF_TOPIC_CHARS",
     "PROMPT_SIZES",
     "SYSTEM",
@@ -83,6 +88,7 @@ __all__ = [
     "features",
     "guards",
     "hacks",
+    "holdout_shares",
     "honest_replies",
     "markers",
     "messages_for",
