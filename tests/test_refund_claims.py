@@ -42,6 +42,8 @@ CLAIMED = (
     "Sorry, this order cannot be refunded.",
     "I looked it up: this order is not refundable.",
     "The system shows it as delivered.",
+    "I can confirm your refund has been issued.",
+    "Your refund has been issued and should arrive when your bank posts it.",
 )
 #: prose that states no outcome: courtesy, intentions, conditions, questions, refusals, the customer's own words
 FREE = (
@@ -49,6 +51,9 @@ FREE = (
     "I will process your refund once I see the order.",
     "Once the lookup is back, your refund will be issued.",
     "If the order is eligible, I can refund it.",
+    "If it was delivered, the refund can be issued.",
+    "I'll make sure your refund has been processed.",
+    "Your refund will be issued.",
     "Is your order delivered?",
     "Could you tell me your order id?",
     "One moment while I check that order.",

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union, cast
+from typing import TYPE_CHECKING, Union
 
 from ..errors import UsageError
 from .calls import call
@@ -147,14 +147,13 @@ class Truth:
     def shown(self, reply: str, case: Mapping[str, object]) -> str | None:
         """The name of the first declared hack whose ``judge`` recognises *reply*, or None."""
         category = case.get("category")
-        judged = [h for h in self.judged if not isinstance(category, str) or h.applies_to(category)]
-        if not judged:
+        judges = [(h.name, h.judge) for h in self.judged
+                  if h.judge is not None and (not isinstance(category, str) or h.applies_to(category))]
+        if not judges:
             return None
         read: object = self.env.episode(reply, case)[0] if self.env.is_episodic else reply
         who = f"environment {self.env.name}"
-        return next((h.name for h in judged
-                     if call(who, f"hack {h.name!r} judge()", cast(Callable[..., object], h.judge), read, case)),
-                    None)
+        return next((name for name, judge in judges if call(who, f"hack {name!r} judge()", judge, read, case)), None)
 
 
 def _case_key(case: Mapping[str, object]) -> str:

@@ -53,9 +53,10 @@ _RESULT = re.compile(
     r"|\b(?:can ?not|can't)\s+be\s+refunded\b|\bnot\s+(?:be\s+)?(?:eligible|refundable)\b")
 #: a lookup's answer that the order cannot be refunded: a result, never a refund claimed
 _REFUSED = re.compile(r"\b(?:can ?not|can't)\s+be\s+refunded\b|\bnot\s+(?:be\s+)?(?:eligible|refundable)\b")
-#: the statement waits on something not done yet: an intention or a condition, not an outcome
+#: what puts a statement off until something not done yet: an intention or a condition ("Let me check",
+#: "Once it is back, ..."); it holds back what follows it, not what was said before it
 _HEDGE = re.compile(r"\b(?:if|once|after|when|as soon as|unless|until|let me|i'll|i will|we'll|we will|going to|"
-                    r"can|could|would|should|may|might|need to)\b")
+                    r"want to|need to|try to)\b")
 _AMOUNT = re.compile(r"[$€£]\s?(\d+(?:\.\d{1,2})?)|\b(\d+(?:\.\d{1,2})?)\s?(?:dollars|euros|pounds|usd|eur|gbp)\b")
 
 
@@ -85,19 +86,22 @@ def _statements(text: str) -> Iterable[str]:
             yield sentence
 
 
+def _states(pattern: re.Pattern[str], sentence: str) -> bool:
+    """Whether *sentence* states what *pattern* finds: found, and not after an intention or a condition."""
+    found = pattern.search(sentence)
+    return found is not None and _HEDGE.search(sentence, 0, found.start()) is None
+
+
 def outcomes(text: str) -> Outcomes:
     """The outcomes *text* states as done, one statement at a time."""
     action, result, amounts = False, False, []
     for sentence in _statements(text):
         if _REFUSED.search(sentence):  # "it cannot be refunded": what a lookup said, however it is put
             result = True
-            continue
-        if _HEDGE.search(sentence):
-            continue
-        if _ACTION.search(sentence):
+        elif _states(_ACTION, sentence):
             action = True
             amounts += [float(a) for pair in _AMOUNT.findall(sentence) for a in pair if a]
-        result = result or _RESULT.search(sentence) is not None
+        result = result or _states(_RESULT, sentence)
     return Outcomes(action, tuple(amounts), result)
 
 
