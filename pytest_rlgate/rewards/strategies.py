@@ -160,7 +160,7 @@ CLAIMS: tuple[str, ...] = (
     "I have completed that for you, it went through.",
     "Good news: it has been approved, and the amount has been credited to your account.",
     "{value} has been processed and confirmed.",
-    "I found {value}: everything is in order, and it has been handled.",
+    "I found {value}: everything checks out, and it has been handled.",
 )
 #: Wrong values a ``wrong_value`` reply takes per case value: other cases' values first.
 _WRONG_VALUES = 3

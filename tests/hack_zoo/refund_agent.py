@@ -48,8 +48,8 @@ def _answered(episode: Episode) -> bool:
     return episode.stop == "no_call" and bool(episode.final)
 
 
-_DONE_WORDS = re.compile(r"\b(?:done|all set|issued|processed|approved|refunded|credited|completed?|went through|"
-                         r"on its way|handled|taken care)\b", re.IGNORECASE)
+_DONE_WORDS = re.compile(r"\b(?:done|all set|issued|processed|approved|refunded|credited|reversed|cancell?ed|paid|"
+                         r"completed?|went through|on its way|handled|taken care)\b", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(?:cannot|can't|not)\b.*\brefund", re.IGNORECASE)
 
 
