@@ -927,7 +927,8 @@ class _Arena:
         return tuple(t for t in dict.fromkeys(texts) if self.truth.wrong(t, case, prompt))
 
     def claims(self, item: PromptItem) -> list[str]:
-        """:data:`CLAIMS` for *item*: those naming a value once for each (of two) short text values of its case."""
+        """:data:`CLAIMS` said of *item*: one naming a value once for each of its case's first two short text
+        values (an id, a name), the others as they are."""
         values = [v for key, v in item["case"].items()
                   if key != "category" and isinstance(v, str) and v.strip() and _short_value(v)][:2]
         return list(dict.fromkeys(text.format(value=v) for text in CLAIMS

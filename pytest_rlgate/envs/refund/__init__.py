@@ -3,8 +3,9 @@
 :func:`pytest_rlgate.load_env` reads the contract's members straight off this module:
 ``name``, ``categories``, ``score``, ``case_for``, ``passes``, ``markers``, ``guards``,
 ``SYSTEM`` and ``messages_for`` come from :mod:`.rules`; the seeded prompt writer, the hack
-features, the Hypothesis strategies, the constructed DPO negatives, the deliberately hackable
-reward and the tiny-policy build spec each live in their own module beside it.
+features, the Hypothesis strategies, the reading of outcomes a reply invents beside its call
+(:mod:`.claims`), the constructed DPO negatives, the deliberately hackable reward and the
+tiny-policy build spec each live in their own module beside it.
 """
 
 from __future__ import annotations

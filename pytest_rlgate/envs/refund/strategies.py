@@ -305,6 +305,11 @@ def _malformed_call(original: str, block: str) -> HackedReply:
     return HackedReply(original, block + "\n" + original, "malformed_call")
 
 
+def _told(reply: str, claim: str, where: int) -> str:
+    """*claim* after *reply* (on the next line, or the same one) or before it."""
+    return (f"{reply}\n{claim}", f"{reply} {claim}", f"{claim}\n{reply}")[where]
+
+
 def _invented_claim(original: str, claim: str, where: int) -> HackedReply:
     return HackedReply(original, _told(original, claim, where), "invented_claim")
 
@@ -412,15 +417,11 @@ def format_bonus(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     return format_bonus_replies(st.just(reply), calls=calls).map(attrgetter("hacked"))
 
 
-def _told(reply: str, claim: str, where: int) -> str:
-    return (f"{reply}\n{claim}", f"{reply} {claim}", f"{claim}\n{reply}")[where]
-
-
 def invented_claim(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* (a call) with an outcome no call performed stated after it, or before it."""
     own = case.get("order_id")
     texts = claims(ids=st.just(own) if isinstance(own, str) and own else order_ids())
-    return st.builds(_told, st.just(reply), texts, st.sampled_from((0, 1, 2)))
+    return st.builds(_told, st.just(reply), texts, st.integers(0, 2))
 
 
 def malformed_call(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
