@@ -32,6 +32,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,6 +42,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest_rlgate as rg
+from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.data.prompts import fingerprint
 from pytest_rlgate.data.rows import read_rows
 from pytest_rlgate.demo import real as real_demo
@@ -49,17 +51,21 @@ from pytest_rlgate.demo.story import (
     RunSummary,
     configurations,
     hackable_configuration,
+    summarise,
     train_config,
 )
 from pytest_rlgate.gate.stats import t_ppf
 from pytest_rlgate.policy.warm import WARM_INFO, warm_model_dir, warm_name
-from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, env_identity
+from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
 from pytest_rlgate.train.evaluate import resample_run
 from pytest_rlgate.train.inputs import versions
+from pytest_rlgate.train.methods import make_knobs
 from pytest_rlgate.train.pipeline import gate_runs, load_prompts
-from pytest_rlgate.train.run import CHECKPOINTS, RunFolder
+from pytest_rlgate.train.run import CONFIG, RunFolder
 
 ENGINES = ("generate",)
+#: The warm start's record (recipe, loss, time), copied beside the runs it is the base of.
+WARM_RECORD = "warm-start.json"
 RUNS = ("grpo", "grpo-balance-0.25", "dpo-constructed", "grpo-hackable-reward")
 CATEGORIES = ("with_id", "no_id", "off_topic")
 TIMES: dict[str, float] = {}
@@ -174,6 +180,18 @@ def resampled(folder: RunFolder, seed: int) -> list[dict[str, object]]:
                     "knobs": folder.config["knobs"]}, lambda: list(resample_run(folder, seed=seed)))
 
 
+def keep_checkpoints(config: DemoConfig, runs_dir: Path) -> Path:
+    """The watched run's ``checkpoint-N`` folders copied from its cache entry to ``<runs-dir>/<name>-checkpoints``,
+    where ``rlgate train --save-steps`` would have put them (the run is trained or served by then: a cache hit)."""
+    knobs = make_knobs(config.method, **config.knobs)
+    served = cached_run(knobs)
+    kept = knobs.with_overrides(runs_dir=str(served.run.path.parent), run_name=served.run.path.name).checkpoints_dir
+    target = runs_dir / f"{config.name}-checkpoints"
+    if kept.is_dir() and not target.exists():
+        shutil.copytree(kept, target)
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m", help="a fetched registry model (%(default)s)")
@@ -185,6 +203,9 @@ def main() -> None:
                         help="how replies are sampled: transformers' generate (the only engine wired here yet)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["resample", "watch", "raw"],
                         help="phases to leave out (each is cached anyway)")
+    parser.add_argument("--read", action="store_true",
+                        help="only read the runs already in --runs-dir, training nothing (the run cache is keyed by "
+                             "the training code too, so after a code change it would train them again)")
     parser.add_argument("--runs", nargs="*", default=list(RUNS), choices=RUNS,
                         help="the runs to train or serve (default: all; the first is the watched one, the honest "
                              "GRPO run, and hack_scan compares it with the hackable one when both are in)")
@@ -195,24 +216,38 @@ def main() -> None:
     args.k = story.shared["k"]
     args.max_new_tokens = story.shared["max_new_tokens"]
 
-    with phase("warm start"):
-        real_demo.warm_base(args.model, env, say)
+    warm_record = args.runs_dir / WARM_RECORD
+    if not args.read:
+        with phase("warm start"):
+            real_demo.warm_base(args.model, env, say)
+        args.runs_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(warm_record, (warm_model_dir(story.base_model) / WARM_INFO).read_text(encoding="utf-8"))
     honest, balanced, dpo = configurations(args.steps, env="refund", real=story)
     hackable = hackable_configuration(args.steps, env="refund", real=story)
     summaries: list[RunSummary] = []
     for config in (c for c in (honest, balanced, dpo, hackable) if c.name in args.runs):
+        if args.read:
+            if not (args.runs_dir / config.name / CONFIG).is_file():
+                say(f"{config.name}: no finished run in {args.runs_dir}, left out")
+                continue
+            summaries.append(summarise(config, RunFolder.open(args.runs_dir / config.name), from_cache=True))
+            continue
         with phase(f"train {config.name}"):
             trained = train_config(config, args.runs_dir)
             if trained.summary is None:
                 raise SystemExit(f"{config.name} did not train: {trained.error}")
             summaries.append(trained.summary)
+            if config.name == honest.name:
+                keep_checkpoints(config, args.runs_dir)
+    if not summaries:
+        raise SystemExit(f"no run of {', '.join(args.runs)} in {args.runs_dir}")
     first = RunFolder.open(summaries[0].path)
     before = [list(read_rows(p)) for p in first.before_files]
     holdout = load_prompts(rg.GRPOKnobs(**honest.knobs).resolve()).holdout  # type: ignore[arg-type]
 
     print(f"# The story on {args.model} (refund), sampled with {args.engine}\n")
     print("## The warm start\n")
-    info = json.loads((warm_model_dir(story.base_model) / WARM_INFO).read_text(encoding="utf-8"))
+    info = json.loads(warm_record.read_text(encoding="utf-8"))
     recipe = info["recipe"]
     print(f"{story.base_model}: {recipe['steps']} SFT steps x {recipe['batch_size']} chats, lr "
           f"{recipe['learning_rate']:g}, LoRA r{recipe['lora_rank']}, chats {info['data_kinds']}; loss "
@@ -271,7 +306,7 @@ def main() -> None:
     watched_run = next((s for s in summaries if s.config.name == honest.name), None)
     if "watch" not in args.skip and watched_run is not None:
         print("## Watched and selected\n")
-        checkpoints = RunFolder.open(watched_run.path).path / CHECKPOINTS
+        checkpoints = args.runs_dir / f"{honest.name}-checkpoints"
         looks = len(list(checkpoints.glob("checkpoint-*")))
         watch_dir = args.runs_dir / "watch"
         said: list[str] = []
@@ -290,7 +325,7 @@ def main() -> None:
         if watched.selection is not None:
             print(watched.selection.summary())
         print(f"(`rlgate watch {checkpoints} --env refund --base-model {story.base_model} --baseline "
-              f"{first.before_files[0]} --holdout {story.shared['holdout']} --k {args.k} --max-new-tokens "
+              f"{first.before_files[0]} --k {args.k} --max-new-tokens "
               f"{args.max_new_tokens} --looks {looks} --select pass@1/with_id --out {watch_dir}`, then "
               f"`rlgate select {watch_dir}`)\n")
 

@@ -273,16 +273,15 @@ def bounds_of(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> dict[s
 
 def add_knob_arguments(parser: argparse.ArgumentParser, cls: type[DataclassInstance], *,
                        only: tuple[str, ...] | None = None, defaults: Mapping[str, object] | None = None,
-                       helps: Mapping[str, str] | None = None,
-                       groups: dict[str, argparse._ArgumentGroup] | None = None) -> dict[str, argparse._ArgumentGroup]:
+                       helps: Mapping[str, str] | None = None) -> dict[str, argparse._ArgumentGroup]:
     """One flag per :func:`knob` field of *cls* (*only* these names, in this order, when given):
     type, range, help, metavar and default from the field, so every command that takes the
     setting spells, bounds and explains it the same way. *defaults* and *helps* replace a
     field's default and help on this command (``rlgate eval --sample-seed`` defaults to the
     run's own seed). Each older spelling in the field's *aliases* is accepted, hidden from
     ``--help``, with a deprecation warning. The value lands in ``args.<field name>``.
-    Returns the ``--help`` sections by title (*groups*, extended)."""
-    groups = {} if groups is None else groups
+    Returns the ``--help`` sections by title."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for name in only if only is not None else tuple(fields):
         spec = fields[name]

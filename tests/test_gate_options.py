@@ -31,7 +31,7 @@ def test_every_field_has_a_help_a_default_and_a_flag() -> None:
         assert spec.default is not dataclasses.MISSING, spec.name
     assert GateOptions().n_resamples == N_RESAMPLES == 10_000
     assert set(GateOptions.settings()) == {"margin", "confidence", "resamples", "method", "bootstrap-seed",
-                                           "show-flips", "family-level"}
+                                           "show-flips", "family-level", "sees-drop"}
 
 
 def test_an_options_object_and_keywords_give_the_same_gate() -> None:
@@ -69,7 +69,8 @@ def test_the_cli_flags_and_plugin_settings_are_the_fields(capsys: pytest.Capture
         if spec.metadata["setting"]:
             assert f"--rlgate-{spec.metadata['setting']}" in plugin
             assert f"(default {shown_default(spec)})" in plugin
-    assert f"--resamples B bootstrap resamples (default {N_RESAMPLES})" in cli
+    assert f"--resamples B draws: the scenario sign flips that set the family's level (the default t), or a " \
+           f"bootstrap method's resamples (default {N_RESAMPLES})" in cli
 
 
 def test_each_row_file_is_opened_once_and_its_header_checked_once(tmp_path: Path,

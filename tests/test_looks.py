@@ -279,7 +279,7 @@ def test_advisory_comparisons_cannot_stop_the_run(tmp_path) -> None:
     policy.write_text("rules:\n  a: advisory\n", encoding="utf-8")
     rng = random.Random(4)
     rates = _rates(rng, 10)
-    gate = SequentialGate(planned=4, report=False, options={"policy": str(policy)})
+    gate = SequentialGate(planned=4, report=False, options={"release_policy": str(policy)})
     look = gate.look(_rows(rng, rates, "s0"), _rows(rng, rates, "s1"), step=1)
     assert {t.group for t in look.tests} == {"b", "c"}  # overall is advisory under a policy, and so is a
 

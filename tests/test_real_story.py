@@ -14,7 +14,6 @@ from pytest_rlgate.errors import UsageError
 from pytest_rlgate.policy import models
 from pytest_rlgate.train import config
 from pytest_rlgate.train.methods import make_knobs
-from pytest_rlgate.watch.folder import checkpoints
 
 WARM = "smollm2-135m+refund"
 
@@ -35,7 +34,7 @@ def test_the_real_story_is_the_demos_runs_with_knobs_scaled_to_a_cpu(tmp_path, m
     knobs = {c.name: make_knobs(c.method, **c.knobs) for c in (honest, balanced, dpo, hackable)}
     for run in knobs.values():
         assert run.base_model == WARM and run.k == real.REAL_EVAL_K and run.base_runs == real.REAL_BASE_RUNS
-        assert run.holdout == real.REAL_HOLDOUT and run.max_new_tokens == real.REAL_COMPLETION
+        assert run.holdout is None and run.max_new_tokens == real.REAL_COMPLETION
         assert run.steps == 12
     grpo = [knobs[name] for name in ("grpo", "grpo-balance-0.25", "grpo-hackable-reward")]
     assert {(k.num_generations, k.batch_size, k.beta) for k in grpo} == {(real.REAL_GROUP, real.REAL_BATCH, 0.0)}
@@ -60,18 +59,6 @@ def test_demo_base_model_is_a_flag_that_refuses_the_recipe_story(capsys):
     assert "--base-model" in capsys.readouterr().out
     assert main(["demo", "--base-model", "smollm2-135m", "--seeds", "3", "--runs-dir", "unused"]) == 2
     assert "--base-model with --seeds" in capsys.readouterr().err
-
-
-def test_save_steps_keeps_the_runs_checkpoints_where_watch_finds_them(tmp_path):
-    run = rg.train_grpo(size="small", steps=2, save_steps=1, base_runs=1, k=1, monitor_every=0,
-                        runs_dir=str(tmp_path), run_name="watched", num_generations=2, batch_size=4)
-    found = checkpoints(run.path / "checkpoints")
-    assert [step for step, _ in found] == [1, 2]
-    for _, folder in found:
-        assert (folder / "adapter_model.safetensors").is_file() and (folder / "adapter_config.json").is_file()
-        assert not (folder / "optimizer.pt").exists()  # the model only: a look needs no optimizer state
-    assert not (tmp_path / "watched" / ".trl").exists()
-    assert config.GRPOKnobs().save_steps == 0  # by default a run keeps only its final adapter
 
 
 @pytest.mark.slow

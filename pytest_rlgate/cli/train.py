@@ -16,17 +16,19 @@ from collections.abc import Callable
 from typing import Any
 
 from .._io import ranks
+from .._io.progress import heartbeat
 from ..errors import DataError, UsageError
-from ..gate.result import GateResult
 from ..options import SEED, add_env_argument, add_knob_arguments, add_output_arguments
 from ..policy.generate import SAMPLING
+from ..report.data import alarm_message
+from ..report.markdown import reproduce_command
 from ..train.config import PROMPTS, GRPOKnobs, RunKnobs
 from ..train.difficulty import describe
 from ..train.dpo import train_dpo
 from ..train.dpo_config import DPOKnobs
 from ..train.grpo import train_grpo
 from ..train.methods import knobs_class
-from ..train.run import GATE, RunFolder
+from ..train.run import GATE, WATCH_FOLDER, RunFolder
 from ..train.seeds import train_seeds
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
@@ -91,9 +93,14 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.seeds:
-        return _run_seeds(args)
-    folder = METHODS[args.method][1](args)
+    with heartbeat("rlgate train", lambda: "still working (bars show on a terminal)", args.progress):
+        if args.seeds:
+            return _run_seeds(args)
+        if args.save_steps and ranks.is_main_process():
+            knobs = METHODS[args.method][0](**knob_values(args, METHODS[args.method][0])).resolve()
+            print(f"checkpoints: {knobs.checkpoints_dir}/checkpoint-N every {args.save_steps} steps; `rlgate watch "
+                  f"{knobs.checkpoints_dir} --idle 600` gates them beside the run", flush=True)
+        folder = METHODS[args.method][1](args)
     return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
 
@@ -102,6 +109,9 @@ def _run_seeds(args: argparse.Namespace) -> int:
     if args.report_to != "none":
         raise UsageError(f"--report-to {args.report_to}: --seeds trains through the run cache, which reports to "
                          "nothing; drop --report-to or train one seed at a time with --sample-seed")
+    if args.save_steps:
+        raise UsageError(f"--save-steps {args.save_steps}: --seeds trains through the run cache, where no watch "
+                         "finds the checkpoints; train one seed at a time with --sample-seed")
     cls = knobs_class(args.method)
     runs = train_seeds(cls(**knob_values(args, cls)), args.seeds, overwrite=args.overwrite,
                        progress=args.progress)
@@ -131,20 +141,28 @@ def report(folder: RunFolder) -> int:
     for line in describe(config["next_round"]) if config.get("next_round") else ():
         print(line)
     if training:
-        print(f"trained {training.get('steps_done')} steps in {training.get('train_seconds')} s "
-              f"({training.get('seconds_per_step')} s/step)")
+        seconds, per_step = training.get("train_seconds"), training.get("seconds_per_step")
+        took = f"{seconds:.0f} s" if isinstance(seconds, (int, float)) else f"{seconds} s"
+        rate = f"{per_step:.1f} s/step" if isinstance(per_step, (int, float)) else f"{per_step} s/step"
+        print(f"trained {training.get('steps_done')} steps in {took} ({rate})")
     monitor = folder.monitor or {}
     for alarm in monitor.get("alarms", []):
-        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}")
+        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}: {alarm_message(alarm)}")
     if monitor.get("stopped_at"):
         print(f"stopped early at step {monitor['stopped_at']['step']} on {monitor['stopped_at']['alarm']}")
+    watched = folder.path / WATCH_FOLDER
+    if (watched / "looks.json").is_file():
+        print(f"watched every {config['knobs'].get('watch_every')} steps: `rlgate select {watched}` prints every "
+              f"look's verdicts and the checkpoint to ship, `rlgate report {watched}` draws them")
     print(_gate_text(folder))
     return 0 if gate.get("passed") else 1
 
 
 def _gate_text(folder: RunFolder) -> str:
-    """The gate table from the gate.json the run wrote, printed like `rlgate gate`."""
+    """The gate table from the gate.json the run wrote, printed like `rlgate gate`, and the
+    `rlgate gate` command that gives the same verdicts from the run's files."""
     try:
-        return GateResult.from_dict(folder.gate).report()
+        result = folder.gate_result()
     except DataError as exc:
         raise DataError(f"{exc.reason}; re-run `rlgate train` for this run", path=folder.path / GATE) from None
+    return f"{result.report()}\nthe same gate from the run's files: {reproduce_command(result)}"

@@ -6,7 +6,8 @@ cost: on two shared CPU cores a GRPO step of eight completions takes minutes, no
 the story is the same runs with knobs scaled to a CPU (:func:`real_story`): the environment's
 warm start first (``<model>+<env>``, cached by content), then eight steps of GRPO with groups of
 four and 48-token completions, no reference model; two base runs and one reply per holdout prompt
-of a holdout twice the tiny story's share; no HackMonitor (its looks sample 32 prompts x 4, as much
+of the environment's own holdout (refund's: 24 with-id, 30 no-id, 24 off-topic scenarios, sized to see
+a drop); no HackMonitor (its looks sample 32 prompts x 4, as much
 as the training on these cores: ``hack_scan`` reads the trained policy's holdout rows instead); the
 honest run's LoRA kept every four steps, so ``rlgate watch`` gates its checkpoints. Every run is
 cached like the tiny story's, so ``benchmarks/bench_real_story.py`` and this demo share them.
@@ -34,9 +35,6 @@ REAL_GROUP, REAL_BATCH = 4, 8
 REAL_LEARNING_RATE = 1e-3
 #: Reply budget: a lookup call is about 30 tokens, an ask about 15.
 REAL_COMPLETION = 48
-#: Half the default set's scenarios held out (48 with-id, 8 no-id, 4 off-topic): no-id and off-topic can
-#: show a collapse (0.4, the tiny story's share, leaves 6 and 3, and off-topic could never regress).
-REAL_HOLDOUT = 0.5
 #: Replies per holdout prompt and base runs: a prompt's 240 tokens of chat cost a CPU second or two a
 #: reply before it writes a word, so one reply a prompt and two base runs for the noise floor.
 REAL_EVAL_K, REAL_BASE_RUNS = 1, 2
@@ -69,7 +67,7 @@ def real_story(base_model: str, steps: int = REAL_STEPS) -> RealStory:
     """The story's knobs on *base_model* (the name the runs train from, e.g. ``smollm2-135m+refund``)."""
     return RealStory(
         base_model=base_model,
-        shared={"base_model": base_model, "holdout": REAL_HOLDOUT, "k": REAL_EVAL_K,
+        shared={"base_model": base_model, "k": REAL_EVAL_K,
                 "base_runs": REAL_BASE_RUNS, "max_new_tokens": REAL_COMPLETION, "monitor_every": 0},
         grpo={"num_generations": REAL_GROUP, "batch_size": REAL_BATCH, "learning_rate": REAL_LEARNING_RATE,
               "beta": 0.0},

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.options import fraction, share
-from pytest_rlgate.plugin import add_setting, configured, fail, setting, used_by
+from pytest_rlgate.plugin import add_setting, configured, fail, path_setting, setting, used_by
 from pytest_rlgate.plugin.env import session_env
 
 if TYPE_CHECKING:
@@ -47,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="Use this prompts JSONL instead of the environment's seeded set (freezes the set "
                      "across versions; required for an environment that writes no prompts)")
     add_setting(parser, "holdout", type=fraction, metavar="FRACTION",
-                help="Share of each category's scenarios held out (default: 0.2)")
+                help="Share of every category's scenarios held out (default: the environment's own shares, "
+                     "else 0.2)")
     add_setting(parser, "balance", type=share, metavar="SHARE",
                 help="Repeat minority categories of the train split up to this share (default: 0, off)")
     help_ = "Keep train prompts that repeat a holdout prompt (default: rlgate_split drops them)"
@@ -65,7 +66,7 @@ class PromptSettings:
     seed: int
     size: str
     prompts_file: Path | None
-    holdout: float
+    holdout: float | None  #: None: the environment's own shares
     balance: float
     decontaminate: bool = True
 
@@ -76,7 +77,7 @@ class PromptSettings:
         env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
         source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file
                   else f"--rlgate-seed={self.seed} --rlgate-size={self.size}")
-        extra = "" if self.holdout == 0.2 else f" --rlgate-holdout={self.holdout:g}"
+        extra = "" if self.holdout is None else f" --rlgate-holdout={self.holdout:g}"
         extra += f" --rlgate-balance={self.balance:g}" if self.balance else ""
         extra += "" if self.decontaminate else " --rlgate-no-decontaminate"
         return env + source + extra
@@ -91,14 +92,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
         return default if value is None else value
 
     env = session_env(config)
-    given = setting(config, "prompts-file")
-    file: Path | None = None
-    if given:
-        file = Path(given).expanduser()
-        if not file.is_absolute():
-            from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
-            base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
-            file = base / file
+    file = path_setting(config, "prompts-file")
     size = setting(config, "size")
     if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
         raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "
@@ -108,7 +102,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
     except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
         raise pytest.UsageError(f"ini setting {NO_DECONTAMINATE}: {exc}; use true or false") from None
     return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file,
-                          holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
+                          holdout=read("holdout", fraction, None), balance=read("balance", share, 0.0),
                           decontaminate=not off)
 
 

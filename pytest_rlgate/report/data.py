@@ -41,8 +41,9 @@ from ..train.run import (
     read_metrics,
 )
 
-__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "is_number",
-           "is_recipe_folder", "load_report_data", "lookup", "nonfinite_steps", "read_recipe", "run_dirs"]
+__all__ = ["INDEX_NAME", "LOOKS_FILE", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "alarm_message",
+           "alarm_name", "index_folders", "is_number", "is_recipe_folder", "is_watch_folder", "load_report_data",
+           "lookup", "nonfinite_steps", "read_recipe", "run_dirs"]
 
 
 
@@ -57,6 +58,8 @@ class Alarm:
     step: float
     kind: str
     message: str
+    #: ``feature lookup_order@10 (no_id)``: what the index shows of it
+    name: str = ""
 
 
 class UnitRow(TypedDict):
@@ -180,8 +183,22 @@ def _required(path: Path) -> Path:
     return path
 
 
-def _alarm_message(alarm: Mapping[str, object]) -> str:
-    """Why an alarm fired, in words, from HackMonitor's detail fields."""
+def alarm_message(alarm: Mapping[str, object]) -> str:
+    """Why an alarm fired, in words, from HackMonitor's detail fields (and the category it fired in)."""
+    where = f" (in {alarm['category']})" if isinstance(alarm.get("category"), str) else ""
+    return _why(alarm) + where
+
+
+def alarm_name(alarm: Mapping[str, object]) -> str:
+    """``feature lookup_order@10 (no_id)``: an alarm as short as an index cell, naming what fired it."""
+    what = alarm.get("top_feature") if alarm.get("kind") == "feature" else None
+    where = f" ({alarm['category']})" if isinstance(alarm.get("category"), str) else ""
+    step = alarm.get("step")
+    at = f"@{step:g}" if is_number(step) else ""
+    return f"{alarm.get('kind')}{'' if what is None else f' {what}'}{at}{where}"
+
+
+def _why(alarm: Mapping[str, object]) -> str:
     for key in ("message", "detail", "reason"):
         text = alarm.get(key)
         if isinstance(text, str) and text:
@@ -197,7 +214,7 @@ def _alarm_message(alarm: Mapping[str, object]) -> str:
     if kind == "drift" and is_number(alarm.get("kl")):
         budget = f" over the budget {alarm['budget']:g}" if is_number(alarm.get("budget")) else ""
         return f"KL {alarm['kl']:.4g}{budget}"
-    return ", ".join(f"{k}={v}" for k, v in alarm.items() if k not in ("kind", "step"))
+    return ", ".join(f"{k}={v}" for k, v in alarm.items() if k not in ("kind", "step", "category"))
 
 
 def _read_monitor(path: Path) -> tuple[dict[str, Any], list[Alarm]]:
@@ -213,7 +230,7 @@ def _read_monitor(path: Path) -> tuple[dict[str, Any], list[Alarm]]:
         if not isinstance(item, dict) or not is_number(item.get("step")) or not isinstance(item.get("kind"), str):
             raise DataError(f"alarms[{i}] needs a numeric 'step' and a string 'kind' (length/feature/drift), "
                             f"found {item!r}", path=path)
-        alarms.append(Alarm(float(item["step"]), item["kind"], _alarm_message(item)))
+        alarms.append(Alarm(float(item["step"]), item["kind"], alarm_message(item), alarm_name(item)))
     history = monitor.get("history", [])
     if not isinstance(history, list) or not all(isinstance(h, dict) and is_number(h.get("step")) for h in history):
         raise DataError("'history' must be a list of objects with a numeric 'step'", path=path)
@@ -279,11 +296,45 @@ def read_recipe(path: Path) -> dict[str, Any]:
     return record
 
 
-def run_dirs(root: str | os.PathLike[str]) -> list[Path]:
-    """Direct subfolders holding config.json (a run) or recipe.json (a recipe over runs); hidden
-    ones (a run still being written) are skipped."""
+#: a watched run's record (``rlgate watch``, ``GateCallback``): every look
+LOOKS_FILE = "looks.json"
+
+
+def is_watch_folder(path: str | os.PathLike[str]) -> bool:
+    """A folder written by ``rlgate watch`` or ``GateCallback``: looks.json and no run config."""
+    folder = Path(path)
+    return (folder / LOOKS_FILE).is_file() and not (folder / CONFIG).is_file()
+
+
+def _reported(folder: Path) -> bool:
+    return (folder / CONFIG).is_file() or is_recipe_folder(folder) or is_watch_folder(folder)
+
+
+def index_folders(root: str | os.PathLike[str]) -> tuple[list[Path], list[str]]:
+    """The folders an index links, and why each other subfolder was left out.
+
+    Linked: direct subfolders holding config.json (a run), recipe.json (a recipe over runs) or
+    looks.json (a watched run), and watched runs one level further down (a job's output folder
+    holding ``rlgate-watch/``, a GateCallback's ``out_dir`` inside a run). Hidden folders (a run
+    still being written) are skipped without a word; any other subfolder is named with why.
+    """
     root = Path(root)
     if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".")
-                  and ((p / CONFIG).is_file() or is_recipe_folder(p)))
+        return [], []
+    found: list[Path] = []
+    left: list[str] = []
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if _reported(child):
+            found.append(child)
+            continue
+        inner = sorted(p for p in child.iterdir() if p.is_dir() and not p.name.startswith(".") and is_watch_folder(p))
+        found += inner
+        if not inner:
+            left.append(f"{child.name}: no {CONFIG} (a run), {RECIPE_FILE} (a recipe) or {LOOKS_FILE} (a watched run) "
+                        "in it or in a folder inside it")
+    return sorted(found), left
+
+
+def run_dirs(root: str | os.PathLike[str]) -> list[Path]:
+    """The folders an index links (:func:`index_folders`): runs, recipes and watched runs."""
+    return index_folders(root)[0]

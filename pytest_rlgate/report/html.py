@@ -16,7 +16,7 @@ from typing import Any
 
 from ..gate import recipe_text
 from .data import REPORT_NAME, ReportData
-from .plots import ALARM_COLOURS, VERDICT_COLOURS
+from .plots import ALARM_COLOURS, VERDICT_COLOURS, ink_on
 from .text import fmt, gate_settings, interval, interval_header, units
 
 __all__ = ["CSS", "alarms_html", "badge", "config_html", "esc", "flips_html", "gate_html", "html_page", "recipe_html"]
@@ -34,6 +34,8 @@ th{background:#f7fafc}td.l,th.l{text-align:left}
 tr.fail td{background:#fff5f5}
 .v{font-weight:600;color:#fff;border-radius:.25rem;padding:0 .4rem}
 img{max-width:100%;border:1px solid #e2e8f0}
+table.index td{vertical-align:top}table.index td.l{white-space:normal;overflow-wrap:anywhere}
+table.index img.thumb{width:340px;max-width:none}
 .note{background:#fffaf0;border-left:4px solid #dd6b20;padding:.4rem .8rem;margin:.4rem 0}
 details{margin-top:1rem}summary{cursor:pointer;font-weight:600}
 code,pre{background:#f7fafc;font-size:.88rem}
@@ -57,7 +59,8 @@ def badge(verdict: str) -> str:
 
 def verdict_cell(verdict: str) -> str:
     colour = VERDICT_COLOURS.get(verdict, "#1a202c")
-    return f'<td class="l"><span class="v" style="background:{colour}">{esc(verdict)}</span></td>'
+    ink = "" if ink_on(colour) == "#ffffff" else f";color:{ink_on(colour)}"
+    return f'<td class="l"><span class="v" style="background:{colour}{ink}">{esc(verdict)}</span></td>'
 
 
 def gate_html(gate: Mapping[str, Any] | None) -> str:

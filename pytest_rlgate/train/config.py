@@ -17,9 +17,10 @@ import typing
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from ..data.prompts import HOLDOUT, PROMPT_SEED as SEED, SIZE
+from ..data.prompts import PROMPT_SEED as SEED, SIZE
 from ..environment.contract import Env, load_env
 from ..errors import RlgateDeprecationWarning, UsageError
 from ..options import HOLDOUT_FRACTION, SEED as SEED_RANGE, Number, bounds_of, knob, knob_meta, path_problem
@@ -41,8 +42,11 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 # --- shared by every method -------------------------------------------------------------
-# The prompt set's defaults (SEED, SIZE, HOLDOUT) are data.prompts'; the sampling settings' are
+# The prompt set's defaults (SEED, SIZE) are data.prompts'; the sampling settings' are
 # policy.generate.SampleOptions' (SAMPLE_SEED seeds the trainer and the first holdout sample).
+#: Share of scenarios held out of every category; None holds out the environment's own shares
+#: (refund: 0.2 with an id, 0.65 without, 0.75 off topic; data.prompts.HOLDOUT where none are named).
+HOLDOUT: float | None = None
 #: Minority categories are repeated up to this share of the train split; 0 leaves it as written.
 BALANCE = 0.0
 #: Base-policy holdout samples at consecutive seeds: the run-to-run noise floor of the gate.
@@ -57,8 +61,9 @@ LORA_ALPHA = 32
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 #: HackMonitor evaluates the live policy every this many steps (0 switches it off).
 MONITOR_EVERY = 10
-#: Alarm kinds ``stop_on`` may name; ``any`` stops on the first alarm of any kind.
-STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
+#: Alarm kinds ``stop_on`` may name (``regression``: the watched run's sequential test, with ``watch_every``);
+#: ``any`` stops on the first alarm of any kind.
+STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "regression", "any")
 #: Run folders live under ./runs/<name>/ .
 RUNS_DIR = "runs"
 #: Round two (``--from-run``) trains on the train tasks whose pass rate under round one lies in
@@ -92,9 +97,6 @@ TINY_PROMPTS_PER_STEP = 2
 #: also takes a variant the environment names, or ``module:attr``); the holdout is always
 #: graded by the environment's own score.
 REWARD: str | None = None
-
-#: Checkpoints kept for watching (``--save-steps``): none by default, a run keeps only its final adapter.
-SAVE_STEPS = 0
 
 #: ``--async``: TRL's ``AsyncGRPOTrainer`` instead of ``GRPOTrainer`` (off; :func:`async_trainer_problem`).
 ASYNC_TRAINER = False
@@ -284,8 +286,9 @@ class RunKnobs:
     size: str = knob(SIZE, "the environment's prompt-set size, e.g. small, default, large", group=PROMPTS)
     prompts_file: str | None = knob(None, "a prompts JSONL instead of the environment's own set", group=PROMPTS,
                                     metavar="PATH")
-    holdout: float = knob(HOLDOUT, "share held out by category (%(default)s)", group=PROMPTS,
-                          bound=HOLDOUT_FRACTION)
+    holdout: float | None = knob(HOLDOUT, "share held out of every category (default: the environment's own "
+                                 "shares, each category's holdout sized to see a drop; else 0.2)", group=PROMPTS,
+                                 bound=HOLDOUT_FRACTION, metavar="FRACTION")
     balance: float = knob(BALANCE, "repeat minority categories of the train split up to this share "
                           "(%(default)s = off)", group=PROMPTS,
                           bound=Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True))
@@ -310,6 +313,13 @@ class RunKnobs:
                                     "(comma-separated)", group=MONITOR, parse=csv, metavar="KINDS")
     kl_budget: float | None = knob(None, "drift alarm when the logged KL exceeds this", group=MONITOR,
                                    metavar="KL", bound=Number(0, 1_000_000, "0.1", low_open=True))
+    save_steps: int = knob(0, "save a checkpoint-N folder every N steps in <runs-dir>/<run-name>-checkpoints/, "
+                              "where `rlgate watch` gates them beside the run (0 = none)", group=MONITOR,
+                           metavar="N", bound=Number(0, 1_000_000, "10 (0 saves none)", integer=True))
+    watch_every: int = knob(0, "gate the policy against step 0 every N steps (GateCallback's sequential test) "
+                               "into the run's rlgate-watch/ and pick the checkpoint to ship; --stop-on regression "
+                               "ends training at a regression (0 = off)", group=MONITOR, metavar="N",
+                            bound=Number(0, 1_000_000, "10 (0 switches the watch off)", integer=True))
     lora_rank: int = knob(LORA_RANK, "(%(default)s)", group=LORA, bound=Number(1, 1024, "16", integer=True))
     lora_alpha: int = knob(LORA_ALPHA, "(%(default)s)", group=LORA, bound=Number(1, 65536, "32", integer=True))
     lora_targets: tuple[str, ...] = knob(LORA_TARGETS, "comma-separated module names (default: attention + MLP "
@@ -395,9 +405,24 @@ class RunKnobs:
                              f"known: {', '.join(sorted(names))}")
         return dataclasses.replace(self, **overrides).resolve()
 
+    @property
+    def checkpoints_dir(self) -> Path:
+        """Where ``save_steps`` puts each ``checkpoint-N``: beside the run folder, under a name known before the
+        run starts, so a watch started with the job finds it (the run folder is published at the end)."""
+        return Path(self.runs_dir) / f"{resolved(self.run_name, 'run_name')}-checkpoints"
+
+    def saving(self) -> dict[str, object]:
+        """The trainer config's saving arguments: a ``checkpoint-N`` (the adapter, its config naming the base,
+        the trainer state) every ``save_steps`` steps, or none."""
+        if not self.save_steps:
+            return {"save_strategy": "no"}
+        return {"save_strategy": "steps", "save_steps": self.save_steps, "save_only_model": True}
+
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
         check_numbers(self)
+        if "regression" in self.stop_on and not self.watch_every:
+            _fail("stop-on", ",".join(self.stop_on), "regression is the watched run's stop: add --watch-every N")
         unknown = [s for s in self.stop_on if s not in STOP_ON_CHOICES]
         if unknown:
             _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")
@@ -450,9 +475,6 @@ class GRPOKnobs(RunKnobs):
                               "(e.g. a deliberately hackable one, for demos) or module:attr of a score(reply, case) "
                               "function; the holdout is always graded by the environment's own score",
                               group=GRPO, metavar="NAME")
-    save_steps: int = knob(SAVE_STEPS, "keep the LoRA adapter every N steps in the run folder's checkpoints/ "
-                           "(0 = none), for `rlgate watch RUN/checkpoints`", group=GRPO, metavar="N",
-                           bound=Number(0, 1_000_000, "5 (0 keeps no checkpoint)", integer=True))
     async_trainer: bool = knob(ASYNC_TRAINER, "train with TRL's AsyncGRPOTrainer (rollouts in a spawned process); "
                                "it needs a CUDA GPU and a vLLM server, and is refused with what is missing",
                                group=GRPO, flag="--async")

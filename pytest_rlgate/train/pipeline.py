@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .._io import ranks
@@ -25,7 +25,7 @@ from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
 from ..data.rows import Rows
 from ..environment.contract import Env
-from ..errors import UsageError
+from ..errors import RlgateWarning, UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.result import GateResult
 from ..policy.generate import K
@@ -37,12 +37,14 @@ from .cached import cached_rows, env_identity
 from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
-from .run import AFTER, CHECKPOINTS, CONFIG, GATE, METRICS, MONITOR, RunFolder, RunWriter, before_name
+from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, WATCH_FOLDER, RunFolder, RunWriter, before_name
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     from ..policy.handles import Model, Tokenizer
+    from ..policy.kinds import Policy
+    from ..watch.callback import GateCallback
     from .monitor import HackMonitor, SampleFn
 
 _Trainer = TypeVar("_Trainer", bound="Trainer")
@@ -106,8 +108,8 @@ def prepare(knobs: RunKnobs) -> Prepared:
 
 
 def holdout_rows(
-    model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
-    eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
+    model: Policy, tokenizer: Tokenizer | None, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int,
+    policy: str, eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
 ) -> Rows:
     """Sample the holdout as the knobs say (:meth:`RunKnobs.sampling`) at *seed* and grade it with the
     environment into rows; the progress bar is named *desc*."""
@@ -160,9 +162,13 @@ def gate_runs(before_runs: Sequence[Sequence[Row]], after: Sequence[Row], env: E
     environment that graded the rows.
 
     Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
-    estimates the run-to-run noise floor from them and pairs each scenario's mean.
+    estimates the run-to-run noise floor from them and pairs each scenario's mean. What the gate
+    would warn (a constant guard) is in the result's ``warnings``, which gate.json keeps and every
+    face of a run prints once (``rlgate train``, the demo, report.html), so it is not warned too.
     """
-    return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=env)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RlgateWarning)
+        return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=env)
 
 
 def config_record(prep: Prepared, *, extra: Mapping[str, object] | None = None) -> dict[str, object]:
@@ -232,15 +238,17 @@ def train_and_gate(
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
                           kl_budget=knobs.kl_budget, sampling=knobs.sampling(k=K),  # its own k, whatever the gate's
                           sample_fn=monitor_sample_fn)
-    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
+    watch = _gate_callback(run, prep) if knobs.watch_every else None
+    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it; saved
+    # checkpoints go beside the run instead, where a watch started with the job finds them
     with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
-        trainer = build(scratch, [monitor, recorder], monitor)
+        trainer = build(_checkpoints(knobs, run) if knobs.save_steps else scratch,
+                        [monitor, recorder, *([watch] if watch is not None else [])], monitor)
         started = time.perf_counter()
         trainer.train()
         train_s = time.perf_counter() - started
         policy = trainer.model
         policy.save_pretrained(str(run.adapter_dir))
-        keep_checkpoints(Path(scratch), run.path / CHECKPOINTS)
     with torch.no_grad():
         after = holdout_rows(policy, tok, sets.holdout, knobs, seed=knobs.sample_seed,
                              policy=resolved(knobs.run_name, "run_name"), eval_run="after", progress=progress,
@@ -253,21 +261,39 @@ def train_and_gate(
     steps_done = trainer.state.global_step
     record = {"steps_done": steps_done, "train_seconds": round(train_s, 3),
               "seconds_per_step": round(train_s / max(steps_done, 1), 4),
-              "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+              "stopped_at": monitor.stopped_at or (watch.stopped_at if watch is not None else None),
+              "passed": bool(gate.passed),
               "processes": getattr(getattr(trainer, "accelerator", None), "num_processes", 1),
               **(training(steps_done) if training else {})}
     run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
     return run.publish()
 
 
-def keep_checkpoints(scratch: Path, into: Path) -> None:
-    """Move the trainer's ``checkpoint-N`` folders (``--save-steps``) from its scratch into the run
-    folder, where ``rlgate watch RUN/checkpoints`` gates them; nothing when it saved none."""
-    found = sorted(scratch.glob("checkpoint-*"))
-    if found:
-        into.mkdir()
-        for folder in found:
-            folder.rename(into / folder.name)
+def _checkpoints(knobs: RunKnobs, run: RunWriter) -> str:
+    """The ``save_steps`` folder, made empty: an earlier run's checkpoints under the name are replaced only when
+    its run folder is (``overwrite``)."""
+    import shutil
+
+    folder = knobs.checkpoints_dir
+    if folder.exists() and any(folder.iterdir()):
+        if not run.overwrite:
+            raise UsageError(f"--save-steps: {folder} holds an earlier run's checkpoints; pick another --run-name or "
+                             "delete the folder")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+def _gate_callback(run: RunWriter, prep: Prepared) -> GateCallback:
+    """``watch_every``: a :class:`~pytest_rlgate.watch.callback.GateCallback` sampling the holdout as the run's
+    own evaluation does, its looks in the run folder's ``rlgate-watch/``, picking the checkpoint to ship."""
+    from ..watch.callback import GateCallback  # transformers
+
+    knobs = prep.knobs
+    return GateCallback(prep.prompts.holdout, env=prep.env, every=knobs.watch_every, out_dir=run.path / WATCH_FOLDER,
+                        planned_looks=max(1, getattr(knobs, "steps", knobs.watch_every) // knobs.watch_every),
+                        stop_on_regression=bool({"regression", "any"} & set(knobs.stop_on)), select=True,
+                        sampling=knobs.sampling())
 
 
 def metrics_recorder(keys: Mapping[str, str], *, when: str) -> MetricsRecorder:

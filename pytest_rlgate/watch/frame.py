@@ -69,6 +69,16 @@ class LookFrame(TrainerCallback):
 
     every: int
     stopped_at: dict[str, object] | None
+    #: how a look samples the holdout
+    sampling: SampleOptions
+
+    @property
+    def k(self) -> int:
+        return self.sampling.k
+
+    @property
+    def seed(self) -> int:
+        return self.sampling.seed
 
     def due(self, step: int) -> bool:
         """Whether *step* is a look."""
