@@ -340,9 +340,7 @@ def main() -> None:
                                  before=[row for rows in before for row in rows], env=env, reward=trained_on)
             print(f"- {s.config.label} (trained on {trained_on or 'refund score'}): {found.summary().splitlines()[0]}")
             for category, scan in sorted(found.by_category.items()):
-                pays = getattr(scan, "pays_for", None)  # what the reward pays for, where hack_scan says it
-                print(f"  - {category}: regime {scan.regime}, top feature {scan.top_feature}"
-                      + (f"; pays for {pays()}" if callable(pays) else ""))
+                print(f"  - {category}: regime {scan.regime}, top feature {scan.top_feature}; {scan.pays_for()}")
         print()
 
     print("## What this holdout can see\n")

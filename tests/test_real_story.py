@@ -1,5 +1,5 @@
 """The story on a real model: the demo's runs scaled to a CPU, the watched run's checkpoints, the CLI;
-the slow test trains a few GRPO steps of the warm-started SmolLM2-135M and gates them by category."""
+the slow test runs the story's watched GRPO run on the warm-started SmolLM2-135M at its smallest, gated by category."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import pytest_rlgate as rg
 from pytest_rlgate.cli import main
 from pytest_rlgate.data.rows import read_rows
 from pytest_rlgate.demo import real
-from pytest_rlgate.demo.story import configurations, hackable_configuration
+from pytest_rlgate.demo.story import configurations, hackable_configuration, train_config
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.policy import models
 from pytest_rlgate.train import config
+from pytest_rlgate.train.cached import cached_run
 from pytest_rlgate.train.methods import make_knobs
+from pytest_rlgate.train.run import RunFolder
+from pytest_rlgate.watch.folder import checkpoints
 
 WARM = "smollm2-135m+refund"
 
@@ -63,19 +66,32 @@ def test_demo_base_model_is_a_flag_that_refuses_the_recipe_story(capsys):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _fetched(), reason="smollm2-135m is not fetched (rlgate models fetch smollm2-135m)")
-def test_a_few_grpo_steps_of_the_warm_started_real_model_are_gated_per_category(tmp_path):
-    """CI's slow step: the refund warm start of SmolLM2-135M (trained once into the cache), two GRPO
-    steps on it, and the gate by category, end to end."""
+def test_the_real_story_trains_gates_and_keeps_checkpoints_at_its_smallest(tmp_path):
+    """CI's slow step, the story's own path at its smallest: refund's warm start of SmolLM2-135M (trained
+    once into the cache), the story's watched GRPO run on the small prompt set for two steps, trained
+    through the run cache and published as the demo and the benchmark publish it, gated by category on
+    the environment's own holdout; its checkpoints kept beside the cache entry, and hack_scan of its rows."""
     env = rg.load_env("refund")
     name = real.warm_base("smollm2-135m", env, lambda line: None)
     assert name == WARM
-    run = rg.train_grpo(env="refund", base_model=name, size="small", holdout=0.3, steps=2, num_generations=2,
-                        batch_size=4, learning_rate=3e-4, beta=0.0, max_new_tokens=48, k=1, base_runs=1,
-                        monitor_every=0, runs_dir=str(tmp_path), run_name="real")
+    honest = configurations(2, quick=True, env="refund", real=real.real_story(name, steps=2))[0]
+    trained = train_config(honest, tmp_path)
+    assert trained.summary is not None, trained.error
+    run = RunFolder.open(tmp_path / honest.name)
+    assert run.config["base_model"] == WARM and run.config["training"]["steps_done"] == 2
     groups = {c["group"] for c in run.gate["comparisons"] if c["metric"] == "pass@1"}
     assert groups == {"overall", *env.categories}
-    assert run.config["base_model"] == WARM and run.config["training"]["steps_done"] == 2
-    before = list(read_rows(run.before_files[0]))
-    # the warm start's shape: it asks where no id is given (the raw model makes no tool call at all)
-    asked = [row["reward"] >= 1.0 for row in before if row["category"] == "no_id"]
-    assert sum(asked) >= len(asked) / 2
+    before = [list(read_rows(path)) for path in run.before_files]
+    after = list(read_rows(run.after_file))
+    assert len(before) == real.REAL_BASE_RUNS
+    held = {c: sum(row["category"] == c for row in after) for c in env.categories}
+    assert held == {"with_id": 5, "no_id": 5, "off_topic": 4}  # the small set's own shares, one reply a prompt
+    # the warm start's shape: it declines or asks somewhere (the plain SFT warm start looked up on everything)
+    assert any(row["reward"] >= 1.0 for rows in before for row in rows if row["category"] != "with_id")
+    knobs = make_knobs(honest.method, **honest.knobs)
+    served = cached_run(knobs)
+    assert served.hit  # the run just trained is served, not trained again
+    kept = knobs.with_overrides(runs_dir=str(served.run.path.parent), run_name=served.run.path.name).checkpoints_dir
+    assert [step for step, _ in checkpoints(kept)] == [2]
+    scan = rg.hack_scan(after, before=[row for rows in before for row in rows], env=env)
+    assert set(scan.by_category) <= set(env.categories)
