@@ -1,11 +1,16 @@
 """The seed's story on a real model (SmolLM2-135M-Instruct, refund), every number from one command.
 
     rlgate models fetch smollm2-135m
-    OMP_NUM_THREADS=1 python benchmarks/bench_real_story.py [--runs-dir runs/real-story] [--steps 16]
+    OMP_NUM_THREADS=1 python benchmarks/bench_real_story.py [--runs-dir runs/real-story] [--steps 16] [--runs ...]
+    OMP_NUM_THREADS=1 python benchmarks/bench_real_story.py --read --skip watch   # the tables again, nothing trained
 
 What it runs, each step cached by content (the warm start under ``warm/``, every run under
 ``runs-<method>/``, every row file this script samples under ``rows/`` of the artifact cache), so
-a rerun prints the same tables in seconds and an interrupted one goes on where it stopped:
+a rerun prints the same tables in seconds and an interrupted one goes on where it stopped. Each run
+is also published to ``<runs-dir>/<name>/`` (the watched run's checkpoints to ``<name>-checkpoints/``,
+the warm start's record to ``warm-start.json``); ``--read`` prints the tables from those folders
+alone, training nothing, which is what a rerun after a code change wants (the run cache is keyed by
+the training code, so it would train every run again):
 
 1. **the warm start**: the environment's SFT recipe on the fetched model (``smollm2-135m+refund``),
    and where it lands: pass@1 per category of the model before and after it, with intervals;
@@ -43,7 +48,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest_rlgate as rg
 from pytest_rlgate._io.atomic import atomic_write
-from pytest_rlgate.data.prompts import fingerprint
+from pytest_rlgate.data.prompts import fingerprint, read_prompts
 from pytest_rlgate.data.rows import read_rows
 from pytest_rlgate.demo import real as real_demo
 from pytest_rlgate.demo.story import (
@@ -60,7 +65,7 @@ from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_r
 from pytest_rlgate.train.evaluate import resample_run
 from pytest_rlgate.train.inputs import versions
 from pytest_rlgate.train.methods import make_knobs
-from pytest_rlgate.train.pipeline import gate_runs, load_prompts
+from pytest_rlgate.train.pipeline import HOLDOUT_PROMPTS, gate_runs
 from pytest_rlgate.train.run import CONFIG, RunFolder
 
 ENGINES = ("generate",)
@@ -243,15 +248,18 @@ def main() -> None:
         raise SystemExit(f"no run of {', '.join(args.runs)} in {args.runs_dir}")
     first = RunFolder.open(summaries[0].path)
     before = [list(read_rows(p)) for p in first.before_files]
-    holdout = load_prompts(rg.GRPOKnobs(**honest.knobs).resolve()).holdout  # type: ignore[arg-type]
+    holdout = read_prompts(first.path / HOLDOUT_PROMPTS, env=env)  # the prompts the runs were gated on
 
     print(f"# The story on {args.model} (refund), sampled with {args.engine}\n")
     print("## The warm start\n")
-    info = json.loads(warm_record.read_text(encoding="utf-8"))
-    recipe = info["recipe"]
-    print(f"{story.base_model}: {recipe['steps']} SFT steps x {recipe['batch_size']} chats, lr "
-          f"{recipe['learning_rate']:g}, LoRA r{recipe['lora_rank']}, chats {info['data_kinds']}; loss "
-          f"{info['loss_first']:.3f} -> {info['loss_last']:.3f} in {info['train_seconds']:.0f} s\n")
+    if warm_record.is_file():
+        info = json.loads(warm_record.read_text(encoding="utf-8"))
+        recipe = info["recipe"]
+        print(f"{story.base_model}: {recipe['steps']} SFT steps x {recipe['batch_size']} chats, lr "
+              f"{recipe['learning_rate']:g}, LoRA r{recipe['lora_rank']}, chats {info['data_kinds']}; loss "
+              f"{info['loss_first']:.3f} -> {info['loss_last']:.3f} in {info['train_seconds']:.0f} s\n")
+    else:
+        print(f"{story.base_model}: no {WARM_RECORD} in {args.runs_dir} (the runs were published without it)\n")
     counts = {c: rate(before[0], c)[3] for c in CATEGORIES}
     print(f"holdout: {sum(counts.values())} scenarios ({', '.join(f'{c} {n}' for c, n in counts.items())}) x "
           f"{args.k} replies, {args.max_new_tokens} new tokens; pass@1 [95 % interval over scenarios] "
