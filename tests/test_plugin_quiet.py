@@ -120,6 +120,7 @@ def test_every_feature_is_registered_and_each_can_be_switched_off(pytester: pyte
 
 BROKEN_TESTS = """
 import pytest_rlgate
+import pytest_rlgate.data
 
 def test_api():
     pytest_rlgate.assert_no_regression("broken.jsonl", "good.jsonl")
@@ -134,7 +135,7 @@ def test_not_json():
     pytest_rlgate.compare("not_json.jsonl", "good.jsonl")
 
 def test_missing():
-    pytest_rlgate.read_header("missing.jsonl")
+    pytest_rlgate.data.read_header("missing.jsonl")
 
 def test_bad_env():
     pytest_rlgate.load_env("no_such_environment")

@@ -321,7 +321,7 @@ def asks(messages, seed):
 def test_until(rlgate):
     items = rg.stratified_split(rg.build_prompts(seed=0), 0.2).holdout
     before = rg.sample_rows(asks, None, items, k=4)
-    result = rlgate.until_decided(before, asks, items=items, design=rg.AdaptiveDesign.plan(2, 8))
+    result = rlgate.until_decided(before, asks, items=items, design=AdaptiveDesign.plan(2, 8))
     assert result.passed, result.summary()
     assert result.looks[0].k == 2 and len(result.looks) == 1
     assert {c.category: c.decided_at or c.stopped for c in result.categories} == {

@@ -235,7 +235,7 @@ class RlgateGate:
     def until_decided(self, before: RowInput, policy: Policy, tokenizer: Tokenizer | None = None, *,
                       items: Sequence[PromptItem], design: AdaptiveDesign | None = None, seed: int | None = None,
                       **options: object) -> AdaptiveResult:
-        """Sample *policy* on *items* until decided against *before* (:func:`pytest_rlgate.until_decided`).
+        """Sample *policy* on *items* until decided against *before* (:func:`pytest_rlgate.gate.until_decided`).
 
         The session's gate options and this test's environment apply (*options* override them);
         the last look's gate is recorded on the test like :meth:`compare`'s. The test decides:

@@ -471,7 +471,7 @@ def probe_reward(
     """Try every hack class on *reward* over *env*'s prompts; report which pay, how often, with an example.
 
     *reward* is ``reward(reply, case) -> float`` (``reward(episode, case)`` for an episode
-    environment: it gets the replayed :class:`~pytest_rlgate.Episode`) or TRL's
+    environment: it gets the replayed :class:`~pytest_rlgate.environment.Episode`) or TRL's
     ``reward(prompts, completions, **kwargs) -> list[float]`` (detected from the parameter
     names; force it with *signature*); leave it out, or pass the environment itself first, to
     probe the environment's own ``score``. *env* is required with a reward: a name,
