@@ -312,6 +312,7 @@ def test_the_cli_refuses_bad_input_in_one_line(tiny_before: tuple[Path, Path], t
 
 FIXTURE_TEST = '''
 import pytest_rlgate as rg
+from pytest_rlgate.gate import AdaptiveDesign
 
 
 def asks(messages, seed):

@@ -15,8 +15,8 @@ A new command, plugin setting, reader or knob needs nothing here. A new class of
 declared once (fields made by :func:`~pytest_rlgate.options.knob` or its like) is one line of
 :data:`DECLARED`; the test names any class that is missing.
 
-This module reads the command-line parsers and the plugin, the two faces on the top floor, so
-it imports them inside its functions; nothing imports it.
+This module reads the pytest plugin, the other face on the top floor, through pytest's own
+registration while it runs; nothing imports this module.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
+
+from ..data import readers
+from ..options import Deprecated
+from . import build_parser
 
 __all__ = ["COMMAND", "DECLARED", "PAGE", "main", "render"]
 
@@ -126,8 +130,6 @@ def kind(parse: object) -> str:
 
 def _visible(action: argparse.Action) -> bool:
     """An option the command's ``--help`` shows: not ``--help`` itself, not an older spelling."""
-    from ..options import Deprecated
-
     return (action.help != argparse.SUPPRESS and not isinstance(action, (argparse._HelpAction, Deprecated))
             and not isinstance(action, argparse._SubParsersAction))
 
@@ -217,8 +219,6 @@ def _command_section(title: str, summary: str, parser: argparse.ArgumentParser) 
 
 def command_reference() -> list[str]:
     """The section of every ``rlgate`` command, from the real parser."""
-    from . import build_parser
-
     parser = build_parser()
     lines = ["## The `rlgate` command", "",
              "Each command's flags, as its `--help` shows them: the value it takes (with its range, where the "
@@ -339,8 +339,6 @@ def _class_rows(cls: type, fields: Iterable[dataclasses.Field[Any]]) -> tuple[li
 
 def _reader_options() -> list[str]:
     """The options each built-in reader declares for itself, beside ``ReadOptions``."""
-    from ..data import readers
-
     built_in = cast("dict[str, str]", readers.BUILTIN)  # not the entry points': the page is the package's
     rows = [[code(name), code(option.name), code(option.flag) if option.flag else "—", option.help]
             for name in built_in for option in readers.load_reader(name).options]
