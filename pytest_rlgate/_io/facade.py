@@ -27,10 +27,12 @@ __all__ = ["Facade"]
 
 
 class Facade:
-    """The lazy public names of the package *package*: *exports* maps each name to the module
-    that owns it (relative to the package: ``"rows"``, ``"readers.source"``, or ``".._io.cache"``
-    with Python's leading dots); *moved* maps an
-    old name to the facade that now holds it (relative too: ``"stats"``)."""
+    """The lazy public names of the package *package*.
+
+    *exports* maps each name to the module that owns it, relative to the package (``"rows"``,
+    ``"readers.source"``, or with Python's leading dots ``".._io.cache"``); *moved* maps an old
+    name to the facade that now holds it, relative too (``"stats"``).
+    """
 
     def __init__(self, package: str, exports: Mapping[str, str], moved: Mapping[str, str] | None = None) -> None:
         self.package = package
@@ -44,10 +46,6 @@ class Facade:
         """The exported names, sorted: the package's ``__all__``."""
         return sorted(self.exports)
 
-    def home(self, name: str) -> str:
-        """The facade that now holds the moved name *name* (``pytest_rlgate.stats``)."""
-        return f"{self.package}.{self.moved[name]}"
-
     def resolve(self, name: str) -> Any:
         """The value of *name*, from its owner (kept in the package) or, for a moved name, from
         its new home with a deprecation warning; ``AttributeError`` for any other name, so
@@ -59,7 +57,7 @@ class Facade:
             setattr(sys.modules[self.package], name, value)
             return value
         if name in self.moved:
-            home = self.home(name)
+            home = f"{self.package}.{self.moved[name]}"
             warnings.warn(f"{self.package}.{name} moved to {home}.{name}; import it from {home} (the old name "
                           "will be removed)", RlgateDeprecationWarning, stacklevel=3)
             return getattr(importlib.import_module(home), name)

@@ -11,8 +11,8 @@ decided; the statistics behind them are :mod:`pytest_rlgate.stats`'.
 
 The statistics (numpy) load on the first gate, not with this package: the pytest plugin
 imports :mod:`.options` when pytest starts, and every pytest run pays for what loads then. So
-the names below other than the three functions, the options and the error are resolved when
-first used (:mod:`pytest_rlgate._io.facade`).
+the facade's other names (the results, release policies, sampling until decided) are resolved
+when first used (:mod:`pytest_rlgate._io.facade`).
 """
 
 from __future__ import annotations
