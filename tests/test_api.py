@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 import subprocess
 import sys
 import types
@@ -204,6 +205,38 @@ def test_a_moved_name_still_resolves_from_its_new_home_with_a_warning(name: str)
 
 def test_every_name_of_the_old_top_level_is_still_reachable() -> None:
     assert set(pytest_rlgate._EXPORTS) | set(pytest_rlgate._MOVED) == BEFORE_THE_FENCE
+
+
+#: where the project itself uses the API: none of it reads a moved name from the top level
+_OWN_USES = ("README.md", "docs/*.md", "examples/**/*.py", "examples/**/*.md", "benchmarks/*.py", "tests/**/*.py",
+             "pytest_rlgate/**/*.py", "conftest.py")
+_FROM_TOP = re.compile(r"from pytest_rlgate import \(([^)]*)\)|from pytest_rlgate import ([^\n]+)")
+
+
+def _top_level_uses(text: str) -> set[str]:
+    """The names *text* reads from the top level: ``from pytest_rlgate import X``, ``pytest_rlgate.X``,
+    ``rg.X`` (any alias of ``import pytest_rlgate as rg``), in code and in prose."""
+    names = {name for match in _FROM_TOP.finditer(text)
+             for name in re.findall(r"\b\w+\b", (match.group(1) or match.group(2)).split("#")[0])}
+    for alias in {"pytest_rlgate", *re.findall(r"import pytest_rlgate as (\w+)", text)}:
+        names |= set(re.findall(rf"(?<![\w.]){alias}\.(\w+)\b(?!\.\w)", text))  # not a submodule's name
+    return names
+
+
+def test_the_project_reads_no_moved_name_from_the_top_level() -> None:
+    """Docs, examples, benchmarks and tests show each name where it lives now (this file aside)."""
+    assert _top_level_uses("import pytest_rlgate as rg\nrg.holm(x)\nfrom pytest_rlgate import (plan,\n compare)\n"
+                           "a `pytest_rlgate.Hack`, not pytest_rlgate.data.Rows") == {"holm", "plan", "compare", "Hack"}
+    root = Path(pytest_rlgate.__file__).resolve().parents[1]
+    found = {}
+    for pattern in _OWN_USES:
+        for path in sorted(root.glob(pattern)):
+            if path.resolve() in (Path(__file__).resolve(), Path(pytest_rlgate.__file__).resolve()):
+                continue
+            moved = _top_level_uses(path.read_text(encoding="utf-8")) & set(pytest_rlgate._MOVED)
+            if moved:
+                found[str(path.relative_to(root))] = {n: f"pytest_rlgate.{pytest_rlgate._MOVED[n]}" for n in moved}
+    assert found == {}, f"import these names from their new homes: {found}"
 
 
 def test_the_moved_names_warn_where_the_user_reads_them() -> None:
