@@ -105,7 +105,7 @@ def _resolved(module: types.ModuleType) -> dict[str, object]:
     return dict(vars(module))
 
 
-def _is_plumbing(module: types.ModuleType, name: str, value: object) -> bool:
+def _is_plumbing(name: str, value: object) -> bool:
     if name == "TYPE_CHECKING" or isinstance(value, types.ModuleType):
         return True
     return type(value).__module__ == "__future__" or getattr(value, "__module__", None) in _PLUMBING_MODULES
@@ -115,7 +115,7 @@ def _check_exports(module: types.ModuleType) -> None:
     """Hypothesis's check: the public names the facade binds are exactly the ones it lists."""
     listed = set(module.__all__)
     public = {name for name, value in _resolved(module).items()
-              if not name.startswith("_") and (name in listed or not _is_plumbing(module, name, value))}
+              if not name.startswith("_") and (name in listed or not _is_plumbing(name, value))}
     assert public == listed - {"__version__"}, (
         f"{module.__name__}: bound but not in __all__ {sorted(public - listed)}; listed but not bound "
         f"{sorted(listed - public - {'__version__'})} (see this file's docstring: how to add a name)")
