@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "sample": "policy.sampling",
     "sample_rows": "policy.sampling",
     "VllmSampler": "policy.generate",
+    "ServedModel": "policy.served",
     "grade_replies": "data.rows",
     "grade_file": "data.replies",
     "read_rows": "data.readers",
@@ -133,6 +134,7 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     from .policy.generate import SampleOptions as SampleOptions, VllmSampler as VllmSampler
     from .policy.load import load_policy as load_policy
     from .policy.sampling import sample as sample, sample_rows as sample_rows
+    from .policy.served import ServedModel as ServedModel
     from .records import Case as Case, PromptItem as PromptItem, Row as Row
     from .rewards.probe import probe_reward as probe_reward
     from .rewards.scan import hack_scan as hack_scan

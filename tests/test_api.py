@@ -47,7 +47,8 @@ TOP = (
     # the first test
     "assert_no_regression", "compare", "RegressionError",
     # the pipeline, as functions
-    "build_prompts", "stratified_split", "load_policy", "sample", "sample_rows", "VllmSampler", "grade_replies",
+    "build_prompts", "stratified_split", "load_policy", "sample", "sample_rows", "VllmSampler", "ServedModel",
+    "grade_replies",
     "grade_file", "read_rows", "write_rows", "load_rows", "train_grpo", "train_dpo",
     # errors
     "RlgateError", "SpecError", "DataError", "UsageError", "RlgateWarning", "RewardHackError",
@@ -204,7 +205,7 @@ def test_a_moved_name_still_resolves_from_its_new_home_with_a_warning(name: str)
 
 
 def test_every_name_of_the_old_top_level_is_still_reachable() -> None:
-    assert set(pytest_rlgate._EXPORTS) | set(pytest_rlgate._MOVED) == BEFORE_THE_FENCE
+    assert BEFORE_THE_FENCE <= set(pytest_rlgate._EXPORTS) | set(pytest_rlgate._MOVED)
 
 
 #: where the project itself uses the API: none of it reads a moved name from the top level

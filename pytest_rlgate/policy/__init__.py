@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "policy_draw": "adaptive",
     "SampleOptions": "generate",
     "VllmSampler": "generate",
+    "ServedModel": "served",
     "SAMPLE_TEMPERATURE": "generate",
     "SAMPLE_TOP_P": "generate",
     "SAMPLE_SEED": "generate",
@@ -50,4 +51,5 @@ if TYPE_CHECKING:  # pragma: no cover - static analysers see what __getattr__ re
     )
     from .load import load_policy as load_policy, tiny_policy_dir as tiny_policy_dir
     from .sampling import sample as sample, sample_rows as sample_rows
+    from .served import ServedModel as ServedModel
     from .tiny.spec import TINY_POLICY as TINY_POLICY
