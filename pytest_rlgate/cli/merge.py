@@ -19,11 +19,12 @@ from ..errors import DataError, UsageError
 from ..options import output_file
 from ..records import Row
 
-HELP = "join the shard files of one `rlgate sample --shard I/N` run into its rows"
+HELP = "join the shard files of one sharded `rlgate sample` run into its rows"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("shards", nargs="+", metavar="SHARD", help="the N row files `rlgate sample --shard I/N` wrote")
+    parser.add_argument("shards", nargs="+", metavar="SHARD",
+                        help="the N row files the shards of one `rlgate sample` run wrote")
     parser.add_argument("--out", required=True, type=output_file, metavar="ROWS",
                         help="the merged row file (.gz: compressed), as one unsharded run writes it")
 

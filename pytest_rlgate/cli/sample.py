@@ -118,8 +118,8 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     add_deprecated(p, "--prompts", "--prompts-file", dest="prompts_file", metavar="FILE")
     p.add_argument("--prompt-seed", type=SEED, default=Holdout.seed, help="prompt-set seed (%(default)s)")
     p.add_argument("--size", default=Holdout.size, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=HOLDOUT_FRACTION, default=Holdout.fraction,
-                   help="share held out by category (%(default)s)")
+    p.add_argument("--holdout", type=HOLDOUT_FRACTION, default=Holdout.fraction, metavar="FRACTION",
+                   help="share held out of every category (default: the environment's own shares)")
 
 
 def holdout_items(prompts_file: str | os.PathLike[str] | None, holdout: Holdout,
@@ -130,7 +130,7 @@ def holdout_items(prompts_file: str | os.PathLike[str] | None, holdout: Holdout,
         if not Path(prompts_file).is_file():
             raise UsageError(f"--prompts-file {str(prompts_file)!r}: no such file; write one with `rlgate prompts`")
         return read_prompts(prompts_file, env=env), str(prompts_file)
-    return holdout.items(env), holdout.describe()
+    return holdout.items(env), holdout.describe(env)
 
 
 def prompts_of(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:

@@ -19,11 +19,12 @@ __all__ = ["add_served_arguments", "served_from"]
 MAX_CONCURRENCY = 4096
 
 
-def add_served_arguments(parser: argparse.ArgumentParser) -> None:
+def add_served_arguments(parser: argparse.ArgumentParser, model_flag: str = "--model") -> None:
+    """Declare the served-model flags; *model_flag* is the command's flag that names the served model."""
     g = parser.add_argument_group("served model: sample through an OpenAI-compatible endpoint (vLLM, SGLang, hosted)")
     g.add_argument("--base-url", metavar="URL",
-                   help="the server's address, e.g. http://localhost:8000/v1; --model is then the name it serves "
-                        "(GET URL/models lists them) and nothing is loaded here")
+                   help=f"the server's address, e.g. http://localhost:8000/v1; {model_flag} is then the name it "
+                        "serves (GET URL/models lists them) and nothing is loaded here")
     g.add_argument("--concurrency", type=Number(1, MAX_CONCURRENCY, "8", integer=True), default=DEFAULT_CONCURRENCY,
                    metavar="N",
                    help="requests in flight at once (%(default)s); does not change the rows")

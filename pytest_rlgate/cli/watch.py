@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "model) and for every next one, so the watch can start beside its job (%(default)s: gate "
                         "what is there and finish)")
     w.add_argument("--poll", type=SECONDS, default=10.0, metavar="SECONDS", help="(%(default)s)")
-    add_served_arguments(parser)
+    add_served_arguments(parser, "--base-model")
     parser.add_argument("--out", metavar="DIR", help=f"the watch folder (default: CKPT_DIR/{WATCH_DIR})")
     parser.add_argument("--restart", action="store_true", help="drop what the watch folder holds and start over")
     add_output_arguments(parser)
