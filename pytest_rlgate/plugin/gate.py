@@ -22,12 +22,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
-from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, old_spelling, shown_default
-from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS, verdict_word
 from pytest_rlgate.options import Number, path_problem
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
 from pytest_rlgate.plugin.env import marker_env
@@ -381,6 +378,8 @@ def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     CI dashboards that read ``--junitxml`` see each category's verdict without parsing the
     gate's JSON (which travels beside them as ``rlgate_gate``).
     """
+    from pytest_rlgate.gate.numtext import interval
+
     out = []
     for c in record["comparisons"]:
         text = f"{c['verdict']} {c['delta']:+.3f} {interval(c.get('low'), c.get('high'), missing='(no interval)')}"
@@ -495,6 +494,8 @@ class _GateLog:
             self._markdown()
         if not path or hasattr(self.config, "workerinput"):
             return
+        from pytest_rlgate._io.atomic import atomic_write
+
         payload: dict[str, Any] = {"format_version": 1, "passed": all(g["passed"] for g in self.gates),
                                    "gates": self.gates}
         prompts = session_prompts(self.config)
@@ -511,6 +512,7 @@ class _GateLog:
         """
         if not self.gates:
             return
+        from pytest_rlgate._io.atomic import atomic_write
         from pytest_rlgate.report.markdown import markdown_summary, step_summary_path
 
         path = setting(self.config, "markdown", str)
@@ -560,8 +562,10 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
         return
     from tabulate import tabulate
 
+    from pytest_rlgate.gate.numtext import interval
     from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
     from pytest_rlgate.gate.text import is_borderline, units_label
+    from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS, verdict_word
 
     def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
         if "seeds" in c:  # a recipe's
