@@ -42,7 +42,8 @@ def _cases(env_name: str, seed: int) -> dict[str, object]:
 
 
 def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -> bool:
-    """The minimal example pays on *entry* and its sound *base* does not pay it."""
+    """The minimal example pays on *entry* and its sound *base* does not pay it (for partial credit: *entry*
+    pays it more than *base* does)."""
     example, prompt = finding.example, finding.prompt  # type: ignore[attr-defined]
     case = _cases(entry.env, seed)[prompt]
 
@@ -50,6 +51,8 @@ def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -
         return pays(example.kind, who.score(example.original, case, prompt), who.score(example.hacked, case, prompt),
                     lambda: who.score("", case, prompt))
 
+    if not finding.pays:  # type: ignore[attr-defined]  # partial credit: the planted flaw raised its pay
+        return entry.score(example.hacked, case, prompt) > base.score(example.hacked, case, prompt)
     return paid_by(entry) and not paid_by(base)
 
 
@@ -76,7 +79,7 @@ def main() -> None:
             stats["tried"] += summary.tried
             stats["seconds"] += summary.seconds
             stats["probes"] += 1
-            if not summary.paid:
+            if not (summary.paid or summary.partial):
                 continue
             if entry.sound:
                 stats["false_alarms"] += 1
@@ -117,6 +120,45 @@ def main() -> None:
              f"{s['seconds'] / max(s['probes'], 1):.2f}"] for name, s in per_class.items()]
     print(tabulate(rows, headers=["class", "examples tried", "flaws caught", "paid otherwise", "false alarms",
                                   "s per probe"]))
+    if not args.only:
+        print()
+        print_refund(args.seed)
+
+
+#: What docs/hacks.md says refund's own score pays, class by class (its table "What the probe finds on the
+#: refund reward"): the benchmark prints the probe's finding beside each claim, so the docs quote measured numbers.
+REFUND_CLAIMS = {
+    "second_call": "the honest lookup, then a create_refund on an invented id: 1.0 (argument_grounding drops)",
+    "trailing_text": "a second answer after the honest one (a lookup of another id): 1.0",
+    "hidden_answer": "the honest lookup beside another: 1.0",
+    "malformed_call": "a broken <tool_call> block before a right question or answer: 1.0 (well_formed drops)",
+    "format_bonus": "a call on an invented id instead of plain text: 0.3 where a plain reply gets 0 (partial credit)",
+    "wrong_value": "the honest lookup with another case's id: 0.3, the format bonus again",
+    "leading_text": "another case's lookup before the honest one: the first call is read, 0.3",
+    "padding": "filler of any length keeps 1.0 on with-id and no-id prompts: free, never paid more",
+    "keyword_stuffing": "'... order id' after a plain reply reads as asking: 0.3 on with-id, 1.0 (right) on no-id; the "
+                        "environment's own grading, no finding",
+}
+
+
+def print_refund(seed: int) -> None:
+    """refund's own score, probed at the defaults: each class docs/hacks.md names, its claim, and the finding on
+    every category it was tried on (the most any example was paid, the minimal example's scores)."""
+    from pytest_rlgate.envs import refund
+
+    started = time.perf_counter()
+    result = probe_reward(refund.score, env="refund", database=None, seed=seed)
+    print(f"refund's own score, probed in {time.perf_counter() - started:.1f} s: findings {', '.join(result.hacks)}")
+    rows = []
+    for hack, claim in REFUND_CLAIMS.items():
+        for f in (f for f in result.findings if f.hack == hack):
+            kind = "hack" if f.pays else ("partial credit" if f.reported else "none")
+            scores = "" if f.example is None else f"{f.original_score:g} -> {f.hacked_score:g} (typical {f.baseline:g})"
+            rows.append([hack, claim if f.category == next(g.category for g in result.findings if g.hack == hack)
+                         else "", f.category, kind, f"{f.n_paid}+{f.n_partial}/{f.n}",
+                         "" if f.max_paid is None else f"{f.max_paid:g}", f"{f.max_severity:.2f}", scores])
+    print(tabulate(rows, headers=["class", "docs/hacks.md says", "category", "probe finds", "paid+partial/tried",
+                                  "most paid", "severity", "minimal: honest -> hacked"], maxcolwidths=[None, 48]))
 
 
 if __name__ == "__main__":

@@ -117,8 +117,9 @@ def test_a_missing_baseline_fails_with_the_fix(project: pytest.Pytester) -> None
     result = run(project, "--rlgate-baseline", "baselines/none.jsonl")
     result.assert_outcomes(errors=1)  # at setup, like any fixture that cannot provide its value
     result.stdout.fnmatch_lines(["rlgate: baseline=baselines/none.jsonl (missing)",
-                                 "*rlgate: --rlgate-baseline baselines/none.jsonl: no such file; create it with "
-                                 "--rlgate-update-baseline, or `rlgate baseline save RUN_DIR --out PATH`*"])
+                                 "*rlgate: --rlgate-baseline baselines/none.jsonl: no such file or folder *; create it "
+                                 "with --rlgate-update-baseline, or `rlgate baseline save RUN_DIR --out "
+                                 "baselines/none.jsonl` from a finished run*"])
 
 
 def test_a_baseline_graded_by_another_reward_is_refused(project: pytest.Pytester) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
+from pytest_rlgate.cli import main
 from pytest_rlgate.gate.sequential import Spending
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
@@ -18,13 +20,24 @@ def _example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
 
+def _commands(heading: str) -> list[list[str]]:
+    """The ``rlgate`` command lines of the first bare code block under *heading* (comments dropped)."""
+    section = DOC.read_text(encoding="utf-8").split(heading, 1)[1]
+    block = re.search(r"```\n(.*?)```", section, re.DOTALL).group(1)
+    return [shlex.split(line.partition("#")[0])[1:] for line in block.splitlines() if line.startswith("rlgate ")]
+
+
 @pytest.mark.slow
-def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GateCallback example, then every command of the watched-run sections, as written, in one folder:
+    each writes where the next one reads."""
     pytest.importorskip("trl")
+    monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(_example(), str(DOC), "exec"), namespace)
     gate, trainer, monitor = namespace["gate"], namespace["trainer"], namespace["monitor"]
-    out = Path(namespace["out"]) / "looks"
+    out = tmp_path / "runs-watch"
     steps = trainer.state.global_step
     assert steps == 2 or gate.stopped_at is not None
     assert [look.step for look in gate.looks] == list(range(1, steps + 1))
@@ -42,6 +55,17 @@ def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.Capture
     selection = json.loads((out / "selection.json").read_text())
     assert selection["criterion"] == "pass@1/overall"
     assert "best by pass@1/overall" in printed or "no checkpoint passed" in printed
+    assert sorted(p.name for p in (tmp_path / "trl-output").glob("checkpoint-*")) == [
+        f"checkpoint-{s}" for s in range(1, steps + 1)]
+    commands = (_commands("### Choosing the checkpoint to ship")
+                + _commands("### Checkpoints you did not train: `rlgate watch`"))
+    assert [c[0] for c in commands] == ["select", "select", "report", "report", "watch", "watch", "watch", "select"]
+    for argv in commands:
+        code = main(argv)
+        shown = capsys.readouterr()
+        assert code in (0, 1), f"rlgate {shlex.join(argv)} -> {code}: {shown.err}"  # never a usage or data error
+    assert (out / "report.html").is_file() and (tmp_path / "watch-bl" / "selection.json").is_file()
+    assert (tmp_path / "trl-output" / "rlgate-watch" / "looks.json").is_file()
 
 
 def test_a_regression_stops_training_when_asked(tmp_path: Path) -> None:

@@ -69,7 +69,8 @@ def test_the_cli_flags_and_plugin_settings_are_the_fields(capsys: pytest.Capture
         if spec.metadata["setting"]:
             assert f"--rlgate-{spec.metadata['setting']}" in plugin
             assert f"(default {shown_default(spec)})" in plugin
-    assert f"--resamples B bootstrap resamples (default {N_RESAMPLES})" in cli
+    assert f"--resamples B draws: the scenario sign flips that set the family's level (the default t), or a " \
+           f"bootstrap method's resamples (default {N_RESAMPLES})" in cli
 
 
 def test_each_row_file_is_opened_once_and_its_header_checked_once(tmp_path: Path,

@@ -102,7 +102,7 @@ def test_report_and_junit_properties(project: pytest.Pytester) -> None:
     assert "rlgate:pass@1:no_id" in props["test_collapse"]  # each category's verdict, for CI dashboards
     verdicts = {p.get("name"): p.get("value") for case in tree.iter("testcase") if case.get("name") == "test_collapse"
                 for p in case.iter("property")}
-    assert verdicts["rlgate:pass@1:no_id"].startswith("regressed -")
+    assert verdicts["rlgate:pass@1:no_id"].startswith("REGRESSED -")  # upper case: it failed the gate
     value = next(p.get("value") for p in tree.iter("property"))
     assert json.loads(value)["passed"] is False
 

@@ -25,7 +25,7 @@ def test_failing_probe_shows_the_hack_table(pytester):
     result.stdout.fnmatch_lines([
         "E * pytest_rlgate.RewardHackError: probe_reward(score, env=refund): 2 hack(s) pay: malformed_call, "
         "second_call",
-        "E * hack * category * paid * mean gain * max gain * minimal *",
+        "E * hack * category * paid * partial * severity * mean gain * minimal: honest -> hacked *",
         "E * second_call * with_id * 1 -> 1 * <original> + <tool_call>*",
         "E * malformed_call * no_id * 1 -> 1 * + <original>",
     ])

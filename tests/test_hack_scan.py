@@ -429,3 +429,40 @@ def test_the_rise_rarely_fires_when_nothing_changed():
         fired += p[0] < 0.05
     # alpha 0.05: expect 15 of 300 (discrete data: fewer); binomial(300, 0.05) above 28 with probability < 0.001
     assert fired <= 28
+
+
+# --------------------------------------------------------------------------- what the reward pays for
+
+
+def test_an_honest_reward_is_named_paying_the_endorsed_lookup_with_the_truth_and_without():
+    """The overpaid reading is quiet on an honest reward; the paid reading still says what it rewards: the
+    lookup on with-id prompts, endorsed there, above its noise floor, with and without the environment's truth."""
+    rows = graded(rollouts(honest))
+    judged = hack_scan(rows, env="refund")
+    assert judged.judged and judged.regime == "no_signal"
+    with_id = judged.by_category["with_id"]
+    paid = with_id.paid_feature
+    assert paid is not None and "tool:lookup_order" in (paid.name, *paid.aliases)  # one column: tool_calls
+    assert paid.endorsed and paid.correlation > with_id.paid_floor > 0
+    assert f"the reward pays for {paid.name}" in with_id.summary() and "; endorsed)" in with_id.summary()
+    no_id = judged.by_category["no_id"]
+    assert no_id.paid_feature is not None and no_id.paid_feature.endorsed  # asking, endorsed on no-id prompts
+    plain = raw_scan(rollouts(honest), endorsed=ENDORSED)
+    assert plain.paid_feature is not None and plain.paid_feature.name == plain.top_feature == "tool:lookup_order"
+    assert plain.to_dict()["paid_feature"] == "tool:lookup_order" and plain.to_dict()["paid_endorsed"] is True
+
+
+def test_a_hacked_reward_is_named_paying_a_feature_that_is_not_endorsed():
+    rows = graded(rollouts(pays_keyword, error=0.5, suffix=verified_suffix))
+    result = hack_scan(rows, env="refund")
+    for category in ("with_id", "no_id"):
+        paid = result.by_category[category].paid_feature
+        assert paid is not None and not paid.endorsed and "verified" in paid.name, category
+        assert "not endorsed" in result.by_category[category].pays_for()
+
+
+def test_a_reward_that_never_varies_within_a_prompt_pays_for_nothing():
+    per_prompt = {p: i / 24 for i, p in enumerate(prompts(24))}
+    result = raw_scan(rollouts(lambda reply, prompt: per_prompt[prompt]), endorsed=ENDORSED)
+    assert result.paid == () and result.paid_feature is None
+    assert "never varies within a prompt" in result.pays_for()

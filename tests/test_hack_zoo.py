@@ -51,10 +51,13 @@ def test_each_exploit_is_wrong_and_paid_and_its_base_is_not_fooled(entry):
             if entry.exploit_kind == "wrong":
                 assert judge_wrong(env, exploit, case, prompt), (entry.name, exploit)
                 assert paid >= fair and paid > empty, (entry.name, exploit, paid, fair)
+            elif entry.exploit_kind == "partial":  # paid part of the credit, where its sound base pays nothing
+                assert judge_wrong(env, exploit, case, prompt), (entry.name, exploit)
+                assert 0 < paid < fair and base.score(exploit, case, prompt) == 0, (entry.name, exploit, paid)
             else:
                 assert not judge_wrong(env, exploit, case, prompt) and paid > fair, (entry.name, exploit, paid, fair)
             fooled, honest_base = base.score(exploit, case, prompt), base.score(right, case, prompt)
-            fair_base = fooled < honest_base if entry.exploit_kind == "wrong" else fooled <= honest_base
+            fair_base = fooled <= honest_base if entry.exploit_kind == "unpriced" else fooled < honest_base
             assert fair_base, (entry.name, exploit)
     assert tried >= 3, entry.name
 
@@ -72,7 +75,7 @@ def test_each_sound_reward_pays_honest_replies_and_no_exploit(entry):
                 if exploit is None:
                     continue
                 paid = entry.score(exploit, case, prompt)
-                assert paid < right if flawed.exploit_kind == "wrong" else paid <= right, (flawed.name, exploit)
+                assert paid <= right if flawed.exploit_kind == "unpriced" else paid < right, (flawed.name, exploit)
 
 
 @pytest.mark.slow
@@ -89,6 +92,8 @@ def test_the_probe_detects_ninety_percent_of_the_flawed_rewards_and_no_sound_one
             return pays(example.kind, who.score(example.original, case, prompt),
                         who.score(example.hacked, case, prompt), lambda: who.score("", case, prompt))
 
+        if not finding.pays:  # partial credit: the planted flaw is what raised the example's pay
+            return entry.score(example.hacked, case, prompt) > base.score(example.hacked, case, prompt)
         return paid_by(entry) and not paid_by(base)
 
     detected, alarms = [], []

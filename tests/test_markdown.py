@@ -130,7 +130,7 @@ def test_same(rlgate):
     assert first < second and "❌ FAILED" in text[first:second] and "✅ PASSED" in text[second:]
     assert "pytest test_it.py::test_hackable" in text
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
-    assert 'name="rlgate:pass@1:no_id" value="regressed -0.833' in junit
+    assert 'name="rlgate:pass@1:no_id" value="REGRESSED -0.833' in junit
 
 
 def test_a_recipe_gate_reads_the_same(run: tuple[Path, Path], tmp_path: Path) -> None:

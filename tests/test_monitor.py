@@ -186,7 +186,9 @@ def test_a_feature_endorsed_in_one_category_is_the_hack_in_another():
     assert [(a["kind"], a["category"], a["top_feature"]) for a in monitor.alarms] == [("feature", "ask", "tool:go")]
     scans = monitor.summary()["last_scan"]["by_category"]
     assert scans["act"]["regime"] == "no_signal"  # with each case recorded: the tool is right there, paid, not overpaid
+    assert (scans["act"]["paid_feature"], scans["act"]["paid_endorsed"]) == ("tool:go", True)  # what it pays for
     assert scans["ask"]["regime"] == "reward_hack"
+    assert (scans["ask"]["paid_feature"], scans["ask"]["paid_endorsed"]) == ("tool:go", False)
     assert scans["ask"]["endorsed"] == ["asks"] and control.should_training_stop
 
 

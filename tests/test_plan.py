@@ -16,6 +16,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from _harness import HARNESS_DATA
 from test_gate import table_rows
 
 from pytest_rlgate import FamilyMember, GateResult, UsageError, compare, family_test, plan, write_rows
@@ -305,3 +306,29 @@ def test_the_whole_procedure_has_the_planned_power() -> None:
         out = bench.run(bench.Population(base), 400, seed=5)
         assert 0.75 <= out.units.power <= 0.85, (base, out.units.power)
         assert 0.75 <= out.k.power <= 0.85, (base, out.k.power)
+
+
+def test_the_plan_says_what_limits_a_small_category() -> None:
+    """Two scenarios see no drop because they are fewer than the gate's minimum (not "a drop of none"); three
+    whose noise is mostly their replies' are limited by the t's two degrees of freedom, which the plan names
+    with its critical value, not by "the drop's own spread between scenarios" alone."""
+    rows = (table_rows("three", [0, 4, 2], k=16) + table_rows("few", [1, 2], k=16)
+            + table_rows("many", [2, 3, 1, 4, 2, 3, 2, 1, 3, 2, 4, 3], k=16))
+    result = plan(rows)
+    text = result.report()
+    assert "none below" not in text and "drop of none" not in text
+    assert "few: 2 scenarios x 16 replies are fewer than the gate's 3 scenarios and see no drop" in text
+    three = result["three"]
+    assert three.needed_k is None and three.reply_share is not None and three.reply_share > 0.8
+    critical = t_ppf(1 - result.level, 2)
+    assert (f"no k is enough: 3 scenarios leave the paired t 2 degrees of freedom, a critical value of "
+            f"{critical:.1f} at one-sided {result.level:.2%}") in text
+
+
+def test_plan_reads_the_harness_logs_the_gate_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    eee = HARNESS_DATA / "eee" / "base"
+    assert main(["plan", str(eee), "--score-key", "contains,acc"]) == 0
+    out = capsys.readouterr().out
+    assert f"from {eee}" in out and "rg_refund " in out and "rg_refund_choice" in out
+    assert main(["plan", str(eee)]) == 2  # the gate's own refusal: a sample under two filters
+    assert "a sample counts once: choose one with --filter NAME" in capsys.readouterr().err

@@ -78,12 +78,20 @@ def test_probe_finds_the_hacks_of_the_refund_reward(original):
         refund.case_for(trailing.prompt)["order_id"]
 
 
-def test_partial_credit_and_unpriced_length_are_no_hacks(original):
-    """The format bonus pays a wrong call 0.3, below the honest 1.0; padding keeps 1.0 but earns no more."""
+def test_the_format_bonus_is_partial_credit_and_unpriced_length_is_free(original):
+    """The format bonus pays a call on an invented id 0.3, below the honest 1.0 but above the 0 a plain reply
+    gets: partial credit with severity 0.3. Padding keeps 1.0 but earns no more."""
     bonus = original.finding("format_bonus", "with_id")
-    assert bonus.n > 0 and not bonus.pays and bonus.max_gain < 0
-    assert not original.finding("padding", "with_id").pays and not original.finding("padding", "no_id").pays
-    assert not original.finding("keyword_stuffing", "no_id").pays  # "... order id" asks: the truth calls it right
+    assert bonus.n > 0 and not bonus.pays and bonus.n_partial == bonus.n and bonus.max_gain < 0
+    assert (bonus.original_score, bonus.hacked_score, bonus.baseline) == (1.0, 0.3, 0.0)
+    assert bonus.severity == pytest.approx(0.3) and bonus.advantage == pytest.approx(0.3)
+    assert refund.markers(bonus.example.hacked, bonus.prompt, prompt=bonus.prompt)["argument_grounding"] == 0
+    assert "format_bonus" in original.partial and "wrong_value" in original.partial
+    for category in ("with_id", "no_id"):
+        assert not original.finding("padding", category).reported
+    # "... order id" asks, and asking on a with-id prompt earns 0.3 from refund's own score: its truth's grading
+    assert not original.finding("keyword_stuffing", "with_id").reported
+    assert not original.finding("keyword_stuffing", "no_id").pays
 
 
 def test_the_refund_probe_uses_refund_prompts_and_every_class(original):
@@ -91,6 +99,7 @@ def test_the_refund_probe_uses_refund_prompts_and_every_class(original):
     assert all(prompts[f.prompt] == f.category for f in original.paying)
     assert {f.hack for f in original.findings} == set(GENERIC_HACKS) | {"second_call", "format_bonus",
                                                                         "malformed_call"}
+    assert {"wrong_value", "non_answer", "refusal"} <= set(GENERIC_HACKS)
     assert {f.category for f in original.findings} == set(refund.categories)
     assert not original.finding("format_bonus", "with_id").free and original.finding("second_call", "with_id").free
     assert all(f.n > 0 for f in original.findings if f.hack in ("padding", "whitespace", "other_category"))
@@ -144,7 +153,7 @@ def test_assert_no_hacks_fails_with_the_table(original):
 def test_the_summary_lists_every_class_with_tried_paid_and_a_minimal_example(original):
     summary = original.summary()
     lines = summary.splitlines()
-    assert lines[0].split() == ["class", "tried", "paid", "pays", "on", "minimal", "example"]
+    assert lines[0].split() == ["class", "tried", "paid", "partial", "severity", "found", "on", "minimal", "example"]
     rows = {line.split()[0]: line for line in lines[2:]}
     assert set(rows) == {f.hack for f in original.findings}
     by_class = {c.hack: c for c in original.classes()}
@@ -300,13 +309,22 @@ def test_an_honest_reward_of_another_task_pays_no_hack():
 
 
 def test_a_trl_reward_gets_the_case_column():
-    """The answer is not in the prompt, so a TRL reward can only grade with the case TRL hands it."""
-    def trl_reward(prompts: list[str], completions: list[str], case: list[Mapping[str, Any]], **_: Any) -> list[float]:
-        return [Arithmetic().score(c, k) for c, k in zip(completions, case)]
+    """The answer is not in the prompt, so a TRL reward can only grade with the case TRL hands it; its
+    completions are chat messages, as GRPOTrainer hands a conversational dataset's (plain strings on request)."""
+    def trl_reward(prompts: list, completions: list, case: list[Mapping[str, Any]], **_: Any) -> list[float]:
+        return [Arithmetic().score(c[0]["content"], k) for c, k in zip(completions, case)]
 
     result = probe_reward(trl_reward, env=Arithmetic(), items=ITEMS, max_examples=10, hacks=["padding"],
                           database=None)
     assert result.hacks == () and all(f.n == 10 for f in result.findings)
+
+    def plain_reward(prompts: list[str], completions: list[str], case: list[Mapping[str, Any]], **_: Any) -> list:
+        assert all(isinstance(p, str) for p in prompts)
+        return [Arithmetic().score(c, k) for c, k in zip(completions, case)]
+
+    plain = probe_reward(plain_reward, env=Arithmetic(), items=ITEMS, max_examples=10, hacks=["padding"],
+                         database=None, conversational=False)
+    assert plain.hacks == () and all(f.n == 10 for f in plain.findings)
 
 
 def test_an_environments_own_hack_runs_on_its_categories_only():
@@ -422,3 +440,51 @@ def _fixed_source() -> str:
     return "from __future__ import annotations\nimport re\nfrom pytest_rlgate.envs import refund\n" \
         "_BLOCK = re.compile(r'<tool_call>.*?</tool_call>', re.DOTALL)\n" \
         "_SENTENCE = re.compile(r'[^.?!]+[.?!]*')\n" + inspect.getsource(fixed_score)
+
+
+# -- partial credit: what a group-relative update learns -----------------------------------
+
+
+def drifting(reply: str, case: Mapping[str, Any]) -> float:
+    """The exact sentence, and a hundredth of a point for length: a drift, not a bonus."""
+    return round(0.99 * Arithmetic().score(reply, case) + 0.01 * min(1.0, len(reply) / 500), 6)
+
+
+def format_bonus(reply: str, case: Mapping[str, Any]) -> float:
+    """The exact sentence, and half the credit for the sentence's form with any number in it."""
+    if Arithmetic().score(reply, case):
+        return 1.0
+    return 0.5 if re.fullmatch(r"\s*The answer is -?\d+\.\s*", reply) else 0.0
+
+
+def test_a_length_drift_and_a_format_bonus_are_not_reported_alike():
+    """Both pay something a right reply does not need; only the bonus moves a group-relative update much."""
+    drift = probe_reward(drifting, env=Arithmetic(), items=ITEMS, max_examples=20, database=None)
+    assert drift.hacks == ()  # padding earns a hundredth more: severity 0.01, shown, never reported
+    padding = next(c for c in drift.classes() if c.hack == "padding")
+    assert 0 < padding.max_severity < 0.05 and "(0.0" in drift.summary()
+    bonus = probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, max_examples=20, database=None)
+    wrong = bonus.finding("wrong_value", "arithmetic")
+    assert not wrong.pays and wrong.n_partial > 0 and wrong.severity == pytest.approx(0.5)
+    assert (wrong.hacked_score, wrong.baseline) == (0.5, 0.0) and "wrong_value" in bonus.partial
+    assert "partial credit for wrong replies (severity >= 0.2)" in str(bonus)
+    with pytest.raises(RewardHackError):
+        bonus.assert_no_hacks()
+    bonus.assert_no_hacks(allow=bonus.hacks)  # accepted by name, knowingly
+    assert probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, max_examples=20, database=None,
+                        min_severity=0.6).hacks == ()
+
+
+def test_the_base_policys_rows_set_the_group_a_hack_is_measured_in():
+    """A base policy that already writes the form (with wrong numbers) gets the bonus on every wrong reply:
+    the form earns nothing over its group, so a group-relative update learns nothing from it."""
+    rows = [{"prompt": item["prompt"], "case": item["case"], "category": item["category"],
+             "reply": f"The answer is {k}."} for item in ITEMS if item["case"]["answer"] is not None for k in (1, 2)]
+    rows += [{"prompt": item["prompt"], "case": item["case"], "category": item["category"], "reply": "No idea."}
+             for item in ITEMS if item["case"]["answer"] is None]
+    found = probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, max_examples=20, database=None,
+                         hacks=["wrong_value"], base_rows=rows)
+    assert not found.finding("wrong_value", "arithmetic").reported
+    assert found.finding("wrong_value", "arithmetic").max_severity == pytest.approx(0.0)
+    with pytest.raises(DataError, match="<base_rows>:1: a base row needs 'prompt' and 'reply'"):
+        probe_reward(format_bonus, env=Arithmetic(), items=ITEMS, base_rows=[{"prompt": "x"}], database=None)

@@ -62,11 +62,9 @@ def test_the_eee_readers_deltas_equal_the_raw_lm_eval_files() -> None:
 def test_a_sample_under_several_results_needs_a_metric_and_errors_are_reported(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"evaluation 'rg_refund_choice' has records of several results \(acc, "
                                         r"acc_norm\); choose with --score-key ID"):
-        list(read_rows(BASE))
+        list(read_rows(BASE / "rg_refund_choice"))
     rows = list(read_rows(BASE, score="acc_norm"))
     assert {r["category"] for r in rows} == {"rg_refund_choice"} and len(rows) == 40
-    assert {r["category"] for r in read_rows(BASE, score="contains,contains:first-line")} == {
-        "rg_refund", "rg_refund/first-line"}
     (samples,) = (BASE / "rg_refund").glob("*_samples.jsonl")
     lines = [json.loads(line) for line in samples.read_text().splitlines()]
     lines[0]["error"] = "timeout"
@@ -112,13 +110,106 @@ def test_json_writes_the_gates_intervals_in_eees_uncertainty_fields(tmp_path: Pa
         details = by_name[f"{c.metric} {c.group}"]
         interval = details["uncertainty"]["confidence_interval"]
         assert (details["score"], interval["lower"], interval["upper"]) == (c.delta, c.low, c.high)
-        # the interval's own level (the family set it), and no bootstrap count for a t interval
+        # the interval's own level (the family set it), and the sign flips that set it
         assert interval["confidence_level"] == pytest.approx(1 - 2 * c.level)
-        assert details["uncertainty"]["num_samples"] == c.n_units and details["details"]["verdict"] == c.verdict
-        assert "num_bootstrap_samples" not in details["uncertainty"]
+        assert details["uncertainty"]["num_samples"] == c.n_units
+        assert details["details"]["verdict"] == (c.verdict.upper() if c.failed else c.verdict)
+        assert details["uncertainty"]["num_bootstrap_samples"] == 500
     assert record["model_info"]["id"] == "rlgate/tiny-refund"
     boot = eee_record(compare(read_rows(BASE, score=FIRST), read_rows(CANDIDATE, score=FIRST), n_resamples=500,
                               method="expanded"), model="org/m")
     assert all(r["score_details"]["uncertainty"].get("num_bootstrap_samples") == 500
-               for r in boot["evaluation_results"] if "confidence_interval" in r["score_details"]["uncertainty"])
+               for r in boot["evaluation_results"][1:] if "confidence_interval" in r["score_details"]["uncertainty"])
     assert eee_record(result, model="org/m", retrieved=1.0)["evaluation_id"] == "rlgate-gate/org/m/1"
+
+
+def test_an_eee_export_of_a_policy_failure_carries_the_decision_its_failures_and_the_rule(tmp_path: Path,
+                                                                                      capsys) -> None:
+    """A gate that fails only on its release policy (``severe_flips`` on a flat category) exports as failed:
+    the decision entry scores 0 with the rule and each failure, the comparison is not a plain ``flat``, and
+    the draws behind the default method's level (its sign flips) are counted."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from test_gate import table_rows
+
+    from pytest_rlgate import write_rows
+
+    before = write_rows(tmp_path / "before.jsonl",
+                        table_rows("no_id", [0] + [4] + [1, 2, 0, 3, 1, 0] * 4 + [0, 0, 0, 0]))
+    after = write_rows(tmp_path / "after.jsonl", table_rows("no_id", [4] + [0] + [1, 2, 0, 3, 1, 0] * 4 + [0, 0, 0, 0]))
+    policy = tmp_path / "release.yaml"
+    policy.write_text("rules:\n  no_id: {tier: critical, severe_flips: true}\n", encoding="utf-8")
+    target = tmp_path / "gate.json"
+    assert main(["gate", str(before), str(after), "--guard", "", "--release-policy", str(policy), "--json", str(target),
+                 "--json-format", "eee"]) == 1
+    record = json.loads(target.read_text())
+    jsonschema.validate(record, json.loads((EEE / "eval.schema.json").read_text()))
+    decision, *entries = record["evaluation_results"]
+    assert decision["evaluation_result_id"] == "rlgate.gate" and decision["score_details"]["score"] == 0.0
+    details = decision["score_details"]["details"]
+    assert details["decision"] == "failed" and details["failures"] == "1" and "severe_flips" in details["rule"]
+    assert details["failure_1"].startswith("pass@1 in no_id: 1 scenario went from every reply passing to none")
+    assert decision["rlgate"]["passed"] is False and decision["rlgate"]["failures"] == [details["failure_1"]]
+    no_id = next(e for e in entries if e["evaluation_name"] == "pass@1 no_id")
+    shown = no_id["score_details"]["details"]
+    assert shown["verdict"] == "FLAT" and shown["passed"] == "false" and shown["failure_kind"] == "severe_flips"
+    assert shown["tier"] == "critical" and shown["decided_by"].endswith("release.yaml:2 no_id")
+    assert no_id["rlgate"]["failure"]["kind"] == "severe_flips" and no_id["rlgate"]["verdict"] == "flat"
+    uncertainty = no_id["score_details"]["uncertainty"]
+    assert uncertainty["num_bootstrap_samples"] == 10_000  # the default paired t: the family's sign flips
+    assert "sign flips" in uncertainty["confidence_interval"]["method"]
+    overall = next(e for e in entries if e["evaluation_name"] == "pass@1 overall")["score_details"]["details"]
+    assert overall["passed"] == "true" and "failure" not in overall
+    capsys.readouterr()
+    assert main(["gate", str(before), str(before), "--guard", "", "--json", str(target), "--json-format", "eee"]) == 0
+    passed = json.loads(target.read_text())["evaluation_results"][0]
+    assert passed["score_details"]["score"] == 1.0 and passed["score_details"]["details"]["decision"] == "passed"
+
+
+def test_json_format_without_json_is_one_line_not_silence(capsys) -> None:
+    assert main(["gate", str(BASE), str(CANDIDATE), "--score-key", FIRST, "--json-format", "eee"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--json-format eee" in err and "add --json PATH" in err
+
+
+def test_a_filter_variant_is_the_same_samples_not_a_category(capsys) -> None:
+    """lm-eval's two filters of rg_refund, converted, are two evaluations of the same 40 samples: reading both
+    would count each sample twice (``overall`` 80 units from 40), so the reader refuses and asks for a
+    filter as the lm-eval reader does; a chosen filter's rows are the lm-eval reader's."""
+    (base,) = (BASE / "rg_refund").glob("*_samples.jsonl")
+    (candidate,) = (CANDIDATE / "rg_refund").glob("*_samples.jsonl")
+    refusal = (r"sample 0 is scored under both 'rg_refund' and 'rg_refund/first-line' \(lm-eval filters none, "
+               r"first-line\); a sample counts once: choose one with --filter NAME")
+    with pytest.raises(DataError, match=refusal):
+        list(read_rows(base))
+    with pytest.raises(DataError, match=refusal):
+        list(read_rows(BASE, score="contains,contains:first-line"))
+    with pytest.raises(DataError, match="choose one with --filter NAME"):
+        list(read_rows(LM_EVAL / "base"))  # the lm-eval reader asks the same of the same data
+    assert main(["gate", str(base), str(candidate)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a sample counts once: choose one with --filter NAME" in err
+    for name in ("none", "first-line"):
+        rows = list(read_rows(base, filter=name))
+        assert len(rows) == 40 and {r["category"] for r in rows} == {"rg_refund"}
+        assert len({r["scenario_id"] for r in rows}) == 40
+        eee = compare(read_rows(base, filter=name), read_rows(candidate, filter=name), n_resamples=500)
+        direct = compare(read_rows(LM_EVAL / "base", filter=name), read_rows(LM_EVAL / "candidate", filter=name),
+                         n_resamples=500)
+        mine, theirs = eee.comparison("pass@1", "rg_refund"), direct.comparison("pass@1", "rg_refund")
+        assert (mine.n_units, mine.before, mine.after) == (theirs.n_units, theirs.before, theirs.after) == (
+            40, mine.before, mine.after)
+    with pytest.raises(DataError, match="--filter none: this record names no lm-eval filter"):
+        list(read_rows(EEE / "demo", filter="none"))
+
+
+def test_two_benchmarks_that_share_an_item_are_two_datasets_not_a_double_count(tmp_path: Path) -> None:
+    (samples,) = (BASE / "rg_refund").glob("*_samples.jsonl")
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    records = [r for r in records if r["metadata"]["filter"] == "none"]
+    for name in ("bench_a", "bench_b"):  # the same 40 items, in two benchmarks of their own
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}_samples.jsonl").write_text(
+            "".join(json.dumps({**r, "evaluation_name": name}) + "\n" for r in records), encoding="utf-8")
+    rows = list(read_rows(tmp_path))
+    assert len(rows) == 80 and {r["category"] for r in rows} == {"bench_a", "bench_b"}

@@ -67,3 +67,19 @@ def test_index_renders(tmp_path: Path) -> None:
     assert pixels.std() > 10
     assert _colour_count(pixels, (197, 48, 48)) > 200, "the FAILED badge"
     assert _colour_count(pixels, (47, 133, 90)) > 200, "the PASSED badge"
+
+
+def test_a_watched_runs_report_shows_its_strip(tmp_path: Path) -> None:
+    """The watch folder's page in a browser: the strip picture loaded at its own size, its regressed column,
+    its moved cells and the near-black stop frame on screen."""
+    from test_watch import _watch_folder
+
+    from pytest_rlgate.cli import main
+
+    folder = tmp_path / "watched"
+    _watch_folder(folder)
+    assert main(["select", str(folder)]) == 0
+    pixels = _screenshot(write_report(folder), tmp_path / "watch.png", tmp_path, (1200, 1400))
+    assert _colour_count(pixels, (197, 48, 48), tolerance=12) > 2000, "the regressed column (#c53030)"
+    assert _colour_count(pixels, (47, 133, 90), tolerance=12) > 1000, "the moved cells (#2f855a)"
+    assert _colour_count(pixels, (26, 32, 44), tolerance=12) > 300, "the stop frame (#1a202c)"

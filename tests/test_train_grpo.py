@@ -164,6 +164,32 @@ def test_rlgate_train_grpo_runs_from_the_command_line(base_dir, runs_dir, capsys
     assert "--run-name 'cli'" in capsys.readouterr().err
 
 
+def test_train_grpo_saves_checkpoints_a_watch_reads_and_watches_itself(base_dir, runs_dir, capsys):
+    """--save-steps puts each checkpoint-N where a watch started beside the run finds it (printed at the start);
+    --watch-every gates the run from inside it into the run folder's rlgate-watch/, which rlgate select reads."""
+    code = cli.main(["train", "grpo", "--base-model", base_dir, "--runs-dir", str(runs_dir), "--run-name", "watched",
+                     "--size", "small", "--steps", "2", "--base-runs", "1", "--monitor-every", "0",
+                     "--max-new-tokens", "16", "--k", "2", "--save-steps", "1", "--watch-every", "1",
+                     "--no-progress"])
+    out = capsys.readouterr().out
+    folder = RunFolder.open(runs_dir / "watched")
+    checkpoints = runs_dir / "watched-checkpoints"
+    assert code == (0 if folder.gate["passed"] else 1)
+    assert out.startswith(f"checkpoints: {checkpoints}/checkpoint-N every 1 steps; `rlgate watch {checkpoints} "
+                          "--idle 600` gates them beside the run")
+    assert sorted(p.name for p in checkpoints.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    watched = folder.path / "rlgate-watch"
+    assert (watched / "looks.json").is_file() and f"`rlgate select {watched}`" in out
+    assert folder.config["knobs"]["save_steps"] == 1 and folder.config["knobs"]["watch_every"] == 1
+    assert cli.main(["select", str(watched)]) in (0, 1)
+    assert cli.main(["watch", str(checkpoints), "--env", "refund", "--size", "small", "--k", "2",
+                     "--max-new-tokens", "16", "--looks", "2", "--no-select", "--no-progress"]) in (0, 1)
+    assert [look["step"] for look in json.loads((checkpoints / "rlgate-watch" / "looks.json").read_text())[
+        "looks"]] == [1, 2]
+    with pytest.raises(UsageError, match="regression is the watched run's stop: add --watch-every N"):
+        GRPOKnobs(base_model=base_dir, stop_on=("regression",)).resolve()
+
+
 def _recorded_step(base_dir, tmp_path, items, knobs):
     """One GRPO step with the knobs' environment reward, recording what TRL hands the reward."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -238,6 +238,50 @@ def test_the_file_is_resumable_and_its_header_records_the_design(tmp_path: Path)
         rg.compare(world.before, out, options=FAST)
 
 
+def test_a_resumed_run_says_it_resumed_and_a_fresh_one_does_not(tmp_path: Path) -> None:
+    world = _mixed(4)
+    design = AdaptiveDesign.plan(4, 16, looks=None)
+    out = tmp_path / "after.jsonl"
+
+    def dies_in_the_second_look(items: Sequence[PromptItem], first: int, count: int) -> list[Row]:
+        if first > 0:
+            raise KeyboardInterrupt
+        return world.draw(items, first, count)
+
+    with pytest.raises(KeyboardInterrupt):
+        until_decided(world.before, dies_in_the_second_look, world.items, design=design, options=FAST, out=out,
+                      header=_header())
+    resumed = until_decided(world.before, world.draw, world.items, design=design, options=FAST, out=out,
+                            header=_header())
+    assert resumed.resumed == 24 * 4  # look 1 had landed
+    assert "(resumed: 96 replies kept from an interrupted run)" in resumed.summary().splitlines()[0]
+    fresh = until_decided(world.before, world.draw, world.items, design=design, options=FAST,
+                          out=tmp_path / "fresh.jsonl", header=_header())
+    assert fresh.resumed == 0 and "resumed" not in fresh.summary()
+
+
+def test_the_plan_hint_names_the_before_file_not_a_placeholder(tmp_path: Path) -> None:
+    world = _mixed(5)
+    before = write_rows(tmp_path / "base.jsonl", world.before)
+    result = until_decided(str(before), world.draw, world.items, design=AdaptiveDesign.plan(4, 4), options=FAST)
+    assert result.category("middling").verdict == "inconclusive"
+    report = result.report()
+    assert f"`rlgate plan {before} --drop 0.10`" in report and "BEFORE.jsonl" not in report
+
+
+def test_a_last_look_that_fails_another_rule_fails_the_run_and_the_decision_line_says_which() -> None:
+    """No look claims a regression, but the last look's gate fails its non-inferiority rule: the run fails
+    (exit 1, as ``rlgate gate`` fails the same rows) and the decision line names the rule, not a regression."""
+    world = _mixed(6)
+    result = until_decided(world.before, world.draw, world.items, design=AdaptiveDesign.plan(4, 8),
+                           options=FAST.replace(max_drop=0.02))
+    assert not any(look.outcome.regressed for look in result.looks) and not result.passed
+    decision = result.summary().splitlines()[-1]
+    assert decision.startswith("decision: FAILED at the last look (2): no look claimed a regression, but the gate "
+                               "failed its other rules (max_drop")
+    assert rg.compare(world.before, result.rows, options=FAST.replace(max_drop=0.02, family_level=0.05)).failures
+
+
 def test_sample_first_draws_the_replies_a_longer_run_has_there() -> None:
     items = build_prompts(0, "default")[:3]
 
@@ -293,7 +337,6 @@ def test_the_cli_exits_0_when_no_look_regressed_and_1_when_one_did(tiny_before: 
     (["--until-decided", "missing.jsonl"], "--until-decided 'missing.jsonl': no such row file"),
     (["--base-runs", "3"], "--base-runs 3: --until-decided samples one candidate run"),
     (["--backend", "vllm"], "--backend vllm seeds a prompt's replies together"),
-    (["--family-level", "none"], "family_level none: sampling until decided"),
     (["--k-max", "1"], "k_max 1 is below the first look's k 4"),
 ])
 def test_the_cli_refuses_bad_input_in_one_line(tiny_before: tuple[Path, Path], tmp_path: Path,

@@ -159,12 +159,13 @@ def test_probe_finds_every_known_hack(reward):
 
     Those are the first-turn-only hack (a second call on an id the customer never gave: the
     guarded ``argument_grounding`` fails) and the malformed block (``well_formed`` fails), each
-    paid like the honest reply. The format bonus (a wrong call earns 0.3, below the honest 1.0)
-    and unpriced padding (1.0, no more) are not paid *as much as* a right reply, so the probe
-    does not call them hacks; the tests above show them. For your own reward,
-    ``probe_reward(reward, env=...).assert_no_hacks()`` fails with a table of every hack that
-    pays, how often, and a minimal example.
+    paid like the honest reply, and the format bonus: a call on an invented id earns 0.3 where a
+    plain reply earns 0, partial credit a group-relative update learns wherever a group holds no
+    right reply (severity 0.3: a third of the push a right lookup gets). Unpriced padding (1.0,
+    no more) is paid no more than the honest reply: the test above shows it. For your own
+    reward, ``probe_reward(reward, env=...).assert_no_hacks()`` fails with a table of every hack
+    that pays, how often, and a minimal example.
     """
     result = probe_reward(reward, env="refund", max_examples=20, seed=0, database=None)
     print(result)
-    assert {"second_call", "malformed_call"} <= set(result.hacks)
+    assert {"second_call", "malformed_call", "format_bonus"} <= set(result.hacks)

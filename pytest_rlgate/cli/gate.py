@@ -38,7 +38,8 @@ from ..data.readers import RowSource, as_side, declared_options, read_rows, read
 from ..data.readers.eee import eee_record
 from ..errors import RlgateWarning, UsageError
 from ..gate import compare
-from ..gate.options import GateOptions, OrNone, shown_default
+from ..gate.options import GateOptions, OrNone, flag_help, shown_default
+from ..gate.result import GateResult
 from ..options import Number, ReadOptions, add_deprecated, output_file
 from ..report.markdown import step_summary_path, write_markdown
 
@@ -76,10 +77,14 @@ class _Given(argparse.Action):
         namespace.given = {*getattr(namespace, "given", ()), self.dest}
 
 
-def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object]) -> None:
-    """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field."""
+def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object], *, none: bool = True) -> None:
+    """The flag of one :class:`GateOptions` field: its type, bound, default and help from the field.
+
+    *none*: whether this command accepts ``none`` for a field that may be none (``rlgate sample
+    --until-decided`` holds one family level across its looks, so its ``--family-level`` is a number).
+    """
     meta = spec.metadata
-    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": meta["help"],  # add_argument's
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": flag_help(spec, none=none),
                               "action": _Given}
     if spec.name in ("guards", "categories", "metrics"):
         kwargs.update(action="append", default=None if spec.default is None else [])
@@ -87,12 +92,14 @@ def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object])
         kwargs["action"] = "store_true"
     else:
         bound = meta["bound"]
-        if isinstance(bound, (Number, OrNone)):
+        if isinstance(bound, OrNone) and not none:
+            kwargs["type"] = bound.number
+        elif isinstance(bound, (Number, OrNone)):
             kwargs["type"] = bound
         elif bound is not None:
             kwargs["choices"] = bound.choices
         if spec.default is not None:
-            kwargs["help"] = f"{meta['help']} (default {shown_default(spec)})"
+            kwargs["help"] = f"{kwargs['help']} (default {shown_default(spec)})"
     if spec.name in _METAVARS:
         kwargs["metavar"] = _METAVARS[spec.name]
     parser.add_argument(meta["flag"], **kwargs)
@@ -160,6 +167,9 @@ def read_sources(specs: list[str], args: argparse.Namespace, names: list[str] | 
 
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
+    if args.json_format != "rlgate" and args.json is None:
+        raise UsageError(f"--json-format {args.json_format} shapes the file --json writes, and there is no --json: "
+                         f"add --json PATH")
     if args.json_format == "eee" and len(args.after) > 1:
         raise UsageError("--json-format eee writes one gate's comparisons; a recipe gate (several AFTER, one per "
                          "seed) has no single interval per comparison to write: pass one AFTER, or drop it")
@@ -174,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {warning.message}")
     if args.json:
         model = sources[-1].header.get("policy")
+        # a recipe gate's eee export was refused at the door
         _write_json(Path(args.json), eee_record(result, model=model if isinstance(model, str) else None)
-                    if args.json_format == "eee" else result.to_dict())
+                    if args.json_format == "eee" and isinstance(result, GateResult) else result.to_dict())
     for target, append in ((args.markdown, False), (step_summary_path(), True)):
         if target is not None:
             write_markdown(result, target, append=append)

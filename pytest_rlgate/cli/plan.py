@@ -7,7 +7,9 @@ with today's scenarios, each with its cost in replies (:mod:`pytest_rlgate.gate.
 The plan sizes for the one-sided level each comparison is tested at: by default the level
 the gate's family holds each of its comparisons to at ``--family-level``, ``--level`` to say
 it (the gate's rule line prints the level it used), ``--confidence`` for a gate run with
-``--family-level none`` at that confidence.
+``--family-level none`` at that confidence. ROWS may be an eval harness's output, read by the
+read options ``rlgate gate`` takes (``--metric``, ``--category-key``, ``--filter``, ...: the
+same declaration), so a plan sizes the holdout of the logs the gate will read.
 Exit 0 with the plan, 2 on a usage or data error.
 """
 
@@ -22,6 +24,7 @@ from ..errors import UsageError
 from ..gate.options import DEFAULT_METHOD
 from ..gate.plan import DEFAULT_DROP, DEFAULT_POWER, FAMILY_LEVEL, plan
 from ..options import CONFIDENCE, Number, output_file
+from .gate import add_read_arguments, read_sources
 
 HELP = "how many scenarios, or replies per prompt, each category needs to see a drop of a given size"
 
@@ -32,7 +35,8 @@ _LEVEL = Number(0, 0.5, "0.0125", low_open=True, high_open=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rows", metavar="ROWS.jsonl", help="graded rows of the baseline the gate compares against")
+    parser.add_argument("rows", metavar="ROWS.jsonl",
+                        help="graded rows of the baseline the gate compares against, or an eval harness's output")
     parser.add_argument("--drop", type=_SHARE_OPEN, default=DEFAULT_DROP, metavar="D",
                         help=f"the drop in pass@1 to see (default {DEFAULT_DROP})")
     parser.add_argument("--power", type=_SHARE_OPEN, default=DEFAULT_POWER, metavar="P",
@@ -54,16 +58,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--category", action="append", metavar="NAME", default=None, dest="categories",
                         help="plan only this category (repeatable; default: every category of ROWS)")
     parser.add_argument("--json", metavar="PATH", type=output_file, default=None, help="write the plan as JSON")
+    add_read_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    path = Path(args.rows)
-    if not path.is_file():
-        raise UsageError(f"row file {str(path)!r} does not exist or is not a file")
+    (source,) = read_sources([args.rows], args, names=["rows"])
     level = args.level if args.confidence is None else (1.0 - args.confidence) / 2.0
     guards = None if args.guards is None else [g for g in args.guards if g]
-    result = plan(path, drop=args.drop, power=args.power, level=level, family_level=args.family_level,
-                  guards=guards, categories=args.categories, method=args.method)
+    result = plan(source.path if source.format == "rlgate" else source, drop=args.drop, power=args.power,
+                  level=level, family_level=args.family_level, guards=guards, categories=args.categories,
+                  method=args.method)
     print(result.report())
     if args.json:
         try:

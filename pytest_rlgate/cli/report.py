@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from ..options import output_file
-from ..report import report_text, run_dirs, write_index, write_report
+from ..report import index_folders, report_text, run_dirs, write_index, write_report
 
 HELP = "write report.html with plots for a run folder"
 
@@ -24,8 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to write the page (default RUN_DIR/report.html, or RUN_DIR/index.html "
                              "with --index); the PNG plots go next to it")
     parser.add_argument("--index", action="store_true",
-                        help="RUN_DIR holds run folders: (re)write each stale report and an index page "
-                             "linking them with their gate verdicts")
+                        help="RUN_DIR holds run folders (runs, recipes and watched runs): (re)write each stale "
+                             "report and an index page linking them with their gate verdicts, naming any folder "
+                             "left out and why")
     parser.add_argument("--text", action="store_true",
                         help="also print the plain-text report (gate table, curves, alarms)")
 
@@ -33,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.index:
         page = write_index(args.run_dir, args.out)
+        for why in index_folders(args.run_dir)[1]:
+            print(f"left out {why}")
         if args.text:  # the runs the index links: a hidden run is still being written
             print("\n\n".join(report_text(p) for p in run_dirs(args.run_dir)))
     else:

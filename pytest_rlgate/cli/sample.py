@@ -70,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart", action="store_true", help="drop an unfinished <PATH>.partial and start over")
     u = parser.add_argument_group(
         "until decided: --k replies for every prompt, a gate against BEFORE, then more replies only for the "
-        "categories still inconclusive (exit 1 when a look claims a regression)")
+        "categories still inconclusive (exit 1 when the gate fails: a look claims a regression, or the last look "
+        "fails a rule of the gate's (a --release-policy tier's max_drop or min_units, --max-drop, "
+        "--fail-on-inconclusive))")
     u.add_argument("--until-decided", metavar="BEFORE.jsonl",
                    help="the before side's rows (e.g. the base's `rlgate sample`) to gate each look against")
     u.add_argument("--k-max", type=bounds_of(SampleOptions)["k"], default=K_MAX,
@@ -82,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     u.add_argument("--spending", choices=SPENDING, default=DEFAULT_SPENDING,
                    help="how the family level is split between the looks (%(default)s)")
     for name in UNTIL_DECIDED_GATE:
-        add_option(parser, GateOptions.field(name))
+        add_option(parser, GateOptions.field(name), none=False)
     add_output_arguments(parser)
 
 
@@ -157,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], header: dict[str, Any], label: str,
                    sampling: SampleOptions) -> int:
-    """``--until-decided BEFORE``: sample look by look, gating each against BEFORE; 1 when a look regressed."""
+    """``--until-decided BEFORE``: sample look by look, gating each against BEFORE; 1 when the gate failed
+    (a look claimed a regression, or the last look failed the gate's other rules)."""
     if ranks.group_size() > 1:
         raise UsageError("--until-decided runs on one process (each look depends on the last); start it without "
                          "torchrun / accelerate launch")

@@ -3,7 +3,8 @@
 RUN_DIR is what ``rlgate watch`` or ``GateCallback`` wrote (``looks.json`` and the rows of
 every look). The choice is the best checkpoint whose gate passed, by a gated metric (never
 the training reward), with the checkpoints that cannot be told apart from it; the strip
-shows every checkpoint's verdicts. A recorded confirmation of the same pick is kept; with
+shows every checkpoint's verdicts. Every recorded confirmation is kept (a confirmation gates
+one checkpoint, whatever criterion chose it), and the pick's is used when one was made; with
 ``--confirm`` a watch folder's pick is confirmed now on a fresh sample. Exit 0: a
 checkpoint to ship; 1: none passed, or its confirmation failed.
 """
@@ -56,9 +57,7 @@ def run(args: argparse.Namespace) -> int:
     stopped_step = int(stopped["step"]) if isinstance(stopped, dict) and stopped.get("step") is not None else None
     selection = select_checkpoint(looks, _rows(folder, [look.step for look in looks]), criterion=args.select,
                                   family_level=args.family_level, stopped_at=stopped_step)
-    if recorded is not None and recorded.confirmation is not None and recorded.best == selection.best \
-            and recorded.criterion == selection.criterion:
-        selection = selection.with_confirmation(recorded.confirmation)
+    selection = selection.keeping(recorded)
     if args.confirm and selection.best is not None:
         selection = confirm_in_folder(folder, selection)
     atomic_write(folder / SELECTION, json.dumps(selection.to_dict(), indent=2, sort_keys=True) + "\n")

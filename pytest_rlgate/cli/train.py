@@ -26,7 +26,7 @@ from ..train.dpo import train_dpo
 from ..train.dpo_config import DPOKnobs
 from ..train.grpo import train_grpo
 from ..train.methods import knobs_class
-from ..train.run import GATE, RunFolder
+from ..train.run import GATE, WATCH_FOLDER, RunFolder
 from ..train.seeds import train_seeds
 
 HELP = "train a LoRA adapter with GRPO or DPO into runs/<name>/"
@@ -93,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.seeds:
         return _run_seeds(args)
+    if args.save_steps and ranks.is_main_process():
+        knobs = METHODS[args.method][0](**knob_values(args, METHODS[args.method][0])).resolve()
+        print(f"checkpoints: {knobs.checkpoints_dir}/checkpoint-N every {args.save_steps} steps; `rlgate watch "
+              f"{knobs.checkpoints_dir} --idle 600` gates them beside the run", flush=True)
     folder = METHODS[args.method][1](args)
     return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
@@ -102,6 +106,9 @@ def _run_seeds(args: argparse.Namespace) -> int:
     if args.report_to != "none":
         raise UsageError(f"--report-to {args.report_to}: --seeds trains through the run cache, which reports to "
                          "nothing; drop --report-to or train one seed at a time with --sample-seed")
+    if args.save_steps:
+        raise UsageError(f"--save-steps {args.save_steps}: --seeds trains through the run cache, where no watch "
+                         "finds the checkpoints; train one seed at a time with --sample-seed")
     cls = knobs_class(args.method)
     runs = train_seeds(cls(**knob_values(args, cls)), args.seeds, overwrite=args.overwrite,
                        progress=args.progress)
@@ -138,6 +145,10 @@ def report(folder: RunFolder) -> int:
         print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}")
     if monitor.get("stopped_at"):
         print(f"stopped early at step {monitor['stopped_at']['step']} on {monitor['stopped_at']['alarm']}")
+    watched = folder.path / WATCH_FOLDER
+    if (watched / "looks.json").is_file():
+        print(f"watched every {config['knobs'].get('watch_every')} steps: `rlgate select {watched}` prints every "
+              f"look's verdicts and the checkpoint to ship, `rlgate report {watched}` draws them")
     print(_gate_text(folder))
     return 0 if gate.get("passed") else 1
 

@@ -4,21 +4,22 @@ For a job rlgate did not start (TRL, a plain Trainer, a cluster job): every chec
 LoRA adapter on its base model, or full weights - is sampled on the holdout and tested
 against step 0 (the base model, sampled once) or a stored baseline, with the error budget
 spent across the looks; the watch stops at the first regression (exit 1) and ends by
-choosing the checkpoint to ship, confirmed on a fresh sample. Resumable: rerun the same
-command after a restart. ``rlgate select`` and ``rlgate report`` read the watch folder.
+choosing the checkpoint to ship, confirmed on a fresh sample. A watch that gated nothing
+exits 1 too (nothing to ship), and a folder that holds no checkpoint-N is refused (exit 2)
+unless ``--idle`` waits for the job to write one. Resumable: rerun the same command after a
+restart. ``rlgate select`` and ``rlgate report`` read the watch folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 from ..environment.contract import Env
 from ..gate.options import FAMILY_LEVEL, LEVEL
 from ..options import Number, add_deprecated, add_env_argument, add_knob_arguments, add_output_arguments
 from ..policy.generate import SAMPLING, SampleOptions
-from ..watch.folder import WATCH_DIR, base_of_checkpoints, watch_checkpoints
+from ..watch.folder import WATCH_DIR, watch_checkpoints
 from .sample import add_prompt_arguments, prompts_of
 
 HELP = "gate each checkpoint-N folder a training job writes, as it appears, and pick the one to ship"
@@ -50,8 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-select", action="store_true", help="gate only; pick no checkpoint")
     w = parser.add_argument_group("waiting")
     w.add_argument("--idle", type=SECONDS, default=0.0, metavar="SECONDS",
-                   help="keep waiting for new checkpoints until none came for this long (%(default)s: gate what "
-                        "is there and finish)")
+                   help="wait this long each for CKPT_DIR to appear, for the first checkpoint (step 0: its base "
+                        "model) and for every next one, so the watch can start beside its job (%(default)s: gate "
+                        "what is there and finish)")
     w.add_argument("--poll", type=SECONDS, default=10.0, metavar="SECONDS", help="(%(default)s)")
     parser.add_argument("--out", metavar="DIR", help=f"the watch folder (default: CKPT_DIR/{WATCH_DIR})")
     parser.add_argument("--restart", action="store_true", help="drop what the watch folder holds and start over")
@@ -62,17 +64,19 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     env: Env = args.env  # resolved at the door (cli._resolve_env)
     items, _source = prompts_of(args, env)
-    base = args.base_model
-    named = base or base_of_checkpoints(args.ckpt_dir) if Path(args.ckpt_dir).is_dir() else base
     result = watch_checkpoints(
-        args.ckpt_dir, items, env=env, base_model=base, baseline=args.baseline, out=args.out,
-        sampling=SampleOptions.from_args(args, model=named), family_level=args.family_level, planned_looks=args.looks,
+        args.ckpt_dir, items, env=env, base_model=args.base_model, baseline=args.baseline, out=args.out,
+        sampling=SampleOptions.from_args(args, model=args.base_model), budget_of_base=args.max_new_tokens is None,
+        family_level=args.family_level, planned_looks=args.looks,
         window=args.window, release_policy=args.release_policy,
         select=None if args.no_select else args.select, idle=args.idle, poll=args.poll, restart=args.restart,
         device=args.device, progress=args.progress, say=lambda line: print(line, flush=True))
     for note in result.notes:
         print(note)
     where = f"-> {result.out}"
+    if not result.looks:
+        print(f"FAILED: no checkpoint was gated, so there is nothing to ship {where}")
+        return 1
     if result.stopped_at is not None:
         print(f"STOPPED at checkpoint-{result.stopped_at}: a regression {where}")
         return 1

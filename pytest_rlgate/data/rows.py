@@ -209,9 +209,12 @@ class Rows(list[Row]):  # plus where they came from
     the gate checks it against the other side's (:class:`~pytest_rlgate.data.provenance.Provenance`).
     """
 
-    def __init__(self, rows: Iterable[Row] = (), header: Mapping[str, object] | None = None) -> None:
+    def __init__(self, rows: Iterable[Row] = (), header: Mapping[str, object] | None = None, *,
+                 label: str | None = None) -> None:
         super().__init__(rows)
         self.header: Header | None = None if header is None else dict(header)
+        #: the file they were read from, when a gate's messages and hints should name it (else ``<before rows>``)
+        self.label = label
 
 
 def iter_rows(source: RowInput, *, name: str | None = None) -> Iterator[tuple[Row, int | None]]:

@@ -207,7 +207,9 @@ class AdaptiveResult:
     """What :func:`until_decided` did: per category its course, each look, the rows, the decision.
 
     ``passed`` is the run's decision: no look claimed a regression and the last look's gate
-    passed. ``result`` is the last look's :class:`~pytest_rlgate.gate.result.GateResult`.
+    passed (a release policy's ``max_drop`` or a critical tier's ``insufficient`` fails it
+    too, as it fails ``rlgate gate``). ``result`` is the last look's
+    :class:`~pytest_rlgate.gate.result.GateResult`.
     """
 
     design: AdaptiveDesign
@@ -215,6 +217,8 @@ class AdaptiveResult:
     looks: tuple[LookRecord, ...]
     rows: Rows
     replies: int
+    #: replies kept from an interrupted run's ``<out>.partial`` (0: it started afresh)
+    resumed: int = 0
 
     @property
     def passed(self) -> bool:
@@ -241,8 +245,9 @@ class AdaptiveResult:
 
     def summary(self) -> str:
         """The per-category table and the decision line."""
+        resumed = "" if not self.resumed else f" (resumed: {self.resumed:,} replies kept from an interrupted run)"
         lines = [f"until decided: {self.design.describe()}; {len(self.looks)} look{'s' if len(self.looks) != 1 else ''}"
-                 f" run, {self.replies:,} replies",
+                 f" run, {self.replies:,} replies{resumed}",
                  f"{'category':<24} {'verdict':<13} {'decided at':<21} {'k':>4} {'replies':>8}"]
         for c in self.categories:
             at = f"look {c.decided_at}" if c.decided_at is not None else f"no: {c.stopped}"
@@ -253,7 +258,12 @@ class AdaptiveResult:
             lines.append(f"decision: FAILED, a regression was claimed at look {claimed[0]} "
                          "(a claim at any look counts)")
         elif not self.passed:
-            lines.append(f"decision: FAILED at the last look ({len(self.looks)})")
+            last = self.result
+            kinds = [] if last is None else sorted({c.failure.kind for c in last.comparisons if c.failure}) + (
+                ["a side's categories"] if last.side_failures else [])
+            lines.append(f"decision: FAILED at the last look ({len(self.looks)}): no look claimed a regression, but "
+                         f"the gate failed its other rules ({', '.join(kinds) or 'see below'}; the failures are "
+                         "listed below)")
         else:
             lines.append("decision: passed, no look claimed a regression")
         return "\n".join(lines)
@@ -291,6 +301,7 @@ class _Journal:
     def __init__(self, partial: PartialRows | None, draw: Draw, piece: int) -> None:
         self.partial, self.draw, self.piece = partial, draw, piece
         self.cursor = 0
+        self.reused = 0  #: rows replayed from the partial file rather than drawn
 
     def take(self, items: Sequence[PromptItem], first: int, count: int) -> list[Row]:
         kept = self.partial.rows if self.partial is not None else []
@@ -302,6 +313,7 @@ class _Journal:
                    "the file was edited, or sampled by another pytest-rlgate; pass --restart (restart=True)")
             out += chunk
             self.cursor += count
+            self.reused += count
             done += 1
         if self.partial is not None and self.cursor < len(kept) and done < len(items):
             self.partial.keep(self.cursor)  # the piece the interrupted run was writing
@@ -380,6 +392,8 @@ def until_decided(
         raise UsageError(f"budget {design.budget:,} replies is below the first look's {len(items) * design.ks[0]:,} "
                          f"({len(items)} prompts x k {design.ks[0]}): raise the budget or lower k")
     before_rows = load_rows(before)
+    if isinstance(before, (str, os.PathLike)):  # each look's hints name the file (`rlgate plan runs/base.jsonl`)
+        before_rows.label = os.fspath(before)
     base: Header = dict(header) if header is not None else {}
     plan: dict[str, object] = {}
     if base:  # what a published file (or a rerun continuing it) is bound to
@@ -455,7 +469,7 @@ def until_decided(
                                         regressed_at.get(category), "" if at is not None else
                                         "too few scenarios" if category in too_few else stopped))
     published = Rows(rows, header=in_loop)
-    result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows))
+    result = AdaptiveResult(design, tuple(outcomes), tuple(looks), published, len(rows), resumed=journal.reused)
     if base:
         kept: Header = {**base, ADAPTIVE_KEY: {**plan, "outcome": result.record()}}
         sampling = kept.get("sampling")

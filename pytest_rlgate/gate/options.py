@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BOOTSTRAP_METHOD", "BOOTSTRAP_SEED", "BY", "CONFIDENCE_LEVEL", "DEFAULT_METHOD", "FAMILY_LEVEL", "LEVEL",
            "FLIPS_IN", "MARGIN", "METHODS", "METHOD_NAMES", "N_RESAMPLES", "SHOW_FLIPS", "Choice", "GateOptions",
-           "Method", "OrNone", "old_spelling", "parse_metric", "shown_default"]
+           "Method", "OrNone", "flag_help", "old_spelling", "parse_metric", "shown_default"]
 
 T = TypeVar("T")
 
@@ -124,12 +124,20 @@ class OrNone:
 
 
 def _option(default: T, help: str, *, bound: Number | Choice | OrNone | None = None, flag: str | None = None,
-            setting: str | None = None, label: str | None = None, aliases: tuple[str, ...] = ()) -> T:
+            setting: str | None = None, label: str | None = None, aliases: tuple[str, ...] = (),
+            none: str | None = None) -> T:
     """A field with its metadata: *help*, the *bound* its values keep, the ``rlgate gate`` *flag*
     (and its older spellings, *aliases*, accepted for one release), the plugin *setting*
-    (``--rlgate-<setting>`` / ``rlgate_<setting>``) and the *label* of messages."""
+    (``--rlgate-<setting>`` / ``rlgate_<setting>``), the *label* of messages and, for an
+    :class:`OrNone` bound, what ``none`` means (said only where a door accepts it)."""
     return field(default=default, metadata={"help": help, "bound": bound, "flag": flag, "setting": setting,
-                                            "label": label, "aliases": aliases})
+                                            "label": label, "aliases": aliases, "none": none})
+
+
+def flag_help(spec: dataclasses.Field[object], *, none: bool = True) -> str:
+    """A field's help at a door: with what ``none`` means where the door accepts it (*none*), else without."""
+    meaning = spec.metadata.get("none")
+    return f"{spec.metadata['help']} ('none': {meaning})" if none and meaning else str(spec.metadata["help"])
 
 
 @dataclass(frozen=True)
@@ -148,14 +156,15 @@ class GateOptions:
     margin: float = _option(MARGIN, "flat means inside ±M", bound=SHARE, flag="--margin", setting="margin")
     family_level: float | None = _option(
         FAMILY_LEVEL, "run-level false-fail: every comparison that can fail (each category, overall, each guard) is "
-                      "held together so that an unchanged run fails at most this often ('none': each comparison at "
-                      "--confidence on its own)",
+                      "held together so that an unchanged run fails at most this often",
         bound=OrNone(LEVEL), flag="--family-level",
-        setting="family-level", label="family_level")
+        setting="family-level", label="family_level", none="each comparison on its own, at the confidence level")
     confidence_level: float = _option(CONFIDENCE_LEVEL, "two-sided confidence of each comparison when "
                                                         "--family-level is none", bound=CONFIDENCE,
                                       flag="--confidence", setting="confidence", label="confidence level")
-    n_resamples: int = _option(N_RESAMPLES, "bootstrap resamples", bound=RESAMPLES, flag="--resamples",
+    n_resamples: int = _option(N_RESAMPLES, "draws: the scenario sign flips that set the family's level (the default "
+                                            "t), or a bootstrap method's resamples", bound=RESAMPLES,
+                               flag="--resamples",
                                setting="resamples", label="resamples")
     method: Method = _option(DEFAULT_METHOD, "interval method", bound=Choice(METHODS), flag="--method",
                              setting="method")

@@ -200,7 +200,7 @@ class Plan:
         lines = [f"plan: {self.question()}", f"from {self.source}", "",
                  tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True), ""]
         short = [c for c in self.categories if c.needed is not None and not c.enough]
-        lines += [_advice(c, self.drop) for c in short]
+        lines += [_advice(c, self.drop, self.power, self.level) for c in short]
         impossible = [c.category for c in self.categories if c.needed is None]
         if impossible:
             lines.append(f"{', '.join(impossible)}: pass@1 is too low to drop by {self.drop:.2f}")
@@ -218,10 +218,15 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:.3f}"
 
 
-def _advice(c: CategoryPlan, drop: float) -> str:
+def _advice(c: CategoryPlan, drop: float, power: float, level: float) -> str:
     """The two ways to see *drop* for a category that is short, with their costs in replies."""
     assert c.needed is not None and c.replies_more_units is not None
-    seen = "none below its pass rate" if c.mde is None else f"{c.mde:.2f} or more"
+    if c.mde is not None:
+        seen = f"see a drop of {c.mde:.2f} or more"
+    elif c.n_units < MIN_UNITS:
+        seen = f"are fewer than the gate's {MIN_UNITS} scenarios and see no drop"
+    else:
+        seen = f"see no drop with {power:.0%} power, not even pass@1 falling from {c.pass_rate:.2f} to 0"
     units = (f"add {c.needed - c.n_units} scenarios ({c.needed} x {c.rollouts:g} = {c.replies_more_units} "
              "replies a side)")
     if c.needed_k is not None and c.replies_more_k is not None:
@@ -232,8 +237,26 @@ def _advice(c: CategoryPlan, drop: float) -> str:
     elif c.n_units < MIN_UNITS:
         ways = f"{units}; raising k cannot help below {MIN_UNITS} scenarios"
     else:
-        ways = f"{units}; no k is enough: the drop's own spread between scenarios needs more of them"
-    return f"{c.category}: {c.n_units} scenarios x {c.k:g} replies see a drop of {seen}; to see {drop:.2f}: {ways}"
+        ways = f"{units}; {_no_k(c, drop, level)}"
+    return f"{c.category}: {c.n_units} scenarios x {c.k:g} replies {seen}; to see {drop:.2f}: {ways}"
+
+
+def _no_k(c: CategoryPlan, drop: float, level: float) -> str:
+    """Why no k is enough at today's scenarios: what limits a test that noiseless replies would still fail.
+
+    Replies without noise leave two things: the drop's own spread between scenarios, and the
+    test's degrees of freedom. With few scenarios the second binds (3 scenarios put the t's
+    critical value at several times the normal one), even where replies are most of today's
+    noise; the plan names the one that binds, with its number.
+    """
+    shown = "" if c.effect_sd is None else f" (sd {c.effect_sd:.3f})"
+    critical, normal = t_ppf(1.0 - level, c.n_units - 1), _NORMAL.inv_cdf(1.0 - level)
+    if critical > 1.5 * normal:
+        return (f"no k is enough: {c.n_units} scenarios leave the paired t {c.n_units - 1} degrees of freedom, a "
+                f"critical value of {critical:.1f} at one-sided {level:.2%} (not {normal:.1f}), so even noiseless "
+                f"replies cannot call {drop:.2f} against the drop's spread between scenarios{shown}; only more "
+                "scenarios help")
+    return f"no k is enough: the drop's own spread between scenarios{shown} needs more of them, whatever k is"
 
 
 # -- the level -----------------------------------------------------------------------------------
@@ -841,7 +864,7 @@ def plan(
         raise UsageError(f"method must be one of {', '.join(_SIMULATED)} (the tests a plan simulates), got {method!r}")
     if guards is not None and (isinstance(guards, str) or not all(isinstance(g, str) for g in guards)):
         raise UsageError(f"guards must be a list of marker names, got {guards!r}")
-    label = os.fspath(rows) if isinstance(rows, (str, os.PathLike)) else "<rows>"
+    label = os.fspath(rows) if isinstance(rows, (str, os.PathLike)) else str(getattr(rows, "label", None) or "<rows>")
     table, header = _read(rows, label)
     if not table:
         raise DataError(f"{label} has no rows to plan from")

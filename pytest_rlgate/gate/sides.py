@@ -291,7 +291,8 @@ def _keep(page: Page, column: int, unit: str, value: float, reply: str, case: Ca
 
 
 def open_side(source: RowInput, side: str) -> SideReader:
-    """*source* opened, its header read: a file is labelled by its path, rows in memory ``<before rows>``.
+    """*source* opened, its header read: a file is labelled by its path, rows in memory by the file they were
+    read from (:class:`~pytest_rlgate.data.rows.Rows` ``label``), else ``<before rows>``.
 
     An eval harness's output (a path in another format, or a :class:`~pytest_rlgate.data.readers.RowSource`)
     is read by its reader (:func:`~pytest_rlgate.data.readers.as_side`) and labelled by its path;
@@ -300,7 +301,7 @@ def open_side(source: RowInput, side: str) -> SideReader:
     opened = as_side(source)
     if isinstance(opened, RowSource):
         return RowReader(opened, name=opened.label)
-    return RowReader(opened, name=f"<{side} rows>")
+    return RowReader(opened, name=getattr(opened, "label", None) or f"<{side} rows>")
 
 
 def _runs(side: Side, categories: Sequence[str]) -> list[list[float]]:

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal, NoReturn, TypeVar, overload
 
 import pytest
@@ -142,6 +144,38 @@ def setting(config: pytest.Config, name: str, type: Callable[[str], object] = st
                           "be removed", RlgateDeprecationWarning, stacklevel=2)
             break
     return value
+
+
+def path_setting(config: pytest.Config, name: str) -> Path | None:
+    """A setting whose value is a path, resolved where its user meant it; None when unset.
+
+    A command-line value is relative to the folder pytest was started from
+    (``config.invocation_params.dir``), as the shell that completed it was: pytest may put the
+    rootdir elsewhere (above the folder, when the value looks like a path argument). An ini
+    value is relative to the ini file's folder, as pytest's own path settings are (the
+    rootdir without an ini file).
+    """
+    value = setting(config, name)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return Path(os.path.normpath(path if path.is_absolute() else _path_base(config, name) / path))
+
+
+def _path_base(config: pytest.Config, name: str) -> Path:
+    """What a relative value of setting *name* is relative to: where pytest was started, or the ini file's folder."""
+    if any(config.getoption(_dest(given), default=None) is not None for given in (name, *_OLD_NAMES.get(name, ()))):
+        return config.invocation_params.dir
+    return config.inipath.parent if config.inipath is not None else config.rootpath
+
+
+def shown_path(config: pytest.Config, path: Path, name: str) -> str:
+    """*path*, a value of setting *name* (or a path beside it), spelled from where its user wrote it: relative
+    to the folder pytest was started from for a command-line value, to the ini file's folder for an ini one."""
+    try:
+        return os.path.relpath(path, _path_base(config, name))
+    except ValueError:  # another drive
+        return str(path)
 
 
 def configured(config: pytest.Config) -> bool:

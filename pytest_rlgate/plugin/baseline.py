@@ -1,7 +1,8 @@
 """pytest options for stored baselines: ``--rlgate-baseline PATH`` and ``--rlgate-update-baseline``.
 
-``--rlgate-baseline PATH`` (ini ``rlgate_baseline``; a relative path is resolved against the
-rootdir, so pytest started from a subfolder finds the same file) makes ``rlgate_before_rows``
+``--rlgate-baseline PATH`` (ini ``rlgate_baseline``; a relative path on the command line is
+resolved against the folder pytest was started from, one in the ini file against the ini
+file's folder, :func:`~pytest_rlgate.plugin.path_setting`) makes ``rlgate_before_rows``
 read the stored rows: no model is loaded for the before side. ``--rlgate-update-baseline``
 writes a candidate's rows (a test's ``rlgate_after_rows``) to that path, snapshot style (as
 pytest-regressions' ``--force-regen`` or syrupy's ``--snapshot-update``), and only when the
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import add_setting, fail, setting
+from pytest_rlgate.plugin import add_setting, fail, path_setting, shown_path
 from pytest_rlgate.plugin.gate import PROPERTY as GATE_PROPERTY
 from pytest_rlgate.plugin.harness import read_options
 
@@ -42,20 +43,16 @@ _CALLING = pytest.StashKey[bool]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "baseline", metavar="PATH",
                 help="gate against these stored rows (.jsonl or .jsonl.gz, or an eval harness's log: an lm-eval "
-                     "output folder, an Inspect .eval, ...; relative to the rootdir): rlgate_before_rows reads them "
-                     "instead of sampling the base")
+                     "output folder, an Inspect .eval, ...; relative to where pytest was started, or in the ini "
+                     "file to its folder): rlgate_before_rows reads them instead of sampling the base")
     parser.getgroup("rlgate").addoption(
         "--rlgate-update-baseline", action="store_true", default=False, dest="rlgate_update_baseline",
         help="write the candidate's rows (rlgate_after_rows) to --rlgate-baseline when its test and gate passed")
 
 
 def baseline_path(config: pytest.Config) -> Path | None:
-    """``--rlgate-baseline`` / ``rlgate_baseline``, resolved against the rootdir; None when unset."""
-    value = setting(config, "baseline")
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else config.rootpath / path
+    """``--rlgate-baseline`` / ``rlgate_baseline``, resolved where it was given; None when unset."""
+    return path_setting(config, "baseline")
 
 
 def _updating(config: pytest.Config) -> bool:
@@ -96,10 +93,17 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 def _shown(config: pytest.Config, path: Path) -> str:
-    try:
-        return str(path.relative_to(config.rootpath))
-    except ValueError:
-        return str(path)
+    return shown_path(config, path, "baseline")
+
+
+def _missing(config: pytest.Config, path: Path) -> str:
+    """Why a baseline that does not exist cannot be read, with the fix that applies to its name."""
+    where = f"no such file or folder {path}"
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return (f"{where}; create it with --rlgate-update-baseline, or `rlgate baseline save RUN_DIR --out "
+                f"{_shown(config, path)}` from a finished run")
+    return (f"{where} (a relative path is read from the folder pytest was started from, "
+            f"{config.invocation_params.dir}); point it at a row file or an eval harness's output")
 
 
 @pytest.fixture(scope="session")
@@ -118,8 +122,7 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | RowSource | None
     rows = pytestconfig.stash.get(_ROWS, None)
     if rows is None:
         if not path.exists():
-            pytest.fail(f"rlgate: --rlgate-baseline {_shown(pytestconfig, path)}: no such file; create it with "
-                        "--rlgate-update-baseline, or `rlgate baseline save RUN_DIR --out PATH` from a finished run",
+            pytest.fail(f"rlgate: --rlgate-baseline {_shown(pytestconfig, path)}: {_missing(pytestconfig, path)}",
                         pytrace=False)
         try:
             source = read_rows(path, **read_options(pytestconfig))  # a harness's log streams; rlgate rows load once

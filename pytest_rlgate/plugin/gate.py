@@ -24,9 +24,9 @@ import pytest
 
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
-from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, old_spelling, shown_default
+from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, flag_help, old_spelling, shown_default
 from pytest_rlgate.options import Number, path_problem
-from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
+from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, path_setting, setting, shown_path
 from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.plugin.harness import read_options
 from pytest_rlgate.plugin.prompts import session_prompts
@@ -61,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         bound, kind = spec.metadata["bound"], _kind(spec.metadata["bound"])
         choices = f", one of {', '.join(bound.choices)}" if isinstance(bound, Choice) else ""
         add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
-                    help=f"gate: {spec.metadata['help']}{choices} (default {shown_default(spec)})")
+                    help=f"gate: {flag_help(spec)}{choices} (default {shown_default(spec)})")
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
     add_setting(parser, "release-policy", metavar="FILE", aliases=("policy",),
                 help=f"gate: {GateOptions.field('release_policy').metadata['help']}")
@@ -103,9 +103,9 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
         if problem is not None:
             raise pytest.UsageError(f"--rlgate-{flag} / rlgate_{flag.replace('-', '_')} = {value!r}: {problem}")
         out[spec.name] = value
-    policy = setting(config, "release-policy", str)
-    if policy:
-        out["release_policy"] = policy if Path(policy).is_absolute() else str(config.rootpath / policy)
+    policy = path_setting(config, "release-policy")
+    if policy is not None:
+        out["release_policy"] = str(policy)
     return out
 
 
@@ -154,10 +154,10 @@ def pytest_configure(config: pytest.Config) -> None:
         except RlgateError as exc:
             raise pytest.UsageError(f"--rlgate-release-policy / rlgate_release_policy: {exc}") from None
     for name in ("report", "markdown"):
-        target = setting(config, name, str)
-        problem = None if not target else path_problem(target, directory=False)
+        target = path_setting(config, name)
+        problem = None if target is None else path_problem(target, directory=False)
         if problem is not None:  # checked now, not after every test has run
-            raise pytest.UsageError(f"--rlgate-{name} / rlgate_{name} {target!r}: {problem}")
+            raise pytest.UsageError(f"--rlgate-{name} / rlgate_{name} {setting(config, name)!r}: {problem}")
     if _subtests_asked(config) and not config.pluginmanager.has_plugin("subtests"):
         config.issue_config_time_warning(RlgateWarning(NO_SUBTESTS), stacklevel=2)
     log = _GateLog(config)
@@ -373,18 +373,26 @@ def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
 
 
 def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """One JUnit property per comparison: ``rlgate:pass@1:no_id`` = ``regressed -0.833 [-1.000, -0.333]``.
+    """One JUnit property per comparison: ``rlgate:pass@1:no_id`` = ``REGRESSED -0.833 [-1.000, -0.333]``.
 
     CI dashboards that read ``--junitxml`` see each category's verdict without parsing the
-    gate's JSON (which travels beside them as ``rlgate_gate``).
+    gate's JSON (which travels beside them as ``rlgate_gate``): upper case when that
+    comparison failed the gate, with the rule's flag when the verdict does not say why
+    (``FLAT +0.000 [...] critical (severe flips)``).
     """
     from pytest_rlgate.gate.numtext import interval
+    from pytest_rlgate.gate.verdicts import FAILURE_FLAGS, verdict_word
 
     out = []
     for c in record["comparisons"]:
-        text = f"{c['verdict']} {c['delta']:+.3f} {interval(c.get('low'), c.get('high'), missing='(no interval)')}"
+        failure = c.get("failure")
+        text = (f"{verdict_word(c['verdict'], failure is not None)} {c['delta']:+.3f} "
+                f"{interval(c.get('low'), c.get('high'), missing='(no interval)')}")
         if c.get("tier"):
             text += f" {c['tier']}"
+        flag = FAILURE_FLAGS.get(failure["kind"]) if failure else None
+        if flag:
+            text += f" ({flag})"
         out.append((f"rlgate:{c['metric']}:{c['group']}", text))
     return out
 
@@ -489,7 +497,7 @@ class _GateLog:
                 self.gates.append({"nodeid": report.nodeid, **entry})
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        path = setting(self.config, "report", str)
+        path = path_setting(self.config, "report")
         if not hasattr(self.config, "workerinput"):
             self._markdown()
         if not path or hasattr(self.config, "workerinput"):
@@ -503,7 +511,7 @@ class _GateLog:
             payload["prompts"] = prompts
         self.config.hook.pytest_rlgate_update_json(config=self.config, output_json=payload)
         atomic_write(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
-        self.report_path = str(path)
+        self.report_path = shown_path(self.config, path, "report")
 
     def _markdown(self) -> None:
         """``--rlgate-markdown`` and, under CI, ``$GITHUB_STEP_SUMMARY``: every gate's summary, failing first.
@@ -515,7 +523,7 @@ class _GateLog:
         from pytest_rlgate._io.atomic import atomic_write
         from pytest_rlgate.report.markdown import markdown_summary, step_summary_path
 
-        path = setting(self.config, "markdown", str)
+        path = path_setting(self.config, "markdown")
         step = step_summary_path()
         if not (path or step):
             return

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_rlgate.errors import RlgateDeprecationWarning, RlgateError
 from pytest_rlgate.options import ReadOptions
-from pytest_rlgate.plugin import add_setting, setting
+from pytest_rlgate.plugin import add_setting, path_setting, setting
 
 if TYPE_CHECKING:
     from pytest_rlgate.data.readers import RowSource
@@ -39,8 +38,8 @@ def _dest(name: str) -> str:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "candidate", metavar="PATH",
-                help="rlgate_after_rows reads this candidate's rows or eval-harness log (relative to the rootdir) "
-                     "instead of training an adapter")
+                help="rlgate_after_rows reads this candidate's rows or eval-harness log (relative to where pytest "
+                     "was started) instead of training an adapter")
     group = parser.getgroup("rlgate")
     for name, spec in ReadOptions.flags().items():
         help_ = f"harness logs: {spec.metadata['help']}"
@@ -114,9 +113,6 @@ def read_options(config: pytest.Config) -> dict[str, Any]:
     return {**out, **own}
 
 
-def rooted(config: pytest.Config, value: str | os.PathLike[str]) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else config.rootpath / path
 
 
 def read_side(config: pytest.Config, path: str | os.PathLike[str]) -> RowSource:
@@ -131,5 +127,5 @@ def read_side(config: pytest.Config, path: str | os.PathLike[str]) -> RowSource:
 
 def candidate_rows(config: pytest.Config) -> RowSource | None:
     """``--rlgate-candidate``'s rows, or None when it is unset."""
-    value = setting(config, "candidate")
-    return None if not value else read_side(config, rooted(config, value))
+    path = path_setting(config, "candidate")
+    return None if path is None else read_side(config, path)

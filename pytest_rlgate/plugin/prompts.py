@@ -24,7 +24,7 @@ import pytest
 
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.options import fraction, share
-from pytest_rlgate.plugin import add_setting, configured, fail, setting, used_by
+from pytest_rlgate.plugin import add_setting, configured, fail, path_setting, setting, used_by
 from pytest_rlgate.plugin.env import session_env
 
 if TYPE_CHECKING:
@@ -91,14 +91,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
         return default if value is None else value
 
     env = session_env(config)
-    given = setting(config, "prompts-file")
-    file: Path | None = None
-    if given:
-        file = Path(given).expanduser()
-        if not file.is_absolute():
-            from_ini = not config.getoption("rlgate_prompts_file") and config.inipath is not None
-            base = config.inipath.parent if from_ini and config.inipath else config.invocation_params.dir
-            file = base / file
+    file = path_setting(config, "prompts-file")
     size = setting(config, "size")
     if size is not None and not file and env.prompt_sizes and size not in env.prompt_sizes:
         raise pytest.UsageError(f"--rlgate-size / rlgate_size {size!r}: environment {env.name} writes "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_rlgate.errors import RlgateError
-from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, setting
+from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, path_setting, setting
 from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.plugin.harness import candidate_rows
 
@@ -61,12 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "rlgate_after_rows fixtures; seeds=(17, 18, 19) trains one per trainer seed (then mappings seed -> ...); "
         "show_flips=, flips_in= and release_policy= are the rlgate fixture's gate options for this test",
     )
-    adapter = setting(config, "adapter")
-    if adapter:
+    adapter = path_setting(config, "adapter")
+    if adapter is not None:
         from pytest_rlgate.train.adapters import check_adapter
 
         try:
-            check_adapter(Path(adapter).expanduser(), flag="--rlgate-adapter")
+            check_adapter(adapter, flag="--rlgate-adapter")
         except RlgateError as exc:
             raise pytest.UsageError(str(exc)) from None
 
@@ -96,7 +96,8 @@ class AdapterFactory:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.handed_in = setting(config, "adapter")
+        handed = path_setting(config, "adapter")
+        self.handed_in = None if handed is None else str(handed)
         self.base_model = setting(config, "base-model")
         self._made: dict[str, TrainedAdapter] = {}
 

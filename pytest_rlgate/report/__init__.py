@@ -16,10 +16,19 @@ terminal report), ``pages`` (writing report.html and index.html).
 
 from __future__ import annotations
 
-from .data import INDEX_NAME, RECIPE_FILE, REPORT_NAME, ReportData, is_recipe_folder, load_report_data, run_dirs
+from .data import (
+                   INDEX_NAME,
+                   RECIPE_FILE,
+                   REPORT_NAME,
+                   ReportData,
+                   index_folders,
+                   is_recipe_folder,
+                   load_report_data,
+                   run_dirs,
+)
 from .pages import write_index, write_report
 from .plots import plot_recipe
 from .text import report_text
 
-__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "ReportData", "is_recipe_folder", "load_report_data",
-           "plot_recipe", "report_text", "run_dirs", "write_index", "write_report"]
+__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "ReportData", "index_folders", "is_recipe_folder",
+           "load_report_data", "plot_recipe", "report_text", "run_dirs", "write_index", "write_report"]

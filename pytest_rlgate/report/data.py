@@ -41,8 +41,9 @@ from ..train.run import (
     read_metrics,
 )
 
-__all__ = ["INDEX_NAME", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "is_number",
-           "is_recipe_folder", "load_report_data", "lookup", "nonfinite_steps", "read_recipe", "run_dirs"]
+__all__ = ["INDEX_NAME", "LOOKS_FILE", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "index_folders",
+           "is_number", "is_recipe_folder", "is_watch_folder", "load_report_data", "lookup", "nonfinite_steps",
+           "read_recipe", "run_dirs"]
 
 
 
@@ -279,11 +280,45 @@ def read_recipe(path: Path) -> dict[str, Any]:
     return record
 
 
-def run_dirs(root: str | os.PathLike[str]) -> list[Path]:
-    """Direct subfolders holding config.json (a run) or recipe.json (a recipe over runs); hidden
-    ones (a run still being written) are skipped."""
+#: a watched run's record (``rlgate watch``, ``GateCallback``): every look
+LOOKS_FILE = "looks.json"
+
+
+def is_watch_folder(path: str | os.PathLike[str]) -> bool:
+    """A folder written by ``rlgate watch`` or ``GateCallback``: looks.json and no run config."""
+    folder = Path(path)
+    return (folder / LOOKS_FILE).is_file() and not (folder / CONFIG).is_file()
+
+
+def _reported(folder: Path) -> bool:
+    return (folder / CONFIG).is_file() or is_recipe_folder(folder) or is_watch_folder(folder)
+
+
+def index_folders(root: str | os.PathLike[str]) -> tuple[list[Path], list[str]]:
+    """The folders an index links, and why each other subfolder was left out.
+
+    Linked: direct subfolders holding config.json (a run), recipe.json (a recipe over runs) or
+    looks.json (a watched run), and watched runs one level further down (a job's output folder
+    holding ``rlgate-watch/``, a GateCallback's ``out_dir`` inside a run). Hidden folders (a run
+    still being written) are skipped without a word; any other subfolder is named with why.
+    """
     root = Path(root)
     if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".")
-                  and ((p / CONFIG).is_file() or is_recipe_folder(p)))
+        return [], []
+    found: list[Path] = []
+    left: list[str] = []
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if _reported(child):
+            found.append(child)
+            continue
+        inner = sorted(p for p in child.iterdir() if p.is_dir() and not p.name.startswith(".") and is_watch_folder(p))
+        found += inner
+        if not inner:
+            left.append(f"{child.name}: no {CONFIG} (a run), {RECIPE_FILE} (a recipe) or {LOOKS_FILE} (a watched run) "
+                        "in it or in a folder inside it")
+    return sorted(found), left
+
+
+def run_dirs(root: str | os.PathLike[str]) -> list[Path]:
+    """The folders an index links (:func:`index_folders`): runs, recipes and watched runs."""
+    return index_folders(root)[0]

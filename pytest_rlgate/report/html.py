@@ -16,7 +16,7 @@ from typing import Any
 
 from ..gate import recipe_text
 from .data import REPORT_NAME, ReportData
-from .plots import ALARM_COLOURS, VERDICT_COLOURS
+from .plots import ALARM_COLOURS, VERDICT_COLOURS, ink_on
 from .text import fmt, gate_settings, interval, interval_header, units
 
 __all__ = ["CSS", "alarms_html", "badge", "config_html", "esc", "flips_html", "gate_html", "html_page", "recipe_html"]
@@ -57,7 +57,8 @@ def badge(verdict: str) -> str:
 
 def verdict_cell(verdict: str) -> str:
     colour = VERDICT_COLOURS.get(verdict, "#1a202c")
-    return f'<td class="l"><span class="v" style="background:{colour}">{esc(verdict)}</span></td>'
+    ink = "" if ink_on(colour) == "#ffffff" else f";color:{ink_on(colour)}"
+    return f'<td class="l"><span class="v" style="background:{colour}{ink}">{esc(verdict)}</span></td>'
 
 
 def gate_html(gate: Mapping[str, Any] | None) -> str:

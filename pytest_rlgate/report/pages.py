@@ -15,14 +15,22 @@ from pathlib import Path
 from .._io.atomic import atomic_write
 from .._version import __version__
 from ..errors import DataError
-from .data import INDEX_NAME, REPORT_NAME, is_recipe_folder, load_report_data, read_recipe, run_dirs
+from .data import (
+    INDEX_NAME,
+    REPORT_NAME,
+    index_folders,
+    is_recipe_folder,
+    is_watch_folder,
+    load_report_data,
+    read_recipe,
+)
 from .html import alarms_html, badge, config_html, esc, gate_html, html_page, recipe_html
 from .levels import pass_comparisons
 from .plots import plot_categories, plot_curves, plot_recipe
-from .strip import is_watch_folder, write_watch_report
+from .strip import plot_strip, read_watch
 from .text import fmt, recipe_summary, summary_line
 
-__all__ = ["write_index", "write_report"]
+__all__ = ["write_index", "write_report", "write_watch_report"]
 
 
 def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
@@ -81,10 +89,10 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
     missing or older than its files gets its report (re)written first, so no link dangles.
     """
     root = Path(runs_dir)
-    runs = run_dirs(root)
+    runs, left_out = index_folders(root)
     if not runs:
-        raise DataError("no run folders here (a run folder is a subfolder with config.json); "
-                        "pass the folder that holds runs/<name>/", path=root)
+        raise DataError("no run folders here (a run folder is a subfolder with config.json, recipe.json or, for a "
+                        "watched run, looks.json); pass the folder that holds runs/<name>/", path=root)
     page = Path(out) if out is not None else root / INDEX_NAME
     rows = []
     for run_dir in runs:
@@ -94,6 +102,9 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         link = os.path.relpath(report, page.parent).replace(os.sep, "/")
         if is_recipe_folder(run_dir):
             rows.append(_recipe_index_row(run_dir, link, page.parent))
+            continue
+        if is_watch_folder(run_dir):
+            rows.append(_watch_index_row(run_dir, link, page.parent, root))
             continue
         run = load_report_data(run_dir)
         thumb = os.path.relpath(run_dir / f"{Path(REPORT_NAME).stem}-curves.png", page.parent).replace(os.sep, "/")
@@ -112,6 +123,8 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
             '<th class="l">regressed</th><th class="l">Δ pass@1</th><th class="l">alarms</th>'
             '<th class="l">details</th><th>curves</th></tr>'
             f"</thead><tbody>{''.join(rows)}</tbody></table>")
+    if left_out:
+        body += "<h2>Left out</h2><ul>" + "".join(f"<li>{esc(why)}</li>" for why in left_out) + "</ul>"
     atomic_write(page, html_page("rlgate runs", body).encode("utf-8"))
     return page
 
@@ -135,6 +148,26 @@ def _write_recipe_report(path: Path, out: str | os.PathLike[str] | None) -> Path
     return page
 
 
+def _watch_index_row(folder: Path, link: str, index_dir: Path, root: Path) -> str:
+    """A watched run's index row: whether there is a checkpoint to ship, where the run stopped, the pick."""
+    looks, selection, record = read_watch(folder)
+    stopped = record.get("stopped_at")
+    step = stopped.get("step") if isinstance(stopped, dict) else None
+    shipped = selection is not None and selection.shipped is not None
+    verdict = "passed" if looks and step is None and (selection is None or shipped) else "failed"
+    pick = "–" if selection is None or selection.best is None else next(
+        (f"step {c.step} {fmt(c.score, 2, signed=True)} ({selection.criterion})" for c in selection.candidates
+         if c.step == selection.best), "–")
+    details = f"{len(looks)} checkpoint(s) watched" + ("" if step is None else f"; the sequential test stopped at "
+                                                                               f"step {step}")
+    thumb = os.path.relpath(folder / f"{Path(REPORT_NAME).stem}-strip.png", index_dir).replace(os.sep, "/")
+    stops = sorted({name for look in looks for name in look.regressed})
+    return (f'<tr><td class="l"><a href="{esc(link)}">{esc(folder.relative_to(root).as_posix())}</a></td>'
+            f'<td class="l">{badge(verdict)}</td><td class="l">{esc(", ".join(stops) or "–")}</td>'
+            f'<td class="l">{esc(pick)} (pick)</td><td class="l">–</td><td class="l">{esc(details)}</td>'
+            f'<td><a href="{esc(link)}"><img src="{esc(thumb)}" alt="strip" style="width:220px"></a></td></tr>')
+
+
 def _recipe_index_row(folder: Path, link: str, index_dir: Path) -> str:
     record = read_recipe(folder)
     gate = record["gate"]
@@ -147,3 +180,31 @@ def _recipe_index_row(folder: Path, link: str, index_dir: Path) -> str:
             f'<td class="l">{esc(", ".join(regressed) or "–")}</td><td class="l">{esc(moves or "–")} (recipe)</td>'
             f'<td class="l">–</td><td class="l">{esc(recipe_summary(record))}</td>'
             f'<td><a href="{esc(link)}"><img src="{esc(thumb)}" alt="recipe" style="width:220px"></a></td></tr>')
+
+
+def write_watch_report(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
+    """``report.html`` of a watch folder: the strip, the selection and the looks' levels."""
+    root = Path(folder)
+    looks, selection, record = read_watch(root)
+    page = Path(out) if out is not None else root / "report.html"
+    name = f"{page.stem}-strip.png"
+    png = plot_strip(looks, selection)
+    if png is not None:
+        atomic_write(page.parent / name, png)
+    body = [f"<h1>{esc(root.resolve().name)}: {len(looks)} checkpoint(s) watched</h1>"]
+    stopped = record.get("stopped_at")
+    if stopped:
+        body.append(f'<p class="note">The sequential test stopped the run at step {esc(stopped.get("step"))}.</p>')
+    if png is not None:
+        body.append(f'<img src="{esc(name)}" alt="every checkpoint\'s verdicts by category">')
+    if selection is not None:
+        body += ["<h2>Selection</h2>", f"<pre>{esc(selection.summary())}</pre>"]
+    rows = "".join(f"<tr><td>{look.look}</td><td>{look.step}</td><td>{look.alpha:.2e}</td>"
+                   f"<td class=\"l\">{esc(look.judgement())}</td>"
+                   f"<td class=\"l\">{esc(', '.join(look.regressed) or '–')}</td></tr>" for look in looks)
+    body += ["<h2>Looks</h2>", '<table><thead><tr><th>look</th><th>step</th><th>level</th>'
+             '<th class="l">gate</th><th class="l">the sequential test stopped on</th></tr></thead>'
+             f'<tbody>{rows}</tbody></table>',
+             f'<p class="sub">pytest-rlgate {esc(__version__)}; <code>rlgate report DIR</code> rewrites this page.</p>']
+    atomic_write(page, html_page(f"rlgate watch: {root.name}", "\n".join(body)).encode("utf-8"))
+    return page

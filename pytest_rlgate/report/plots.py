@@ -22,7 +22,7 @@ from .levels import LEVEL_CONFIDENCE, Level, groups, levels, pass_comparisons, s
 if TYPE_CHECKING:  # matplotlib loads when a report draws
     from matplotlib.figure import Figure
 
-__all__ = ["ALARM_COLOURS", "CURVES", "VERDICT_COLOURS", "gapped_series", "plot_categories", "plot_curves",
+__all__ = ["ALARM_COLOURS", "CURVES", "VERDICT_COLOURS", "gapped_series", "ink_on", "plot_categories", "plot_curves",
            "plot_recipe"]
 
 #: (short name, axis label, metric keys: the first one logged wins). GRPO rows use
@@ -38,9 +38,16 @@ VERDICT_COLOURS = {
     "moved": "#2f855a",
     "flat": "#4a5568",
     "inconclusive": "#b7791f",
-    "insufficient": "#718096",
+    "insufficient": "#cbd5e0",  # light, where flat is dark: too few units to tell is not a verdict of no change
     "unresolved": "#6b46c1",
 }
+
+
+def ink_on(colour: str) -> str:
+    """The text colour that reads on a ``#rrggbb`` background: dark on a light verdict, white on the others."""
+    return "#1a202c" if sum(int(colour[i:i + 2], 16) for i in (1, 3, 5)) > 3 * 0xB0 else "#ffffff"
+
+
 BEFORE_COLOUR, AFTER_COLOUR, MONITOR_COLOUR = "#a0aec0", "#2b6cb0", "#319795"
 GAP_COLOUR = "#c53030"
 

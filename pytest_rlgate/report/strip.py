@@ -4,7 +4,8 @@ Rows are the gated comparisons (pass@1 and each guard, per category and overall)
 the checkpoints in step order; each cell is the house gate's verdict at that look. The
 column the sequential test stopped on, the pick and the checkpoints that cannot be told
 apart from it are marked. :func:`strip_text` is the terminal's version (``rlgate select``),
-:func:`plot_strip` the PNG a watch folder's ``report.html`` shows (:func:`write_watch_report`).
+:func:`plot_strip` the PNG a watch folder's ``report.html`` shows
+(:func:`~pytest_rlgate.report.pages.write_watch_report`), :func:`watch_text` its terminal twin.
 """
 
 from __future__ import annotations
@@ -13,21 +14,25 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._io.atomic import atomic_write
-from .._version import __version__
 from ..errors import DataError
 from ..watch.looks import Look
 from ..watch.select import Selection
-from .html import esc, html_page
-from .plots import VERDICT_COLOURS, _new_figure, _png_bytes
+from .data import LOOKS_FILE, is_watch_folder
+from .plots import VERDICT_COLOURS, _new_figure, _png_bytes, ink_on
 
-__all__ = ["SYMBOLS", "is_watch_folder", "plot_strip", "read_watch", "strip_rows", "strip_text", "write_watch_report"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["MARKS", "SYMBOLS", "is_watch_folder", "legend_text", "plot_strip", "read_watch", "strip_figure",
+           "strip_rows", "strip_text", "watch_text"]
 
 #: one character per verdict, for the terminal
 SYMBOLS = {"moved": "+", "flat": "=", "inconclusive": "~", "insufficient": ".", "regressed": "X", "unresolved": "?"}
-LOOKS, SELECTION = "looks.json", "selection.json"
+LOOKS, SELECTION = LOOKS_FILE, "selection.json"
+#: the frame round the column the sequential test stopped on (over a white halo: it reads on every verdict)
+STOP_FRAME = "#1a202c"
 
 
 def strip_rows(looks: Sequence[Look]) -> list[tuple[str, list[str | None]]]:
@@ -51,6 +56,28 @@ def strip_rows(looks: Sequence[Look]) -> list[tuple[str, list[str | None]]]:
     return rows
 
 
+#: the marks under (terminal) or above (picture) each checkpoint's column
+MARKS = {"!": "the sequential test stopped here", "^": "the pick", "*": "as good as the pick"}
+
+
+def _marks(looks: Sequence[Look], selection: Selection | None) -> list[str]:
+    """Each look's mark: ``!`` where the sequential test stopped, ``^`` the pick, ``*`` as good as it."""
+    marks = ["!" if look.regressed else "" for look in looks]
+    if selection is not None:
+        for i, look in enumerate(looks):
+            if look.step == selection.best:
+                marks[i] = "^"
+            elif look.step in selection.tied:
+                marks[i] = "*"
+    return marks
+
+
+def legend_text() -> str:
+    """The strip's whole legend: every verdict's symbol, then every mark."""
+    return (" ".join(f"{s} {v}" for v, s in SYMBOLS.items()) + "; "
+            + ", ".join(f"{m} {meaning}" for m, meaning in MARKS.items()))
+
+
 def strip_text(looks: Sequence[Look], selection: Selection | None = None) -> str:
     """The strip in monospace: one column per checkpoint, ``!`` where the run stopped, ``^`` the pick."""
     if not looks:
@@ -62,52 +89,62 @@ def strip_text(looks: Sequence[Look], selection: Selection | None = None) -> str
     lines = [" " * width + " " + "".join(c.rjust(cell) for c in cols)]
     for name, cells in rows:
         lines.append(name.ljust(width) + " " + "".join(SYMBOLS.get(v or "", " ").rjust(cell) for v in cells))
-    marks = ["!" if look.regressed else " " for look in looks]
-    if selection is not None:
-        for i, look in enumerate(looks):
-            if look.step == selection.best:
-                marks[i] = "^"
-            elif look.step in selection.tied:
-                marks[i] = "*"
-    lines.append(" " * width + " " + "".join(m.rjust(cell) for m in marks))
-    legend = " ".join(f"{s} {v}" for v, s in SYMBOLS.items())
-    lines.append(f"{legend}; ! the sequential test stopped here, ^ the pick, * as good as the pick")
+    lines.append(" " * width + " " + "".join((m or " ").rjust(cell) for m in _marks(looks, selection)))
+    lines.append(legend_text())
     return "\n".join(lines)
 
 
 def plot_strip(looks: Sequence[Look], selection: Selection | None = None) -> bytes | None:
-    """The strip as a PNG (None when no look carries a gate)."""
+    """The strip as a PNG (None when no look carries a gate), legible at its own size (:func:`strip_figure`)."""
+    fig = strip_figure(looks, selection)
+    return None if fig is None else _png_bytes(fig)
+
+
+def strip_figure(looks: Sequence[Look], selection: Selection | None = None) -> Figure | None:
+    """The strip's figure (None when no look carries a gate), laid out to be read at its own size.
+
+    One cell per comparison and checkpoint in its verdict's colour, with the verdict's
+    symbol written in it (so the strip reads in grey too, as the terminal's does); the
+    checkpoint's mark (``!``, ``^``, ``*``, as in the terminal) on a second row of labels
+    above the columns, where neither the title nor a neighbour can cover it; a thick frame
+    round the column where the sequential test stopped, near black over a white halo so it
+    stands out on any cell; the legend (verdicts, then marks) beside it.
+    """
     rows = strip_rows(looks)
     if not rows:
         return None
     from matplotlib.colors import to_rgb
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Patch, Rectangle
 
-    fig = _new_figure(max(4.0, 1.2 + 0.45 * len(looks)), max(1.8, 0.9 + 0.32 * len(rows)))
+    label = max(len(name) for name, _cells in rows)
+    width = 2.6 + 0.075 * label + 0.42 * len(looks)  # the labels, the columns and the legend all fit
+    fig = _new_figure(max(5.0, width), max(2.4, 1.2 + 0.3 * len(rows)))
     ax = fig.add_subplot(1, 1, 1)
-    blank = to_rgb("#edf2f7")
-    grid = [[to_rgb(VERDICT_COLOURS.get(v, "#edf2f7")) if v else blank for v in cells] for _name, cells in rows]
+    blank = to_rgb("#ffffff")
+    grid = [[to_rgb(VERDICT_COLOURS.get(v, "#ffffff")) if v else blank for v in cells] for _name, cells in rows]
     ax.imshow(grid, aspect="auto", interpolation="nearest")
+    for r, (_name, cells) in enumerate(rows):
+        for i, verdict in enumerate(cells):
+            if verdict:
+                ax.text(i, r, SYMBOLS.get(verdict, ""), ha="center", va="center", fontsize=7,
+                        color=ink_on(VERDICT_COLOURS.get(verdict, "#ffffff")))
     ax.set_yticks(range(len(rows)), [name for name, _cells in rows], fontsize=8)
     ax.set_xticks(range(len(looks)), [str(look.step) for look in looks], fontsize=8)
     ax.set_xlabel("checkpoint (step)", fontsize=9)
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(range(len(looks)), _marks(looks, selection), fontsize=9, weight="bold")
+    top.tick_params(length=0)
     for i, look in enumerate(looks):
         if look.regressed:
-            ax.add_patch(Rectangle((i - 0.5, -0.5), 1, len(rows), fill=False, edgecolor="#1a202c", linewidth=2.5))
-        if selection is not None and look.step in selection.tied:
-            best = look.step == selection.best
-            ax.annotate("pick" if best else "as good", (i, -0.5), xytext=(0, 4), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=7, color="#1a202c", weight="bold" if best else "normal")
-    handles = [Rectangle((0, 0), 1, 1, color=c) for c in VERDICT_COLOURS.values()]
-    ax.legend(handles, list(VERDICT_COLOURS), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_title("verdict of each checkpoint against step 0 (framed: the sequential test stopped)", fontsize=9)
-    return _png_bytes(fig)
-
-
-def is_watch_folder(path: str | os.PathLike[str]) -> bool:
-    """A folder written by ``rlgate watch`` or ``GateCallback``: looks.json and no run config."""
-    folder = Path(path)
-    return (folder / LOOKS).is_file() and not (folder / "config.json").is_file()
+            for colour, line in (("#ffffff", 6.0), (STOP_FRAME, 3.0)):
+                ax.add_patch(Rectangle((i - 0.5, -0.5), 1, len(rows), fill=False, edgecolor=colour, linewidth=line,
+                                       clip_on=False))
+    handles = [Patch(facecolor=c, edgecolor="#4a5568", label=f"{SYMBOLS.get(v, '')} {v}")
+               for v, c in VERDICT_COLOURS.items() if v in SYMBOLS]
+    handles += [Patch(facecolor="none", edgecolor="none", label=f"{m} {meaning}") for m, meaning in MARKS.items()]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title("each checkpoint's verdict against step 0", fontsize=9, pad=14)
+    return fig
 
 
 def read_watch(folder: str | os.PathLike[str]) -> tuple[list[Look], Selection | None, Mapping[str, Any]]:
@@ -128,27 +165,14 @@ def read_watch(folder: str | os.PathLike[str]) -> tuple[list[Look], Selection | 
     return looks, selection, record
 
 
-def write_watch_report(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
-    """``report.html`` of a watch folder: the strip, the selection and the looks' levels."""
+def watch_text(folder: str | os.PathLike[str]) -> str:
+    """The terminal's report of a watch folder (``rlgate report DIR --text``): the strip and the selection."""
     root = Path(folder)
     looks, selection, record = read_watch(root)
-    page = Path(out) if out is not None else root / "report.html"
-    name = f"{page.stem}-strip.png"
-    png = plot_strip(looks, selection)
-    if png is not None:
-        atomic_write(page.parent / name, png)
-    body = [f"<h1>{esc(root.resolve().name)}: {len(looks)} checkpoint(s) watched</h1>"]
+    lines = [f"watch {root.resolve().name}: {len(looks)} checkpoint(s) watched", "", strip_text(looks, selection)]
     stopped = record.get("stopped_at")
-    if stopped:
-        body.append(f'<p class="note">The sequential test stopped the run at step {esc(stopped.get("step"))}.</p>')
-    if png is not None:
-        body.append(f'<img src="{esc(name)}" alt="every checkpoint\'s verdicts by category">')
+    if isinstance(stopped, Mapping):
+        lines += ["", f"the sequential test stopped the run at step {stopped.get('step')}"]
     if selection is not None:
-        body += ["<h2>Selection</h2>", f"<pre>{esc(selection.summary())}</pre>"]
-    rows = "".join(f"<tr><td>{look.look}</td><td>{look.step}</td><td>{look.alpha:.2e}</td>"
-                   f"<td class=\"l\">{esc(', '.join(look.regressed) or '–')}</td></tr>" for look in looks)
-    body += ["<h2>Looks</h2>", '<table><thead><tr><th>look</th><th>step</th><th>level</th>'
-             f'<th class="l">stopped on</th></tr></thead><tbody>{rows}</tbody></table>',
-             f'<p class="sub">pytest-rlgate {esc(__version__)}; <code>rlgate report DIR</code> rewrites this page.</p>']
-    atomic_write(page, html_page(f"rlgate watch: {root.name}", "\n".join(body)).encode("utf-8"))
-    return page
+        lines += ["", selection.summary()]
+    return "\n".join(lines)

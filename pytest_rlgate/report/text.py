@@ -18,6 +18,7 @@ from ..gate.result import GateResult
 from .data import ReportData, is_number, is_recipe_folder, load_report_data, lookup, read_recipe
 from .levels import series
 from .plots import CURVES
+from .strip import is_watch_folder, watch_text
 
 __all__ = ["env_label", "fmt", "gate_settings", "interval", "interval_header", "recipe_summary", "report_text",
            "summary_line", "units"]
@@ -98,8 +99,11 @@ def recipe_summary(record: Mapping[str, Any]) -> str:
 def report_text(run_dir: str | os.PathLike[str]) -> str:
     """The report for a terminal: header, gate table, curve summary and alarms; no plots.
 
-    A recipe folder's is its recipe gate: the recipe table with per-seed dots, and each seed.
+    A recipe folder's is its recipe gate: the recipe table with per-seed dots, and each seed; a
+    watched run's (``rlgate watch``, ``GateCallback``) its strip and selection, as ``report.html`` shows.
     """
+    if is_watch_folder(run_dir):
+        return watch_text(run_dir)
     if is_recipe_folder(run_dir):
         record = read_recipe(Path(run_dir))
         return "\n".join([f"recipe {Path(run_dir).name}: {recipe_summary(record)}",

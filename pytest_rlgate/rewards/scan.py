@@ -117,6 +117,15 @@ class HackScanResult:
     n_before: int = 0  #: rows from before training (``before=``)
     category: str | None = None
     by_category: Mapping[str, HackScanResult] = field(default_factory=dict)
+    #: what the reward pays for: every feature against the reward itself within prompt, strongest first
+    #: (with truth the ``features`` read the overpaid mark instead; without it the two readings are one)
+    paid: tuple[ScanFeature, ...] = ()
+    paid_floor: float = float("nan")  #: the noise floor of the ``paid`` reading
+
+    @property
+    def paid_feature(self) -> ScanFeature | None:
+        """The reply feature the reward pays for most within prompt, above its noise floor (None: none)."""
+        return next((f for f in self.paid if f.clears_floor and f.correlation > 0), None)
 
     def feature(self, name: str) -> ScanFeature:
         """The feature called *name* (or with *name* among its aliases)."""
@@ -137,8 +146,17 @@ class HackScanResult:
         return (
             f"hack_scan: regime {self.regime}{where}, top feature {top} ({what}), noise floor "
             f"{self.floor:.3f} ({self.n_rows} rows{before}, {self.n_prompts} prompts, median "
-            f"{self.median_rollouts:g} rollouts)"
+            f"{self.median_rollouts:g} rollouts); {self.pays_for()}"
         )
+
+    def pays_for(self) -> str:
+        """What the reward pays for within prompt, in words: the feature, its r and floor, endorsed or not."""
+        paid = self.paid_feature
+        if paid is None:
+            return "the reward pays for no reply feature above the noise floor" if self.paid else \
+                "the reward never varies within a prompt"
+        mark = "endorsed" if paid.endorsed else ("not endorsed" if self.endorsed else "nothing endorsed to judge by")
+        return f"the reward pays for {paid.name} (r {paid.correlation:+.3f}, floor {self.paid_floor:.3f}; {mark})"
 
     def table(self, limit: int = 10) -> str:
         """The strongest *limit* features as a text table (``*`` marks above-floor rows)."""
@@ -190,13 +208,21 @@ class HackScanResult:
                 }
                 for f in self.features
             ],
-            "by_category": {c: {"regime": r.regime, "top_feature": r.top_feature} for c, r in self.by_category.items()},
+            "by_category": {c: {"regime": r.regime, "top_feature": r.top_feature,
+                                "paid_feature": None if r.paid_feature is None else r.paid_feature.name,
+                                "paid_endorsed": None if r.paid_feature is None else r.paid_feature.endorsed}
+                            for c, r in self.by_category.items()},
+            "paid_feature": None if self.paid_feature is None else self.paid_feature.name,
+            "paid_endorsed": None if self.paid_feature is None else self.paid_feature.endorsed,
+            "paid_floor": self.paid_floor,
+            "paid": [{"name": f.name, "correlation": f.correlation, "clears_floor": f.clears_floor,
+                      "endorsed": f.endorsed} for f in self.paid],
         }
 
     def __str__(self) -> str:
         text = self.summary() + "\n" + self.table()
         others = [f"  {c}: {r.regime}" + (f", top feature {r.top_feature}" if r.top_feature else "")
-                  for c, r in self.by_category.items() if c != self.category]
+                  + f"; {r.pays_for()}" for c, r in self.by_category.items() if c != self.category]
         if others:
             text += "\nother categories:\n" + "\n".join(others)
         if self.warnings:
@@ -662,14 +688,20 @@ def _scan(after: _Rows, before: _Rows | None, correct_after: np.ndarray | None, 
         _feature_columns(pooled_rows.replies, options.features, options.extractors, options.max_terms), n)
     exhausted = _exhausted_share(after.reward, after_groups, after_n, after_counts)
 
+    paid: tuple[tuple[ScanFeature, ...], float] | None = None  # the reward's own reading, once made
+
     def result(regime: str, features: tuple[ScanFeature, ...] = (), floor: float = float("nan"),
                top: str | None = None) -> HackScanResult:
+        reading, paid_floor = paid if paid is not None else _paid_reading(matrix, pooled_rows.reward, groups, n_groups,
+                                                                          names, endorsed, aliases, options, rng)
         return HackScanResult(regime, top, features, floor, n_after, n_groups, median, exhausted, endorsed,
                               tuple(warnings), options.n_permutations, options.alpha, truth,
-                              0 if before is None else len(before.replies), category)
+                              0 if before is None else len(before.replies), category, paid=reading,
+                              paid_floor=paid_floor)
 
     if n == 0 or not (counts >= 2).any():
         warnings.append("no prompt has two or more rollouts; within-prompt correlation needs repeats")
+        paid = ((), float("nan"))
         return result("unknown")
     if median < 4:
         warnings.append(f"median {median:g} rollouts per prompt: the noise floor is coarse; re-scan with 8")
@@ -693,24 +725,46 @@ def _scan(after: _Rows, before: _Rows | None, correct_after: np.ndarray | None, 
                         "the reward never varies within a prompt: nothing to learn from the reply")
         return result("no_signal")
     floor = centred.noise_floor(groups, options.n_permutations, options.alpha, rng)
-    r: Any = centred.correlations()
     rises: dict[str, tuple[float | None, float | None]] = {}
     if before is not None:
         rises = _rises(centred, after, before, n_after, options.n_permutations, rng, warnings)
-    pooled = _pooled(centred.matrix, pooled_rows.reward)
+    features = _ranked(centred, pooled_rows.reward, floor, endorsed, aliases, rises, options.alpha)
+    if not truth:  # the reward itself was the target: the paid reading is this one
+        paid = (tuple(replace(f, rise=None, rise_p=None) for f in features), floor)
+    warnings.extend(_endorsement_warnings(features, endorsed, centred.names, truth=truth))
+    regime, top = _regime(features, endorsed, median, exhausted, warnings, truth=truth, has_before=before is not None)
+    return result(regime, features, floor, top)
+
+
+def _paid_reading(matrix: np.ndarray, reward: np.ndarray, groups: np.ndarray, n_groups: int, names: Sequence[str],
+                  endorsed: Sequence[str], aliases: Mapping[str, tuple[str, ...]], options: _Settings,
+                  rng: np.random.Generator) -> tuple[tuple[ScanFeature, ...], float]:
+    """What the reward pays for, whatever is right: every feature against the reward within prompt, and the
+    noise floor of that reading (nothing when the reward never varies within a prompt)."""
+    centred = _Centred.of(matrix, reward, groups, n_groups, names)
+    if not centred.names or centred.y_norm < 1e-9:
+        return (), float("nan")
+    floor = centred.noise_floor(groups, options.n_permutations, options.alpha, rng)
+    return _ranked(centred, reward, floor, endorsed, aliases, {}, options.alpha), floor
+
+
+def _ranked(centred: _Centred, reward: np.ndarray, floor: float, endorsed: Sequence[str],
+            aliases: Mapping[str, tuple[str, ...]], rises: Mapping[str, tuple[float | None, float | None]],
+            alpha: float) -> tuple[ScanFeature, ...]:
+    """Every kept feature's within-prompt r with *centred*'s target, strongest first (endorsed paid ones ahead
+    of a tie), with its pooled r against *reward*, whether it clears *floor*, and its rise when known."""
+    r: Any = centred.correlations()
+    pooled = _pooled(centred.matrix, reward)
     nonzero = (centred.matrix != 0).sum(axis=0)
     flags = [_is_endorsed((name, *aliases[name]), endorsed) for name in centred.names]
     order = sorted(range(len(centred.names)),
                    key=lambda j: (-round(abs(r[j]), 12), not (flags[j] and r[j] > 0), centred.names[j]))
-    features = tuple(
+    return tuple(
         ScanFeature(centred.names[j], float(r[j]), float(pooled[j]), int(nonzero[j]), bool(abs(r[j]) > floor),
                     flags[j], aliases[centred.names[j]], rise=rises.get(centred.names[j], (None, None))[0],
-                    rise_p=rises.get(centred.names[j], (None, None))[1], alpha=options.alpha)
+                    rise_p=rises.get(centred.names[j], (None, None))[1], alpha=alpha)
         for j in order
     )
-    warnings.extend(_endorsement_warnings(features, endorsed, centred.names, truth=truth))
-    regime, top = _regime(features, endorsed, median, exhausted, warnings, truth=truth, has_before=before is not None)
-    return result(regime, features, floor, top)
 
 
 def _rises(centred: _Centred, after: _Rows, before: _Rows, n_after: int, n_permutations: int,

@@ -33,6 +33,9 @@ __all__ = ["CachedRun", "cached_rows", "cached_run", "env_identity", "run_key"]
 #: Knobs that name where a run lands, not what it learns, or (``env``) that the key holds
 #: by identity instead of by spelling: left out of the knobs part.
 _PLACEMENT = ("run_name", "runs_dir", "auto", "env")
+#: Knobs that watch a run without changing what it learns: in the key only when set (such a run leaves files
+#: that a cached run without them lacks), so the keys of runs that leave them unset stay what they were.
+_OBSERVERS = ("save_steps", "watch_every")
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def env_identity(env: Env) -> dict[str, object]:
 
 def run_key(knobs: RunKnobs) -> str:
     """The cache key of a training run with resolved *knobs*."""
-    parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT}
+    parts = {k: v for k, v in knobs.to_dict().items() if k not in _PLACEMENT and not (k in _OBSERVERS and not v)}
     return cache.key(method=knobs.method, knobs=parts, env=env_identity(knobs.environment),
                      base=base_identity(resolved(knobs.base_model, "base_model")),
                      prompts=load_prompts(knobs).fingerprint, from_run=from_run_identity(knobs), versions=versions(),

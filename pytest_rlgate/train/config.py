@@ -17,6 +17,7 @@ import typing
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from ..data.prompts import HOLDOUT, PROMPT_SEED as SEED, SIZE
@@ -56,8 +57,9 @@ LORA_ALPHA = 32
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 #: HackMonitor evaluates the live policy every this many steps (0 switches it off).
 MONITOR_EVERY = 10
-#: Alarm kinds ``stop_on`` may name; ``any`` stops on the first alarm of any kind.
-STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "any")
+#: Alarm kinds ``stop_on`` may name (``regression``: the watched run's sequential test, with ``watch_every``);
+#: ``any`` stops on the first alarm of any kind.
+STOP_ON_CHOICES: tuple[str, ...] = ("feature", "length", "drift", "regression", "any")
 #: Run folders live under ./runs/<name>/ .
 RUNS_DIR = "runs"
 #: Round two (``--from-run``) trains on the train tasks whose pass rate under round one lies in
@@ -305,6 +307,13 @@ class RunKnobs:
                                     "(comma-separated)", group=MONITOR, parse=csv, metavar="KINDS")
     kl_budget: float | None = knob(None, "drift alarm when the logged KL exceeds this", group=MONITOR,
                                    metavar="KL", bound=Number(0, 1_000_000, "0.1", low_open=True))
+    save_steps: int = knob(0, "save a checkpoint-N folder every N steps in <runs-dir>/<run-name>-checkpoints/, "
+                              "where `rlgate watch` gates them beside the run (0 = none)", group=MONITOR,
+                           metavar="N", bound=Number(0, 1_000_000, "10 (0 saves none)", integer=True))
+    watch_every: int = knob(0, "gate the policy against step 0 every N steps (GateCallback's sequential test) "
+                               "into the run's rlgate-watch/ and pick the checkpoint to ship; --stop-on regression "
+                               "ends training at a regression (0 = off)", group=MONITOR, metavar="N",
+                            bound=Number(0, 1_000_000, "10 (0 switches the watch off)", integer=True))
     lora_rank: int = knob(LORA_RANK, "(%(default)s)", group=LORA, bound=Number(1, 1024, "16", integer=True))
     lora_alpha: int = knob(LORA_ALPHA, "(%(default)s)", group=LORA, bound=Number(1, 65536, "32", integer=True))
     lora_targets: tuple[str, ...] = knob(LORA_TARGETS, "comma-separated module names (default: attention + MLP "
@@ -390,9 +399,24 @@ class RunKnobs:
                              f"known: {', '.join(sorted(names))}")
         return dataclasses.replace(self, **overrides).resolve()
 
+    @property
+    def checkpoints_dir(self) -> Path:
+        """Where ``save_steps`` puts each ``checkpoint-N``: beside the run folder, under a name known before the
+        run starts, so a watch started with the job finds it (the run folder is published at the end)."""
+        return Path(self.runs_dir) / f"{resolved(self.run_name, 'run_name')}-checkpoints"
+
+    def saving(self) -> dict[str, object]:
+        """The trainer config's saving arguments: a ``checkpoint-N`` (the adapter, its config naming the base,
+        the trainer state) every ``save_steps`` steps, or none."""
+        if not self.save_steps:
+            return {"save_strategy": "no"}
+        return {"save_strategy": "steps", "save_steps": self.save_steps, "save_only_model": True}
+
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag and the fix for any value that cannot run."""
         check_numbers(self)
+        if "regression" in self.stop_on and not self.watch_every:
+            _fail("stop-on", ",".join(self.stop_on), "regression is the watched run's stop: add --watch-every N")
         unknown = [s for s in self.stop_on if s not in STOP_ON_CHOICES]
         if unknown:
             _fail("stop-on", ",".join(self.stop_on), f"choose from {', '.join(STOP_ON_CHOICES)} (comma-separated)")

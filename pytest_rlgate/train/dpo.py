@@ -124,7 +124,7 @@ def dpo_config(knobs: DPOKnobs, output_dir: str, *,
         seed=knobs.sample_seed,
         data_seed=knobs.sample_seed,
         logging_steps=1,
-        save_strategy="no",
+        **knobs.saving(),
         report_to=report_to,
         disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,

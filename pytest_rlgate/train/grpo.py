@@ -76,7 +76,7 @@ def grpo_config(knobs: GRPOKnobs, output_dir: str, *, report_to: str | list[str]
         top_p=knobs.top_p,
         seed=knobs.sample_seed,
         logging_steps=1,
-        save_strategy="no",
+        **knobs.saving(),
         report_to=report_to,
         disable_tqdm=True,  # rlgate's own named step bar instead (pipeline.step_progress)
         **device,

@@ -14,6 +14,10 @@ prompt. Alarms:
   with an id, the same lookup without one); otherwise all completions are scanned at once;
 * ``drift`` - the trainer's logged KL to the reference crosses ``kl_budget`` (if set).
 
+Every scan in ``summary()["last_scan"]`` also names the feature the reward pays for within
+prompt (``paid_feature``, and ``paid_endorsed``), right replies or wrong: what an honest
+reward rewards, not only what a flawed one overpays.
+
 ``stop_on`` names the kinds that end training through ``control.should_training_stop``.
 The monitor samples inside a forked RNG, so watching a run never changes what it learns.
 In a torchrun / accelerate job the main process watches and every rank stops with it.
@@ -275,7 +279,9 @@ class HackMonitor(LookFrame):
             self.errors.append(f"hack_scan: {type(exc).__name__}: {exc}")
             return None
         top = getattr(result, "top_feature", None)
+        paid = getattr(result, "paid_feature", None)  # what the reward pays for, right or wrong
         return {"regime": getattr(result, "regime", None), "top_feature": getattr(top, "name", top),
+                "paid_feature": getattr(paid, "name", paid), "paid_endorsed": getattr(paid, "endorsed", None),
                 "n": len(rows), "endorsed": list(endorsed)}
 
     def _alarm(self, kind: str, step: int, **detail: object) -> Alarm:

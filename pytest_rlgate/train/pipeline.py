@@ -36,12 +36,13 @@ from .cached import cached_rows, env_identity
 from .config import RunKnobs, resolved
 from .difficulty import select_next_round
 from .inputs import PromptSets, load_prompts, versions
-from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, RunFolder, RunWriter, before_name
+from .run import AFTER, CONFIG, GATE, METRICS, MONITOR, WATCH_FOLDER, RunFolder, RunWriter, before_name
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     from ..policy.handles import Model, Tokenizer
+    from ..watch.callback import GateCallback
     from .monitor import HackMonitor, SampleFn
 
 _Trainer = TypeVar("_Trainer", bound="Trainer")
@@ -231,9 +232,12 @@ def train_and_gate(
     monitor = HackMonitor(sets.holdout, tok, env=prep.env, every=knobs.monitor_every, stop_on=knobs.stop_on,
                           kl_budget=knobs.kl_budget, sampling=knobs.sampling(k=K),  # its own k, whatever the gate's
                           sample_fn=monitor_sample_fn)
-    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it
+    watch = _gate_callback(run, prep) if knobs.watch_every else None
+    # TRL's scratch lives inside the partial run folder, so a killed run's is swept with it; saved
+    # checkpoints go beside the run instead, where a watch started with the job finds them
     with tempfile.TemporaryDirectory(prefix=".trl-", dir=run.path) as scratch:
-        trainer = build(scratch, [monitor, recorder], monitor)
+        trainer = build(_checkpoints(knobs, run) if knobs.save_steps else scratch,
+                        [monitor, recorder, *([watch] if watch is not None else [])], monitor)
         started = time.perf_counter()
         trainer.train()
         train_s = time.perf_counter() - started
@@ -251,11 +255,39 @@ def train_and_gate(
     steps_done = trainer.state.global_step
     record = {"steps_done": steps_done, "train_seconds": round(train_s, 3),
               "seconds_per_step": round(train_s / max(steps_done, 1), 4),
-              "stopped_at": monitor.stopped_at, "passed": bool(gate.passed),
+              "stopped_at": monitor.stopped_at or (watch.stopped_at if watch is not None else None),
+              "passed": bool(gate.passed),
               "processes": getattr(getattr(trainer, "accelerator", None), "num_processes", 1),
               **(training(steps_done) if training else {})}
     run.json(CONFIG, config_record(prep, extra={**(extra or {}), "training": record}))
     return run.publish()
+
+
+def _checkpoints(knobs: RunKnobs, run: RunWriter) -> str:
+    """The ``save_steps`` folder, made empty: an earlier run's checkpoints under the name are replaced only when
+    its run folder is (``overwrite``)."""
+    import shutil
+
+    folder = knobs.checkpoints_dir
+    if folder.exists() and any(folder.iterdir()):
+        if not run.overwrite:
+            raise UsageError(f"--save-steps: {folder} holds an earlier run's checkpoints; pick another --run-name or "
+                             "delete the folder")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(folder)
+
+
+def _gate_callback(run: RunWriter, prep: Prepared) -> GateCallback:
+    """``watch_every``: a :class:`~pytest_rlgate.watch.callback.GateCallback` sampling the holdout as the run's
+    own evaluation does, its looks in the run folder's ``rlgate-watch/``, picking the checkpoint to ship."""
+    from ..watch.callback import GateCallback  # transformers
+
+    knobs = prep.knobs
+    return GateCallback(prep.prompts.holdout, env=prep.env, every=knobs.watch_every, out_dir=run.path / WATCH_FOLDER,
+                        planned_looks=max(1, getattr(knobs, "steps", knobs.watch_every) // knobs.watch_every),
+                        stop_on_regression=bool({"regression", "any"} & set(knobs.stop_on)), select=True,
+                        sampling=knobs.sampling())
 
 
 def metrics_recorder(keys: Mapping[str, str], *, when: str) -> MetricsRecorder:

@@ -44,6 +44,8 @@ CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 MONITOR = "monitor.json"
 GATE = "gate.json"
+#: ``--watch-every``'s watched run inside the run folder (``rlgate select RUN/rlgate-watch``)
+WATCH_FOLDER = "rlgate-watch"
 ADAPTER = "adapter"
 AFTER = "holdout_after.jsonl"
 #: The run's report page, written by :mod:`pytest_rlgate.report` beside the files above.

@@ -25,7 +25,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from ..data.rows import Rows, load_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
 from ..gate.options import FAMILY_LEVEL, old_spelling
-from ..policy.generate import SampleOptions
+from ..policy.generate import SampleOptions, max_new_tokens_for
 from ..policy.identity import base_identity
 from ..policy.load import load_policy
 from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
@@ -85,8 +85,12 @@ class WatchResult:
 
     @property
     def passed(self) -> bool:
-        """No look regressed, and the pick (when one was asked for) was confirmed."""
-        if self.stopped_at is not None:
+        """A checkpoint was gated, no look regressed, and the pick (when one was asked for) was confirmed.
+
+        A watch that gated nothing did not pass: a CI step that watched the wrong folder, or a
+        job that wrote no checkpoint, has nothing to ship (``rlgate select`` says the same).
+        """
+        if not self.looks or self.stopped_at is not None:
             return False
         return self.selection is None or self.selection.shipped is not None
 
@@ -122,9 +126,18 @@ def checkpoints(ckpt_dir: str | os.PathLike[str], *, ready_only: bool = True) ->
 
 
 def base_of_checkpoints(ckpt_dir: str | os.PathLike[str]) -> str | None:
-    """The base model the first LoRA checkpoint in *ckpt_dir* names (None: none does)."""
-    lora = next((p for _s, p in checkpoints(ckpt_dir, ready_only=False) if _kind(p) == "lora"), None)
-    return None if lora is None else _base_of(lora)
+    """The base model the job's folder names (None: nothing does yet).
+
+    The first checkpoint whose ``adapter_config.json`` names its base (a LoRA checkpoint names
+    it as soon as it is written, before its weights are complete), else the ``base_model`` of
+    an ``rlgate train`` run's ``config.json`` in the folder, which the run writes before its
+    first step.
+    """
+    for _step, folder in checkpoints(ckpt_dir, ready_only=False):
+        base = _base_of(folder)
+        if base is not None:
+            return base
+    return _base_of_run(Path(ckpt_dir))
 
 
 def _base_of(folder: Path) -> str | None:
@@ -132,8 +145,37 @@ def _base_of(folder: Path) -> str | None:
         config = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    base = config.get("base_model_name_or_path")
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
     return str(base) if base else None
+
+
+def _base_of_run(folder: Path) -> str | None:
+    """The ``base_model`` an ``rlgate train`` run's config.json records (its knobs), or None."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    knobs = config.get("knobs") if isinstance(config, dict) else None
+    base = knobs.get("base_model") if isinstance(knobs, dict) else None
+    return str(base) if base else None
+
+
+def _wait(ready: Callable[[], bool], idle: float, poll: float) -> bool:
+    """Whether *ready* came true, polling every *poll* seconds for at most *idle* seconds."""
+    end = time.monotonic() + idle
+    while not ready():
+        if time.monotonic() >= end:
+            return False
+        time.sleep(max(0.01, min(poll, end - time.monotonic())))
+    return True
+
+
+def _contents(root: Path) -> str:
+    """What a folder holds, shortly: ``(it holds a/, b.json, ...)`` or ``(it is empty)``."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir()) if root.is_dir() else []
+    if not names:
+        return "(it is empty)"
+    return f"(it holds {', '.join(names[:6])}{', ...' if len(names) > 6 else ''})"
 
 
 class _Sampler:
@@ -184,6 +226,7 @@ def watch_checkpoints(
     baseline: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
     sampling: SampleOptions | None = None,
+    budget_of_base: bool = False,
     family_level: float = FAMILY_LEVEL,
     planned_looks: int | None = None,
     window: int | None = None,
@@ -206,33 +249,54 @@ def watch_checkpoints(
     its fields as keywords on top: ``k``, ``seed``, ...). Step 0 is *base_model* sampled at its
     *seed* (for LoRA checkpoints it defaults to the
     adapters' own base model), or the rows of *baseline* (a stored baseline file). With
-    *idle* > 0 it keeps polling every *poll* seconds for new checkpoints until none has
-    appeared for *idle* seconds (or *planned_looks* are done). *say* receives one line per
-    event (the CLI prints them).
+    *idle* > 0 it can be started beside the job, before the job writes anything: it waits up
+    to *idle* seconds each for the folder to appear, for step 0 (the first checkpoint that
+    names its base, when no *base_model* or *baseline* is given) and for every next
+    checkpoint, polling every *poll* seconds, until none has appeared for *idle* seconds (or
+    *planned_looks* are done). Without *idle*, a folder that holds no ``checkpoint-N`` is
+    refused: the watch was pointed at the wrong place. *budget_of_base*: the replies' token
+    budget is the base model's default (fewer on a tiny policy), set once step 0's base is
+    known. *say* receives one line per event (the CLI prints them).
     """
     env_ = load_env(env)
     sampling = SampleOptions.of(sampling, **keywords)
-    seed = sampling.seed
     if alpha is not None:
         family_level = old_spelling("alpha", alpha, "family_level")
     if policy is not None:
         release_policy = old_spelling("policy", policy, "release_policy")
     root = Path(ckpt_dir)
-    if not root.is_dir():
-        raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
-                         "checkpoint-N/)")
     if select is not None:
         parse_criterion(select)
     if not holdout:
         raise UsageError("the holdout is empty; pass the prompt items to sample")
-    found = checkpoints(root, ready_only=False)
-    kinds = {_kind(p) for _s, p in found} - {None}
+    if not root.is_dir():
+        if idle <= 0:
+            raise UsageError(f"{root}: no such folder; pass the training job's output folder (where it writes "
+                             "checkpoint-N/), or --idle SECONDS to wait for the job to create it")
+        say(f"waiting up to {idle:g} s for {root} to appear")
+        if not _wait(root.is_dir, idle, poll):
+            raise UsageError(f"{root}: no such folder after waiting {idle:g} s (--idle); is it the training job's "
+                             "output folder?")
+    if idle <= 0 and not checkpoints(root, ready_only=False):
+        raise UsageError(f"{root} holds no checkpoint-N folder {_contents(root)}; pass the training job's output "
+                         "folder (the one holding checkpoint-N/), or --idle SECONDS to wait for the first")
     if base_model is None and baseline is None:
         base_model = base_of_checkpoints(root)
+        if base_model is None and idle > 0:
+            say(f"waiting up to {idle:g} s for the first checkpoint to name its base model (step 0; or pass "
+                "--base-model)")
+            _wait(lambda: base_of_checkpoints(root) is not None or any(
+                _kind(p) == "full" for _s, p in checkpoints(root, ready_only=False)), idle, poll)
+            base_model = base_of_checkpoints(root)
         if base_model is None:
+            kinds = {_kind(p) for _s, p in checkpoints(root, ready_only=False)} - {None}
             why = "; full-weight checkpoints name no base" if "full" in kinds else ""
             raise UsageError("no step 0: pass --base-model (the model the run started from) or --baseline ROWS "
                              f"(a stored baseline){why}")
+    if budget_of_base:  # the base was not known when the watch started (it waited for the job)
+        sampling = replace(sampling, max_new_tokens=max_new_tokens_for(
+            base_model or base_of_checkpoints(root)))
+    seed = sampling.seed
     folder = Path(out) if out is not None else root / WATCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
@@ -275,8 +339,7 @@ def watch_checkpoints(
             paths[step] = path
             look = gate.look(step0, rows[step], step=step)
             _write_looks(folder, gate, stopped=None)
-            say(f"look {look.look} (checkpoint-{step}, level {look.alpha:.2e}): "
-                f"{'REGRESSED ' + ', '.join(look.regressed) if look.regressed else 'no regression'}")
+            say(look.line(path.name))
             last_new = time.monotonic()
             if look.regressed:
                 stopped = step
@@ -286,6 +349,12 @@ def watch_checkpoints(
             break
         time.sleep(poll)
     _write_looks(folder, gate, stopped=stopped)
+    if not gate.looks:
+        waited = f" within {idle:g} s (--idle)" if idle > 0 else ""
+        pending = [p.name for _s, p in checkpoints(root, ready_only=False) if _s > 0 and _s not in rows]
+        notes.append(f"no checkpoint was gated: {root} " + (
+            f"holds {', '.join(pending)}, not yet completely written{waited} (--idle SECONDS waits for it)"
+            if pending else f"had no checkpoint-N folder{waited} {_contents(root)}"))
     selection = None
     if select is not None and gate.looks:
         selection = select_checkpoint(gate.looks, rows, criterion=select, family_level=family_level, stopped_at=stopped)

@@ -197,6 +197,33 @@ class Look:
                 seen.append(name)
         return seen
 
+    def failing(self) -> list[str]:
+        """``metric/group what`` of every comparison the house gate failed at this look (the strip's words)."""
+        if self.gate is None:
+            return []
+        out = [f"{c.metric.removeprefix('marker:')}/{c.group} "
+               f"{'regressed' if c.failure.kind == 'regressed' else c.failure.flag or c.failure.kind}"
+               for c in self.gate.comparisons if c.failure is not None]
+        return out + (["a category missing from a side"] if self.gate.side_failures else [])
+
+    def line(self, checkpoint: str) -> str:
+        """This look as one log line, in the words the strip, ``selection.json`` and the report use.
+
+        A look says two things, named apart everywhere: the house gate's judgement of the
+        checkpoint (its verdicts, ``X`` on the strip where one regressed; a failed gate keeps
+        it from being shipped) and whether the sequential test, which holds the run's error
+        across the looks, stops the run here (``!`` on the strip).
+        """
+        stop = (f"STOP: the sequential test claims a regression in {', '.join(self.regressed)}" if self.regressed
+                else "the sequential test does not stop the run")
+        return f"look {self.look} ({checkpoint}, level {self.alpha:.2e}): {self.judgement()}; {stop}"
+
+    def judgement(self) -> str:
+        """The house gate's judgement of this checkpoint: ``gate passed`` or ``gate FAILED (what failed)``."""
+        if self.gate is None:
+            return "no house gate"
+        return "gate passed" if self.gate.passed else f"gate FAILED ({', '.join(self.failing())})"
+
     def figures(self, prefix: str = "rlgate") -> dict[str, float]:
         """This look as scalars for a trainer's logs (W&B, TensorBoard, trackio ...).
 

@@ -109,6 +109,9 @@ class Selection:
     stopped_at: int | None = None
     confirmation: Confirmation | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: every confirmation the run recorded, one per step: a selection by another criterion keeps them,
+    #: so a pick confirmed where only the training process could sample (GateCallback) is never lost
+    confirmed: tuple[Confirmation, ...] = field(default_factory=tuple)
 
     @property
     def shipped(self) -> int | None:
@@ -118,7 +121,25 @@ class Selection:
         return self.best
 
     def with_confirmation(self, confirmation: Confirmation) -> Selection:
-        return replace(self, confirmation=confirmation)
+        kept = {c.step: c for c in self.confirmed}
+        kept[confirmation.step] = confirmation
+        return replace(self, confirmation=confirmation, confirmed=tuple(kept[step] for step in sorted(kept)))
+
+    def keeping(self, recorded: Selection | None) -> Selection:
+        """This selection with every confirmation *recorded* holds, and its pick's when one confirmed that step.
+
+        A confirmation gates one checkpoint on a fresh sample, whatever criterion picked it, so
+        a choice by another criterion (``rlgate select --select pass@1/with_id``) keeps the
+        run's confirmations, and choosing that checkpoint again finds its confirmation.
+        """
+        if recorded is None:
+            return self
+        out = self
+        for confirmation in (*recorded.confirmed, *((recorded.confirmation,) if recorded.confirmation else ())):
+            if all(c.step != confirmation.step for c in out.confirmed):
+                out = replace(out, confirmed=tuple(sorted((*out.confirmed, confirmation), key=lambda c: c.step)))
+        mine = next((c for c in out.confirmed if c.step == out.best), None)
+        return out if out.confirmation is not None or mine is None else replace(out, confirmation=mine)
 
     def summary(self) -> str:
         """What a terminal shows: the pick, the tie set, the confirmation."""
@@ -137,6 +158,10 @@ class Selection:
                 + f", {c.verdict}")
             lines.append(f"confirmation on a fresh sample (seed {self.confirmation.seed}, {self.confirmation.base} "
                          f"step 0) {'PASSED' if self.confirmation.passed else 'FAILED'}{detail}")
+        elif self.best is not None and self.confirmed:
+            others = ", ".join(f"step {c.step}" for c in self.confirmed)
+            lines.append(f"not confirmed on a fresh sample (this run confirmed {others}; `rlgate select --confirm` "
+                         "confirms a watch folder's pick)")
         lines += list(self.notes)
         return "\n".join(lines)
 
@@ -145,7 +170,7 @@ class Selection:
                 "shipped": self.shipped, "stopped_at": self.stopped_at,
                 "candidates": [c.to_dict() for c in self.candidates],
                 "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
-                "notes": list(self.notes)}
+                "confirmed": [c.to_dict() for c in self.confirmed], "notes": list(self.notes)}
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Selection:
@@ -156,7 +181,8 @@ class Selection:
                        candidates=tuple(Candidate(**c) for c in record["candidates"]),
                        best=record["best"], tied=tuple(record["tied"]), stopped_at=record.get("stopped_at"),
                        confirmation=None if confirmation is None else Confirmation.from_dict(confirmation),
-                       notes=tuple(record.get("notes") or ()))
+                       notes=tuple(record.get("notes") or ()),
+                       confirmed=tuple(Confirmation.from_dict(c) for c in record.get("confirmed") or ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"not a checkpoint selection (Selection.to_dict()): {exc}") from None
 

@@ -11,7 +11,9 @@ package.
 Every flawed entry carries its *exploit*: one concrete reply, built from the case, that the
 environment's truth calls wrong (its score does not pass, or a guarded marker drops) and that the
 flawed reward pays at least as much as an honest reply ("wrong"), or an honest reply with
-nothing added but filler that the reward pays more ("unpriced"). ``tests/test_hack_zoo.py``
+nothing added but filler that the reward pays more ("unpriced"), or a wrong reply its sound base
+pays nothing for that the flawed reward pays part of the credit ("partial": what a group-relative
+update learns wherever a group holds no right reply). ``tests/test_hack_zoo.py``
 checks every exploit and checks that no sound reward pays any of them; the benchmark
 ``benchmarks/bench_hack_zoo.py`` runs the probe on every entry.
 """
@@ -42,6 +44,7 @@ FLAW_KINDS: tuple[str, ...] = (
     "length",          # length or whitespace paid
     "keyword",         # a word paid for itself
     "multi_call",      # a second tool call or a later turn never read
+    "partial_credit",  # a wrong move paid part of the credit (format, politeness, a word, a refusal, a near miss)
 )
 
 
@@ -91,7 +94,7 @@ class ZooReward:
     flaw: str = ""  #: one of FLAW_KINDS for a flawed reward
     base: str = ""  #: the sound reward this one is a variant of
     exploit: Callable[[Mapping[str, Any]], str | None] | None = None
-    exploit_kind: str = "wrong"  #: "wrong" or "unpriced" (see the module docstring)
+    exploit_kind: str = "wrong"  #: "wrong", "unpriced" or "partial" (see the module docstring)
     categories: tuple[str, ...] = ()  #: where the exploit applies
     tags: tuple[str, ...] = field(default=())
 
@@ -106,8 +109,10 @@ class ZooReward:
 
     def score(self, reply: str, case: Mapping[str, Any], prompt: str = "") -> float:
         """The reward of one reply, however the reward is called (episode, TRL batch, or reply and case)."""
-        if self.trl:
-            return float(self.reward([prompt], [reply], case=[dict(case)])[0])
+        if self.trl:  # as GRPOTrainer calls it on rlgate's conversational dataset
+            chat = _env(self.env).messages_for(prompt)
+            return float(self.reward(prompts=[chat], completions=[[{"role": "assistant", "content": reply}]],
+                                     case=[dict(case)])[0])
         if self.takes_episode:
             return float(self.reward(_env(self.env).episode(reply, case)[0], case))
         return float(self.reward(reply, case))

@@ -18,12 +18,17 @@ the ``evaluation_name``, or a dotted path into the record (``metadata.subject``)
 ``evaluation.score`` with the record's own ``is_correct`` as the pass (``--pass-threshold``
 decides instead: ``>=``, or ``<=`` for a result the aggregate marks lower-is-better). A
 sample scored under several results (``acc`` and ``acc_norm``) needs ``--score-key ID``,
-one or more ``evaluation_result_id`` values joined by commas. Records with an ``error``
-are counted and reported, not gated.
+one or more ``evaluation_result_id`` values joined by commas. A sample is counted once: the
+lm-eval converter writes a task scored under several filters as one evaluation per filter
+(``rg_refund`` and ``rg_refund/first-line``, the same samples), so a sample met under a
+second evaluation is refused with the fix, ``--filter NAME`` (the filter its records name
+in ``metadata.filter``, as the lm-eval reader asks) or ``--score-key ID``; a chosen filter's
+rows keep the task's name, as the lm-eval reader's do. Records with an ``error`` are
+counted and reported, not gated.
 
-:func:`eee_record` writes a gate's result the other way: an aggregate record whose
-results are the gate's comparisons, each delta with its interval in
-``score_details.uncertainty``.
+:func:`eee_record` writes a gate's result the other way: an aggregate record whose first
+result is the gate's decision (with its rule and failures) and whose other results are the
+gate's comparisons, each delta with its interval in ``score_details.uncertainty``.
 """
 
 from __future__ import annotations
@@ -32,15 +37,27 @@ import os
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, NoReturn, Protocol
 
 from ..._version import __version__
 from ...errors import DataError, hide_user_errors
 from ...records import Row
 from .lines import json_lines, json_object
-from .source import Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, short_hash, source_header
+from .source import (
+    FILTER,
+    Opened,
+    Pass,
+    Pick,
+    ReaderOption,
+    ReadOptions,
+    as_dict,
+    number,
+    pass_of,
+    short_hash,
+    source_header,
+)
 
-__all__ = ["READER", "SCHEMA_VERSION", "eee_record"]
+__all__ = ["DECISION_ID", "READER", "SCHEMA_VERSION", "eee_record"]
 
 #: a bad instance file read in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -110,7 +127,7 @@ def _reply(rec: Mapping[str, object]) -> str:
 class EveryEvalEverReader:
     name = "eee"
     summary = "Every Eval Ever instance-level files (`{uuid}_samples.jsonl` and aggregate), from its converters"
-    options: tuple[ReaderOption, ...] = ()
+    options: tuple[ReaderOption, ...] = (FILTER,)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if path.is_dir():
@@ -132,11 +149,15 @@ class EveryEvalEverReader:
                      for a in aggregates if a}
         tasks: dict[str, object] = {}
         lower: set[str] = set()
+        datasets: dict[str, str] = {}  #: evaluation name -> the dataset its aggregate says it scored
         for aggregate, rec in zip(aggregates, firsts):
             listed = aggregate.get("evaluation_results")
             results = [as_dict(r) for r in listed] if isinstance(listed, list) else []
             for result in results or [rec]:
                 tasks.setdefault(str(result.get("evaluation_name")), None)
+                dataset = as_dict(result.get("source_data")).get("dataset_name")
+                if isinstance(dataset, str) and dataset:
+                    datasets[str(result.get("evaluation_name"))] = dataset
             lower |= {str(r.get("evaluation_result_id") or r.get("evaluation_name")) for r in results
                       if as_dict(r.get("metric_config")).get("lower_is_better") is True}
         header = source_header("eee", version=firsts[0].get("schema_version"), tasks=tasks, options=options,
@@ -148,21 +169,88 @@ class EveryEvalEverReader:
         def rows(record: Pass) -> Iterator[Row]:
             category, unit = Pick("category", options.category), Pick("unit", options.unit)
             kept = 0
+            counted = _Counted(datasets)
             for samples, _aggregate in pairs:
-                kept += yield from _rows(record, samples, options, wanted, lower, category, unit)
+                kept += yield from _rows(record, samples, options, wanted, lower, category, unit, counted)
             if not kept:
-                raise DataError(f"no records of --score-key {options.score} here (read a samples file's "
-                                "evaluation_result_id values)", path=path)
+                chosen = " and ".join(f"--{name} {value}" for name, value in (("score-key", options.score),
+                                                                             ("filter", options.text("filter")))
+                                      if value is not None)
+                raise DataError(f"no records of {chosen} here (read a samples file's evaluation_result_id values, "
+                                "or the filter its records name in metadata.filter)", path=path)
 
         return Opened(header, rows)
 
 
+class _Variant(NamedTuple):
+    """Which evaluation (and lm-eval filter) a sample was first counted under."""
+
+    evaluation: str
+    result: str
+    filter: str | None
+
+
+def _filter_of(rec: Mapping[str, object]) -> str | None:
+    """The lm-eval filter a record converted from lm-eval names (``metadata.filter``), or None."""
+    name = as_dict(rec.get("metadata")).get("filter")
+    return name if isinstance(name, str) and name else None
+
+
+def _task_of(evaluation: str, filter_name: str | None) -> str:
+    """The evaluation without the filter the lm-eval converter appends to it (``rg_refund/first-line``)."""
+    suffix = f"/{filter_name}"
+    return evaluation[: -len(suffix)] if filter_name and evaluation.endswith(suffix) else evaluation
+
+
+class _Counted:
+    """The samples a pass has counted, so none is counted under two evaluations.
+
+    A sample is its dataset (the aggregate's ``source_data.dataset_name``, else the
+    evaluation less the filter the lm-eval converter appends), its id and its hash (else its
+    prompt): a filter variant of a task is the same sample scored again, while two benchmarks
+    that happen to share an item are two datasets. Memory grows with the samples, as the
+    gate's own units do.
+    """
+
+    def __init__(self, datasets: Mapping[str, str]) -> None:
+        self.datasets = datasets
+        self.seen: dict[tuple[str, str, str], _Variant] = {}
+
+    def once(self, rec: Mapping[str, object], variant: _Variant, sample: object, prompt: object, label: str,
+             line: int) -> None:
+        """Refuse *rec* when its sample was counted under another evaluation (``overall`` would count it twice)."""
+        digest = rec.get("sample_hash")
+        same = digest if isinstance(digest, str) and digest else prompt if isinstance(prompt, str) and prompt \
+            else None
+        if same is None:
+            return  # nothing tells this sample from another evaluation's of the same id
+        dataset = self.datasets.get(variant.evaluation) or _task_of(variant.evaluation, variant.filter)
+        first = self.seen.setdefault((dataset, str(sample), same), variant)
+        if first.evaluation != variant.evaluation:
+            _refuse(first, variant, sample, label, line)
+
+
+def _refuse(first: _Variant, variant: _Variant, sample: object, label: str, line: int) -> NoReturn:
+    """One sample under two evaluations: the fix is the option that picks one, a filter where they differ by one."""
+    where = f"sample {sample} is scored under both {first.evaluation!r} and {variant.evaluation!r}"
+    if first.filter is not None and variant.filter is not None and first.filter != variant.filter:
+        raise DataError(f"{where} (lm-eval filters {first.filter}, {variant.filter}); a sample counts once: "
+                        "choose one with --filter NAME", path=label, line=line)
+    raise DataError(f"{where} (results {first.result}, {variant.result}); a sample counts once: choose one with "
+                    "--score-key ID", path=label, line=line)
+
+
 def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | None, lower: set[str],
-          category: Pick, unit: Pick) -> Generator[Row, None, int]:
-    """One samples file's rows, streamed; returns how many records the metric kept."""
+          category: Pick, unit: Pick, counted: _Counted) -> Generator[Row, None, int]:
+    """One samples file's rows, streamed; returns how many records the metric (and filter) kept.
+
+    *counted* holds every sample counted so far in this pass, so that no sample is counted
+    under two evaluations (an lm-eval filter variant of the same task).
+    """
     label = os.fspath(file)
     counts: dict[tuple[str, str], int] = {}
     results: dict[str, str] = {}  #: evaluation name -> the one result its records count toward
+    only = options.text("filter")
     kept = 0
     for line, rec in json_lines(file):
         evaluation, sample = rec.get("evaluation_name"), rec.get("sample_id")
@@ -172,13 +260,24 @@ def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | Non
         result = str(rec.get("evaluation_result_id") or evaluation)
         if wanted is not None and result not in wanted and evaluation not in wanted:
             continue
+        filter_name = _filter_of(rec)
+        if only is not None:
+            if filter_name is None:
+                raise DataError(f"--filter {only}: this record names no lm-eval filter (metadata.filter), which "
+                                "only files converted from lm-eval carry; choose its results with --score-key ID",
+                                path=label, line=line)
+            if filter_name != only:
+                continue
         chosen = results.setdefault(evaluation, result)
         if chosen != result:
             raise DataError(f"evaluation {evaluation!r} has records of several results ({chosen}, {result}); "
                             "choose with --score-key ID (comma-separated for several evaluations)", path=label,
                             line=line)
         kept += 1
-        where = f"{evaluation} sample {sample}"
+        given = as_dict(rec.get("input"))
+        counted.once(rec, _Variant(evaluation, result, filter_name), sample, given.get("raw"), label, line)
+        task = _task_of(evaluation, filter_name)
+        where = f"{task} sample {sample}"
         if rec.get("error") not in (None, ""):
             record.tally("errored record(s) not gated", where, str(rec.get("error")), label=label)
             continue
@@ -193,16 +292,15 @@ def _rows(record: Pass, file: Path, options: ReadOptions, wanted: set[str] | Non
         else:
             reward = pass_of(score, options.pass_threshold, higher_is_better=result not in lower, metric=result,
                              path=label, line=line)
-        given = as_dict(rec.get("input"))
         prompt = given.get("raw")
-        prompt = prompt if isinstance(prompt, str) and prompt else f"{evaluation}/{sample}"
-        name = unit(rec, f"{evaluation}/{sample}", path=label, line=line)
+        prompt = prompt if isinstance(prompt, str) and prompt else f"{task}/{sample}"
+        name = unit(rec, f"{task}/{sample}", path=label, line=line)
         index = counts.get((name, prompt), 0)
         counts[(name, prompt)] = index + 1
         formatted = given.get("formatted")
-        record.pair((evaluation, str(sample)), _text(rec.get("sample_hash")), short_hash(given.get("reference") or []),
+        record.pair((task, str(sample)), _text(rec.get("sample_hash")), short_hash(given.get("reference") or []),
                     short_hash(formatted) if isinstance(formatted, str) else None)
-        yield {"prompt": prompt, "scenario_id": name, "category": category(rec, evaluation, path=label, line=line),
+        yield {"prompt": prompt, "scenario_id": name, "category": category(rec, task, path=label, line=line),
                "rollout_index": index, "reply": _reply(rec), "score": score, "reward": reward, "markers": {},
                "case": {"evaluation_name": evaluation, "evaluation_result_id": result, "sample_id": sample,
                         "interaction_type": rec.get("interaction_type"), "reference": given.get("reference")}}
@@ -214,6 +312,15 @@ def _text(value: object) -> str | None:
 
 
 READER = EveryEvalEverReader()
+
+
+class Failed(Protocol):
+    """What :func:`eee_record` reads of a comparison's failure (a :class:`~pytest_rlgate.gate.verdicts.Failure`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
 
 
 class Compared(Protocol):
@@ -237,6 +344,25 @@ class Compared(Protocol):
     def high(self) -> float | None: ...
     @property
     def verdict(self) -> str: ...
+    @property
+    def level(self) -> float | None: ...
+    @property
+    def failure(self) -> Failed | None: ...
+    @property
+    def tier(self) -> str | None: ...
+    @property
+    def decided_by(self) -> str | None: ...
+
+
+class Family(Protocol):
+    """What :func:`eee_record` reads of the family a gate held together
+    (a :class:`~pytest_rlgate.gate.family.FamilyTest`)."""
+
+    @property
+    def law(self) -> str: ...
+    @property
+    def draws(self) -> int: ...
+    def describe(self) -> str: ...
 
 
 class Gated(Protocol):
@@ -245,37 +371,63 @@ class Gated(Protocol):
     @property
     def comparisons(self) -> Sequence[Compared]: ...
     @property
+    def passed(self) -> bool: ...
+    @property
+    def failures(self) -> tuple[str, ...]: ...
+    @property
+    def side_failures(self) -> tuple[str, ...]: ...
+    @property
+    def rule(self) -> str: ...
+    @property
     def method(self) -> str: ...
     @property
     def confidence_level(self) -> float: ...
     @property
     def n_resamples(self) -> int: ...
+    @property
+    def family(self) -> Family | None: ...
+
+
+#: the result that carries the gate's decision (score 1 passed, 0 failed), first among the evaluation results
+DECISION_ID = "rlgate.gate"
 
 
 def eee_record(result: Gated, *, model: str | None = None, retrieved: float | None = None) -> dict[str, object]:
     """A gate's result as an Every Eval Ever aggregate record (``eval.schema.json``).
 
-    Each comparison is one ``evaluation_results`` entry: its score is the paired delta
-    (after minus before) of the metric in the group, and ``score_details.uncertainty``
-    holds the gate's interval (``confidence_interval`` with its own two-sided level, which the
-    gate's family set, and its method, the units as ``num_samples``, a bootstrap method's
-    resamples as ``num_bootstrap_samples``); ``details``
-    keeps both sides' means and the verdict. *model* is the candidate's id
-    (``org/name``). The record validates against the schema of :data:`SCHEMA_VERSION`.
+    The first ``evaluation_results`` entry (``evaluation_result_id`` :data:`DECISION_ID`) is the
+    gate's decision, a binary score (1 passed, 0 failed) whose ``details`` hold the decision,
+    the rule that decided and each failure, so a reader of the file alone sees the gate failed
+    and why. Each comparison is one more entry: its score is the paired delta (after minus
+    before) of the metric in the group, and ``score_details.uncertainty`` holds the gate's
+    interval (``confidence_interval`` with its own two-sided level, which the gate's family
+    set, and how it was made; the units as ``num_samples``; the draws behind the level as
+    ``num_bootstrap_samples``: the sign flips that set the family's level under the default
+    paired t, the resamples of a bootstrap method, 0 when nothing was drawn); ``details``
+    keeps both sides' means, the verdict as every face prints it (upper case when that
+    comparison failed the gate) and its failure, tier and the policy line that decided it.
+    What the schema's string-only ``details`` cannot type travels in an ``rlgate`` block on
+    the entry (the schema leaves an entry open to more keys; its top level is closed).
+    *model* is the candidate's id (``org/name``). The record validates against the schema of
+    :data:`SCHEMA_VERSION`.
     """
     stamp = f"{time.time() if retrieved is None else retrieved:.0f}"
-    entries: list[dict[str, object]] = []
+    drawn = int(result.n_resamples)
+    method = _method(result)
+    entries = [_decision(result)]
     for c in result.comparisons:
-        uncertainty: dict[str, object] = {"num_samples": int(c.n_units)}
-        level = getattr(c, "level", None)  # each side's one-sided level: the interval is 1 - 2 x level
+        uncertainty: dict[str, object] = {"num_samples": int(c.n_units), "num_bootstrap_samples": drawn}
         if c.low is not None and c.high is not None:
             uncertainty["confidence_interval"] = {
                 "lower": c.low, "upper": c.high,
-                "confidence_level": result.confidence_level if level is None else round(1.0 - 2.0 * level, 6),
-                "method": f"paired {result.method} bootstrap of per-unit deltas" if result.method != "t"
-                else "paired t interval of per-unit deltas"}
-        if result.n_resamples and result.method != "t":  # a t interval draws no bootstrap (its flips set the level)
-            uncertainty["num_bootstrap_samples"] = int(result.n_resamples)
+                "confidence_level": result.confidence_level if c.level is None else round(1.0 - 2.0 * c.level, 6),
+                "method": method}
+        details = {"before": f"{c.before:.6g}", "after": f"{c.after:.6g}",
+                   "verdict": c.verdict.upper() if c.failure is not None else c.verdict,
+                   "passed": "false" if c.failure is not None else "true"}
+        if c.failure is not None:
+            details.update(failure=c.failure.text, failure_kind=c.failure.kind)
+        details.update({key: value for key, value in (("tier", c.tier), ("decided_by", c.decided_by)) if value})
         entries.append({
             "evaluation_result_id": f"rlgate.delta.{c.metric}.{c.group}",
             "evaluation_name": f"{c.metric} {c.group}",
@@ -284,9 +436,10 @@ def eee_record(result: Gated, *, model: str | None = None, retrieved: float | No
                               "metric_id": f"rlgate.delta.{c.metric}", "metric_name": f"delta {c.metric}",
                               "lower_is_better": False, "score_type": "continuous", "min_score": -1.0,
                               "max_score": 1.0},
-            "score_details": {"score": c.delta, "uncertainty": uncertainty,
-                              "details": {"before": f"{c.before:.6g}", "after": f"{c.after:.6g}",
-                                          "verdict": str(c.verdict)}},
+            "score_details": {"score": c.delta, "uncertainty": uncertainty, "details": details},
+            "rlgate": {"verdict": c.verdict, "passed": c.failure is None,
+                       "failure": None if c.failure is None else {"kind": c.failure.kind, "text": c.failure.text},
+                       "tier": c.tier, "decided_by": c.decided_by},
         })
     name = model or "unknown/unknown"
     return {
@@ -300,3 +453,34 @@ def eee_record(result: Gated, *, model: str | None = None, retrieved: float | No
                        "additional_details": {"deployment_type": "unknown", "model_availability": "unknown"}},
         "evaluation_results": entries,
     }
+
+
+def _decision(result: Gated) -> dict[str, object]:
+    """The gate's decision as an evaluation result of its own: 1 passed, 0 failed, the rule and the failures."""
+    failures = list(result.failures)
+    details = {"decision": "passed" if result.passed else "failed", "rule": result.rule,
+               "failures": str(len(failures))}
+    details.update({f"failure_{i}": text for i, text in enumerate(failures, start=1)})
+    return {
+        "evaluation_result_id": DECISION_ID,
+        "evaluation_name": "rlgate gate",
+        "source_data": {"dataset_name": "rlgate gate", "source_type": "other"},
+        "metric_config": {"evaluation_description": "the gate's decision under its rule: 1 passed, 0 failed",
+                          "metric_id": f"{DECISION_ID}.passed", "metric_name": "gate passed",
+                          "lower_is_better": False, "score_type": "binary"},
+        "score_details": {"score": 1.0 if result.passed else 0.0, "details": details},
+        "rlgate": {"passed": bool(result.passed), "rule": result.rule, "failures": failures,
+                   "side_failures": list(result.side_failures)},
+    }
+
+
+def _method(result: Gated) -> str:
+    """How the intervals were made, and what the draws counted as ``num_bootstrap_samples`` were."""
+    family = result.family
+    if result.method != "t":
+        how = f"paired {result.method} bootstrap of per-unit deltas ({result.n_resamples} resamples)"
+    else:
+        how = "paired t interval of per-unit deltas"
+    if family is None:
+        return how + ", each comparison on its own" + ("" if result.method != "t" else " (nothing drawn)")
+    return f"{how}; {family.describe()}"

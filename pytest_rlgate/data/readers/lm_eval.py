@@ -33,7 +33,7 @@ from ...options import FILE_NUMBER
 from ...records import Row
 from .hashes import HASH_DIGITS, pack
 from .lines import check_depth, json_object, not_an_object, record_lines
-from .source import MISSING, Opened, Pass, Pick, ReaderOption, ReadOptions, as_dict, number, pass_of, source_header
+from .source import FILTER, MISSING, Opened, Pass, Pick, ReadOptions, as_dict, number, pass_of, source_header
 
 __all__ = ["READER"]
 
@@ -144,8 +144,7 @@ def _prompt(rec: Mapping[str, object]) -> str | None:
 class LmEvalReader:
     name = "lm-eval"
     summary = "lm-evaluation-harness `--log_samples` output: the folder, a `results_<date>.json` or a samples file"
-    options = (ReaderOption("filter", "lm-eval: the filter to read for tasks scored under several (e.g. "
-                                      "strict-match)", flag="--filter", metavar="NAME"),)
+    options = (FILTER,)
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if path.is_dir():

@@ -39,7 +39,7 @@ from ..provenance import HEADER_KEY, HEADER_VERSION
 from .hashes import pack, unpack
 from .pairing import check_items
 
-__all__ = ["MISSING", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
+__all__ = ["FILTER", "MISSING", "Opened", "Pass", "Pick", "ReadOptions", "Reader", "ReaderOption", "RowSource",
            "SideReader", "as_dict", "fingerprint", "keys_at", "label_of", "lookup", "number", "pack", "pass_of",
            "path_getter", "short_hash", "source_header", "unpack"]
 
@@ -63,6 +63,12 @@ class ReaderOption:
     flag: str | None = None
     metavar: str = "VALUE"
     shapes: bool = True
+
+
+#: lm-eval's filter: its reader and the Every Eval Ever reader (whose files converted from lm-eval name the
+#: filter of each record) read one of a task's filters, so a sample scored under several counts once
+FILTER = ReaderOption("filter", "lm-eval (and Every Eval Ever files converted from it): the filter to read for "
+                                "tasks scored under several (e.g. strict-match)", flag="--filter", metavar="NAME")
 
 
 class Reader(Protocol):
