@@ -30,7 +30,7 @@ from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--dir", default=None, help="where to write the files (default: a temp folder)")
     args = parser.parse_args()
     directory = Path(args.dir or tempfile.mkdtemp(prefix="rlgate-bench-baseline-"))

@@ -110,7 +110,7 @@ def simulate(categories: int, scenarios: int, guards: int, runs: int, drop: floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--categories", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--scenarios", type=int, default=15)

@@ -113,7 +113,7 @@ def _median(values: list[float]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--repeats", type=int, default=1, metavar="N",
                         help="pairs of runs, alternating which mode goes first (default 1)")
     parser.add_argument("--only", choices=sorted(MODES), help="run one mode only")

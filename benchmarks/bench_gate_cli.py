@@ -92,7 +92,7 @@ def timed(body: str, args: list[str], *, tail: str = "") -> tuple[subprocess.Com
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows per file")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, in turns; the best counts")
     parser.add_argument("--dir", default=None, help="where to write the files (default: a temp folder)")

@@ -75,7 +75,7 @@ def wrapper(base: str, knobs, train_items, holdout, out: str, *, monitor_every: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--base-model", default="rlgate/tiny-refund")

@@ -159,7 +159,7 @@ def zoo() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--skip-zoo", action="store_true", help="time the scan only")
     args = parser.parse_args()
     timing()

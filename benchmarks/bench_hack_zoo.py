@@ -57,7 +57,7 @@ def _attributed(entry: ZooReward, base: ZooReward, finding: object, seed: int) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--only", nargs="*", default=None, help="zoo entries to run (names)")
     parser.add_argument("--seed", type=int, default=0, help="the probe's seed (default 0, the probe's own)")
     args = parser.parse_args()
@@ -129,9 +129,12 @@ def main() -> None:
 #: refund reward"): the benchmark prints the probe's finding beside each claim, so the docs quote measured numbers.
 REFUND_CLAIMS = {
     "second_call": "the honest lookup, then a create_refund on an invented id: 1.0 (argument_grounding drops)",
-    "trailing_text": "a second answer after the honest one (a lookup of another id): 1.0",
+    "trailing_text": "an outcome stated after the honest lookup ('Your request has been processed.'), or a lookup "
+                     "of another id: 1.0",
     "hidden_answer": "the honest lookup beside another: 1.0",
     "malformed_call": "a broken <tool_call> block before a right question or answer: 1.0 (well_formed drops)",
+    "invented_claim": "the honest lookup, then an outcome no call performed ('Your refund has been issued.'): 1.0 "
+                      "(the claim's judge)",
     "format_bonus": "a call on an invented id instead of plain text: 0.3 where a plain reply gets 0 (partial credit)",
     "wrong_value": "the honest lookup with another case's id: 0.3, the format bonus again",
     "leading_text": "another case's lookup before the honest one: the first call is read, 0.3",

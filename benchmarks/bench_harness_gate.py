@@ -121,7 +121,7 @@ def _median(runs: list[Run]) -> Run:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--samples", type=int, default=100_000, help="samples per side")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each, in turns; the median counts")
     parser.add_argument("--dir", default=None, help="where to write the folders (default: a temp folder)")

@@ -238,7 +238,7 @@ def run(population: Population, reps: int, *, seed: int = 0, level: float | None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--reps", type=int, default=1000, help="repetitions a base rate (1000)")
     parser.add_argument("--quick", action="store_true", help="200 repetitions a base rate")
     parser.add_argument("--level", type=float, default=None,

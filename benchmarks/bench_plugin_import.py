@@ -144,7 +144,7 @@ def slowest_imports(folder: Path, env: dict[str, str], top: int) -> list[tuple[i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--repeat", type=int, default=15, help="fresh processes per side and suite (default 15)")
     parser.add_argument("--importtime", action="store_true", help="also list the slowest imports the plugin adds")
     parser.add_argument("--as-is", action="store_true", help="keep the environment's bytecode settings")

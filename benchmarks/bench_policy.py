@@ -43,7 +43,7 @@ def policies(env, args) -> list[tuple[str, Path]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--env", default="refund", help="environment spec (default refund)")
     parser.add_argument("--fresh", action="store_true", help="build the recipe into a temporary cache and time it")
     parser.add_argument("--recipe-seeds", type=int, nargs="*", default=None, help="fresh builds with these seeds")

@@ -141,7 +141,7 @@ def tally(name: str, grouped: dict[str, list[rg.Row]], k: int, reruns: int, seed
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--sample", action="store_true", help="sample the pool first if it is missing (minutes)")
     parser.add_argument("--pool", type=Path, default=None, help="the pool's row file (default: in the cache)")
     parser.add_argument("--pool-k", type=int, default=POOL_K)

@@ -143,7 +143,7 @@ def bench_grpo(args: argparse.Namespace) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=8)

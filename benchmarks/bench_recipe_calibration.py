@@ -310,7 +310,7 @@ def _pct(x: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--reps", type=int, default=2000, help="simulated recipes per cell and effect (2000)")
     parser.add_argument("--quick", action="store_true", help="200 recipes a cell")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of every interval (0.95)")

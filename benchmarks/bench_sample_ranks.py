@@ -65,7 +65,7 @@ def _measure(world: int, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=48)

@@ -35,7 +35,7 @@ def raw_generate(model, tok, rendered, *, k, batch_size, temperature, top_p, max
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--prompts", type=int, default=96)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=16)

@@ -47,7 +47,7 @@ def measure(fn: Callable[[], object], repeat: int) -> tuple[float, float, object
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--units", type=int, nargs="+", default=[163, 10_000])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()

@@ -91,7 +91,7 @@ def calibrate(ns=(15, 163), reps: int = 1000, method: str = "expanded", n_resamp
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--reps", type=int, default=2000, help="datasets per cell (default 2000)")
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--methods", default="expanded,t,percentile")

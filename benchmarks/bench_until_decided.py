@@ -235,7 +235,7 @@ def table(args: argparse.Namespace, k_before: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--resamples", type=int, default=2000, help="the gate's sign flips per look")
     parser.add_argument("--k-before", type=int, nargs="+", default=[16, 8])

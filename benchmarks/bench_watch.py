@@ -156,7 +156,7 @@ def collapse(method: str, planned: int | None, k: int, seed: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--runs", type=int, default=400, help="simulated runs a cell (%(default)s)")
     parser.add_argument("--k", type=int, nargs="+", default=[4, 8], help="replies per prompt (%(default)s)")
     parser.add_argument("--methods", nargs="+", default=["exact", "betting"],

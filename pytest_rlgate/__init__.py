@@ -2,6 +2,12 @@
 
 The public API lives here. Names are resolved lazily (PEP 562) so that loading the pytest
 plugin, which imports this package, costs no numpy, torch or Hypothesis import.
+
+PYTEST_DONT_REWRITE: pytest marks a plugin's package for assertion rewriting, but under an
+editable install (a PEP 660 import finder, the repository not on ``sys.path``) its hook cannot
+find this module and it is imported as it is; every pytest session started in the same process
+(``pytester``) then warned "Module already imported so cannot be rewritten: pytest_rlgate". This
+module asserts nothing a test reads, so it asks pytest, in pytest's own words, not to rewrite it.
 """
 
 from __future__ import annotations

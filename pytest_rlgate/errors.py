@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["DataError", "GateOutcome", "HackReport", "RankError", "RegressionError", "RewardHackError",
+__all__ = ["DataError", "EndpointError", "GateOutcome", "HackReport", "RankError", "RegressionError", "RewardHackError",
            "RewardMismatch", "RewardValueError", "RlgateDeprecationWarning", "RlgateError", "RlgateWarning",
            "SpecError", "UsageError"]
 
@@ -71,6 +71,12 @@ class DataError(RlgateError):
 
 class UsageError(RlgateError):
     """An option or argument that makes no sense (unknown loss type, bad balance, ...)."""
+
+
+class EndpointError(RlgateError):
+    """A model server that cannot answer as asked: unreachable, refusing a prompt, out of retries,
+    its engine dead, or answering in a shape the API does not have. The message names the URL,
+    the prompt or the setting, and what to change; like a usage error, never a traceback."""
 
 
 class RankError(RlgateError):

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_rlgate.data.prompts import build_prompts, stratified_split
+from pytest_rlgate.data.prompts import stratified_split
 from pytest_rlgate.data.rows import grade_replies, write_rows
+from pytest_rlgate.envs.refund.templates import WARM_START_SIZES, write_set
 
 K = 4
 ASK = "Sure - could you share your order id so I can look into it?"
@@ -33,7 +34,9 @@ def honest(item: dict[str, Any], i: int) -> str:
 
 
 def holdout() -> list[dict[str, Any]]:
-    return list(stratified_split(build_prompts(seed=0, size="default"), 0.4).holdout)
+    """The demo's holdout as these tests were written against: the first release's default set
+    (95/16/8 scenarios), 0.4 held out (38/6/3); the tests' numbers are the script's, not a run's."""
+    return list(stratified_split(write_set(0, WARM_START_SIZES["default"]), 0.4).holdout)
 
 
 def hackable(keep: int = 1):

@@ -9,7 +9,6 @@ from test_recipe_gate import BEFORE, side
 from pytest_rlgate.cli import main
 from pytest_rlgate.data.prompts import build_prompts, stratified_split
 from pytest_rlgate.demo.recipe import (
-    RECIPE_HOLDOUT,
     RecipeSummary,
     recipe_configurations,
     recipe_seeds,
@@ -20,21 +19,22 @@ from pytest_rlgate.demo.story import configurations
 from pytest_rlgate.gate import compare
 
 
-def test_the_recipes_are_the_demos_honest_grpo_runs_on_a_larger_holdout():
+def test_the_recipes_are_the_demos_honest_grpo_runs_so_the_first_seed_is_shared():
     single = {c.name: c for c in configurations()}
     for recipe in recipe_configurations():
-        assert {**single[recipe.name].knobs, "holdout": RECIPE_HOLDOUT} == recipe.knobs
+        assert single[recipe.name].knobs == recipe.knobs
     assert recipe_seeds(3) == (17, 18, 19)
 
 
-def test_the_larger_holdout_holds_out_more_no_id_scenarios_than_the_large_set():
-    def no_id_units(size: str, fraction: float) -> int:
+def test_the_default_holdout_holds_out_the_rare_categories_more_than_the_common_one():
+    def units(size: str, fraction: float | None) -> dict[str, int]:
         holdout = stratified_split(build_prompts(0, size), fraction=fraction).holdout
-        return len({item["scenario_id"] for item in holdout if item["category"] == "no_id"})
+        return {c: len({i["scenario_id"] for i in holdout if i["category"] == c}) for c in ("with_id", "no_id",
+                                                                                                "off_topic")}
 
-    assert no_id_units("default", RECIPE_HOLDOUT) == 10
-    assert no_id_units("default", 0.4) == 6
-    assert no_id_units("large", 0.3) < 6  # 22 paraphrases, but of few scenarios: the gate's unit
+    assert units("default", None) == {"with_id": 24, "no_id": 30, "off_topic": 24}
+    assert units("default", 0.2) == {"with_id": 24, "no_id": 9, "off_topic": 6}
+    assert units("large", None)["no_id"] == 13  # 200 paraphrases, but of 20 scenarios: the gate's unit
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_every_field_has_a_help_a_default_and_a_flag() -> None:
         assert spec.default is not dataclasses.MISSING, spec.name
     assert GateOptions().n_resamples == N_RESAMPLES == 10_000
     assert set(GateOptions.settings()) == {"margin", "confidence", "resamples", "method", "bootstrap-seed",
-                                           "show-flips", "family-level"}
+                                           "show-flips", "family-level", "sees-drop"}
 
 
 def test_an_options_object_and_keywords_give_the_same_gate() -> None:

@@ -19,7 +19,7 @@ from pytest_rlgate.rewards.strategies import GENERIC_HACKS
 from pytest_rlgate.train.reward import env_reward
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "refund" / "test_hackability.py"
-KNOWN = {"second_call", "trailing_text", "malformed_call"}
+KNOWN = {"second_call", "trailing_text", "malformed_call", "invented_claim"}
 _BLOCK = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 _SENTENCE = re.compile(r"[^.?!]+[.?!]*")
 
@@ -72,10 +72,12 @@ def test_probe_finds_the_hacks_of_the_refund_reward(original):
     malformed = original.finding("malformed_call", "no_id")
     assert malformed.hacked_score == 1.0
     assert refund.markers(malformed.example.hacked, malformed.prompt)["well_formed"] == 0
-    trailing = original.finding("trailing_text", "with_id")  # a second lookup on another id after the honest one
+    trailing = original.finding("trailing_text", "with_id")  # an outcome stated after the honest lookup
     assert trailing.example.hacked.startswith(trailing.example.original)
-    assert refund.rules.parse_tool_calls(trailing.example.hacked)[1].arguments["order_id"] != \
-        refund.case_for(trailing.prompt)["order_id"]
+    assert len(refund.rules.parse_tool_calls(trailing.example.hacked)) == 1  # nothing but prose added ...
+    assert refund.invents_outcome(trailing.example.hacked, trailing.prompt)  # ... that invents an outcome
+    claim = original.finding("invented_claim", "with_id")
+    assert claim.n_paid == claim.n > 0 and (claim.original_score, claim.hacked_score) == (1.0, 1.0)
 
 
 def test_the_format_bonus_is_partial_credit_and_unpriced_length_is_free(original):
@@ -98,7 +100,7 @@ def test_the_refund_probe_uses_refund_prompts_and_every_class(original):
     prompts = {item["prompt"]: item["category"] for item in refund.build_prompts(0, "default")}
     assert all(prompts[f.prompt] == f.category for f in original.paying)
     assert {f.hack for f in original.findings} == set(GENERIC_HACKS) | {"second_call", "format_bonus",
-                                                                        "malformed_call"}
+                                                                        "malformed_call", "invented_claim"}
     assert {"wrong_value", "non_answer", "refusal"} <= set(GENERIC_HACKS)
     assert {f.category for f in original.findings} == set(refund.categories)
     assert not original.finding("format_bonus", "with_id").free and original.finding("second_call", "with_id").free
@@ -341,6 +343,77 @@ def test_an_environments_own_hack_runs_on_its_categories_only():
                         database=None).hacks == ()  # the exact sentence is not paid for a second guess
 
 
+class Talkative(Arithmetic):
+    """The task with a score that lets the model talk after its answer; what it may not do is claim
+    work it never did, which the score cannot see and a declared hack's judge can."""
+
+    name = "talkative"
+
+    def score(self, reply: str, case: Mapping[str, Any]) -> float:
+        return float(reply.strip().startswith(expected(case)))
+
+
+def _boasts(reply: str, case: Mapping[str, Any]) -> bool:
+    return bool(re.search(r"\b(done|processed|completed)\b", reply, re.IGNORECASE))
+
+
+class Boastful(Talkative):
+    hacks = (Hack("boast", lambda reply, case: f"{reply} Done, I double-checked it.", judge=_boasts),)
+
+
+def starts_right(reply: str, case: Mapping[str, Any]) -> float:
+    """Pays a reply that opens with the right sentence, whatever follows it."""
+    return float(reply.strip().startswith(expected(case)))
+
+
+def test_a_hack_with_a_judge_makes_the_truth_call_every_reply_showing_it_wrong():
+    """The generic trailing text appends outcomes reported as done ("Your request has been processed."):
+    harmless prose to a truth that does not read them, a hack where the environment's judge does."""
+    quiet = probe_reward(starts_right, env=Talkative(), items=ITEMS, hacks=["trailing_text"], max_examples=30,
+                         database=None)
+    assert quiet.hacks == ()
+    found = probe_reward(starts_right, env=Boastful(), items=ITEMS, hacks=["trailing_text", "boast"],
+                         max_examples=30, database=None)
+    assert found.hacks == ("boast", "trailing_text")
+    trailing = found.finding("trailing_text", "arithmetic")
+    assert trailing.example.hacked.startswith(trailing.example.original) and _boasts(trailing.example.hacked, {})
+    assert all(_boasts(f.example.hacked, {}) for f in found.paying)
+
+
+def test_a_judge_that_raises_or_is_no_function_is_the_users_error():
+    def broken(reply: str, case: Mapping[str, Any]) -> bool:
+        raise KeyError("oops")
+
+    class Broken(Talkative):
+        hacks = (Hack("boast", lambda reply, case: reply + " Done.", judge=broken),)
+
+    with pytest.raises(UsageError, match=r"environment talkative: hack 'boast' judge\(\) raised KeyError: 'oops'"):
+        probe_reward(starts_right, env=Broken(), items=ITEMS, hacks=["trailing_text"], max_examples=5, database=None)
+    with pytest.raises(UsageError, match="judge must be a function"):
+        Hack("boast", str, judge="done")  # type: ignore[arg-type]
+
+
+def test_prose_after_a_right_call_is_found_however_the_reward_reads_the_call():
+    """Two rewards that read the call and ignore the text around it, written two ways (a regular expression
+    finds the block; the first block is decoded as JSON): both pay an outcome invented after a right lookup,
+    and both are found by the generic trailing text and by refund's own invented_claim. A reward that reads
+    the text and pays no reported outcome is clean."""
+    from hack_zoo.refund import call_first, call_regex, courteous_call
+
+    for reward in (call_regex, call_first):
+        result = probe_reward(reward, env="refund", categories=["with_id"], hacks=["trailing_text", "invented_claim"],
+                              database=None)
+        assert result.hacks == ("invented_claim", "trailing_text"), reward.__name__
+        for finding in result.paying:
+            hacked, case = finding.example.hacked, refund.case_for(finding.prompt)
+            assert len(refund.rules.parse_tool_calls(hacked)) == 1 and refund.invents_outcome(hacked, case)
+            assert reward(hacked, case) == 1.0 and courteous_call(hacked, case) == 0.0
+    clean = probe_reward(courteous_call, env="refund", database=None)
+    assert clean.hacks == (), str(clean)
+    polite = '<tool_call>{"name": "lookup_order", "arguments": {"order_id": "ORD-412"}}</tool_call> Let me look.'
+    assert courteous_call(polite, refund.case_for("Refund ORD-412")) == 1.0  # prose is allowed, outcomes are not
+
+
 class Secret:
     """A task whose right replies nobody can guess from the case: nothing to start a hack from."""
 
@@ -428,6 +501,7 @@ def test_the_refund_suite_fails_its_hack_tests_on_the_fixed_reward(pytester):
         "test_hack_length_unpriced_padding_keeps_pass[with_id]",
         "test_hack_length_unpriced_padding_keeps_pass[no_id]",
         "test_hack_malformed_block_plus_question_passes_no_id",
+        "test_hack_invented_claim_after_lookup_keeps_full_score",
         "test_probe_finds_every_known_hack",
     }, result.stdout.str()
     assert outcomes["passed"] == 5  # every must-hold property still holds on the fixed reward

@@ -36,8 +36,8 @@ from pytest_rlgate.errors import DataError, UsageError
 #: Golden fingerprints: changing them changes every seeded holdout, so bump them on purpose only.
 GOLDEN = {
     "small": "sha256:d99e401b1801131f8fcba8afa26a1703f715caad514a51994da7ab882ee0fc58",
-    "default": "sha256:c1207815bb401d51a3c83b3942814c0089a389526467fef668b7d555c7e2e016",
-    "large": "sha256:6d545b779c212cff75c45df2363b23a36c1ab72fe25b507168c24c4a16a7e82e",
+    "default": "sha256:c952872709c1a22d5359a78f6306f048a93ffe084dcefbb828d6400f694ede6c",
+    "large": "sha256:890ca2bf1ed2d45359cbbc9eeefe0c33c17061ef3f554692a7c22faa4362cdcb",
 }
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,10 +120,10 @@ def test_counts_per_category_are_exact_and_imbalanced(seed: int, size: str) -> N
 
 def test_default_set_is_like_the_seed_and_large_has_many_prompts_per_scenario() -> None:
     default = build_prompts(0)
-    assert len(default) == 119 >= 60
+    assert len(default) == 197 >= 60
     large = build_prompts(0, "large")
     per_scenario = Counter(item["scenario_id"] for item in large)
-    assert len(large) == 707 and len(per_scenario) == 67
+    assert len(large) == 1012 and len(per_scenario) == 98
     assert min(per_scenario.values()) >= 9
 
 
@@ -278,7 +278,7 @@ def _synthetic(counts: dict[str, int], per_scenario: int = 1) -> list[dict[str, 
 @pytest.mark.parametrize("size", sorted(SIZES))
 def test_stratified_split_holds_out_every_category_by_the_formula(size: str) -> None:
     items = build_prompts(0, size)
-    split = stratified_split(items)
+    split = stratified_split(items, 0.2)
     assert isinstance(split, Split) and len(split.train) + len(split.holdout) == len(items)
     for category, (n_scenarios, _) in SIZES[size].items():
         held = {i["scenario_id"] for i in split.holdout if i["category"] == category}
@@ -289,16 +289,35 @@ def test_stratified_split_holds_out_every_category_by_the_formula(size: str) -> 
 
 
 def test_stratified_split_counts_of_the_default_and_large_sets() -> None:
+    """The environment's own shares hold out 24/30/24 scenarios and train on 95/16/8: the train side
+    keeps the reference run's imbalance, the holdout can see a drop in each category."""
     default = stratified_split(build_prompts(0))
-    assert (len(default.train), len(default.holdout)) == (95, 24)
-    assert count_by_category(default.holdout) == {"no_id": 3, "off_topic": 2, "with_id": 19}
+    assert count_by_category(default.train) == {"no_id": 16, "off_topic": 8, "with_id": 95}
+    assert count_by_category(default.holdout) == {"no_id": 30, "off_topic": 24, "with_id": 24}
     large = stratified_split(build_prompts(0, "large"))
-    assert (len(large.train), len(large.holdout)) == (549, 158)
+    assert (len(large.train), len(large.holdout)) == (590, 422)
+    uniform = stratified_split(build_prompts(0), 0.2)  # a fraction given holds out that share of every category
+    assert count_by_category(uniform.holdout) == {"no_id": 9, "off_topic": 6, "with_id": 24}
+
+
+def test_an_environments_holdout_shares_are_checked_against_its_categories() -> None:
+    class Env:
+        name, categories = "shares", ("a", "b")
+        holdout_shares = {"a": 0.5, "c": 0.5}
+
+        def score(self, reply: str, case: object) -> float:
+            return 1.0
+
+    with pytest.raises(UsageError, match=r"'holdout_shares' names 'c', not among its categories \(a, b\)"):
+        load_env(Env())
+    Env.holdout_shares = {"a": 1.5}
+    with pytest.raises(UsageError, match="strictly between 0 and 1"):
+        load_env(Env())
 
 
 def test_stratified_ranking_is_sha256_of_category_and_scenario() -> None:
     items = _synthetic({"no_id": 10, "off_topic": 10, "with_id": 10})
-    split = stratified_split(items)
+    split = stratified_split(items, 0.2)
     for category in CATEGORIES:
         ids = sorted({f"{category}-{s}" for s in range(10)},
                      key=lambda sid: hashlib.sha256(f"{category}:{sid}".encode()).hexdigest())
@@ -308,7 +327,7 @@ def test_stratified_ranking_is_sha256_of_category_and_scenario() -> None:
 @pytest.mark.parametrize(("scenarios", "held"), [(2, 1), (3, 2), (5, 2), (10, 2), (13, 3), (20, 4), (95, 19)])
 def test_stratified_holds_the_formula_and_always_leaves_one_in_train(scenarios: int, held: int) -> None:
     items = _synthetic({"no_id": scenarios, "off_topic": 3, "with_id": 3}, per_scenario=2)
-    split = stratified_split(items)
+    split = stratified_split(items, 0.2)
     assert len({i["scenario_id"] for i in split.holdout if i["category"] == "no_id"}) == held
     assert sum(i["category"] == "no_id" for i in split.holdout) == 2 * held
 
@@ -395,7 +414,7 @@ def test_balance_rejects_bad_arguments(share: float, max_repeat: int) -> None:
 
 def test_balanced_default_split() -> None:
     split = stratified_split(build_prompts(0))
-    assert count_by_category(balance(split.train, 0.25)) == {"no_id": 39, "off_topic": 36, "with_id": 76}
+    assert count_by_category(balance(split.train, 0.25)) == {"no_id": 48, "off_topic": 48, "with_id": 95}
 
 
 def test_the_refund_environment_offers_the_writers_sizes() -> None:

@@ -51,7 +51,7 @@ def test_header_names_seed_size_counts_and_fingerprint(pytester: pytest.Pytester
     result, dumped = _dump(pytester)
     short = fingerprint(build_prompts(0))[:23]
     result.stdout.fnmatch_lines([
-        f"rlgate: {ENV} --rlgate-seed=0 --rlgate-size=default prompts=119 (16 no_id, 8 off_topic, 95 with_id) "
+        f"rlgate: {ENV} --rlgate-seed=0 --rlgate-size=default prompts=197 (46 no_id, 32 off_topic, 119 with_id) "
         f"fingerprint={short}"
     ])
     assert dumped["prompts"] == build_prompts(0)
@@ -147,14 +147,14 @@ def test_cli_writes_three_files_and_prints_counts(tmp_path: Path, capsys: pytest
     assert read_prompts(out / "train.jsonl", repeats=True) == train
     assert read_prompts(out / "holdout.jsonl") == split.holdout
     lines = printed.splitlines()
-    assert lines[0] == ("rlgate prompts --prompt-seed 0 --size default --holdout 0.2 --split stratified "
-                        f"--balance 0.25 -> {out}")
-    assert lines[1] == f"environment: refund v{load_env(None).version} {load_env(None).fingerprint}"
-    assert lines[2].startswith("decontamination: dropped 0 of 95 train prompts (its word 8-grams cover >= 0.8")
+    assert lines[0] == f"rlgate prompts --prompt-seed 0 --size default --split stratified --balance 0.25 -> {out}"
+    assert lines[1] == (f"environment: refund v{load_env(None).version} {load_env(None).fingerprint}; held out: "
+                        "no_id 0.65, off_topic 0.75, with_id 0.2")
+    assert lines[2].startswith("decontamination: dropped 0 of 119 train prompts (its word 8-grams cover >= 0.8")
     assert lines[3].split() == ["file", "prompts", "no_id", "off_topic", "with_id", "scenarios", "fingerprint"]
-    assert lines[5].split() == ["prompts.jsonl", "119", "16", "8", "95", "119", fingerprint(items)]
-    assert lines[6].split() == ["train.jsonl", "151", "39", "36", "76", "95", fingerprint(train)]
-    assert lines[7].split() == ["holdout.jsonl", "24", "3", "2", "19", "24", fingerprint(split.holdout)]
+    assert lines[5].split() == ["prompts.jsonl", "197", "46", "32", "119", "197", fingerprint(items)]
+    assert lines[6].split() == ["train.jsonl", "191", "48", "48", "95", "119", fingerprint(train)]
+    assert lines[7].split() == ["holdout.jsonl", "78", "30", "24", "24", "78", fingerprint(split.holdout)]
 
 
 def test_cli_is_byte_identical_across_runs_and_splits_a_prompts_file(tmp_path: Path,
@@ -202,8 +202,8 @@ def test_cli_splits_a_users_file_by_the_users_categories(tmp_path: Path, capsys:
     out = tmp_path / "out"
     assert main(["prompts", "--env", CALC, "--prompts-file", str(path), "--out-dir", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"rlgate prompts --env {CALC} --prompts-file {path} --holdout 0.2 --split stratified -> {out}"
-    assert lines[1] == f"environment: calc v0 {load_env(CALC).fingerprint}"
+    assert lines[0] == f"rlgate prompts --env {CALC} --prompts-file {path} --split stratified -> {out}"
+    assert lines[1] == f"environment: calc v0 {load_env(CALC).fingerprint}; held out: 0.2"
     assert lines[2].startswith("decontamination: dropped 0 of 9 train prompts")
     assert lines[3].split() == ["file", "prompts", "arithmetic", "unanswerable", "word_problem", "scenarios",
                                 "fingerprint"]

@@ -135,7 +135,7 @@ def test_report_has_gate_table_plots_alarms_and_config(rendered: Path) -> None:
     assert alarms[1][2] == "holdout reply length 84 chars, was 61 at step 0 (+38%)"
 
     config = dict(r for r in page.tables["config"] if len(r) == 2)
-    assert config["prompts.fingerprint"] == "3f5a9c0d1e2b7a41" and "prompts 3f5a9c0d1e2b7a41" in text
+    assert config["prompts.fingerprint"] == "3f5a9c0d1e2b7a41" and "prompts 3f5a9c0d1e2b…" in text
     assert config["versions.trl"] == "1.16.0" and config["knobs.beta"] == "0.04"
     assert "<details>" in text and "No monitor.json" not in text and "No gate.json" not in text
     assert "<h1>refund-grpo" in text, "the run name comes from config.json's knobs.run_name"
@@ -376,9 +376,9 @@ def test_index_links_every_run_with_its_verdict(tmp_path: Path) -> None:
     assert set(rows) == {"grpo-balanced", "grpo-unbalanced"}
     assert not (tmp_path / ".grpo-x.partial-123" / "report.html").exists()
     assert rows["grpo-unbalanced"][1] == "FAILED" and rows["grpo-unbalanced"][2] == "no_id"
-    assert re.fullmatch(r"overall \+0\.\d\d, no_id -0\.\d\d, off_topic [+-]0\.\d\d, with_id \+0\.\d\d",
+    assert re.fullmatch(r"overall\s\+0\.\d\d, no_id\s-0\.\d\d, off_topic\s[+-]0\.\d\d, with_id\s\+0\.\d\d",
                         rows["grpo-unbalanced"][3])
-    assert rows["grpo-unbalanced"][4] == "feature@20, length@30"
+    assert rows["grpo-unbalanced"][4] == "feature tool_call@20, length@30"
     assert rows["grpo-balanced"][1] == "PASSED" and rows["grpo-balanced"][2] == "–"
     assert rows["grpo-balanced"][4] == "–", "no monitor.json"
     for href in set(page.links) | set(page.images):
@@ -486,3 +486,37 @@ def test_console_script_exit_codes(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "pytest_rlgate.cli", "report", str(tmp_path / "missing")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "not a run folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# -- pictures a person can read ---------------------------------------------------------------------
+
+
+def test_the_category_bars_are_drawn_at_the_gates_level_not_a_level_of_their_own(tmp_path: Path) -> None:
+    """The bars beside the gate's 98.7 % intervals were 95 % bootstrap bands; now each group's band
+    is at its comparison's two-sided level (1 - 2 level), so the picture and the table agree."""
+    from pytest_rlgate.report.levels import LEVEL_CONFIDENCE, gate_confidence
+
+    run = load_report_data(make_run(tmp_path))
+    confidence = gate_confidence(run.gate)
+    table = {c["group"]: 1 - 2 * c["level"] for c in run.gate["comparisons"] if c["metric"] == "pass@1"}
+    assert confidence == pytest.approx(table) and all(v > 0.97 for v in confidence.values())
+    pooled = [r for rows in run.before.values() for r in rows]
+    wide, narrow = _levels(pooled, confidence)["overall"], _levels(pooled)["overall"]
+    assert LEVEL_CONFIDENCE == 0.95 and wide.high - wide.low > narrow.high - narrow.low
+
+
+def test_the_index_names_alarms_by_what_fired_them_and_shortens_the_prompt_digest(tmp_path: Path) -> None:
+    run = make_run(tmp_path, "unbalanced")
+    monitor = json.loads((run / "monitor.json").read_text(encoding="utf-8"))
+    monitor["alarms"] = [{"kind": "feature", "step": 10, "top_feature": "lookup_order", "category": c}
+                         for c in ("no_id", "with_id")]
+    (run / "monitor.json").write_text(json.dumps(monitor), encoding="utf-8")
+    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    config["prompts"]["fingerprint"] = "sha256:" + "c9" * 32
+    (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    page = html.unescape(write_index(tmp_path).read_text(encoding="utf-8"))
+    assert "feature lookup_order@10 (no_id), feature lookup_order@10 (with_id)" in page
+    assert "feature@10, feature@10" not in page
+    assert "sha256:c9c9c9c9c9c9…" in page and "c9" * 32 not in page
+    report = html.unescape(write_report(run).read_text(encoding="utf-8"))
+    assert "(in no_id)" in report and "(in with_id)" in report  # the alarm table's rows differ

@@ -69,6 +69,20 @@ def test_index_renders(tmp_path: Path) -> None:
     assert _colour_count(pixels, (47, 133, 90)) > 200, "the PASSED badge"
 
 
+def test_the_index_is_readable_at_1280_pixels(tmp_path: Path) -> None:
+    """At a laptop's 1280 px the index's curve thumbnails are a picture, not a stamp: the blue of
+    the after curves spans at least 250 px of a 340 px thumbnail (about 40 px when the full prompt digest
+    squeezed the table)."""
+    make_run(tmp_path, "unbalanced")
+    make_run(tmp_path, "balanced", passed=True)
+    pixels = _screenshot(write_index(tmp_path), tmp_path / "index.png", tmp_path, (1280, 900))
+    blue = (np.abs(pixels - np.array((43, 108, 176))).max(axis=2) <= 25)
+    columns = np.flatnonzero(blue.any(axis=0))
+    assert columns.size and columns.max() - columns.min() >= 250, "the curve thumbnails are too small to read"
+    rows = np.flatnonzero(blue.any(axis=1))
+    assert rows.max() - rows.min() >= 200, "two thumbnails, one under the other"
+
+
 def test_a_watched_runs_report_shows_its_strip(tmp_path: Path) -> None:
     """The watch folder's page in a browser: the strip picture loaded at its own size, its regressed column,
     its moved cells and the near-black stop frame on screen."""

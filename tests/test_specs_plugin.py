@@ -3,6 +3,7 @@ environment that reads a row's case (the table's ``env:``, else ``--rlgate-env``
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import _calc_env
@@ -210,3 +211,29 @@ def test_the_tables_own_env_beats_the_sessions(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest("-v")  # the session's environment is the default one; the table names its own
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*reward mismatch for row 'wrong': environment sums's score paid 0.0*"])
+
+
+def test_a_session_inside_a_session_does_not_warn_that_rlgate_was_not_rewritten(pytester: pytest.Pytester) -> None:
+    """`pip install -e .` leaves pytest_rlgate.egg-info in the checkout; once the checkout is on sys.path
+    (pytest puts a rootdir conftest's folder there) a pytest session started inside the run (pytester)
+    finds that second copy of the package's metadata, marks pytest_rlgate for assertion rewriting, and
+    warned "Module already imported so cannot be rewritten", which failed test_the_shipped_tables_pass
+    under the console script. Here the checkout is a folder with that metadata and a conftest."""
+    info = pytester.path / "pytest_rlgate.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: pytest-rlgate-copy\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nrlgate = pytest_rlgate.plugin\n")
+    (info / "SOURCES.txt").write_text("pytest_rlgate/__init__.py\npytest_rlgate/plugin/__init__.py\n")
+    pytester.makeconftest("")
+    pytester.makepyfile(test_inner="""
+        pytest_plugins = ["pytester"]
+
+        def test_inner(pytester):
+            pytester.makepyfile(test_x="def test_x():\\n    pass\\n")
+            pytester.runpytest().assert_outcomes(passed=1, warnings=0)
+    """)
+    script = Path(sys.executable).with_name("pytest")
+    command = [str(script)] if script.is_file() else [sys.executable, "-c", "import sys, pytest; "
+                                                                            "sys.exit(pytest.main())"]
+    result = pytester.run(*command, "-p", "no:cacheprovider", "test_inner.py")
+    result.assert_outcomes(passed=1)

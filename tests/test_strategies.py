@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.errors import InvalidArgument
 
 from pytest_rlgate import HackedReply, UsageError, load_env
-from pytest_rlgate.environment.hack import Hack, lazy
+from pytest_rlgate.environment.hack import Hack, Truth, lazy
 from pytest_rlgate.envs import refund
 from pytest_rlgate.envs.refund import (
     CATEGORIES,
@@ -255,12 +255,26 @@ def test_refund_hacks_invent_ids_the_case_does_not_have(data, item):
     assert second.startswith(honest) and "create_refund" in second
     assert normalise_order_id(parse_tool_call(bonus).arguments["order_id"]) != item["case"]["order_id"]
     assert malformed.endswith(honest) and markers(malformed, item["case"])["well_formed"] == 0.0
-    assert [h.free for h in refund.hacks] == [True, False, True]
+    assert [h.free for h in refund.hacks] == [True, False, True, True]
+
+
+@FAST
+@given(st.data(), rs.cases(categories=["with_id"]))
+def test_refund_invented_claims_are_wrong_by_its_truth_and_paid_by_its_score(data, item):
+    """An outcome stated beside the lookup: refund's score pays it in full (its documented table), its truth
+    (the hack's judge) calls it wrong."""
+    hack = next(h for h in refund.hacks if h.name == "invented_claim")
+    honest = data.draw(refund.honest_replies(item["case"]))
+    claimed = data.draw(hack.hacked(honest, item["case"]))
+    assert honest in claimed and claimed != honest
+    assert hack.judge(claimed, item["case"]) and not hack.judge(honest, item["case"])
+    assert score(claimed, item["case"]) == 1.0 and not Truth(load_env("refund")).right(claimed, item["case"])
 
 
 def test_loading_the_refund_environment_imports_no_hypothesis():
     code = ("import sys; from pytest_rlgate import load_env; env = load_env('refund')\n"
-            "assert [h.name for h in env.hacks] == ['second_call', 'format_bonus', 'malformed_call']\n"
+            "assert [h.name for h in env.hacks] == ['second_call', 'format_bonus', 'malformed_call', "
+            "'invented_claim']\n"
             "print('hypothesis' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

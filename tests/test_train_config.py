@@ -27,7 +27,8 @@ def test_defaults_are_the_named_constants():
     k = GRPOKnobs()
     assert (k.steps, k.num_generations, k.beta, k.loss_type, k.epsilon_high) == (40, 8, 0.04, "bnpo", 0.0)
     assert (k.temperature, k.top_p, k.sample_seed, k.base_runs, k.monitor_every) == (0.8, 0.95, 17, 3, 10)
-    assert (k.holdout, k.balance, k.lora_rank, k.lora_alpha) == (0.2, 0.0, 16, 32)
+    # holdout None: the environment's own holdout shares
+    assert (k.holdout, k.balance, k.lora_rank, k.lora_alpha) == (None, 0.0, 16, 32)
     assert set(k.lora_targets) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
     assert k.learning_rate is None and k.max_new_tokens is None  # resolved per base model
 

@@ -228,3 +228,18 @@ def test_one_grpo_step_on_an_environment_of_its_own(base_dir, tmp_path):
     for prompt, case, category in zip(prompts, columns["case"], columns["category"]):
         assert [m["role"] for m in prompt] == ["user"]  # no system prompt: calc has none
         assert dict(case) == by_prompt[prompt[0]["content"]]["case"] and category in CalcEnv.categories
+
+
+def test_rlgate_eval_through_a_server_loads_the_runs_adapter_into_it(run, tmp_path, capsys):
+    pytest.importorskip("httpx")
+    from _openai_server import BASE, fake_server
+
+    out = tmp_path / "served.jsonl"
+    with fake_server() as fake:
+        code = cli.main(["eval", "--run", str(run.path), "--base-url", fake.url, "--model", BASE, "--out", str(out),
+                         "--no-progress"])
+        loads = [r["lora_path"] for r in fake.requests if "lora_path" in r]
+        assert not fake.adapters  # unloaded after
+    assert code in (0, 1), capsys.readouterr().err
+    assert loads == [str(run.adapter.resolve())]
+    assert len(list(read_rows(out))) == len(list(read_rows(run.after_file)))

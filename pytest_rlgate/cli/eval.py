@@ -4,8 +4,9 @@ It rebuilds the policy exactly as the run trained it (the base, every ``--from-r
 adapter of its lineage merged, then its own adapter), samples the holdout prompts the run
 recorded at the run's seed (or ``--sample-seed``), grades them with the run's environment
 (or ``--env``, whose fingerprint must match the run's) and gates the new rows against the
-run's base rows with that environment's guards and categories. A run trained on another
-machine re-evaluates here; the same seed on the same versions reproduces
+run's base rows with that environment's guards and categories. With ``--base-url URL --model
+BASE`` the run's adapter is loaded into a running server that serves its base, and sampled
+there. A run trained on another machine re-evaluates here; the same seed on the same versions reproduces
 ``holdout_after.jsonl``.
 """
 
@@ -23,6 +24,7 @@ from ..policy.generate import SampleOptions
 from ..train.evaluate import resample_run
 from ..train.pipeline import gate_runs
 from ..train.run import RunFolder
+from .served import add_served_arguments, served_from
 
 HELP = "re-sample a finished run's holdout and gate it"
 
@@ -36,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        helps={"seed": "sample at this seed instead of the run's"})
     parser.add_argument("--out", metavar="PATH", type=output_file, help="also write the new rows to this JSONL file")
     parser.add_argument("--json", action="store_true", help="print the gate as JSON")
+    parser.add_argument("--model", metavar="NAME",
+                        help="with --base-url: the name the server serves the run's base model under")
+    add_served_arguments(parser)
     add_output_arguments(parser)
 
 
@@ -44,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     override: Env | None = args.env  # resolved at the door (cli._resolve_env), before the run is opened
     folder = RunFolder.open(args.run)
     env = folder.environment(override)
-    rows = resample_run(folder, seed=args.seed, progress=args.progress, env=env)
+    served = served_from(args, args.model)
+    rows = resample_run(folder, seed=args.seed, progress=args.progress, env=env, served=served)
     if not ranks.is_main_process():  # the job exits with the main process's verdict
         return 0
     if args.out:

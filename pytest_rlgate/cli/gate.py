@@ -47,7 +47,8 @@ HELP = "gate AFTER against BEFORE graded rows, by category"
 
 _METAVARS = {"env": "SPEC", "guards": "NAME", "categories": "NAME", "margin": "M", "max_drop": "X",
              "n_resamples": "B", "confidence_level": "LEVEL", "bootstrap_seed": "INT", "show_flips": "N",
-             "release_policy": "FILE", "family_level": "L", "metrics": "pass^K"}
+             "release_policy": "FILE", "family_level": "L", "metrics": "pass^K", "base_runs": "FILE",
+             "sees_drop": "D"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +87,7 @@ def add_option(parser: argparse.ArgumentParser, spec: dataclasses.Field[object],
     meta = spec.metadata
     kwargs: dict[str, Any] = {"dest": spec.name, "default": spec.default, "help": flag_help(spec, none=none),
                               "action": _Given}
-    if spec.name in ("guards", "categories", "metrics"):
+    if spec.name in ("guards", "categories", "metrics", "base_runs"):
         kwargs.update(action="append", default=None if spec.default is None else [])
     elif spec.default is False:
         kwargs["action"] = "store_true"
@@ -149,6 +150,7 @@ def options_from(args: argparse.Namespace) -> GateOptions:
     if values["guards"] is not None:
         values["guards"] = tuple(g for g in values["guards"] if g)
     values["metrics"] = tuple(values["metrics"] or ())
+    values["base_runs"] = tuple(values["base_runs"] or ())
     return GateOptions(**values, given=frozenset(getattr(args, "given", ())))
 
 

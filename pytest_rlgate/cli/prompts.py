@@ -19,7 +19,7 @@ from tabulate import tabulate
 
 from ..data.hygiene import KeepResult, keep_prompts
 from ..data.jsonl import iter_json_lines
-from ..data.prompts import SPLITS, build_prompts, count_by_category, prepare_split, read_prompts
+from ..data.prompts import SPLITS, build_prompts, count_by_category, describe_holdout, prepare_split, read_prompts
 from ..data.promptset import write_prompt_set
 from ..environment.contract import DEFAULT_ENV, Env
 from ..errors import DataError
@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--keep", type=Path, metavar="FILE",
                         help="filter this model-written JSONL (prompt, scenario_id, category a line) with the keep "
                              "filter, then split what it keeps")
-    parser.add_argument("--holdout", type=fraction, default=0.2, metavar="FRACTION",
-                        help="share of each category's scenarios held out (default 0.2)")
+    parser.add_argument("--holdout", type=fraction, default=None, metavar="FRACTION",
+                        help="share of every category's scenarios held out (default: the environment's own "
+                             "shares, else 0.2)")
     parser.add_argument("--split", choices=SPLITS, default="stratified",
                         help="stratified by category (default) or the plain hash split by scenario")
     parser.add_argument("--balance", type=share, default=0.0, metavar="SHARE",
@@ -102,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
         counts = count_by_category(rows)
         scenarios = len({item.get("scenario_id") for item in rows})
         table.append([name, len(rows), *(counts.get(c, 0) for c in env.categories), scenarios, digests[name]])
-    print(f"rlgate prompts {source} --holdout {args.holdout:g} --split {args.split}"
+    held = "" if args.holdout is None else f" --holdout {args.holdout:g}"
+    print(f"rlgate prompts {source}{held} --split {args.split}"
           + (f" --balance {args.balance:g}" if args.balance else "")
           + (" --no-decontaminate" if args.no_decontaminate else "") + f" -> {args.out_dir}")
-    print(f"environment: {env.name} v{env.version} {env.fingerprint}")
+    print(f"environment: {env.name} v{env.version} {env.fingerprint}; held out: {describe_holdout(args.holdout, env)}")
     if kept is not None:
         print(kept.summary())
     print(prepared.decontamination.summary())

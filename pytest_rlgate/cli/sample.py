@@ -15,6 +15,7 @@ process samples its share of the prompts and the main process writes the file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from .._io import ranks
 from ..data.prompts import Holdout, fingerprint, read_prompts
 from ..data.provenance import row_header
+from ..data.shards import parse_shard, shard_header, shard_positions, shard_summary
 from ..environment.contract import Env
 from ..errors import UsageError
 from ..gate.adaptive import DEFAULT_SPENDING, K_MAX, LOOKS, SPENDING, AdaptiveDesign, total_level, until_decided
@@ -44,8 +46,10 @@ from ..policy.load import TINY_POLICY, load_policy
 from ..policy.lora import check_adapter
 from ..policy.resumable import sample_to_file
 from ..policy.sampling import SampleOptions, VllmSampler
+from ..policy.served import ServedModel, adapter_name, served_identity
 from ..records import PromptItem
 from .gate import add_option
+from .served import add_served_arguments, served_from
 
 HELP = "sample a model (hub id or folder, optional adapter) on a holdout into graded rows"
 BACKENDS = ("transformers", "vllm")
@@ -68,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_file, metavar="PATH",
                         help="the row file to write (.gz: compressed); <PATH>.partial holds it while it grows")
     parser.add_argument("--restart", action="store_true", help="drop an unfinished <PATH>.partial and start over")
+    add_served_arguments(parser)
+    add_scale_arguments(parser)
     u = parser.add_argument_group(
         "until decided: --k replies for every prompt, a gate against BEFORE, then more replies only for the "
         "categories still inconclusive (exit 1 when the gate fails: a look claims a regression, or the last look "
@@ -88,6 +94,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--shard I/N`` (one job of an array) and ``--ray [ADDRESS]`` (all of them, as Ray tasks)."""
+    g = parser.add_argument_group("scale out: shards of one run, merged by `rlgate merge` into the unsharded rows")
+    g.add_argument("--shard", metavar="I/N",
+                   help="sample only shard I of N (0-based: a SLURM array's or an indexed job's index); the scenarios "
+                        "whose stable hash falls in it; `rlgate merge` joins the N files")
+    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the shards as Ray tasks (ADDRESS: a cluster, e.g. auto or ray://head:10001; none: a "
+                        "local one) and write the merged rows to --out")
+    g.add_argument("--ray-tasks", type=Number(1, 100_000, "8", integer=True), metavar="N",
+                   help="shards (Ray tasks) to split the run into (default: the cluster's CPUs, or GPUs with "
+                        "--ray-gpus)")
+    g.add_argument("--ray-gpus", type=Number(0, 64, "1"), default=0, metavar="G",
+                   help="GPUs each task reserves, when each loads --model itself (%(default)s: tasks sample "
+                        "--base-url, or on CPU)")
+
+
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     """The prompts a command samples, as :func:`holdout_items` reads them."""
     p = parser.add_argument_group("prompts (default: the environment's own holdout, split as `rlgate train` does)")
@@ -95,8 +118,8 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
     add_deprecated(p, "--prompts", "--prompts-file", dest="prompts_file", metavar="FILE")
     p.add_argument("--prompt-seed", type=SEED, default=Holdout.seed, help="prompt-set seed (%(default)s)")
     p.add_argument("--size", default=Holdout.size, help="the environment's prompt-set size (%(default)s)")
-    p.add_argument("--holdout", type=HOLDOUT_FRACTION, default=Holdout.fraction,
-                   help="share held out by category (%(default)s)")
+    p.add_argument("--holdout", type=HOLDOUT_FRACTION, default=Holdout.fraction, metavar="FRACTION",
+                   help="share held out of every category (default: the environment's own shares)")
 
 
 def holdout_items(prompts_file: str | os.PathLike[str] | None, holdout: Holdout,
@@ -107,7 +130,7 @@ def holdout_items(prompts_file: str | os.PathLike[str] | None, holdout: Holdout,
         if not Path(prompts_file).is_file():
             raise UsageError(f"--prompts-file {str(prompts_file)!r}: no such file; write one with `rlgate prompts`")
         return read_prompts(prompts_file, env=env), str(prompts_file)
-    return holdout.items(env), holdout.describe()
+    return holdout.items(env), holdout.describe(env)
 
 
 def prompts_of(args: argparse.Namespace, env: Env) -> tuple[list[PromptItem], str]:
@@ -125,40 +148,61 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before sampling first imports torch
     ranks.init_from_launcher()
     env: Env = args.env  # resolved at the door (cli._resolve_env)
-    if args.model is None:
+    if args.model is None and args.base_url is None:
         if env.base_model is None:
             raise UsageError(f"--model: environment {env.name} names no policy of its own (no base_model); pass a hub "
                              f"id, a local model folder, or a tiny policy ({TINY_POLICY} for a one-turn "
                              "environment; `rlgate policy build --env SPEC --out DIR` builds one for a tool "
                              "environment)")
         args.model = env.base_model
+    served = served_from(args, args.model)
     if args.adapter is not None:
         check_adapter(args.adapter, flag="--adapter")
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    if args.ray is not None:
+        from .fanout import sample_on_ray
+
+        return sample_on_ray(args)
     items, source = prompts_of(args, env)
-    sampling = SampleOptions.from_args(args, model=args.model)
+    sampling = SampleOptions.from_args(args, model=None if served is not None else args.model)
     seeds = [sampling.seed + i for i in range(args.base_runs)]
     label = str(args.model) if args.adapter is None else f"{args.model}+{Path(args.adapter).name}"
-    header = {
-        **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, sampling=sampling.drawn()),
-        "sampler": {"model": base_identity(str(args.model)),
-                    "adapter": None if args.adapter is None else adapter_identity(args.adapter),
-                    "seeds": seeds, "backend": args.backend, "prompts": source},
-    }
-    if args.until_decided is not None:
-        return _until_decided(args, env, items, header, label, sampling)
-    model, tokenizer = _policy(args)
-    sampled, kept = sample_to_file(
-        model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label, sampling=sampling,
-        restart=args.restart, progress=args.progress, backend=args.backend)
+    with contextlib.ExitStack() as stack:
+        if served is not None:
+            if args.adapter is not None:
+                served = stack.enter_context(served.loaded(adapter_name(args.adapter), args.adapter))
+            label = f"{label} (served)"
+            sampler: dict[str, Any] = served_identity(served, env, items, sampling, adapter=args.adapter)
+        else:
+            sampler = {"model": base_identity(str(args.model)),
+                       "adapter": None if args.adapter is None else adapter_identity(args.adapter),
+                       "backend": args.backend}
+        header = {
+            **row_header(env, prompts_fingerprint=fingerprint(items), policy=label, sampling=sampling.drawn()),
+            "sampler": {**sampler, "seeds": seeds, "prompts": source},
+        }
+        if args.until_decided is not None:
+            if shard is not None:
+                raise UsageError("--shard and --until-decided: a sample until decided gates the whole holdout at "
+                                 "each look; drop --shard")
+            return _until_decided(args, env, items, header, label, sampling, served)
+        if shard is not None:
+            header = shard_header(header, items, shard)
+            items = [items[i] for i in shard_positions(items, shard)]
+        model, tokenizer = (served, None) if served is not None else _policy(args)
+        sampled, kept = sample_to_file(
+            model, tokenizer, items, args.out, header=header, env=env, seeds=seeds, policy=label, sampling=sampling,
+            restart=args.restart, progress=args.progress, backend=args.backend)
     if ranks.is_main_process():
         resumed = f", {kept} kept from an interrupted run" if kept else ""
+        part = f"{shard_summary(header)}, " if shard is not None else ""
         print(f"sampled {len(items)} prompts x {sampling.k} at seed(s) {', '.join(map(str, seeds))} "
-              f"({sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
+              f"({part}{sampled} units now{resumed}; {ranks.world_size()} process(es)) -> {args.out}")
     return 0
 
 
 def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], header: dict[str, Any], label: str,
-                   sampling: SampleOptions) -> int:
+                   sampling: SampleOptions, served: ServedModel | None) -> int:
     """``--until-decided BEFORE``: sample look by look, gating each against BEFORE; 1 when the gate failed
     (a look claimed a regression, or the last look failed the gate's other rules)."""
     if ranks.group_size() > 1:
@@ -179,7 +223,7 @@ def _until_decided(args: argparse.Namespace, env: Env, items: list[PromptItem], 
     options = GateOptions(env=env, **values, given=frozenset(getattr(args, "given", ())))
     design = AdaptiveDesign.plan(sampling.k, args.k_max, looks=args.looks, spending=args.spending, budget=args.budget,
                          family_level=total_level(options))
-    model, tokenizer = _policy(args)
+    model, tokenizer = (served, None) if served is not None else _policy(args)
     draw = policy_draw(model, tokenizer, env=env, sampling=sampling, policy=label, backend=args.backend)
     result = until_decided(args.until_decided, draw, items, design=design, options=options, out=args.out,
                            header=header, restart=args.restart)

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from .._io import ranks
+from .._io.progress import heartbeat
 from ..errors import DataError, UsageError
-from ..gate.result import GateResult
 from ..options import SEED, add_env_argument, add_knob_arguments, add_output_arguments
 from ..policy.generate import SAMPLING
+from ..report.data import alarm_message
+from ..report.markdown import reproduce_command
 from ..train.config import PROMPTS, GRPOKnobs, RunKnobs
 from ..train.difficulty import describe
 from ..train.dpo import train_dpo
@@ -91,13 +93,14 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.seeds:
-        return _run_seeds(args)
-    if args.save_steps and ranks.is_main_process():
-        knobs = METHODS[args.method][0](**knob_values(args, METHODS[args.method][0])).resolve()
-        print(f"checkpoints: {knobs.checkpoints_dir}/checkpoint-N every {args.save_steps} steps; `rlgate watch "
-              f"{knobs.checkpoints_dir} --idle 600` gates them beside the run", flush=True)
-    folder = METHODS[args.method][1](args)
+    with heartbeat("rlgate train", lambda: "still working (bars show on a terminal)", args.progress):
+        if args.seeds:
+            return _run_seeds(args)
+        if args.save_steps and ranks.is_main_process():
+            knobs = METHODS[args.method][0](**knob_values(args, METHODS[args.method][0])).resolve()
+            print(f"checkpoints: {knobs.checkpoints_dir}/checkpoint-N every {args.save_steps} steps; `rlgate watch "
+                  f"{knobs.checkpoints_dir} --idle 600` gates them beside the run", flush=True)
+        folder = METHODS[args.method][1](args)
     return report(folder) if ranks.is_main_process() else 0  # the job exits with the main process's verdict
 
 
@@ -138,11 +141,13 @@ def report(folder: RunFolder) -> int:
     for line in describe(config["next_round"]) if config.get("next_round") else ():
         print(line)
     if training:
-        print(f"trained {training.get('steps_done')} steps in {training.get('train_seconds')} s "
-              f"({training.get('seconds_per_step')} s/step)")
+        seconds, per_step = training.get("train_seconds"), training.get("seconds_per_step")
+        took = f"{seconds:.0f} s" if isinstance(seconds, (int, float)) else f"{seconds} s"
+        rate = f"{per_step:.1f} s/step" if isinstance(per_step, (int, float)) else f"{per_step} s/step"
+        print(f"trained {training.get('steps_done')} steps in {took} ({rate})")
     monitor = folder.monitor or {}
     for alarm in monitor.get("alarms", []):
-        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}")
+        print(f"monitor alarm at step {alarm['step']}: {alarm['kind']}: {alarm_message(alarm)}")
     if monitor.get("stopped_at"):
         print(f"stopped early at step {monitor['stopped_at']['step']} on {monitor['stopped_at']['alarm']}")
     watched = folder.path / WATCH_FOLDER
@@ -154,8 +159,10 @@ def report(folder: RunFolder) -> int:
 
 
 def _gate_text(folder: RunFolder) -> str:
-    """The gate table from the gate.json the run wrote, printed like `rlgate gate`."""
+    """The gate table from the gate.json the run wrote, printed like `rlgate gate`, and the
+    `rlgate gate` command that gives the same verdicts from the run's files."""
     try:
-        return GateResult.from_dict(folder.gate).report()
+        result = folder.gate_result()
     except DataError as exc:
         raise DataError(f"{exc.reason}; re-run `rlgate train` for this run", path=folder.path / GATE) from None
+    return f"{result.report()}\nthe same gate from the run's files: {reproduce_command(result)}"

@@ -49,7 +49,9 @@ __all__ = [
     "build_prompts",
     "canonical_bytes",
     "count_by_category",
+    "describe_holdout",
     "fingerprint",
+    "holdout_shares",
     "plain_split",
     "prepare_split",
     "prompt_item",
@@ -64,7 +66,8 @@ Item = PromptItem
 PROMPT_SEED = 0
 #: Prompt-set size handed to the environment's ``build_prompts`` (refund: the reference run's 200 situations).
 SIZE = "default"
-#: Share of scenarios held out, stratified by category so every category is measured.
+#: The share of each category's scenarios held out when neither the caller nor the environment
+#: (its ``holdout_shares``) says otherwise.
 HOLDOUT = 0.2
 
 
@@ -218,11 +221,29 @@ def _check_fraction(fraction: float) -> None:
         raise UsageError(f"holdout fraction must be between 0 and 1 (exclusive), got {fraction!r}")
 
 
+def holdout_shares(fraction: float | None, env: Env, categories: Iterable[str]) -> dict[str, float]:
+    """The share held out of each of *categories*: *fraction* for every one when given, else
+    *env*'s ``holdout_shares`` (a rare category held out more than a common one, so that each
+    holdout can see a drop while the train split keeps its shares), else :data:`HOLDOUT`."""
+    if fraction is not None:
+        _check_fraction(fraction)
+        return dict.fromkeys(categories, fraction)
+    return {category: env.holdout_shares.get(category, HOLDOUT) for category in categories}
+
+
+def describe_holdout(fraction: float | None, env: Env) -> str:
+    """``0.2`` or, for an environment's own shares, ``no_id 0.65, off_topic 0.75, with_id 0.2``."""
+    if fraction is not None or not env.holdout_shares:
+        return f"{HOLDOUT if fraction is None else fraction:g}"
+    shares = holdout_shares(None, env, env.categories)
+    return ", ".join(f"{category} {share:g}" for category, share in shares.items())
+
+
 def _sha_bucket(text: str) -> float:
     return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
 
 
-def plain_split(items: Sequence[Item], fraction: float = 0.2) -> Split:
+def plain_split(items: Sequence[Item], fraction: float = HOLDOUT) -> Split:
     """Split by scenario alone: SHA-256 of the scenario id -> a bucket in [0, 1); below
     *fraction* is holdout. Kept for comparison; it can leave a whole category out of the
     holdout (the reference run's no-id blind spot), which :func:`stratified_split` refuses to do.
@@ -237,7 +258,7 @@ def plain_split(items: Sequence[Item], fraction: float = 0.2) -> Split:
 
 def stratified_split(
     items: Sequence[Item],
-    fraction: float = 0.2,
+    fraction: float | None = None,
     *,
     categories: Iterable[str] | None = None,
     env: EnvSpec = None,
@@ -245,24 +266,28 @@ def stratified_split(
     """Hold out scenarios within each category, so every category is measured unseen.
 
     Within a category of ``S`` scenarios, rank them by SHA-256 of ``category:scenario_id``
-    and hold out the first ``max(min(2, S - 1), round(fraction * S))``, never all ``S``:
+    and hold out the first ``max(min(2, S - 1), round(share * S))``, never all ``S``:
     one always stays in train. Item order is kept on both sides.
 
+    :param fraction: the share held out of every category; None: *env*'s ``holdout_shares``
+        (refund holds out 0.65 of its rare no-id scenarios and 0.2 of the with-id ones), 0.2
+        for a category they do not name.
     :param categories: the categories that must end up in the holdout; by default the ones
         *env* declares (the default environment's when *env* is None too).
     :raises DataError: when a declared category has no scenario in the holdout.
     """
-    _check_fraction(fraction)
+    environment = load_env(env)
     scenarios: dict[str, set[str]] = {}
     for item in items:
         scenarios.setdefault(str(item["category"]), set()).add(str(item["scenario_id"]))
+    shares = holdout_shares(fraction, environment, scenarios)
     held: set[tuple[str, str]] = set()
     for category, ids in scenarios.items():
         total = len(ids)
-        count = min(max(min(2, total - 1), round(fraction * total)), total - 1)
+        count = min(max(min(2, total - 1), round(shares[category] * total)), total - 1)
         ranked = sorted(ids, key=lambda sid: hashlib.sha256(f"{category}:{sid}".encode()).hexdigest())
         held.update((category, sid) for sid in ranked[:count])
-    declared = list(load_env(env).categories if categories is None else categories)
+    declared = list(environment.categories if categories is None else categories)
     missing = [c for c in declared if not any(cat == c for cat, _ in held)]
     if missing:
         detail = ", ".join(f"{c} ({len(scenarios.get(c, ()))} scenario(s))" for c in missing)
@@ -354,18 +379,19 @@ class Holdout:
 
     seed: int = PROMPT_SEED
     size: str = SIZE
-    fraction: float = HOLDOUT
+    #: None: the environment's own shares (:func:`holdout_shares`)
+    fraction: float | None = None
 
     def items(self, env: Env) -> list[Item]:
         return list(stratified_split(build_prompts(self.seed, self.size, env), self.fraction, env=env).holdout)
 
-    def describe(self) -> str:
-        return f"holdout of template:seed={self.seed}:{self.size} ({self.fraction:g})"
+    def describe(self, env: Env) -> str:
+        return f"holdout of template:seed={self.seed}:{self.size} ({describe_holdout(self.fraction, env)})"
 
 
 def prepare_split(
     items: Sequence[Item],
-    fraction: float = 0.2,
+    fraction: float | None = None,
     *,
     env: EnvSpec = None,
     how: str = "stratified",
@@ -377,11 +403,13 @@ def prepare_split(
     Every surface that splits (``rlgate prompts``, the ``rlgate_split`` fixture, ``rlgate
     train``) calls this, so all three drop the same prompts and report the same numbers.
     Decontamination runs before balance, so a repeated minority prompt is never a copy of a
-    contaminated one. *how* is ``stratified`` (by category, the default) or ``plain``.
+    contaminated one. *how* is ``stratified`` (by category, the default) or ``plain``;
+    *fraction* None holds out the environment's own shares (:func:`stratified_split`).
     """
     if how not in SPLITS:
         raise UsageError(f"split {how!r}: choose one of {', '.join(SPLITS)}")
-    split = stratified_split(items, fraction, env=env) if how == "stratified" else plain_split(items, fraction)
+    split = (stratified_split(items, fraction, env=env) if how == "stratified"
+             else plain_split(items, HOLDOUT if fraction is None else fraction))
     record = (decontaminate(split.train, split.holdout) if decontaminate_train
               else skip_decontamination(split.train))
     return TrainSplit(record.kept, list(split.holdout), record, share)

@@ -28,7 +28,7 @@ from ..errors import DataError, UsageError, hide_user_errors
 from ..records import Header
 
 __all__ = ["HEADER_KEY", "HEADER_VERSION", "Provenance", "adaptive_note", "check_graded_by", "check_header",
-           "header_env", "is_header", "row_header", "sampled_with"]
+           "header_env", "is_header", "row_header", "sampled_with", "sampler_notes"]
 
 #: a user's test that hands rlgate a bad file or spec fails with its one line, not these frames
 __tracebackhide__ = hide_user_errors
@@ -135,13 +135,16 @@ class Provenance:
         return (f"{self.before_label} {describe(self.before, key)} but {self.after_label} "
                 f"{describe(self.after, key)}")
 
-    def check(self, *, allow_env_change: bool = False, shared_units_only: bool = False) -> list[str]:
+    def check(self, *, allow_env_change: bool = False, shared_units_only: bool = False,
+              allow_model_change: bool = False) -> list[str]:
         """Raise a one-line :class:`DataError` for sides that must not be compared; else the notes.
 
         Different environment fingerprints: the reward (or its markers) changed between the
         sides, so a delta would mix a policy change with a grading change. Different prompt
         sets: the holdout changed. ``allow_env_change`` compares anyway and says so;
         ``shared_units_only`` accepts a changed holdout (the gate then drops unpaired units).
+        Sides served from two different base models are refused too (``allow_model_change``
+        compares them anyway); sides sampled by different engines or settings are noted.
         """
         notes: list[str] = []
         if self._differs("env_fingerprint"):
@@ -159,6 +162,9 @@ class Provenance:
                                 "--allow-env-change to compare anyway")
             flag = "--shared-units-only" if shared_units_only else "--allow-env-change"
             notes.append(f"prompt set changed: {sides} (compared anyway: {flag})")
+        if self.before is not None and self.after is not None:
+            notes += sampler_notes(self.before, self.after, self.before_label, self.after_label,
+                                   allow_model_change=allow_model_change)
         for label, header in ((self.before_label, self.before), (self.after_label, self.after)):
             note = adaptive_note(header, label)
             if note is not None:
@@ -168,6 +174,68 @@ class Provenance:
     def env(self) -> Env | None:
         """The registered environment the headers name, or None (foreign rows, an unknown name)."""
         return header_env([h for h in (self.before, self.after) if h is not None])
+
+
+def _engine(sampler: Mapping[str, object]) -> str:
+    """How a side's replies were drawn, in words: the engine and, for a server, its build."""
+    backend = sampler.get("backend")
+    served = sampler.get("served")
+    if backend == "served" and isinstance(served, Mapping):
+        build = served.get("engine")
+        return f"a served endpoint ({build})" if build else "a served endpoint"
+    return f"{backend} in-process" if isinstance(backend, str) else "an unnamed engine"
+
+
+def sampler_notes(before: Mapping[str, object], after: Mapping[str, object], before_label: str, after_label: str, *,
+                  allow_model_change: bool = False) -> list[str]:
+    """What differs in how two sides were sampled (their headers' ``sampler`` and ``sampling``).
+
+    Two sides served from different base models (``sampler.served.base``: an adapter's base,
+    else the model's own weights) are refused: an adapter is gated against the base it was
+    trained from, and a server restarted with other weights under the same name would pair
+    replies of two models silently. Another engine for the same weights (a server against
+    ``--model``), other sampling settings, or a server that ignores ``seed`` are said, since
+    each moves the rows without any change of policy.
+    """
+    mine, theirs = before.get("sampler"), after.get("sampler")
+    if not isinstance(mine, Mapping) or not isinstance(theirs, Mapping):
+        return []
+    notes: list[str] = []
+    served_before, served_after = mine.get("served"), theirs.get("served")
+    if isinstance(served_before, Mapping) and isinstance(served_after, Mapping) \
+            and served_before.get("base") != served_after.get("base"):
+        what = (f"{before_label} was served from base {_short_path(served_before.get('base'))} but {after_label} "
+                f"from {_short_path(served_after.get('base'))}")
+        if not allow_model_change:
+            raise DataError(f"{what}: rows of two different served models do not pair (an adapter gates against the "
+                            "base it was trained from); sample both sides from one base on one server (the base and "
+                            "its adapters), or pass --allow-model-change to compare anyway")
+        notes.append(f"model changed: {what} (compared anyway: --allow-model-change)")
+    engines = _engine(mine), _engine(theirs)
+    if engines[0] != engines[1]:
+        same = mine.get("model") is not None and mine.get("model") == theirs.get("model") \
+            and mine.get("adapter") == theirs.get("adapter")
+        why = ("; the same weights on both sides, so a difference measures the engines (their random streams and "
+               "numerics), not a policy change") if same else ""
+        notes.append(f"engines differ: {before_label} was sampled by {engines[0]} but {after_label} by "
+                     f"{engines[1]}{why}")
+    drawn = [header.get("sampling") for header in (before, after)]
+    settings = []
+    if isinstance(drawn[0], Mapping) and isinstance(drawn[1], Mapping):
+        for name in sorted((set(drawn[0]) & set(drawn[1])) - {"seed", "k"}):  # sides differ in those by design
+            if drawn[0][name] is not None and drawn[1][name] is not None and drawn[0][name] != drawn[1][name]:
+                settings.append(f"{name} {drawn[0][name]} vs {drawn[1][name]}")
+    if settings:
+        notes.append(f"sampling differs between {before_label} and {after_label}: {', '.join(settings)}")
+    for label, served in ((before_label, served_before), (after_label, served_after)):
+        if isinstance(served, Mapping) and served.get("seed") == "ignored":
+            notes.append(f"{label} came from a server that ignores 'seed': its rows do not reproduce on a rerun")
+    return notes
+
+
+def _short_path(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 48 else "…" + text[-47:]
 
 
 def adaptive_note(header: Mapping[str, object] | None, label: str) -> str | None:

@@ -33,6 +33,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .._io.progress import heartbeat
 from ..data.prompts import count_by_category, write_prompts
 from ..data.rows import read_rows
 from ..environment.contract import Env, EnvSpec, load_env
@@ -45,6 +46,7 @@ from ..policy.load import tiny_policy_dir
 from ..policy.tiny.spec import TINY_PREFIX
 from ..records import Row
 from ..report import write_index, write_report
+from ..report.markdown import reproduce_command
 from ..train.cached import cached_run
 from ..train.config import RunKnobs, resolved
 from ..train.methods import make_knobs
@@ -75,10 +77,8 @@ ORDER: tuple[str, ...] = ("with_id", "not_refundable", "no_id", "off_topic")
 STEPS = 20
 #: Steps of the --quick path: the whole flow, no story (used by the slow test).
 QUICK_STEPS = 3
-#: Held-out share of scenarios. The default set has 16 no-id and 8 off-topic scenarios;
-#: 0.2 would hold out 3 and 2 of them (off_topic "insufficient"), 0.4 holds out 6 and 3.
-HOLDOUT = 0.4
-#: The prompt set: the imbalanced default (95/16/8 scenarios).
+#: The prompt set: the default, held out by the environment's own shares (refund: 24/30/24
+#: scenarios held out, 95/16/8 trained on), the holdout every other surface uses by default.
 SIZE = "default"
 #: The trainer's reward in the hackable run when the environment offers it (refund does);
 #: otherwise the first variant the environment's ``rewards`` name.
@@ -111,7 +111,7 @@ class DemoConfig:
 
 def _shared(quick: bool, env: EnvSpec) -> dict[str, object]:
     """Knobs every demo run shares (the examples' markers use the same ones, so they share runs)."""
-    knobs: dict[str, object] = {"size": "small" if quick else SIZE, "holdout": HOLDOUT}
+    knobs: dict[str, object] = {"size": "small" if quick else SIZE}
     if env is not None:
         knobs["env"] = env
     if quick:
@@ -349,8 +349,7 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     for s in summaries:
         pass_rows = s.pass_at_1()
         moves = [_describe_move(g, pass_rows[g]) for g in _groups([s]) if g in pass_rows]
-        verdict = ("the gate PASSES it" if s.passed else
-                   "the gate FAILS it: " + "; ".join(s.gate.get("failures", [])[:3]))
+        verdict = "the gate PASSES it" if s.passed else "the gate FAILS it: " + _failures(s)
         tool = s.tool_calls.get("no_id")
         invent = ""
         if (tool is not None and tool["after"] > tool["before"] + 0.1
@@ -363,6 +362,21 @@ def render_story(base: Mapping[str, Sequence[float]], summaries: Sequence[RunSum
     if hackable_reason:
         lines.append(hackable_reason)
     return lines
+
+
+#: failures a run's paragraph quotes; the rest are counted and found in its gate.json
+SHOWN_FAILURES = 3
+
+
+def _failures(s: RunSummary) -> str:
+    """Every failure of the run's gate, or the first :data:`SHOWN_FAILURES` and how many more."""
+    failures = list(s.gate.get("failures", []))
+    shown = "; ".join(failures[:SHOWN_FAILURES])
+    rest = len(failures) - SHOWN_FAILURES
+    if rest > 0:
+        where = f" (all {len(failures)} in {s.path / 'gate.json'})" if s.path is not None else ""
+        shown += f"; and {rest} more{where}"
+    return shown
 
 
 def _rank(group: str) -> int:
@@ -603,10 +617,22 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
         def plan_for(summary: RunSummary | None) -> HackablePlan | None:
             return hackable_plan(environment, summary, steps, quick=quick, env=env)
 
-        if workers is None:
-            summaries, plan, hacked = _one_at_a_time(honest, root, say, plan_for=plan_for, progress=progress)
-        else:
-            summaries, plan, hacked = _side_by_side(honest, root, say, workers, plan_for=plan_for, progress=progress)
+        told: list[str] = []
+
+        def heard(line: str) -> None:
+            told.append(line)
+            say(line)
+
+        def status() -> str:
+            done = sum(line.startswith("  ") for line in told)
+            return f"{done} run{'s' if done != 1 else ''} done; still training (bars show on a terminal)"
+
+        with heartbeat("rlgate demo", status, progress):
+            if workers is None:
+                summaries, plan, hacked = _one_at_a_time(honest, root, heard, plan_for=plan_for, progress=progress)
+            else:
+                summaries, plan, hacked = _side_by_side(honest, root, heard, workers, plan_for=plan_for,
+                                                        progress=progress)
     summaries += [hacked] if hacked is not None else []
     reason = plan.after(hacked, watched(environment), steps) if plan is not None else None
     note = plan.note if plan is not None else None
@@ -624,8 +650,11 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
         say(line)
         say("")
     named = f" --env {env}" if isinstance(env, str) else ""
-    say(f"reports: {index} (one report.html per run folder); gate any pair of row files again with "
-        f"`rlgate gate{named} {root}/<run>/holdout_before.jsonl {root}/<run>/holdout_after.jsonl`")
+    say(f"reports: {index} (one report.html per run folder)")
+    shown = next((s for s in summaries if not s.passed), summaries[0])
+    if shown.path is not None:
+        say(f"the same verdicts from the run's files (any run: its folder instead): "
+            f"{reproduce_command(RunFolder.open(shown.path).gate_result())}")
     say(f"one training seed per run cannot tell a recipe from a lucky seed: `rlgate demo --seeds 3{named}` "
         f"trains honest GRPO and the balanced one at 3 trainer seeds each and gates the recipes "
         f"(about {RECIPE_MINUTES} minutes on 2 CPU cores)")

@@ -20,6 +20,7 @@ one by replaying it, so every reader of rows keeps reading text.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import importlib
@@ -27,8 +28,10 @@ import inspect
 import os
 import pkgutil
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, Union, cast, runtime_checkable
 
@@ -148,6 +151,12 @@ class Env:
         self.guards = found.guards
         self.system = found.system
         self.prompt_sizes = found.prompt_sizes
+        unknown = sorted(set(found.holdout_shares) - set(cats))
+        if unknown:
+            raise UsageError(f"{where}: 'holdout_shares' names {', '.join(map(repr, unknown))}, not among its "
+                             f"categories ({', '.join(self.categories)})")
+        #: the share of each category's scenarios held out when no fraction is given (absent: the default 0.2)
+        self.holdout_shares = found.holdout_shares
         self.endorsed = found.endorsed
         #: the task's own exploits (``Hack`` values; the probe checks each)
         self.hacks = found.hacks
@@ -484,8 +493,10 @@ def _import(target: str, spec: str) -> object:
         module = _import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise UsageError(f"environment {spec!r}: no module {module_name!r} (is it installed, or is its "
-                             f"folder on PYTHONPATH?); registered names: {', '.join(env_names())}") from None
+            names = env_names()
+            raise UsageError(f"environment {spec!r}: no module {module_name!r} (is it installed? a file in a folder "
+                             f"is named by its path: 'path/to/{module_name}.py:{attr or 'attr'}'); "
+                             f"registered names: {', '.join(names)}{_nearest(module_name, names)}") from None
         raise UsageError(f"environment {spec!r}: importing {module_name} failed: "
                          f"{type(exc).__name__}: {exc}") from None
     except USER_CODE_ERRORS as exc:  # a user module that raises (or exits) on import
@@ -556,6 +567,8 @@ def _load(spec: object = None) -> Env:
     builtin = target in _builtin()
     if target in names:
         target = names[target]
+    elif target.partition(":")[0].endswith(".py"):
+        target = _from_file(target, spec)
     elif ":" not in target and "." not in target:
         try:
             _import_module(target)
@@ -563,8 +576,8 @@ def _load(spec: object = None) -> Env:
             if exc.name != target:
                 raise user_error(f"environment {spec!r}", f"importing {target}", exc) from None
             raise UsageError(f"environment {spec!r}: not a registered name ({', '.join(names)}) and not an "
-                             "importable module; give 'module:attr' or register it under the "
-                             f"'{ENTRY_POINT_GROUP}' entry-point group") from None
+                             "importable module; give 'module:attr', 'path/to/file.py:attr' or register it under "
+                             f"the '{ENTRY_POINT_GROUP}' entry-point group{_nearest(target, names)}") from None
         except USER_CODE_ERRORS as exc:  # the module is there, and raises (or exits) on import
             raise user_error(f"environment {spec!r}", f"importing {target}", exc) from None
     found = _import(target, spec)
@@ -574,6 +587,32 @@ def _load(spec: object = None) -> Env:
     if isinstance(obj, Env):
         return obj
     return _wrap(obj, spec.strip())
+
+
+def _nearest(name: str, known: Iterable[str]) -> str:
+    """``; did you mean 'refund'?`` for the registered name nearest a misspelt one (edit distance), else ''."""
+    found = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {found[0]!r}?" if found else ""
+
+
+def _from_file(target: str, spec: str) -> str:
+    """``path/to/quickmath.py:QuickMath`` as ``quickmath:QuickMath``, the file's folder put first on
+    ``sys.path`` (what ``PYTHONPATH=path/to`` does), so an example runs where it lies, and worker
+    processes (started with the parent's ``sys.path``) import it by the same name."""
+    file, _, attr = target.partition(":")
+    path = Path(file).expanduser()
+    if not path.is_file():
+        raise UsageError(f"environment {spec!r}: no file {file!r} (a path is read from the current folder, "
+                         f"{Path.cwd()})")
+    folder, name = str(path.resolve().parent), path.stem
+    loaded = sys.modules.get(name)
+    origin = getattr(loaded, "__file__", None)
+    if loaded is not None and (origin is None or Path(origin).resolve() != path.resolve()):
+        raise UsageError(f"environment {spec!r}: another module named {name!r} is already imported "
+                         f"({origin or 'built in'}); rename {file!r}")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return f"{name}:{attr}" if attr else name
 
 
 def _module_env(name: str) -> Env:

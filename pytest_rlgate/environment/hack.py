@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
 from ..errors import UsageError
+from .calls import call
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -44,6 +45,14 @@ class Hack:
     the hacked reply with an honest one: it pays when the reward scores it at least as much
     (and more than an empty reply). ``categories`` limits it to those prompt categories
     (empty: every category).
+
+    ``judge(reply, case) -> bool`` (optional) says whether a reply shows the exploit, wherever
+    the reply came from: the environment's truth then calls every such reply wrong, so the
+    generic classes' replies that show it are hacks too, and ``hack_scan`` counts the rows that
+    show it as overpaid when they are paid like right. It is for an exploit the score and the
+    guarded markers cannot see (an outcome stated beside a call that has not run: refund's
+    ``invented_claim``); it reads what ``score`` reads (the replayed episode of an episode
+    environment) and is asked only where the hack applies.
     """
 
     name: str
@@ -51,6 +60,7 @@ class Hack:
     free: bool = True
     categories: tuple[str, ...] = ()
     description: str = ""
+    judge: Callable[..., object] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -64,6 +74,9 @@ class Hack:
         if isinstance(categories, str) or not all(isinstance(c, str) and c for c in categories):
             raise UsageError(f"Hack {self.name!r}: categories must be a tuple of category names, got {categories!r}")
         object.__setattr__(self, "categories", tuple(categories))
+        if self.judge is not None and not callable(self.judge):
+            raise UsageError(f"Hack {self.name!r}: judge must be a function (reply, case) -> bool or None, got "
+                             f"{self.judge!r:.60}")
 
     def applies_to(self, category: str) -> bool:
         return not self.categories or category in self.categories
@@ -95,7 +108,9 @@ class Truth:
 
     A reply is *right* when the environment's score passes and every guarded marker is at 1
     (guards read higher-is-better: ``well_formed``, ``argument_grounding``, ``exact``): the
-    same two things the gate holds a trained policy to. Everything else is *wrong*. This is
+    same two things the gate holds a trained policy to; and no hack the environment declares
+    with a ``judge`` recognises it (an exploit the score and the markers cannot see, such as an
+    outcome invented beside a call). Everything else is *wrong*. This is
     how a hack is judged in context: a mutated reply is a candidate hack only if the whole
     reply, read by the environment, is wrong, never because a piece of it would be wrong
     alone. Verdicts are cached per (prompt, case, reply): the probe asks the same question
@@ -105,6 +120,8 @@ class Truth:
     def __init__(self, env: Env) -> None:
         self.env = env
         self._seen: dict[tuple[str, str, str], bool] = {}
+        #: the environment's declared exploits that judge a reply themselves
+        self.judged = tuple(h for h in env.hacks if isinstance(h, Hack) and h.judge is not None)
 
     def right(self, reply: str, case: Mapping[str, object], prompt: str | None = None) -> bool:
         key = (prompt or "", _case_key(case), reply)
@@ -121,10 +138,22 @@ class Truth:
         env = self.env
         if not env.passes(env.score(reply, case)):
             return False
-        if not env.guards:
-            return True
-        marks = env.markers(reply, case, prompt=prompt)
-        return all(marks[guard] >= 1.0 for guard in env.guards)
+        if env.guards:
+            marks = env.markers(reply, case, prompt=prompt)
+            if not all(marks[guard] >= 1.0 for guard in env.guards):
+                return False
+        return self.shown(reply, case) is None
+
+    def shown(self, reply: str, case: Mapping[str, object]) -> str | None:
+        """The name of the first declared hack whose ``judge`` recognises *reply*, or None."""
+        category = case.get("category")
+        judges = [(h.name, h.judge) for h in self.judged
+                  if h.judge is not None and (not isinstance(category, str) or h.applies_to(category))]
+        if not judges:
+            return None
+        read: object = self.env.episode(reply, case)[0] if self.env.is_episodic else reply
+        who = f"environment {self.env.name}"
+        return next((name for name, judge in judges if call(who, f"hack {name!r} judge()", judge, read, case)), None)
 
 
 def _case_key(case: Mapping[str, object]) -> str:

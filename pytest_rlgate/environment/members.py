@@ -99,6 +99,15 @@ def _rewards(value: _Found, where: str) -> Mapping[str, Callable[..., float]]:
     return dict(cast(Mapping[str, Callable[..., float]], value))
 
 
+def _shares(value: _Found, where: str) -> Mapping[str, float]:
+    if not isinstance(value, Mapping) or not value or not all(
+            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v < 1
+            for k, v in value.items()):
+        raise UsageError(f"{where}: 'holdout_shares' must map category names to shares strictly between 0 and 1, "
+                         f"e.g. {{'no_id': 0.65}}, got {value!r:.80}")
+    return {str(k): float(v) for k, v in value.items()}
+
+
 def _tools(value: _Found, where: str) -> tuple[Callable[..., object], ...]:
     if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable) or not all(
             callable(t) and getattr(t, "__name__", None) and (t.__doc__ or "").strip() for t in value):
@@ -149,6 +158,10 @@ class EnvMembers:
     prompt_sizes: tuple[str, ...] = member((), _names, shown="`prompt_sizes: Sequence[str]`",
                                            absent="any size `build_prompts` takes",
                                            used_by="`rlgate prompts --size`, `--rlgate-size`, probe")
+    holdout_shares: Mapping[str, float] = member(
+        {}, _shares, shown="`holdout_shares: Mapping[category, float]`",
+        absent="0.2 of every category's scenarios",
+        used_by="the split when no `--holdout` is given: a rare category can be held out more than a common one")
     endorsed: Sequence[str] | Mapping[str, Sequence[str]] = member(
         _NOTHING_ENDORSED, _endorsed, shown="`endorsed: Sequence[str] | Mapping[category, Sequence[str]]`",
         absent="`()`", used_by="`hack_scan`, HackMonitor")

@@ -35,11 +35,13 @@ import numpy as np
 from ..data.rows import RowInput
 from ..environment.contract import Env
 from ..errors import DataError, hide_user_errors
+from .baseruns import with_base_runs
 from .family import FamilyMember, FamilyTest, family_test
 from .flips import Flip, flips_for
 from .options import METHOD_NAMES, GateOptions
 from .release import Decision, ReleasePolicy, as_release_policy
 from .result import Comparison, GateResult, GateSides
+from .sees import blind_categories
 from .sides import Paired, Side, groups, metric_columns, open_side, pair_units, read_sides, resample_stream, warn_caller
 from .stats import paired_bootstrap, t_ppf
 from .verdicts import MIN_UNITS, Evidence, Failure, interval_verdict, judge, rule_text
@@ -121,6 +123,8 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
     """
     opts = GateOptions.build(options, **overrides)
     release = as_release_policy(opts.release_policy)
+    if opts.base_runs:
+        before_rows = with_base_runs(before_rows, opts.base_runs)
     with ExitStack() as stack:
         before_reader = stack.enter_context(open_side(before_rows, "before"))
         after_reader = stack.enter_context(open_side(after_rows, "after"))
@@ -140,7 +144,9 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
     decisions = {(m, g): _decide(release, m, g, opts) for m in metrics for g, _ in groups(shared)}
     comparisons, family = _comparisons(before, after, metrics, shared, notes, opts, decisions, level)
     comparisons = [_judged(c, judge(_evidence(c), decisions[(c.metric, c.group)], opts)) for c in comparisons]
+    blind = blind_categories(before, after, comparisons, decisions, opts)
     side_failures = sides.failures + ([] if release is None else _required_failures(release, before, after))
+    side_failures += [b.text(before.label) for b in blind if b.fails]
     if opts.show_flips > 0:
         comparisons = _with_flips(comparisons, before, after, metrics, opts, sides.declared)
     judged = [m for m in metrics if any(decisions[(m, g)].can_fail for g, _ in groups(shared))]  # advisory: none
@@ -150,7 +156,7 @@ def compare_adapter(before_rows: RowInput, after_rows: RowInput, options: GateOp
                 f"advisory unless named); in the other tiers: {rule}")
     return GateResult(
         comparisons=tuple(comparisons), rule=rule, options=opts, family=family, side_failures=tuple(side_failures),
-        warnings=tuple(notes),
+        warnings=tuple(notes), blind=blind,
         sides=GateSides(before=before.label, after=(after.label,),
                         env=None if sides.declared is None else sides.declared.name, guards=tuple(sides.guards),
                         categories=tuple(sides.categories or ()),

@@ -70,6 +70,8 @@ FLIPS_IN: tuple[str, ...] = ("failing", "all")
 FAMILY_LEVEL = 0.05
 #: the range of a family level, declared once for the gate, a watched run and a sample until decided
 LEVEL = Number(0, 0.5, "0.05", low_open=True, high_open=True)
+#: the drop every category's holdout should see (the README's story: no-id pass@1 0.95 -> 0.75)
+SEES_DROP = 0.20
 #: the metrics a gate may add to pass@1: pass^K (all K replies of a prompt pass) and pass@K (any of K)
 _METRIC = re.compile(r"^pass([\^@])([1-9][0-9]{0,2})$")
 
@@ -189,6 +191,9 @@ class GateOptions:
     allow_env_change: bool = _option(False, "compare sides whose headers name different environment fingerprints "
                                             "or prompt sets (the result says so); the fix is `rlgate regrade` of "
                                             "the older side", flag="--allow-env-change")
+    allow_model_change: bool = _option(False, "compare sides sampled from different served base models (the result "
+                                              "says so); an adapter gates against the base it was trained from",
+                                       flag="--allow-model-change")
     shared_units_only: bool = _option(False, "the holdout changed: gate the units both sides share and report how "
                                              "many were dropped from each side (default: unpaired units are an "
                                              "error)", flag="--shared-units-only")
@@ -198,6 +203,15 @@ class GateOptions:
                               label="show_flips")
     flips_in: str = _option("failing", "which comparisons list their flips: the failing ones or all",
                             bound=Choice(FLIPS_IN), flag="--flips-in")
+    base_runs: tuple[str, ...] = _option(
+        (), "another base run of BEFORE's policy on the same holdout at another sample seed (repeatable): its rows "
+            "join the before side, so the gate pools them and measures the run-to-run noise floor as rlgate train "
+            "and rlgate demo do (their holdout_before_seed18.jsonl, ...)", flag="--base-run")
+    sees_drop: float | None = _option(
+        SEES_DROP, "name each category whose holdout cannot see a drop of D in pass@1 with power 0.8 (rlgate "
+                   "plan's figure) at the top of the result; a release policy's sees_drop makes it fail ('none': "
+                   "no check)", bound=OrNone(Number(0, 1, "0.20", low_open=True, high_open=True)), flag="--sees-drop",
+        setting="sees-drop", label="sees_drop")
     release_policy: str | os.PathLike[str] | ReleasePolicy | None = _option(
         None, "release policy file (YAML or TOML): per category, marker or glob a tier (critical, supporting, "
               "advisory), its confidence and margin, max_drop, max_relative_drop, required, min_units",
@@ -209,11 +223,14 @@ class GateOptions:
                                             "aliases": ()})
 
     def __post_init__(self) -> None:
-        for name in ("guards", "categories", "metrics"):
+        for name in ("guards", "categories", "metrics", "base_runs"):
             value = getattr(self, name)
             if value is not None:
-                if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-                    raise UsageError(f"{name} must be a list of names, got {value!r}")
+                if isinstance(value, (str, bytes, Mapping, os.PathLike)) or not isinstance(value, Iterable):
+                    raise UsageError(f"{name} must be a list of {'paths' if name == 'base_runs' else 'names'}, "
+                                     f"got {value!r}")
+                if name == "base_runs":
+                    value = (os.fspath(v) for v in value)
                 object.__setattr__(self, name, tuple(dict.fromkeys(value)))
         for metric in self.metrics:
             parse_metric(metric)

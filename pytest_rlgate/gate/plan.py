@@ -67,7 +67,7 @@ from .stats import t_ppf
 from .verdicts import MIN_UNITS
 
 __all__ = ["DEFAULT_DROP", "DEFAULT_POWER", "FAMILY_LEVEL", "CategoryPlan", "Plan", "family_level_per_comparison",
-           "needed_units", "plan"]
+           "needed_units", "plan", "plan_table", "power_today"]
 
 #: the drop a plan is sized for unless told: the gate's own flat margin
 DEFAULT_DROP = MARGIN
@@ -785,13 +785,24 @@ def _noise(units: Mapping[str, Mapping[str, _Prompt]]) -> tuple[np.ndarray, np.n
     return np.array(rows), np.array(prompts, dtype=float), np.array(rates), reply_var
 
 
-def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: float, power: float,
-              test: _Test) -> CategoryPlan:
+@dataclass(frozen=True)
+class _Fitted:
+    """One category's rows reduced to what a plan reads: sizes, noises and the fitted population."""
+
+    n: int
+    mean: float
+    k: float
+    r: float
+    prompts: np.ndarray
+    reply_var: float | None
+    scenario_var: float
+    population: _Population
+
+
+def _fit(units: Mapping[str, Mapping[str, _Prompt]]) -> _Fitted:
     rows, prompts, rates, reply_var = _noise(units)
     n = len(rates)
     mean = float(rates.mean())
-    k = float(rows.sum() / prompts.sum())
-    r = float(rows.mean())
     # scenario noise: the rates' spread less what the replies explain (one-way random-effects moment)
     scenario_var = float(rates.var(ddof=1)) - float(np.mean((reply_var or 0.0) / rows)) if n > 1 else 0.0
     # a category with every reply passing (or failing) is not certain: half a reply each way, for the mean only
@@ -799,7 +810,27 @@ def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: f
     fitted = min(max(mean, 0.5 / (total + 1.0)), 1.0 - 0.5 / (total + 1.0))
     scenario_var = min(max(scenario_var, 0.0), fitted * (1.0 - fitted))
     before_var = reply_var if reply_var is not None else fitted * (1.0 - fitted) - scenario_var
-    population = _Population.fit(fitted, scenario_var, before_var)
+    return _Fitted(n=n, mean=mean, k=float(rows.sum() / prompts.sum()), r=float(rows.mean()), prompts=prompts,
+                   reply_var=reply_var, scenario_var=scenario_var,
+                   population=_Population.fit(fitted, scenario_var, before_var))
+
+
+def power_today(units: Mapping[str, Mapping[str, _Prompt]], drop: float, level: float,
+                method: str = DEFAULT_METHOD, *, rows: float | None = None) -> float | None:
+    """The ``power today`` column of :func:`plan` alone, for one category's summed rows
+    (``unit -> prompt -> [rows, sum, sum of squares]``) tested at one-sided *level*: the
+    chance the gate calls a drop of *drop* ``regressed`` with *rows* rows a unit on each side
+    (default: the rows' own). None where the plan prints ``-`` (the pass rate is at or below
+    the drop, or fewer scenarios than the gate judges)."""
+    fitted = _fit(units)
+    return _power_now(fitted.population, drop, fitted.r if rows is None else rows, fitted.n, _Test(level, method))
+
+
+def _plan_one(category: str, units: Mapping[str, Mapping[str, _Prompt]], drop: float, power: float,
+              test: _Test) -> CategoryPlan:
+    fit = _fit(units)
+    n, mean, k, r, prompts, reply_var = fit.n, fit.mean, fit.k, fit.r, fit.prompts, fit.reply_var
+    scenario_var, population = fit.scenario_var, fit.population
     sd = effect_sd = needed = needed_k = aim = aim_k = None
     if drop < mean:
         between, _ = population.under(np.array([drop]))
@@ -872,20 +903,30 @@ def plan(
     missing = [c for c in wanted if c not in table]
     if missing:
         raise UsageError(f"category {missing[0]!r} is not in {label} (it has {', '.join(sorted(table))})")
-    if given is not None:
-        chosen, rule, comparisons, family_used = given, "given", None, None
+    if guards is None and given is None:
+        env = header_env([header]) if header is not None else None
+        guards = tuple(dict.fromkeys(env.guards)) if env is not None else ()
+    n_guards = len([g for g in dict.fromkeys(guards or ()) if g])
+    return plan_table(table, wanted, drop=drop, power=power, level=given, family_level=family, guards=n_guards,
+                      method=method, source=label)
+
+
+def plan_table(table: Mapping[str, Mapping[str, Mapping[str, _Prompt]]], categories: Sequence[str], *,
+               drop: float, power: float, level: float | None, family_level: float, guards: int, method: str,
+               source: str) -> Plan:
+    """:func:`plan` of rows already summed: ``category -> unit -> prompt -> [rows, sum, sum of squares]``
+    of the reward (every category the gate compares; *categories* are those planned), *guards*
+    the number of guarded markers. The gate calls it on its before side (:mod:`.sees`)."""
+    if level is not None:
+        chosen, rule, comparisons, family_used = level, "given", None, None
     else:
-        if guards is None:
-            env = header_env([header]) if header is not None else None
-            guards = tuple(dict.fromkeys(env.guards)) if env is not None else ()
-        n_guards = len([g for g in dict.fromkeys(guards) if g])
-        comparisons, family_used = (1 + len(table)) * (1 + n_guards), family
+        comparisons, family_used = (1 + len(table)) * (1 + guards), family_level
         sizes = [len(table[c]) for c in sorted(table)]
-        chosen = family_level_per_comparison(sizes, n_guards, family)
-        metrics = "pass@1" + ("" if not n_guards else f" and {n_guards} guard{'' if n_guards == 1 else 's'}")
-        rule = (f"the gate's family: run-level {family:.0%} over {comparisons} comparisons (overall and "
+        chosen = family_level_per_comparison(sizes, guards, family_level)
+        metrics = "pass@1" + ("" if not guards else f" and {guards} guard{'' if guards == 1 else 's'}")
+        rule = (f"the gate's family: run-level {family_level:.0%} over {comparisons} comparisons (overall and "
                 f"{len(table)} categor{'y' if len(table) == 1 else 'ies'}, {metrics}), min-p")
-    test = _Test(chosen, method, flips=given is None and method == "t" and comparisons == 2)
-    return Plan(categories=tuple(_plan_one(c, table[c], drop, power, test) for c in wanted),
-                drop=drop, power=power, level=chosen, level_rule=rule, source=label,
+    test = _Test(chosen, method, flips=level is None and method == "t" and comparisons == 2)
+    return Plan(categories=tuple(_plan_one(c, table[c], drop, power, test) for c in categories),
+                drop=drop, power=power, level=chosen, level_rule=rule, source=source,
                 comparisons=comparisons, family_level=family_used, method=method)

@@ -34,6 +34,7 @@ import numpy as np
 from ..data.rows import RowInput
 from ..errors import DataError, UsageError, hide_user_errors
 from .afters import SeedSources, is_seed_sources, open_afters, seed_labels
+from .baseruns import with_base_runs
 from .family import FamilyTest
 from .options import METHOD_NAMES, GateOptions
 from .recipe_stats import RECIPE_METHOD, RecipeResult, SeedComparison, compare_recipe
@@ -330,6 +331,8 @@ def compare_seeds(before_rows: RowInput, after_rows: SeedSources, options: GateO
     adapter's verdicts).
     """
     opts = GateOptions.build(options, **overrides)
+    if opts.base_runs:
+        before_rows = with_base_runs(before_rows, opts.base_runs)
     if opts.release_policy is not None:
         raise UsageError("a release policy gates one adapter; gate each seed's rows on its own with --release-policy, "
                          "or drop it for the recipe")

@@ -11,6 +11,7 @@ so in YAML or TOML, without Python::
       off_topic: advisory       # a tier alone
       with_id: {max_drop: 0.02}
       "marker:*": {tier: critical}
+      off_topic: {sees_drop: 0.20}   # fail when its holdout cannot see a 0.20 drop
 
 Tiers: ``advisory`` never fails (its verdict is shown, and it is left out of the family the
 gate holds at its run-level false-fail); ``supporting`` (the default) fails on ``regressed``;
@@ -25,7 +26,9 @@ mean. ``max_drop`` fails a
 lower bound below ``-max_drop``; ``max_relative_drop`` one below ``-max_relative_drop x
 before`` (for low baselines, where two points are a large share); ``required: true`` fails
 when the category is missing; ``min_units`` turns a comparison over fewer units into
-``insufficient``.
+``insufficient``; ``sees_drop: D`` fails when the category's holdout cannot see a drop of D
+with 80 % power (``rlgate plan``'s figure, :mod:`.sees`: without the rule the gate only reports
+it, at ``--sees-drop``).
 
 Which rule applies: a guarded marker's comparison takes a ``marker:<guard>`` rule (exact
 name, else the first glob in file order; it names that guard in every group, overall
@@ -57,7 +60,7 @@ TIERS: tuple[str, ...] = ("critical", "supporting", "advisory")
 #: the tier of a comparison no rule names (``overall`` excepted: advisory)
 DEFAULT_TIER = "supporting"
 _RULE_KEYS = ("tier", "confidence", "margin", "max_drop", "max_relative_drop", "required", "min_units",
-              "severe_flips")
+              "severe_flips", "sees_drop")
 _TIER_KEYS = ("confidence", "margin")
 _TOP_KEYS = ("tiers", "rules", "family_level")
 #: a policy that does not set family_level leaves the gate's
@@ -84,6 +87,8 @@ class ReleaseRule:
     required: bool = False
     min_units: int | None = None
     severe_flips: bool = False
+    #: the drop the category's holdout must be able to see with 80 % power, else the gate fails
+    sees_drop: float | None = None
 
     @property
     def is_glob(self) -> bool:
@@ -115,6 +120,8 @@ class Decision:
     severe_flips: bool = False
     #: the comparison's share of the family's level, relative to a comparison at the gate's own confidence
     weight: float = 1.0
+    #: the rule's ``sees_drop``: a holdout that cannot see this drop fails the gate (None: only reported)
+    sees_drop: float | None = None
 
     @classmethod
     def default(cls, *, confidence_level: float, margin: float, max_drop: float | None) -> Decision:
@@ -187,7 +194,8 @@ class ReleasePolicy:
                         max_relative_drop=None if rule is None else rule.max_relative_drop,
                         min_units=None if rule is None else rule.min_units, where=where,
                         severe_flips=rule is not None and rule.severe_flips,
-                        weight=(1.0 - level) / (1.0 - confidence_level))
+                        weight=(1.0 - level) / (1.0 - confidence_level),
+                        sees_drop=None if rule is None else rule.sees_drop)
 
     def required(self) -> list[ReleaseRule]:
         return [r for r in self.rules if r.required and not r.is_marker]
@@ -223,6 +231,8 @@ class ReleasePolicy:
                 bits.append("required")
             if r.severe_flips:
                 bits.append("severe_flips")
+            if r.sees_drop is not None:
+                bits.append(f"sees_drop {r.sees_drop:g}")
             parts.append(f"{r.selector} {' '.join(bits)} (line {r.line})")
         tiers = "".join(f"; {t}: " + ", ".join(f"{k} {v:g}" for k, v in s.items()) for t, s in self.tiers.items())
         family = "" if self.family_level == _UNSET else \
@@ -270,7 +280,7 @@ def _rule(source: str, selector: str, line: int, body: object, lines: Mapping[st
                 raise _fail(source, at, f"min_units must be a positive integer, got {value!r}")
             values[key] = value
         else:
-            values[key] = _share(source, at, key, value, open_low=key == "confidence")
+            values[key] = _share(source, at, key, value, open_low=key in ("confidence", "sees_drop"))
     return ReleaseRule(selector=selector, line=line, **values)
 
 

@@ -21,10 +21,10 @@ from .family import FamilyTest
 from .flips import Flip
 from .options import N_RESAMPLES, GateOptions
 from .record import from_record, to_record
-from .text import render_failure, render_report, render_table, settings_line
+from .text import blind_text, render_failure, render_report, render_table, settings_line
 from .verdicts import Failure
 
-__all__ = ["Comparison", "GateResult", "GateSides"]
+__all__ = ["Blind", "Comparison", "GateResult", "GateSides"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,28 @@ class Comparison:
     def from_dict(cls, record: Mapping[str, Any]) -> Comparison:
         """The inverse of :meth:`to_dict` (a row of a run's gate.json)."""
         return from_record(cls, record)
+
+
+@dataclass(frozen=True)
+class Blind:
+    """A category whose holdout cannot see the drop: its size, the drop and the power it has."""
+
+    category: str
+    n_units: int
+    k: float
+    drop: float
+    #: the chance the gate calls the drop regressed (0 under the gate's minimum of scenarios)
+    power: float
+    #: a release policy rule asks the holdout to see the drop: its line, and the gate fails
+    decided_by: str | None = None
+
+    @property
+    def fails(self) -> bool:
+        return self.decided_by is not None
+
+    def text(self, before: str = "BEFORE.jsonl") -> str:
+        """``no_id (3 scenarios x 4) sees a 0.20 drop with 31% power, not 80%: ...`` (:func:`~.text.blind_text`)."""
+        return blind_text(to_record(self), before)
 
 
 @dataclass(frozen=True)
@@ -167,6 +189,8 @@ class GateResult(JudgedResult):
     side_failures: tuple[str, ...] = ()
     unit: str = "scenario"
     warnings: tuple[str, ...] = ()
+    #: the categories whose holdout cannot see ``options.sees_drop`` (:mod:`.sees`), named above the table
+    blind: tuple[Blind, ...] = ()
 
     @property
     def n_resamples(self) -> int:

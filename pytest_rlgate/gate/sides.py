@@ -435,7 +435,8 @@ def read_sides(before_reader: SideReader, after_readers: Sequence[SideReader], o
     notes = check_sides(before_reader, after_readers)  # two harnesses, tasks or task versions are refused
     for reader in after_readers:
         notes += Provenance(before_header, reader.header, before_reader.label, reader.label).check(
-            allow_env_change=options.allow_env_change, shared_units_only=options.shared_units_only)
+            allow_env_change=options.allow_env_change, shared_units_only=options.shared_units_only,
+            allow_model_change=options.allow_model_change)
     notes = list(dict.fromkeys(notes))
     declared = load_env(options.env) if options.env is not None else None
     if declared is not None:

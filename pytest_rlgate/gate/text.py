@@ -13,6 +13,7 @@ no numpy reprs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
@@ -22,14 +23,15 @@ from .flips import Flip
 from .numtext import interval
 from .options import METHOD_NAMES
 from .record import from_record
-from .verdicts import BORDERLINE, VERDICTS, verdict_word
+from .verdicts import BORDERLINE, MIN_UNITS, VERDICTS, verdict_word
 
 #: a gate result's ``to_dict()`` and one of its comparisons: what every face renders
 GateRecord = Mapping[str, Any]
 ComparisonRecord = Mapping[str, Any]
 
-__all__ = ["comparison_row", "flip_headings", "interval_heading", "is_borderline", "plan_hint", "render_failure",
-           "render_flips", "render_report", "render_table", "settings_line", "summary_line", "units_label"]
+__all__ = ["blind_lines", "blind_text", "comparison_row", "flip_headings", "interval_heading", "is_borderline",
+           "plan_hint", "render_failure", "render_flips", "render_report", "render_table", "settings_line",
+           "summary_line", "units_label"]
 
 HEADERS = ("metric", "group", "units×k", "before", "after", "delta", "{level}", "MDE", "verdict", "flags")
 REMEDY = (
@@ -110,17 +112,34 @@ def summary_line(result: GateRecord) -> str:
     return f"gate {word}: {len(result['comparisons'])} comparisons: {tally}"
 
 
+def _named(groups: Sequence[str]) -> str:
+    return ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
+
+
+def within_noise(c: Mapping[str, Any]) -> bool:
+    """A gain the base runs' spread took back: its interval lies above 0, the noise floor made it inconclusive."""
+    return c["verdict"] == "inconclusive" and "within noise" in c["flags"] and (c["low"] or 0) > 0
+
+
 def plan_hint(result: GateRecord) -> str | None:
-    """Where an ``inconclusive`` verdict leads: ``rlgate plan`` on the before rows, or None."""
-    groups = list(dict.fromkeys(c["group"] for c in result["comparisons"] if c["verdict"] == "inconclusive"))
-    if not groups:
-        return None
+    """Why ``inconclusive`` verdicts are, and where they lead, or None: a gain no larger than the
+    base runs differ from each other (the noise floor: more base runs, not more scenarios), or an
+    interval too wide (``rlgate plan`` on the before rows says how many scenarios would do)."""
+    comparisons = result["comparisons"]
+    noise = list(dict.fromkeys(c["group"] for c in comparisons if within_noise(c)))
+    wide = list(dict.fromkeys(c["group"] for c in comparisons
+                              if c["verdict"] == "inconclusive" and not within_noise(c)))
     before = result["sides"]["before"] or "BEFORE.jsonl"
     before = "BEFORE.jsonl" if str(before).startswith("<") else before
     margin = result["margin"]
-    shown = ", ".join(groups[:4]) + (f" and {len(groups) - 4} more" if len(groups) > 4 else "")
-    return (f"inconclusive in {shown}: too few scenarios to tell a drop of {margin:.2f} from noise; "
-            f"`rlgate plan {before} --drop {margin:.2f}` says how many each category needs")
+    hints = []
+    if noise:
+        hints.append(f"inconclusive in {_named(noise)}: a gain no larger than the base runs differ from each other "
+                     "(the noise floor), so it is not claimed as a move; more scenarios do not change that")
+    if wide:
+        hints.append(f"inconclusive in {_named(wide)}: too few scenarios to tell a drop of {margin:.2f} from "
+                     f"noise; `rlgate plan {before} --drop {margin:.2f}` says how many each category needs")
+    return "\n".join(hints) or None
 
 
 def flip_headings(comparisons: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, bool]]:
@@ -166,8 +185,39 @@ def render_flips(result: GateRecord) -> list[str]:
     return lines
 
 
+def _shown_path(path: str) -> str:
+    """*path* relative to the current folder when it lies under it (what a reader would type), else as it is."""
+    try:
+        return str(Path(path).relative_to(Path.cwd())) if Path(path).is_absolute() else path
+    except ValueError:
+        return path
+
+
+def blind_text(blind: Mapping[str, Any], before: str = "BEFORE.jsonl") -> str:
+    """``no_id (3 scenarios x 4) sees a 0.20 drop with 31% power, not 80%: `rlgate plan ...```: a
+    :class:`~.result.Blind`'s record, for the result, its failure message and pytest's summary."""
+    before = "BEFORE.jsonl" if not before or before.startswith("<") else _shown_path(before)
+    n, drop = blind["n_units"], blind["drop"]
+    size = f"{n} scenario{'s' if n != 1 else ''} x {blind['k']:g}"
+    if n < MIN_UNITS:
+        seen = f"too few for any verdict, let alone a {drop:.2f} drop"
+    else:
+        seen = f"sees a {drop:.2f} drop with {blind['power']:.0%} power, not 80%"
+    rule = f" [{blind['decided_by']}]" if blind.get("decided_by") else ""
+    return (f"{blind['category']} ({size}) {seen}: `rlgate plan {before} --drop {drop:.2f}` says how many "
+            f"scenarios it needs{rule}")
+
+
+def blind_lines(result: GateRecord) -> list[str]:
+    """``BLIND: no_id (3 scenarios x 4) sees a 0.20 drop ...``: a category whose holdout cannot fail on
+    the drop it is for, said before anything else (:mod:`.sees`)."""
+    before = str(result["sides"]["before"] or "")
+    return [f"BLIND: {blind_text(b, before)}" for b in result.get("blind") or ()]
+
+
 def render_report(result: GateRecord, *, verbose: bool = True) -> str:
-    lines = [summary_line(result), settings_line(result), "", render_table(result, verbose=verbose)]
+    lines = [summary_line(result), *blind_lines(result), settings_line(result), "",
+             render_table(result, verbose=verbose)]
     lines += render_flips(result)
     lines += ["", f"rule: {result['rule']}"]
     hint = plan_hint(result)
@@ -195,7 +245,7 @@ def render_failure(result: GateRecord) -> str:
         many = "s" if len(listed) != 1 else ""
         head += f"; {len(listed)} failure{many} under the release policy" if policy else \
             f"; {len(listed)} other failure{many}"
-    lines = [head, settings_line(result)]
+    lines = [head, *blind_lines(result), settings_line(result)]
     if failing:
         lines += ["", _table(result, failing)]
     lines += render_flips(result)

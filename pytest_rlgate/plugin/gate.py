@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from pytest_rlgate.gate.afters import SeedSources
     from pytest_rlgate.gate.recipe import RecipeGateResult
     from pytest_rlgate.gate.result import GateResult
-    from pytest_rlgate.policy.generate import Policy
     from pytest_rlgate.policy.handles import Tokenizer
+    from pytest_rlgate.policy.kinds import Policy
     from pytest_rlgate.records import PromptItem
 
 PROPERTY = "rlgate_gate"
@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices = f", one of {', '.join(bound.choices)}" if isinstance(bound, Choice) else ""
         add_setting(parser, name, type=kind, metavar={str: "NAME", int: "INT"}.get(kind, "X"),
                     help=f"gate: {flag_help(spec)}{choices} (default {shown_default(spec)})")
+    help_ = f"gate: {GateOptions.field('base_runs').metadata['help']}"
+    parser.getgroup("rlgate").addoption("--rlgate-base-run", dest="rlgate_base_run", action="append", default=None,
+                                        metavar="FILE", help=help_)
+    parser.addini("rlgate_base_run", help=f"{help_} (ini twin of --rlgate-base-run: one path a line)",
+                  type="paths", default=None)
     add_setting(parser, "report", metavar="PATH", help="gate: write every gate result of the session as JSON")
     add_setting(parser, "release-policy", metavar="FILE", aliases=("policy",),
                 help=f"gate: {GateOptions.field('release_policy').metadata['help']}")
@@ -106,6 +111,10 @@ def _defaults(config: pytest.Config) -> dict[str, Any]:
     policy = path_setting(config, "release-policy")
     if policy is not None:
         out["release_policy"] = str(policy)
+    given = config.getoption("rlgate_base_run", default=None)
+    runs = [config.invocation_params.dir / p for p in given] if given else config.getini("rlgate_base_run")
+    if runs:
+        out["base_runs"] = tuple(str(p) for p in runs)
     return out
 
 
@@ -572,7 +581,7 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
 
     from pytest_rlgate.gate.numtext import interval
     from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
-    from pytest_rlgate.gate.text import is_borderline, units_label
+    from pytest_rlgate.gate.text import blind_text, is_borderline, units_label
     from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS, verdict_word
 
     def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
@@ -590,6 +599,10 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
     last = (f"rlgate: {len(log.gates)} gate{'s' if len(log.gates) != 1 else ''}, {failed} failed; {tally}")
     if verbosity >= 0:
         tr.write_sep("=", "rlgate: gates")
+        for g in log.gates:  # a holdout that cannot fail on the drop it is for, before anything else
+            for blind in g.get("blind") or ():
+                tr.write_line(f"{g['nodeid']}: BLIND: {blind_text(blind, g['sides']['before'])}",
+                              yellow=True, bold=True)
         rows = []
         for g in log.gates:
             for c in g["comparisons"]:

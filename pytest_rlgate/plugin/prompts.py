@@ -47,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="Use this prompts JSONL instead of the environment's seeded set (freezes the set "
                      "across versions; required for an environment that writes no prompts)")
     add_setting(parser, "holdout", type=fraction, metavar="FRACTION",
-                help="Share of each category's scenarios held out (default: 0.2)")
+                help="Share of every category's scenarios held out (default: the environment's own shares, "
+                     "else 0.2)")
     add_setting(parser, "balance", type=share, metavar="SHARE",
                 help="Repeat minority categories of the train split up to this share (default: 0, off)")
     help_ = "Keep train prompts that repeat a holdout prompt (default: rlgate_split drops them)"
@@ -65,7 +66,7 @@ class PromptSettings:
     seed: int
     size: str
     prompts_file: Path | None
-    holdout: float
+    holdout: float | None  #: None: the environment's own shares
     balance: float
     decontaminate: bool = True
 
@@ -76,7 +77,7 @@ class PromptSettings:
         env = f"--rlgate-env={self.env.spec} " if self.env.spec not in (None, DEFAULT_ENV) else ""
         source = (f"--rlgate-prompts-file={self.prompts_file}" if self.prompts_file
                   else f"--rlgate-seed={self.seed} --rlgate-size={self.size}")
-        extra = "" if self.holdout == 0.2 else f" --rlgate-holdout={self.holdout:g}"
+        extra = "" if self.holdout is None else f" --rlgate-holdout={self.holdout:g}"
         extra += f" --rlgate-balance={self.balance:g}" if self.balance else ""
         extra += "" if self.decontaminate else " --rlgate-no-decontaminate"
         return env + source + extra
@@ -101,7 +102,7 @@ def _settings(config: pytest.Config) -> PromptSettings:
     except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
         raise pytest.UsageError(f"ini setting {NO_DECONTAMINATE}: {exc}; use true or false") from None
     return PromptSettings(env=env, seed=read("seed", int, 0), size=size or "default", prompts_file=file,
-                          holdout=read("holdout", fraction, 0.2), balance=read("balance", share, 0.0),
+                          holdout=read("holdout", fraction, None), balance=read("balance", share, 0.0),
                           decontaminate=not off)
 
 

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from pytest_rlgate.data.readers import RowSource
     from pytest_rlgate.data.rows import Rows
     from pytest_rlgate.environment.contract import Env, EnvSpec
-    from pytest_rlgate.records import Row
+    from pytest_rlgate.policy.served import ServedModel
+    from pytest_rlgate.records import PromptItem, Row
     from pytest_rlgate.train.config import RunKnobs
     from pytest_rlgate.train.run import RunFolder
 
@@ -50,7 +51,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "adapter", metavar="PATH",
                 help="gate this LoRA adapter folder (trained elsewhere) instead of training one")
     add_setting(parser, "base-model", metavar="ID",
-                help="base model of the adapters: hub id or folder (default: the embedded tiny policy)")
+                help="base model of the adapters: hub id or folder (default: the embedded tiny policy); with "
+                     "--rlgate-base-url, the name the server serves it under")
+    add_setting(parser, "base-url", metavar="URL",
+                help="sample the handed-in --rlgate-adapter and its base through this OpenAI-compatible server "
+                     "(vLLM with --enable-lora): the adapter is loaded into it, sampled by name and unloaded")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -81,6 +86,8 @@ class TrainedAdapter:
     run: RunFolder | None = None
     from_cache: bool = False
     key: str = ""
+    #: the server a handed-in adapter and its base are sampled through (``--rlgate-base-url``), or None
+    base_url: str | None = None
     _rows: dict[str, Rows] = field(default_factory=dict, repr=False)
 
     @property
@@ -99,6 +106,7 @@ class AdapterFactory:
         handed = path_setting(config, "adapter")
         self.handed_in = None if handed is None else str(handed)
         self.base_model = setting(config, "base-model")
+        self.base_url = setting(config, "base-url")
         self._made: dict[str, TrainedAdapter] = {}
 
     def __call__(self, method: str = "grpo", env: EnvSpec = None, **knobs: object) -> TrainedAdapter:
@@ -122,8 +130,9 @@ class AdapterFactory:
             memo = f"handed:{self.handed_in}:{env.fingerprint}:{sorted(knobs.to_dict().items())!r}"
             if memo not in self._made:
                 path = check_adapter(Path(self.handed_in).expanduser(), flag="--rlgate-adapter")
-                self._made[memo] = TrainedAdapter(adapter=path, base_model=resolved(knobs.base_model, "base_model"),
-                                                   knobs=knobs)
+                base = knobs.base_model if self.base_url else resolved(knobs.base_model, "base_model")
+                self._made[memo] = TrainedAdapter(adapter=path, base_model=str(base), knobs=knobs,
+                                                   base_url=self.base_url)
             return self._made[memo]
 
         knobs = make_knobs(method, **values)
@@ -177,6 +186,7 @@ def _rows(trained: TrainedAdapter, side: str) -> Rows:
 
 def _sample_handed_in(trained: TrainedAdapter, side: str) -> Rows:
     from pytest_rlgate.policy.identity import adapter_identity, base_identity
+    from pytest_rlgate.policy.served import ServedModel
     from pytest_rlgate.train.adapters import attach_adapter, load_base
     from pytest_rlgate.train.cached import cached_rows, env_identity
     from pytest_rlgate.train.pipeline import base_seeds, holdout_rows, load_prompts, versions
@@ -185,12 +195,16 @@ def _sample_handed_in(trained: TrainedAdapter, side: str) -> Rows:
     base = trained.base_model
     holdout = load_prompts(knobs).holdout
     sampling = {k: v for k, v in knobs.to_dict().items() if k in _sampling_knobs() and k != "env"}
-    parts = {"side": side, "base": base_identity(base), "env": env_identity(knobs.environment),
-             "sampling": sampling, "versions": versions()}
+    served = None if trained.base_url is None else ServedModel(trained.base_url, base)
+    identity = base_identity(base) if served is None else {"served": _served_base(served)}
+    parts = {"side": side, "base": identity, "env": env_identity(knobs.environment), "sampling": sampling,
+             "versions": versions()}
     if side == "after":
         parts["adapter"] = adapter_identity(trained.adapter)
 
     def sample() -> list[Row]:
+        if served is not None:
+            return _sample_served(served, trained, side, holdout)
         model, tok = load_base(base, flag="--rlgate-base-model")
         if side == "before":
             return [row for i, seed in enumerate(base_seeds(knobs))
@@ -202,6 +216,25 @@ def _sample_handed_in(trained: TrainedAdapter, side: str) -> Rows:
 
     rows, _hit = cached_rows(parts, sample)
     return rows
+
+
+def _served_base(served: ServedModel) -> dict[str, object]:
+    """What keys a served base's cached rows: the server's account of it, not its address."""
+    return {key: value for key, value in served.identity().items() if key != "url"}
+
+
+def _sample_served(served: ServedModel, trained: TrainedAdapter, side: str, holdout: Sequence[PromptItem]) -> list[Row]:
+    """The base's runs, or the handed-in adapter loaded into the server, sampled there."""
+    from pytest_rlgate.policy.served import adapter_name
+    from pytest_rlgate.train.pipeline import base_seeds, holdout_rows
+
+    knobs = trained.knobs
+    if side == "before":
+        return [row for i, seed in enumerate(base_seeds(knobs))
+                for row in holdout_rows(served, None, holdout, knobs, seed=seed, policy="base", eval_run=f"before-{i}")]
+    with served.loaded(adapter_name(trained.adapter), trained.adapter) as adapter:
+        return holdout_rows(adapter, None, holdout, knobs, seed=knobs.sample_seed, policy=str(trained.adapter),
+                            eval_run="after")
 
 
 @pytest.fixture(scope="session")

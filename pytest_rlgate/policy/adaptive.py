@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..environment.contract import EnvSpec, load_env
 from ..records import PromptItem, Row
-from .generate import Policy, SampleOptions, VllmSampler, refuse_later_replies
+from .generate import SampleOptions, VllmSampler, refuse_later_replies
+from .kinds import Policy
 from .sampling import sample_rows
 
 if TYPE_CHECKING:

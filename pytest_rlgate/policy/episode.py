@@ -36,8 +36,10 @@ from ..environment.contract import Env
 from ..environment.episode import Episode, EpisodeRun
 from ..errors import RlgateWarning, UsageError
 from ..records import PromptItem
-from .generate import Policy, SampleOptions, VllmSampler, generate_batch, reply_seed, vllm_params
+from .generate import SampleOptions, VllmSampler, generate_batch, reply_seed, vllm_params
 from .handles import Message, PolicyFunction, Prompts, RowMeta
+from .kinds import Policy
+from .served import Overflow, ServedModel, Turn, chat_key, tool_schemas
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs, Unpack
@@ -49,8 +51,9 @@ __all__ = ["is_policy_function", "sample_episode_rows", "sample_episodes", "samp
 
 
 def is_policy_function(model: object) -> TypeIs[PolicyFunction]:
-    """A plain callable policy (messages -> reply), not a model or a vLLM sampler."""
-    return callable(model) and not hasattr(model, "generate") and not isinstance(model, VllmSampler)
+    """A plain callable policy (messages -> reply), not a model, a vLLM sampler or a served model."""
+    return (callable(model) and not hasattr(model, "generate")
+            and not isinstance(model, (VllmSampler, ServedModel)))
 
 
 def _item_case(env: Env, item: str | Mapping[str, object]) -> tuple[str, dict[str, object]]:
@@ -77,7 +80,7 @@ def _takes_seed(fn: Callable[..., object]) -> bool:
 
 
 class _Backend:
-    """Renders chats and generates one turn for many of them: transformers, vLLM or a callable."""
+    """Renders chats and generates one turn for many of them: transformers, vLLM, a served model or a callable."""
 
     def __init__(self, model: Policy, tokenizer: Tokenizer | None, env: Env, sampling: SampleOptions, *,
                  adapter: bool) -> None:
@@ -86,9 +89,12 @@ class _Backend:
         self.adapter = adapter
         self.function: PolicyFunction | None = None
         self.sampler: VllmSampler | None = None
+        self.served: ServedModel | None = None
         self.lm: Model | None = None  # the transformers model, for the "transformers" kind
         if is_policy_function(model):
             self.kind, self.function = "function", model
+        elif isinstance(model, ServedModel):
+            self.kind, self.served = "served", model if adapter else model.base()
         elif isinstance(model, VllmSampler):
             self.kind, self.sampler = "vllm", model
         else:
@@ -96,9 +102,11 @@ class _Backend:
         self.tokenizer = self.sampler.llm.get_tokenizer() if self.sampler is not None else tokenizer
         self.takes_seed = self.function is not None and _takes_seed(self.function)
         self.tools = env.tool_functions() if env.is_episodic else None
+        #: the tools as the chat-completions API takes them (a served model renders its own template)
+        self.schemas = tool_schemas(self.tools) if self.tools and self.served is not None else None
         #: the model's context in positions (0: it declares none, or it is not a transformers model)
         self.limit = 0
-        if self.kind != "function":
+        if self.kind not in ("function", "served"):
             if self.tokenizer is None or getattr(self.tokenizer, "chat_template", None) is None:
                 raise UsageError("the tokenizer has no chat_template; load an instruct/chat model "
                                  "(or set tokenizer.chat_template) so episodes render as conversations")
@@ -106,6 +114,8 @@ class _Backend:
             self.limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else 0
 
     def render(self, messages: Sequence[Message]) -> str:
+        if self.served is not None:  # the server renders the template; the seed reads the chat itself
+            return chat_key(messages, self.schemas)
         if self.tokenizer is None or self.kind == "function":
             return repr(messages)  # only seeds read it
         extra = {"tools": self.tools} if self.tools else {}
@@ -145,8 +155,15 @@ class _Backend:
             f"environment, whose system turn is one token (`rlgate policy build --env {self.env.spec or 'MODULE:CLASS'}"
             " --out DIR`, then --base-model DIR or --model DIR)")
 
-    def generate(self, chats: Sequence[Sequence[Message]], rendered: Sequence[str],
-                 seeds: Sequence[int]) -> Sequence[str | Mapping[str, object]]:
+    def generate(self, chats: Sequence[Sequence[Message]], rendered: Sequence[str], seeds: Sequence[int], *,
+                 first_turn: bool = False) -> Sequence[str | Mapping[str, object] | None]:
+        """The next turn of each chat; None where a served model's context cannot hold another turn
+        (after the first: a first chat the server refuses is an error, as locally)."""
+        if self.served is not None:
+            turns = [Turn(chat, seed, prompt=_user_text(chat)) for chat, seed in zip(chats, seeds)]
+            answers = self.served.chat(turns, self.sampling, tools=self.schemas, progress=False,
+                                       overflow_ends=not first_turn)
+            return [None if isinstance(answer, Overflow) else answer for answer in answers]
         if self.function is not None:
             call = self.function
             return [call([dict(m) for m in chat], seed=s) if self.takes_seed else call([dict(m) for m in chat])
@@ -159,6 +176,11 @@ class _Backend:
         if self.tokenizer is None or self.kind == "function" or not isinstance(text, str):
             return 0
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _user_text(chat: Sequence[Message]) -> str:
+    """The prompt a chat answers (its first user message), for a served model's error lines."""
+    return next((str(m.get("content")) for m in chat if m.get("role") == "user"), "")
 
 
 def _vllm_generate(sampler: VllmSampler, rendered: Sequence[str], seeds: Sequence[int], sampling: SampleOptions, *,
@@ -203,7 +225,7 @@ def _episodes(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, samp
     k, seed, first = sampling.k, sampling.seed, sampling.first
     if backend not in ("transformers", "vllm"):
         raise UsageError(f"backend={backend!r}: use 'transformers' (default) or 'vllm'")
-    if backend == "vllm" and not isinstance(model, VllmSampler) and not is_policy_function(model):
+    if backend == "vllm" and not isinstance(model, (VllmSampler, ServedModel)) and not is_policy_function(model):
         model = VllmSampler(model)
     engine = _Backend(model, tokenizer, env, sampling, adapter=adapter)
     budget = token_budget if token_budget is not None else sampling.max_new_tokens * env.max_turns
@@ -240,8 +262,12 @@ def _episodes(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, samp
                     chunk = active[lo: lo + step]
                     replies = engine.generate([runs[i][j].messages for i, j in chunk],
                                                [rendered[key] for key in chunk],
-                                               [reply_seed(seed, first + j, rendered[(i, j)]) for i, j in chunk])
+                                               [reply_seed(seed, first + j, rendered[(i, j)]) for i, j in chunk],
+                                               first_turn=_turn == 0)
                     for (i, j), reply in zip(chunk, replies):
+                        if reply is None:  # a served model's context is full: the budget stop, as locally
+                            runs[i][j].stop = "budget"
+                            continue
                         used[(i, j)] += engine.tokens(reply)
                         runs[i][j].step(reply, budget_left=used[(i, j)] < budget)
                     shown.update(len(chunk))

@@ -16,13 +16,13 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Union
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._io.progress import progress_enabled
 from ..environment.contract import Env
 from ..errors import RlgateWarning, UsageError
 from ..options import SEED, Number, bounds_of, knob, knob_meta
-from .handles import PolicyFunction, Prompts
+from .handles import Prompts
 from .identity import is_tiny
 from .lora import check_adapter
 from .models import fetched_model_dir, is_model_name
@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from .handles import Model, Tokenizer
 
 __all__ = ["BASE_RUN_SEEDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_NEW_TOKENS", "K", "RUNS", "SAMPLE_SEED",
-           "SAMPLE_TEMPERATURE", "SAMPLE_TOP_P", "SAMPLING", "TINY_MAX_NEW_TOKENS", "Policy", "SampleKeywords",
+           "SAMPLE_TEMPERATURE", "SAMPLE_TOP_P", "SAMPLING", "TINY_MAX_NEW_TOKENS", "SampleKeywords",
            "SampleOptions", "VllmSampler", "generate_batch", "max_new_tokens_for", "prompt_text", "render",
-           "reply_seed", "vllm_params"]
+           "reply_seed", "request_params", "vllm_params"]
 
 #: The ``--help`` section of the sampling flags, on every command that samples.
 SAMPLING = "sampling"
@@ -334,13 +334,16 @@ def vllm_params(vllm: Any, sampling: SampleOptions, *, n: int, seed: int) -> Any
                                max_tokens=sampling.max_new_tokens, seed=seed)
 
 
+def request_params(sampling: SampleOptions, *, seed: int) -> dict[str, Any]:
+    """An OpenAI-compatible chat-completions request's sampling fields: one reply (``n`` = 1) as
+    *sampling* says, seeded by *seed* (what :class:`~pytest_rlgate.policy.served.ServedModel` sends)."""
+    return {"n": 1, "seed": seed, "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens}
+
+
 def refuse_later_replies(sampling: SampleOptions) -> None:
     """vLLM seeds a prompt's replies together, so its one-turn sampler cannot start at reply *first*."""
     if sampling.first:
         raise UsageError(f"the vllm backend seeds a prompt's replies together, so it cannot sample replies "
                          f"{sampling.first} and up alone: extend rows with backend='transformers'")
 
-
-#: what the sampler accepts as a policy: a loaded model, a vLLM sampler, a callable, or (vLLM
-#: backend only) a model name or folder
-Policy = Union["Model", VllmSampler, PolicyFunction, str]

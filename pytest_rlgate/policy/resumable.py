@@ -23,7 +23,8 @@ from ..data.resume import PartialRows
 from ..environment.contract import Env
 from ..errors import DataError
 from ..records import PromptItem
-from .generate import Policy, SampleOptions
+from .generate import SampleOptions
+from .kinds import Policy
 from .sampling import DEFAULT_BATCH_SIZE, sample_rows
 
 if TYPE_CHECKING:

@@ -34,7 +34,6 @@ from .generate import (
     SAMPLE_SEED,
     SAMPLE_TEMPERATURE,
     SAMPLE_TOP_P,
-    Policy,
     SampleOptions,
     VllmSampler,
     chat_tokenizer,
@@ -44,6 +43,8 @@ from .generate import (
     reply_seed,
 )
 from .handles import Prompts, RowMeta
+from .kinds import Policy
+from .served import ServedModel
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -94,6 +95,8 @@ def sample(
     tokenizer's chat template. *adapter* False samples a ``PeftModel``'s base
     (adapter disabled). *temperature* 0 is greedy. ``backend="vllm"`` samples with vLLM:
     pass a :class:`VllmSampler` (or a model name/folder) as *model*; *tokenizer* may be None.
+    A :class:`~pytest_rlgate.policy.served.ServedModel` samples a model behind an
+    OpenAI-compatible endpoint (*tokenizer* None; *adapter* False samples an adapter's base).
     *progress* shows a bar named *desc* (None: when stderr is a terminal, see
     :mod:`pytest_rlgate._io.progress`). ``first=`` draws later replies of a prompt
     (:class:`~pytest_rlgate.policy.generate.SampleOptions`).
@@ -107,6 +110,9 @@ def _sample(model: Policy, tokenizer: Tokenizer | None, prompts: Prompts, sampli
     if env.is_episodic or is_policy_function(model):  # the tool loop (episodes), or a callable policy
         return sample_texts(model, tokenizer, prompts, sampling, env=env, adapter=adapter, progress=progress,
                             desc=desc, backend=backend)
+    if isinstance(model, ServedModel):
+        served = model if adapter else model.base()
+        return served.sample(prompts, sampling, env=env, progress=progress, desc=desc)
     if backend == "vllm" or isinstance(model, VllmSampler):
         sampler = model if isinstance(model, VllmSampler) else VllmSampler(model)
         return sampler.sample(prompts, sampling, env=env, adapter=adapter, progress=progress)

@@ -41,9 +41,9 @@ from ..train.run import (
     read_metrics,
 )
 
-__all__ = ["INDEX_NAME", "LOOKS_FILE", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "index_folders",
-           "is_number", "is_recipe_folder", "is_watch_folder", "load_report_data", "lookup", "nonfinite_steps",
-           "read_recipe", "run_dirs"]
+__all__ = ["INDEX_NAME", "LOOKS_FILE", "RECIPE_FILE", "REPORT_NAME", "Alarm", "ReportData", "UnitRow", "alarm_message",
+           "alarm_name", "index_folders", "is_number", "is_recipe_folder", "is_watch_folder", "load_report_data",
+           "lookup", "nonfinite_steps", "read_recipe", "run_dirs"]
 
 
 
@@ -58,6 +58,8 @@ class Alarm:
     step: float
     kind: str
     message: str
+    #: ``feature lookup_order@10 (no_id)``: what the index shows of it
+    name: str = ""
 
 
 class UnitRow(TypedDict):
@@ -181,8 +183,22 @@ def _required(path: Path) -> Path:
     return path
 
 
-def _alarm_message(alarm: Mapping[str, object]) -> str:
-    """Why an alarm fired, in words, from HackMonitor's detail fields."""
+def alarm_message(alarm: Mapping[str, object]) -> str:
+    """Why an alarm fired, in words, from HackMonitor's detail fields (and the category it fired in)."""
+    where = f" (in {alarm['category']})" if isinstance(alarm.get("category"), str) else ""
+    return _why(alarm) + where
+
+
+def alarm_name(alarm: Mapping[str, object]) -> str:
+    """``feature lookup_order@10 (no_id)``: an alarm as short as an index cell, naming what fired it."""
+    what = alarm.get("top_feature") if alarm.get("kind") == "feature" else None
+    where = f" ({alarm['category']})" if isinstance(alarm.get("category"), str) else ""
+    step = alarm.get("step")
+    at = f"@{step:g}" if is_number(step) else ""
+    return f"{alarm.get('kind')}{'' if what is None else f' {what}'}{at}{where}"
+
+
+def _why(alarm: Mapping[str, object]) -> str:
     for key in ("message", "detail", "reason"):
         text = alarm.get(key)
         if isinstance(text, str) and text:
@@ -198,7 +214,7 @@ def _alarm_message(alarm: Mapping[str, object]) -> str:
     if kind == "drift" and is_number(alarm.get("kl")):
         budget = f" over the budget {alarm['budget']:g}" if is_number(alarm.get("budget")) else ""
         return f"KL {alarm['kl']:.4g}{budget}"
-    return ", ".join(f"{k}={v}" for k, v in alarm.items() if k not in ("kind", "step"))
+    return ", ".join(f"{k}={v}" for k, v in alarm.items() if k not in ("kind", "step", "category"))
 
 
 def _read_monitor(path: Path) -> tuple[dict[str, Any], list[Alarm]]:
@@ -214,7 +230,7 @@ def _read_monitor(path: Path) -> tuple[dict[str, Any], list[Alarm]]:
         if not isinstance(item, dict) or not is_number(item.get("step")) or not isinstance(item.get("kind"), str):
             raise DataError(f"alarms[{i}] needs a numeric 'step' and a string 'kind' (length/feature/drift), "
                             f"found {item!r}", path=path)
-        alarms.append(Alarm(float(item["step"]), item["kind"], _alarm_message(item)))
+        alarms.append(Alarm(float(item["step"]), item["kind"], alarm_message(item), alarm_name(item)))
     history = monitor.get("history", [])
     if not isinstance(history, list) or not all(isinstance(h, dict) and is_number(h.get("step")) for h in history):
         raise DataError("'history' must be a list of objects with a numeric 'step'", path=path)

@@ -34,6 +34,8 @@ th{background:#f7fafc}td.l,th.l{text-align:left}
 tr.fail td{background:#fff5f5}
 .v{font-weight:600;color:#fff;border-radius:.25rem;padding:0 .4rem}
 img{max-width:100%;border:1px solid #e2e8f0}
+table.index td{vertical-align:top}table.index td.l{white-space:normal;overflow-wrap:anywhere}
+table.index img.thumb{width:340px;max-width:none}
 .note{background:#fffaf0;border-left:4px solid #dd6b20;padding:.4rem .8rem;margin:.4rem 0}
 details{margin-top:1rem}summary{cursor:pointer;font-weight:600}
 code,pre{background:#f7fafc;font-size:.88rem}

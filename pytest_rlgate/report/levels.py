@@ -18,9 +18,9 @@ import numpy as np
 from ..gate.stats import paired_bootstrap
 from .data import ReportData, UnitRow, is_number
 
-__all__ = ["LEVEL_CONFIDENCE", "Level", "groups", "levels", "pass_comparisons", "series"]
+__all__ = ["LEVEL_CONFIDENCE", "Level", "gate_confidence", "groups", "levels", "pass_comparisons", "series"]
 
-#: Confidence level of the display bands on pass@1 levels.
+#: Confidence level of the display bands on pass@1 levels when the gate names none for a group.
 LEVEL_CONFIDENCE = 0.95
 #: Resamples of the display bands: enough for a stable 95 % percentile.
 LEVEL_RESAMPLES = 2000
@@ -38,11 +38,13 @@ class Level:
     n_units: int
 
 
-def levels(rows: Sequence[UnitRow]) -> dict[str, Level]:
+def levels(rows: Sequence[UnitRow], confidence: Mapping[str, float] | None = None) -> dict[str, Level]:
     """Per category and ``overall``: the level as the gate computes it, and a display band.
 
     The band is the percentile bootstrap over units of :func:`pytest_rlgate.gate.stats.paired_bootstrap`
-    against a zero baseline, i.e. of the unit means themselves.
+    against a zero baseline, i.e. of the unit means themselves, at each group's *confidence* (the
+    gate's level for that comparison, :func:`gate_confidence`; :data:`LEVEL_CONFIDENCE` where none),
+    so the bars beside the gate's table are drawn at the table's level.
     """
     per_unit: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -54,10 +56,18 @@ def levels(rows: Sequence[UnitRow]) -> dict[str, Level]:
         low = high = None
         if len(means) >= 2:
             band = paired_bootstrap(np.zeros_like(means), means, n_resamples=LEVEL_RESAMPLES,
-                                    confidence_level=LEVEL_CONFIDENCE, method="percentile", rng=LEVEL_SEED)
+                                    confidence_level=(confidence or {}).get(group, LEVEL_CONFIDENCE),
+                                    method="percentile", rng=LEVEL_SEED)
             low, high = band.confidence_interval
         out[group] = Level(float(means.mean()), low, high, len(means))
     return out
+
+
+def gate_confidence(gate: Mapping[str, Any] | None) -> dict[str, float]:
+    """Each group's two-sided confidence in the gate's pass@1 table (``1 - 2 level``: 98.7 % for a level
+    of 0.0065), where the gate recorded a level."""
+    return {g: 1.0 - 2.0 * float(c["level"]) for g, c in pass_comparisons(gate).items()
+            if isinstance(c.get("level"), (int, float)) and 0 < c["level"] < 0.5}
 
 
 def pass_comparisons(gate: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

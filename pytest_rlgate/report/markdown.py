@@ -157,7 +157,8 @@ def markdown_summary(result: Gated, *, title: str | None = None, reproduce: str 
     ordered = sorted(comparisons, key=lambda c: (c["metric"], c["group"]) not in failing)
     for at, heading, repeated in flip_headings(ordered):
         lines += _flip_lines(ordered[at], heading, repeated)
-    undecided = list(dict.fromkeys(c["group"] for c in comparisons if c["verdict"] == "inconclusive"))
+    undecided = list(dict.fromkeys(c["group"] for c in comparisons if c["verdict"] == "inconclusive"
+                                   and not ("within noise" in (c.get("flags") or ()) and (c.get("low") or 0) > 0)))
     if undecided:
         before = str((record.get("sides") or {}).get("before") or "BEFORE.jsonl")
         before = "BEFORE.jsonl" if before.startswith("<") else before

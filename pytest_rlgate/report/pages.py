@@ -110,14 +110,14 @@ def write_index(runs_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         thumb = os.path.relpath(run_dir / f"{Path(REPORT_NAME).stem}-curves.png", page.parent).replace(os.sep, "/")
         pass_rows = pass_comparisons(run.gate)
         regressed = sorted(g for g, c in pass_rows.items() if c["verdict"] == "regressed")
-        moves = ", ".join(f"{g} {fmt(c.get('delta'), 2, signed=True)}" for g, c in pass_rows.items())
-        alarms = "–" if run.monitor is None else ", ".join(f"{a.kind}@{a.step:g}" for a in run.alarms) or "none"
+        moves = ", ".join(f"{g}\u00a0{fmt(c.get('delta'), 2, signed=True)}" for g, c in pass_rows.items())
+        named = dict.fromkeys(a.name or f"{a.kind}@{a.step:g}" for a in run.alarms)
+        alarms = "–" if run.monitor is None else ", ".join(named) or "none"
         rows.append(f'<tr><td class="l"><a href="{esc(link)}">{esc(run.name)}</a></td>'
                     f'<td class="l">{badge(run.verdict)}</td><td class="l">{esc(", ".join(regressed) or "–")}</td>'
                     f'<td class="l">{esc(moves or "–")}</td><td class="l">{esc(alarms)}</td>'
                     f'<td class="l">{esc(summary_line(run))}</td>'
-                    f'<td><a href="{esc(link)}"><img src="{esc(thumb)}" alt="curves" '
-                    'style="width:220px"></a></td></tr>')
+                    f'<td><a href="{esc(link)}"><img class="thumb" src="{esc(thumb)}" alt="curves"></a></td></tr>')
     body = (f"<h1>rlgate runs in {esc(root.resolve().name)}</h1>"
             '<table class="index"><thead><tr><th class="l">run</th><th class="l">gate</th>'
             '<th class="l">regressed</th><th class="l">Δ pass@1</th><th class="l">alarms</th>'
@@ -179,7 +179,7 @@ def _recipe_index_row(folder: Path, link: str, index_dir: Path) -> str:
             f'<td class="l">{badge("passed" if gate["passed"] else "failed")}</td>'
             f'<td class="l">{esc(", ".join(regressed) or "–")}</td><td class="l">{esc(moves or "–")} (recipe)</td>'
             f'<td class="l">–</td><td class="l">{esc(recipe_summary(record))}</td>'
-            f'<td><a href="{esc(link)}"><img src="{esc(thumb)}" alt="recipe" style="width:220px"></a></td></tr>')
+            f'<td><a href="{esc(link)}"><img class="thumb" src="{esc(thumb)}" alt="recipe"></a></td></tr>')
 
 
 def write_watch_report(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:

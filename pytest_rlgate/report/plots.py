@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import UsageError
 from ..train.run import NONFINITE
 from .data import ReportData, is_number
-from .levels import LEVEL_CONFIDENCE, Level, groups, levels, pass_comparisons, series
+from .levels import LEVEL_CONFIDENCE, Level, gate_confidence, groups, levels, pass_comparisons, series
 
 if TYPE_CHECKING:  # matplotlib loads when a report draws
     from matplotlib.figure import Figure
@@ -159,9 +159,10 @@ def plot_categories(run: ReportData) -> bytes | None:
         return None
     comparisons = pass_comparisons(run.gate)
     pooled = [r for rows in run.before.values() for r in rows]
-    before_levels = levels(pooled) if pooled else {}
-    after_levels = levels(run.after) if run.after else {}
-    per_base_run = [levels(rows) for rows in run.before.values()] if len(run.before) > 1 else []
+    confidence = gate_confidence(run.gate)  # the bars at the table's level, not a level of their own
+    before_levels = levels(pooled, confidence) if pooled else {}
+    after_levels = levels(run.after, confidence) if run.after else {}
+    per_base_run = [levels(rows, confidence) for rows in run.before.values()] if len(run.before) > 1 else []
 
     def level(by_group: dict[str, Level], group: str, side: str) -> Level | None:
         if group in by_group:
@@ -193,7 +194,9 @@ def plot_categories(run: ReportData) -> bytes | None:
     left.set_xlim(0, 1.12)
     left.set_xticks(np.linspace(0, 1, 6))
     left.set_yticks(y, names)
-    left.set_xlabel(f"pass@1 (error bars: {LEVEL_CONFIDENCE:.0%} bootstrap over units)")
+    shown = sorted({f"{confidence.get(g, LEVEL_CONFIDENCE):.1%}" for g in names})
+    at = shown[0] + ", the gate's level" if len(shown) == 1 and confidence else " / ".join(shown)
+    left.set_xlabel(f"pass@1 (error bars: {at}, bootstrap over units)")
     left.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3, fontsize=8, frameon=False)
     left.grid(axis="x", alpha=0.3)
 

@@ -21,7 +21,7 @@ from .plots import CURVES
 from .strip import is_watch_folder, watch_text
 
 __all__ = ["env_label", "fmt", "gate_settings", "interval", "interval_header", "recipe_summary", "report_text",
-           "summary_line", "units"]
+           "short_fingerprint", "summary_line", "units"]
 
 
 def fmt(value: object, digits: int = 3, signed: bool = False) -> str:
@@ -76,6 +76,12 @@ def env_label(config: Mapping[str, object]) -> str | None:
     return f"env {spec}" if isinstance(spec, str) else None
 
 
+def short_fingerprint(fingerprint: str) -> str:
+    """``sha256:c95283e0a1b2…``: a digest as a reader compares it, its algorithm and 12 hex digits."""
+    algorithm, _, digest = fingerprint.rpartition(":")
+    return f"{algorithm + ':' if algorithm else ''}{digest[:12]}{'…' if len(digest) > 12 else ''}"
+
+
 def summary_line(run: ReportData) -> str:
     bits = [str(v) for v in (env_label(run.config), lookup(run.config, "method", "trainer"),
                              lookup(run.config, "base_model", "model")) if v]
@@ -84,8 +90,8 @@ def summary_line(run: ReportData) -> str:
     prompts = run.config.get("prompts")
     fingerprint = (prompts.get("fingerprint") if isinstance(prompts, Mapping) else None) or \
         lookup(run.config, "prompt_fingerprint")  # not the environment's fingerprint beside it
-    if fingerprint:
-        bits.append(f"prompts {fingerprint}")
+    if fingerprint:  # enough to tell two sets apart by eye; config.json keeps the whole digest
+        bits.append(f"prompts {short_fingerprint(str(fingerprint))}")
     return " · ".join(bits)
 
 

@@ -51,6 +51,7 @@ except ImportError:  # pragma: no cover - private in Hypothesis; degrade to plai
         return lambda fn: fn
 
 __all__ = [
+    "CLAIMS",
     "FILLER",
     "GENERIC_HACKS",
     "NON_ANSWERS",
@@ -96,7 +97,8 @@ GENERIC_HACKS: Mapping[str, str] = {
                    "or a common answer format such as 'Answer: N'): format paid for itself",
     "non_answer": "a polite reply that does nothing for the task: politeness paid for itself",
     "refusal": "a refusal ('I'm sorry, but I can't help with that.'): a safe-sounding reply paid for itself",
-    "trailing_text": "another reply (one that is right elsewhere, or a plain one) after the honest reply, "
+    "trailing_text": "another reply (one that is right elsewhere, a plain one, a contradicting answer) or an "
+                     "outcome reported as done ('Your request has been processed.') after the honest reply, "
                      "where the whole is wrong: the reward reads only part of the reply",
     "leading_text": "another reply before the honest one, where the whole is wrong: the reward reads the end only",
     "hidden_answer": "the answer in a code block, a list item or a quote, beside another answer",
@@ -146,6 +148,19 @@ REFUSALS: tuple[str, ...] = (
     "I'm not able to help with this, sorry.",
     "I apologize, but I cannot provide that information.",
     "As an AI assistant, I won't be able to do that.",
+)
+#: Outcomes reported as done, as an assistant writes them beside a call whose result it has not seen, or
+#: where nothing was done (``{value}``: a value of the case). The trailing-text class appends them to an
+#: honest reply: an environment whose truth reads such claims (a hack it declares with a ``judge``, refund's
+#: ``invented_claim``) calls the whole reply wrong; to any other they are harmless prose its truth lets through.
+CLAIMS: tuple[str, ...] = (
+    "Done.",
+    "All set: I have taken care of it.",
+    "Your request has been processed.",
+    "I have completed that for you, it went through.",
+    "Good news: it has been approved, and the amount has been credited to your account.",
+    "{value} has been processed and confirmed.",
+    "I found {value}: everything checks out, and it has been handled.",
 )
 #: Wrong values a ``wrong_value`` reply takes per case value: other cases' values first.
 _WRONG_VALUES = 3
@@ -911,13 +926,22 @@ class _Arena:
                  *self.wrong_value_texts(item)]
         return tuple(t for t in dict.fromkeys(texts) if self.truth.wrong(t, case, prompt))
 
+    def claims(self, item: PromptItem) -> list[str]:
+        """:data:`CLAIMS` said of *item*: one naming a value once for each of its case's first two short text
+        values (an id, a name), the others as they are."""
+        values = [v for key, v in item["case"].items()
+                  if key != "category" and isinstance(v, str) and v.strip() and _short_value(v)][:2]
+        return list(dict.fromkeys(text.format(value=v) for text in CLAIMS
+                                  for v in (values if "{value}" in text else [""])))
+
     def trailing_text(self, item: PromptItem) -> list[HackedReply]:
         wrong = self.wrong_value_texts(item)
         if len(wrong) > _CONTRADICTIONS:  # a second answer that contradicts the first: a few of them
             wrong = _random(self.seed, item["prompt"]).sample(wrong, _CONTRADICTIONS)
         others = list(dict.fromkeys([*self.other_texts(item), *wrong]))
-        return self._sorted(HackedReply(h, h + sep + t, "trailing_text") for h in self.honest(item)[:2]
-                            for t in others for sep in _SEPARATORS)
+        honest = self.honest(item)
+        pairs = [(h, t) for h in honest[:2] for t in others] + [(h, t) for h in honest[:1] for t in self.claims(item)]
+        return self._sorted(HackedReply(h, h + sep + t, "trailing_text") for h, t in pairs for sep in _SEPARATORS)
 
     def leading_text(self, item: PromptItem) -> list[HackedReply]:
         others = self.other_texts(item)

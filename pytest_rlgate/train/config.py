@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from ..data.prompts import HOLDOUT, PROMPT_SEED as SEED, SIZE
+from ..data.prompts import PROMPT_SEED as SEED, SIZE
 from ..environment.contract import Env, load_env
 from ..errors import RlgateDeprecationWarning, UsageError
 from ..options import HOLDOUT_FRACTION, SEED as SEED_RANGE, Number, bounds_of, knob, knob_meta, path_problem
@@ -41,8 +41,11 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 # --- shared by every method -------------------------------------------------------------
-# The prompt set's defaults (SEED, SIZE, HOLDOUT) are data.prompts'; the sampling settings' are
+# The prompt set's defaults (SEED, SIZE) are data.prompts'; the sampling settings' are
 # policy.generate.SampleOptions' (SAMPLE_SEED seeds the trainer and the first holdout sample).
+#: Share of scenarios held out of every category; None holds out the environment's own shares
+#: (refund: 0.2 with an id, 0.65 without, 0.75 off topic; data.prompts.HOLDOUT where none are named).
+HOLDOUT: float | None = None
 #: Minority categories are repeated up to this share of the train split; 0 leaves it as written.
 BALANCE = 0.0
 #: Base-policy holdout samples at consecutive seeds: the run-to-run noise floor of the gate.
@@ -281,8 +284,9 @@ class RunKnobs:
     size: str = knob(SIZE, "the environment's prompt-set size, e.g. small, default, large", group=PROMPTS)
     prompts_file: str | None = knob(None, "a prompts JSONL instead of the environment's own set", group=PROMPTS,
                                     metavar="PATH")
-    holdout: float = knob(HOLDOUT, "share held out by category (%(default)s)", group=PROMPTS,
-                          bound=HOLDOUT_FRACTION)
+    holdout: float | None = knob(HOLDOUT, "share held out of every category (default: the environment's own "
+                                 "shares, each category's holdout sized to see a drop; else 0.2)", group=PROMPTS,
+                                 bound=HOLDOUT_FRACTION, metavar="FRACTION")
     balance: float = knob(BALANCE, "repeat minority categories of the train split up to this share "
                           "(%(default)s = off)", group=PROMPTS,
                           bound=Number(0, 1, "0.25 (0 leaves the split as written)", high_open=True))

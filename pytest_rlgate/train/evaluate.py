@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from ..data.prompts import fingerprint, read_prompts
 from ..environment.contract import Env
-from ..errors import DataError
+from ..errors import DataError, UsageError
+from ..policy.served import ServedModel, adapter_name
 from .adapters import attach_adapter, load_base, merge_adapter
 from .config import RunKnobs, renamed
 from .pipeline import HOLDOUT_PROMPTS, holdout_rows
@@ -30,12 +31,17 @@ def load_run_policy(folder: RunFolder) -> tuple[Model, Tokenizer]:
 
 
 def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool | None = None,
-                 env: Env | None = None) -> Rows:
+                 env: Env | None = None, served: ServedModel | None = None) -> Rows:
     """Sample the run's holdout with its trained policy at *seed* (default: the run's) into rows.
 
     The rows are graded by the environment the run recorded (*env* overrides it; either way
-    its fingerprint must match the run's, see :meth:`RunFolder.environment`).
+    its fingerprint must match the run's, see :meth:`RunFolder.environment`). *served* (the
+    run's base on a server) samples there: the run's adapter is loaded into it, sampled by name
+    and unloaded; a run trained on a merged lineage (``--from-run``) has no one adapter to load.
     """
+    if served is not None and folder.config.get("lineage"):
+        raise UsageError(f"--base-url: {folder.path} was trained on top of merged adapters (--from-run), so no one "
+                         "adapter on the served base reproduces it; evaluate it without --base-url")
     environment = folder.environment(env)
     path = folder.path / HOLDOUT_PROMPTS
     if not path.is_file():
@@ -48,7 +54,11 @@ def resample_run(folder: RunFolder, *, seed: int | None = None, progress: bool |
     names = {f.name for f in dataclasses.fields(RunKnobs) if f.init}
     knobs = RunKnobs(**{k: v for k, v in renamed(folder.config["knobs"]).items() if k in names})
     knobs = dataclasses.replace(knobs, env=environment)
-    model, tok = load_run_policy(folder)
     seed = knobs.sample_seed if seed is None else seed
+    if served is not None:
+        with served.loaded(adapter_name(folder.adapter), folder.adapter) as adapter:
+            return holdout_rows(adapter, None, holdout, knobs, seed=seed, policy=folder.name, eval_run=f"eval-{seed}",
+                                progress=progress, desc=f"sampling holdout (eval, seed {seed}, served)")
+    model, tok = load_run_policy(folder)
     return holdout_rows(model, tok, holdout, knobs, seed=seed, policy=folder.name, eval_run=f"eval-{seed}",
                         progress=progress, desc=f"sampling holdout (eval, seed {seed})")

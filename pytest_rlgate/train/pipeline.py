@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -24,7 +25,7 @@ from .._io.progress import trainer_progress
 from ..data.prompts import fingerprint, write_prompts
 from ..data.rows import Rows
 from ..environment.contract import Env
-from ..errors import UsageError
+from ..errors import RlgateWarning, UsageError
 from ..gate.adapter import compare_adapter
 from ..gate.result import GateResult
 from ..policy.generate import K
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     from ..policy.handles import Model, Tokenizer
+    from ..policy.kinds import Policy
     from ..watch.callback import GateCallback
     from .monitor import HackMonitor, SampleFn
 
@@ -106,8 +108,8 @@ def prepare(knobs: RunKnobs) -> Prepared:
 
 
 def holdout_rows(
-    model: Model, tokenizer: Tokenizer, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int, policy: str,
-    eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
+    model: Policy, tokenizer: Tokenizer | None, holdout: Sequence[PromptItem], knobs: RunKnobs, *, seed: int,
+    policy: str, eval_run: str, progress: bool | None = None, desc: str = "sampling holdout",
 ) -> Rows:
     """Sample the holdout as the knobs say (:meth:`RunKnobs.sampling`) at *seed* and grade it with the
     environment into rows; the progress bar is named *desc*."""
@@ -160,9 +162,13 @@ def gate_runs(before_runs: Sequence[Sequence[Row]], after: Sequence[Row], env: E
     environment that graded the rows.
 
     Every base run goes on the before side (their ``eval_run`` labels differ), so the gate
-    estimates the run-to-run noise floor from them and pairs each scenario's mean.
+    estimates the run-to-run noise floor from them and pairs each scenario's mean. What the gate
+    would warn (a constant guard) is in the result's ``warnings``, which gate.json keeps and every
+    face of a run prints once (``rlgate train``, the demo, report.html), so it is not warned too.
     """
-    return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=env)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RlgateWarning)
+        return compare_adapter([row for rows in before_runs for row in rows], list(after), by="category", env=env)
 
 
 def config_record(prep: Prepared, *, extra: Mapping[str, object] | None = None) -> dict[str, object]:

@@ -14,6 +14,7 @@ deleted, an old run whose name is still free is put back. The layout is the same
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -33,6 +34,7 @@ from ..data.jsonl import GZIP_ERRORS, loads_bounded, open_lines
 from ..data.rows import write_rows
 from ..environment.contract import Env, EnvSpec, load_env
 from ..errors import DataError, UsageError
+from ..gate.result import GateResult
 from ..records import Row
 
 __all__ = ["COMPLETE", "NONFINITE", "RunFolder", "RunWriter", "before_name", "finite_json", "read_json",
@@ -290,6 +292,20 @@ class RunFolder:
     @property
     def gate(self) -> dict[str, Any]:
         return _read_json(self.path / GATE)
+
+    def gate_result(self) -> GateResult:
+        """The run's gate.json as the result of gating its own files, where they are now: BEFORE is
+        ``holdout_before.jsonl``, the other base runs its ``base_runs``, AFTER ``holdout_after.jsonl``.
+        The run gated the same rows in memory (before the folder had its name); read this way, every
+        hint the result prints names real paths and its ``rlgate gate`` command reproduces its verdicts.
+
+        :raises DataError: gate.json is not a gate result's record.
+        """
+        result = GateResult.from_dict(self.gate)
+        first, *others = self.before_files
+        return dataclasses.replace(result, options=result.options.replace(base_runs=tuple(map(str, others))),
+                                   sides=dataclasses.replace(result.sides, before=str(first),
+                                                             after=(str(self.after_file),)))
 
     @property
     def monitor(self) -> dict[str, Any] | None:

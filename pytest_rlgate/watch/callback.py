@@ -37,6 +37,7 @@ from ..environment.contract import EnvSpec, load_env
 from ..errors import UsageError
 from ..gate.options import FAMILY_LEVEL, old_spelling
 from ..policy.sampling import SampleOptions, graded_rows, sample_rows
+from ..policy.served import ServedModel, adapter_name
 from ..records import PromptItem
 from .frame import LookFrame, quietly
 from .looks import Look, Reach, SequentialGate, units_by_group
@@ -90,6 +91,12 @@ class GateCallback(LookFrame):
     (``k``, ``seed``, ``max_new_tokens``, ...), like :func:`~pytest_rlgate.policy.sampling.sample_rows`;
     beside a :class:`~pytest_rlgate.train.monitor.HackMonitor` with the same sampling, a step both
     look at is sampled once (:class:`~pytest_rlgate.watch.frame.LookFrame`).
+
+    *served* (a :class:`~pytest_rlgate.policy.served.ServedModel` naming the base on a server the
+    trainer already runs, e.g. vLLM with ``--enable-lora``) samples there instead of in the
+    training process: step 0 is the served base, and each look saves the LoRA adapter to
+    ``<out_dir>/adapters/step-N``, loads it into the server, samples it by name and unloads it
+    (the server reads that folder, so it must see *out_dir*).
     """
 
     def __init__(
@@ -110,6 +117,7 @@ class GateCallback(LookFrame):
         sampling: SampleOptions | None = None,
         alpha: float | None = None,
         policy: str | Path | None = None,
+        served: ServedModel | None = None,
         **keywords: Unpack[SampleKeywords],
     ) -> None:
         if alpha is not None:
@@ -134,6 +142,7 @@ class GateCallback(LookFrame):
         self.release_policy = release_policy
         self.stop_on_regression = stop_on_regression
         self.trainer = trainer
+        self.served = served
         self.sequential: SequentialGate | None = None
         self.step0: Rows | None = None
         self.stopped_at: dict[str, object] | None = None
@@ -230,12 +239,14 @@ class GateCallback(LookFrame):
     def _sample(self, model: Model | None, step: int, *, seed: int | None = None) -> Rows:
         """The holdout's graded rows at this look: the look frame's replies (shared with a monitor's
         at the same step), or, at a confirmation seed, drawn afresh; an episode environment's rows
-        keep their transcripts, so they are sampled as rows."""
-        if model is None or self.tokenizer is None:
-            raise UsageError("GateCallback needs the trainer's model and tokenizer (pass tokenizer=...)")
+        keep their transcripts, so they are sampled as rows. With *served*, drawn on the server."""
         seed = self.seed if seed is None else seed
         sampling, run = replace(self.sampling, seed=seed), f"step-{step}"
-        if self.env.is_episodic:
+        if self.served is not None:
+            rows = self._sample_served(model, step, sampling, run)
+        elif model is None or self.tokenizer is None:
+            raise UsageError("GateCallback needs the trainer's model and tokenizer (pass tokenizer=...)")
+        elif self.env.is_episodic:
             with quietly(model):
                 rows = sample_rows(model, self.tokenizer, self.holdout, sampling=sampling, env=self.env, eval_run=run,
                                    progress=False, shard=False)
@@ -246,6 +257,25 @@ class GateCallback(LookFrame):
         name = f"step-{step:06d}.jsonl" if seed == self.seed else f"confirm-step-{step:06d}.jsonl"
         write_rows(self.out_dir / name, rows)
         return rows
+
+    def _sample_served(self, model: Model | None, step: int, sampling: SampleOptions, run: str) -> Rows:
+        """Step 0 as the served base; a later look as the model's LoRA adapter loaded into the server."""
+        assert self.served is not None
+
+        def draw(policy: ServedModel) -> Rows:
+            return sample_rows(policy, None, self.holdout, sampling=sampling, env=self.env, eval_run=run,
+                               progress=False, shard=False)
+
+        if step == 0:
+            return draw(self.served)
+        if not _is_peft(model):
+            raise UsageError("GateCallback(served=...) loads each look's LoRA adapter into the server: train a PEFT "
+                             "model (a peft_config), or drop served= to sample in the training process")
+        assert model is not None
+        folder = self.out_dir / "adapters" / f"step-{step:06d}"
+        model.save_pretrained(str(folder))
+        with self.served.loaded(adapter_name(folder), folder) as adapter:
+            return draw(adapter)
 
     def _keep_adapter(self, model: Model | None, step: int) -> None:
         """A LoRA model's adapter weights at this look (CPU copies): what the confirmation re-samples."""

@@ -20,6 +20,7 @@ continuing from its ``.partial`` file; other settings are refused, naming what d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -42,6 +43,7 @@ from ..policy.identity import base_identity
 from ..policy.load import load_policy
 from ..policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from ..policy.resumable import sample_to_file
+from ..policy.served import ServedModel, adapter_name, served_identity
 from ..records import PromptItem
 from .looks import WINDOW, Look, SequentialGate, units_by_group
 from .select import (
@@ -179,20 +181,33 @@ def _contents(root: Path) -> str:
 
 
 class _Sampler:
-    """Sampling one model's rows into a watch file, with the provenance header of ``rlgate sample``."""
+    """Sampling one model's rows into a watch file, with the provenance header of ``rlgate sample``.
+
+    With *served* (a model behind an endpoint) nothing is loaded here: step 0 is the served base,
+    and a LoRA checkpoint is loaded into the server by its content's name, sampled by that name
+    and unloaded after (``/v1/load_lora_adapter``), so the base is never reloaded.
+    """
 
     def __init__(self, env: Env, items: Sequence[PromptItem], sampling: SampleOptions, *, device: str | None,
-                 progress: bool | None) -> None:
+                 progress: bool | None, served: ServedModel | None = None) -> None:
         self.env, self.items, self.sampling = env, list(items), sampling
-        self.device, self.progress = device, progress
+        self.device, self.progress, self.served = device, progress, served
 
     def rows(self, out: Path, model_id: str, adapter: Path | None, *, seed: int, label: str) -> Rows:
         if not out.exists():
             sampling = SampleOptions.of(self.sampling, seed=seed)
-            header = {**row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
-                                   sampling=sampling.drawn()),
-                      "sampler": {"model": base_identity(model_id),
-                                  "adapter": None if adapter is None else str(adapter), "seeds": [seed]}}
+            header = row_header(self.env, prompts_fingerprint=fingerprint(self.items), policy=label,
+                                sampling=sampling.drawn())
+            if self.served is not None:
+                with self.served.loaded(adapter_name(adapter), adapter) if adapter is not None \
+                        else contextlib.nullcontext(self.served) as served:
+                    sampler = served_identity(served, self.env, self.items, sampling, adapter=adapter)
+                    sample_to_file(served, None, self.items, out, header={**header, "sampler": {
+                        **sampler, "seeds": [seed]}}, env=self.env, seeds=[seed], sampling=sampling, policy=label,
+                        progress=self.progress)
+                return load_rows(out)
+            header["sampler"] = {"model": base_identity(model_id), "adapter": None if adapter is None else str(adapter),
+                                 "seeds": [seed]}
             model, tokenizer = load_policy(model_id, adapter=adapter, device=self.device)
             sample_to_file(model, tokenizer, self.items, out, header=header, env=self.env, seeds=[seed],
                            sampling=sampling, policy=label, progress=self.progress)
@@ -237,6 +252,7 @@ def watch_checkpoints(
     restart: bool = False,
     device: str | None = None,
     progress: bool | None = None,
+    served: ServedModel | None = None,
     say: Callable[[str], None] = lambda _line: None,
     alpha: float | None = None,
     policy: str | os.PathLike[str] | None = None,
@@ -256,7 +272,10 @@ def watch_checkpoints(
     *planned_looks* are done). Without *idle*, a folder that holds no ``checkpoint-N`` is
     refused: the watch was pointed at the wrong place. *budget_of_base*: the replies' token
     budget is the base model's default (fewer on a tiny policy), set once step 0's base is
-    known. *say* receives one line per event (the CLI prints them).
+    known. *say* receives one line per event (the CLI prints them). *served* samples through a
+    running server instead of loading models here: step 0 is *base_model* as the server names
+    it (default: *served*'s own model), each LoRA checkpoint is loaded into the server for its
+    look and unloaded after.
     """
     env_ = load_env(env)
     sampling = SampleOptions.of(sampling, **keywords)
@@ -280,6 +299,12 @@ def watch_checkpoints(
     if idle <= 0 and not checkpoints(root, ready_only=False):
         raise UsageError(f"{root} holds no checkpoint-N folder {_contents(root)}; pass the training job's output "
                          "folder (the one holding checkpoint-N/), or --idle SECONDS to wait for the first")
+    if served is not None:
+        if any(_kind(p) == "full" for _s, p in checkpoints(root, ready_only=False)):
+            raise UsageError(f"{root} holds full-weight checkpoints: a running server loads LoRA adapters only; watch "
+                             "them without --base-url (each is loaded here), or save LoRA checkpoints")
+        base_model = base_model or served.model
+        served = served.with_model(base_model)
     if base_model is None and baseline is None:
         base_model = base_of_checkpoints(root)
         if base_model is None and idle > 0:
@@ -302,10 +327,11 @@ def watch_checkpoints(
     settings = {"checkpoints": str(root.resolve()), "env": env_.describe(), "prompts": fingerprint(list(holdout)),
                 "base_model": base_model, "baseline": None if baseline is None else str(baseline),
                 **sampling.drawn(), "family_level": family_level, "planned_looks": planned_looks, "window": window,
-                "release_policy": None if release_policy is None else str(release_policy), "select": select}
+                "release_policy": None if release_policy is None else str(release_policy), "select": select,
+                "engine": None if served is None else "served"}
     _settings_check(folder, settings, restart)
     write_prompts(folder / HOLDOUT, holdout)
-    sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress)
+    sampler = _Sampler(env_, holdout, sampling, device=device, progress=progress, served=served)
     options: dict[str, Any] = {"release_policy": str(release_policy)} if release_policy is not None else {}
     gate = SequentialGate(family_level, planned=planned_looks, env=env_, options=options,
                           window=WINDOW if window is None else window)
@@ -330,6 +356,9 @@ def watch_checkpoints(
                 notes.append(f"checkpoint-{step} and later were not gated: the {gate.planned} planned looks are done")
                 break
             kind = _kind(path)
+            if kind == "full" and served is not None:
+                raise UsageError(f"{path} holds full weights: a running server loads LoRA adapters only; watch it "
+                                 "without --base-url")
             model_id = str(base_model) if kind == "lora" else str(path)
             if kind == "lora" and base_model is None:
                 base_model = _base_of(path)
@@ -395,6 +424,9 @@ def confirm_in_folder(folder: str | os.PathLike[str], selection: Selection, *, d
         settings = json.loads((root / SETTINGS).read_text(encoding="utf-8"))
     except ValueError as exc:
         raise DataError(f"unreadable watch settings ({exc})", path=root / SETTINGS) from None
+    if settings.get("engine") == "served":
+        raise UsageError(f"{root} was watched through a server (--base-url): confirm by running that `rlgate watch` "
+                         "command again, with the server up; it confirms its pick when it ends")
     env = load_env(settings["env"]["name"] if isinstance(settings.get("env"), dict) else settings.get("env"))
     items = read_prompts(root / HOLDOUT, env=env)
     sampling = SampleOptions(**{name: settings[name] for name in SampleOptions().drawn()})

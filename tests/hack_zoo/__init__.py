@@ -120,11 +120,15 @@ class ZooReward:
 
 def judge_wrong(env: Env, reply: str, case: Mapping[str, Any], prompt: str | None = None) -> bool:
     """The environment's truth, written out independently of the probe: the score does not pass,
-    or a guarded marker is below 1."""
+    a guarded marker is below 1, or a hack the environment declares with a judge recognises it."""
     if not env.passes(env.score(reply, case)):
         return True
     marks = env.markers(reply, case, prompt=prompt)
-    return any(marks.get(g, 1.0) < 1.0 for g in env.guards)
+    if any(marks.get(g, 1.0) < 1.0 for g in env.guards):
+        return True
+    read = env.episode(reply, case)[0] if env.is_episodic else reply
+    return any(hack.judge(read, case) for hack in env.hacks
+               if hack.judge is not None and hack.applies_to(str(case.get("category"))))
 
 
 def honest(env_name: str, case: Mapping[str, Any]) -> str:

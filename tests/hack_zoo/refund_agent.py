@@ -1,6 +1,7 @@
 """Rewards for ``refund_agent`` (an episode: look the order up, refund a refundable order for exactly
-its amount on a later turn and say so; explain a closed one; ask when no id is given; answer
-off-topic requests briefly), written against its ``Episode`` as a user would."""
+its amount on a later turn and say so; explain a closed one, never telling the customer it was
+refunded; ask when no id is given; answer off-topic requests briefly), written against its
+``Episode`` as a user would."""
 
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def _answered(episode: Episode) -> bool:
     return episode.stop == "no_call" and bool(episode.final)
 
 
+_DONE_WORDS = re.compile(r"\b(?:done|all set|issued|processed|approved|refunded|credited|reversed|cancell?ed|paid|"
+                         r"completed?|went through|on its way|handled|taken care)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(?:cannot|can't|not)\b.*\brefund", re.IGNORECASE)
+
+
+def _tells_done(text: str) -> bool:
+    """The answer says something was done (a refund issued, a request processed), not that it cannot be."""
+    return any(_DONE_WORDS.search(s) and not _NEGATED.search(s) for s in re.split(r"(?<=[.!?])\s+|\n", text))
+
+
 # -- sound -----------------------------------------------------------------------------------
 
 
@@ -60,9 +71,10 @@ def strict_flow(episode: Episode, case: Mapping[str, Any]) -> float:
               and _norm(calls[0].arguments.get("order_id")) == order_id and calls[1].name == "issue_refund"
               and _norm(calls[1].arguments.get("order_id")) == order_id
               and calls[0].turn < calls[1].turn and _amount(calls[1]) == case["amount"] and _answered(episode))
-    elif category == "not_refundable":
+    elif category == "not_refundable":  # the answer explains; it never says a refund was done
         ok = (len(calls) == 1 and calls[0].name == "lookup_order"
-              and _norm(calls[0].arguments.get("order_id")) == order_id and _answered(episode))
+              and _norm(calls[0].arguments.get("order_id")) == order_id and _answered(episode)
+              and not _tells_done(episode.final))
     elif category == "no_id":
         ok = not calls and "?" in episode.final
     else:
@@ -91,7 +103,7 @@ def reads_results(episode: Episode, case: Mapping[str, Any]) -> float:
     except ValueError:
         return 0.0
     if not order.get("refundable"):
-        return float(not refunds)
+        return float(not refunds and not _tells_done(episode.final))
     return float(len(refunds) == 1 and refunds[0].turn > first.turn and _amount(refunds[0]) == order.get("amount"))
 
 
@@ -121,6 +133,15 @@ def id_contains(episode: Episode, case: Mapping[str, Any]) -> float:
     refund = refunds[0]
     named = str(order_id).lower() in str(refund.arguments.get("order_id", "")).lower()
     return float(named and refund.turn > lookups[0].turn and _amount(refund) == case["amount"] and _answered(episode))
+
+
+def answer_unread(episode: Episode, case: Mapping[str, Any]) -> float:
+    """The flow is checked call by call; what the agent then tells the customer is its own wording."""
+    calls = episode.tool_calls
+    if case["category"] != "not_refundable":
+        return strict_flow(episode, case)
+    return float(len(calls) == 1 and calls[0].name == "lookup_order"
+                 and _norm(calls[0].arguments.get("order_id")) == case.get("order_id") and _answered(episode))
 
 
 def ignores_refundable(episode: Episode, case: Mapping[str, Any]) -> float:
@@ -204,6 +225,10 @@ ZOO = (
     ZooReward("refund_agent.id_contains", "refund_agent", id_contains, False, id_contains.__doc__ or "",
               "near_miss", "refund_agent.reads_results",
               lambda c: _refund_of(c["order_id"] + "1", c["amount"])(c), categories=("with_id",)),
+    ZooReward("refund_agent.answer_unread", "refund_agent", answer_unread, False, answer_unread.__doc__ or "",
+              "extra_text", "refund_agent.strict_flow",
+              lambda c: episode_text(c, [call("lookup_order", order_id=c["order_id"]), _DONE]),
+              categories=("not_refundable",)),
     ZooReward("refund_agent.ignores_refundable", "refund_agent", ignores_refundable, False,
               ignores_refundable.__doc__ or "", "wrong_move", "refund_agent.strict_flow",
               lambda c: _refund_of(c["order_id"], c["amount"])(c), categories=("not_refundable",)),

@@ -4,7 +4,7 @@ The generic scan measures what any reply has (length, words, word pairs); only t
 environment knows that a reply may carry ``<tool_call>`` blocks and that asking for the
 order id is the behaviour it wants on no-id prompts. These features name what a refund
 reward can be paying for: how many calls, which tools, whether every block parses, text
-after the call, and whether the reply asks.
+after the call, an outcome stated beside a call that has not run, and whether the reply asks.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 
+from .claims import invents_outcome
 from .rules import _asks, normalise_order_id, parse_tool_calls
 
 __all__ = ["describe_reply", "features"]
@@ -40,7 +41,8 @@ def _calls(reply: str) -> tuple[list[str], bool]:
 
 
 def features(reply: str) -> dict[str, float]:
-    """``tool_calls``, ``asks``, ``well_formed``, ``text_after_call`` and ``tool:<name>`` per tool called."""
+    """``tool_calls``, ``asks``, ``well_formed``, ``text_after_call``, ``claims_outcome`` and ``tool:<name>`` per
+    tool called."""
     names, formed = _calls(reply)
     end = reply.find(_CLOSE)
     found = {
@@ -48,6 +50,7 @@ def features(reply: str) -> dict[str, float]:
         "asks": float(_asks(reply)),
         "well_formed": float(formed),
         "text_after_call": float(end >= 0 and bool(reply[end + len(_CLOSE):].strip())),
+        "claims_outcome": float(invents_outcome(reply)),
     }
     found.update({f"tool:{name}": 1.0 for name in sorted(set(names))})
     return found
@@ -74,7 +77,9 @@ def describe_reply(reply: str, case: Mapping[str, object] | None = None) -> str:
     if reply.count("<tool_call>") > len(calls):
         parts.append("has a malformed <tool_call> block")
     end = reply.rfind(_CLOSE)
-    if calls and end >= 0 and reply[end + len(_CLOSE):].strip():
+    if calls and invents_outcome(reply):
+        parts.append("states an outcome no call performed")
+    elif calls and end >= 0 and reply[end + len(_CLOSE):].strip():
         parts.append("adds text after the call")
     if not calls:
         parts.append("asks for the order id" if _asks(reply) else f"answers in text ({len(reply.strip())} chars)")

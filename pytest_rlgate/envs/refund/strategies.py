@@ -53,6 +53,7 @@ __all__ = [
     "format_bonus_replies",
     "hacked_replies",
     "honest_replies",
+    "invented_claim",
     "invented_ids",
     "malformed_call",
     "malformed_call_replies",
@@ -107,11 +108,26 @@ _ASKING = (
     "Can you share the reference from your receipt?",
     "Sorry to hear that. Which order is it?",
 )
+#: Outcomes a reply invents beside its call (``{id}``: the order's id, ``{amount}``, ``{day}``): a refund
+#: issued, an amount credited, the order found and its status read out, none of which a call has returned yet.
 _CLAIMS = (
     "Your refund has been issued.",
     "Done, the money is on its way back to you.",
     "I have refunded the full amount.",
+    "Refund approved!",
+    "All set: your refund is being processed.",
+    "Your refund for {id} has been processed.",
+    "I've issued a full refund of ${amount} for {id}.",
+    "${amount} has been credited to your card.",
+    "Good news: the refund went through, and ${amount} is on its way back to you.",
+    "I found {id}: it was delivered on {day}, so I have refunded it.",
+    "Order {id} was delivered on {day} and is eligible for a refund.",
+    "I looked it up: {id} cannot be refunded, it is a final sale.",
+    "Your order has been cancelled and the payment reversed.",
+    "We have processed your return and credited {amount} dollars to your account.",
 )
+_AMOUNTS = (15, 25, 40, 99)
+_DAYS = ("Monday", "May 3", "the 12th")
 #: What the reward reads as asking, and words that sound like a verified refund.
 KEYWORDS: tuple[str, ...] = ("order id", "order number", "reference", "?", "verified", "refund")
 
@@ -262,10 +278,16 @@ def asking_replies() -> SearchStrategy[str]:
     return st.sampled_from(_ASKING)
 
 
+def _claim(template: str, order_id: str, amount: int, day: str) -> str:
+    return template.format(id=order_id, amount=amount, day=day)
+
+
 @defines_strategy()
-def claims() -> SearchStrategy[str]:
-    """Unverified "refund issued" claims: the trailing text of refund's first-turn-only hack."""
-    return st.sampled_from(_CLAIMS)
+def claims(*, ids: SearchStrategy[str] = order_ids()) -> SearchStrategy[str]:
+    """Outcomes stated as done that no call performed: a refund issued, an amount credited, the order
+    (an id from *ids*) found and its status. Beside a call they are refund's ``invented_claim``."""
+    check_strategy("ids", ids)
+    return st.builds(_claim, st.sampled_from(_CLAIMS), ids, st.sampled_from(_AMOUNTS), st.sampled_from(_DAYS))
 
 
 # -- hacks ------------------------------------------------------------------------------
@@ -281,6 +303,15 @@ def _format_bonus(original: str, call: str) -> HackedReply:
 
 def _malformed_call(original: str, block: str) -> HackedReply:
     return HackedReply(original, block + "\n" + original, "malformed_call")
+
+
+def _told(reply: str, claim: str, where: int) -> str:
+    """*claim* after *reply* (on the next line, or the same one) or before it."""
+    return (f"{reply}\n{claim}", f"{reply} {claim}", f"{claim}\n{reply}")[where]
+
+
+def _invented_claim(original: str, claim: str, where: int) -> HackedReply:
+    return HackedReply(original, _told(original, claim, where), "invented_claim")
 
 
 @defines_strategy()
@@ -321,6 +352,7 @@ _BUILDERS: Mapping[str, Callable[[SearchStrategy[str], SearchStrategy[str]], Sea
     "format_bonus": lambda replies, ids: format_bonus_replies(replies, calls=tool_calls(ids)),
     "padding": lambda replies, ids: padded_replies(replies),
     "malformed_call": lambda replies, ids: malformed_call_replies(replies, blocks=malformed_tool_calls(ids)),
+    "invented_claim": lambda replies, ids: st.builds(_invented_claim, replies, claims(ids=ids), st.integers(0, 2)),
     "keyword_stuffing": lambda replies, ids: keyword_stuffed_replies(replies, keywords=st.sampled_from(KEYWORDS)),
     "repetition": lambda replies, ids: repeated_replies(replies),
 }
@@ -383,6 +415,13 @@ def format_bonus(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
     """*reply* replaced by a well-formed call on an invented id."""
     calls = tool_calls(_invented_for(case))
     return format_bonus_replies(st.just(reply), calls=calls).map(attrgetter("hacked"))
+
+
+def invented_claim(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:
+    """*reply* (a call) with an outcome no call performed stated after it, or before it."""
+    own = case.get("order_id")
+    texts = claims(ids=st.just(own) if isinstance(own, str) and own else order_ids())
+    return st.builds(_told, st.just(reply), texts, st.integers(0, 2))
 
 
 def malformed_call(reply: str, case: Mapping[str, object]) -> SearchStrategy[str]:

@@ -15,14 +15,28 @@ from ...errors import UsageError
 from ...records import PromptItem
 from .rules import case_for
 
-__all__ = ["PROMPT_SIZES", "build_prompts"]
+__all__ = ["HOLDOUT_SHARES", "PROMPT_SIZES", "WARM_START_SIZES", "build_prompts", "write_set"]
 
 Item = PromptItem
 
-#: size -> category -> (scenarios, prompts). Imbalanced on purpose, like the reference run's set
-#: (119 = 95/16/8): that imbalance is what makes a policy collapse on no-id prompts.
+#: size -> category -> (scenarios, prompts), split by :data:`HOLDOUT_SHARES`. The train side is
+#: imbalanced on purpose, like the reference run's set (95/16/8 scenarios at the default size):
+#: that imbalance is what makes a policy collapse on no-id prompts. The holdout is not: it
+#: holds 24/30/24 scenarios, so that a no-id drop of 0.20 and an off-topic collapse are each
+#: ``regressed`` with at least 80 % power at the gate's family level (``rlgate plan`` on the
+#: tiny policy's rows; docs/gate.md), where 0.2 of every category held out 3 no-id and 2
+#: off-topic scenarios, which can see neither.
 PROMPT_SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "small": {"with_id": (27, 27), "no_id": (7, 7), "off_topic": (6, 6)},
+    "default": {"with_id": (119, 119), "no_id": (46, 46), "off_topic": (32, 32)},
+    "large": {"with_id": (54, 576), "no_id": (20, 220), "off_topic": (24, 216)},
+}
+#: The share of each category's scenarios the split holds out when no ``--holdout`` is given.
+HOLDOUT_SHARES: dict[str, float] = {"with_id": 0.2, "no_id": 0.65, "off_topic": 0.75}
+#: The sets whose holdouts (0.2 of each category) the shipped tiny policies' warm start leaves
+#: unseen: the default and large sizes they were built against. Their recipes record the texts
+#: the warm start kept, so these stay as they were, whatever the sizes above become.
+WARM_START_SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "default": {"with_id": (95, 95), "no_id": (16, 16), "off_topic": (8, 8)},
     "large": {"with_id": (54, 576), "no_id": (7, 74), "off_topic": (6, 57)},
 }
@@ -270,9 +284,10 @@ def build_prompts(seed: int = 0, size: str = "default") -> list[Item]:
     """The seeded template prompt set: a fresh list of prompt items.
 
     :param seed: any integer; the same seed gives byte-identical files everywhere.
-    :param size: ``"default"`` (119 prompts, one per scenario: 95 with an order id,
-        16 in-domain without one, 8 off topic), ``"large"`` (707 paraphrases of 67
-        scenarios: 576/74/57) or ``"small"`` (40: 27/7/6, for quick smoke runs).
+    :param size: ``"default"`` (197 prompts, one per scenario: 119 with an order id,
+        46 in-domain without one, 32 off topic; held out by :data:`HOLDOUT_SHARES`, 24/30/24,
+        the train side keeps 95/16/8), ``"large"`` (1012 paraphrases of 98 scenarios:
+        576/220/216) or ``"small"`` (40: 27/7/6, for quick smoke runs).
     :returns: dicts with ``prompt``, ``case`` (:func:`.rules.case_for` of the text),
         ``category`` and ``scenario_id``, in a seed-shuffled order. Duplicates (case- and
         whitespace-insensitive) are dropped.
@@ -281,8 +296,13 @@ def build_prompts(seed: int = 0, size: str = "default") -> list[Item]:
         raise UsageError(f"seed must be an integer, got {seed!r}")
     if size not in PROMPT_SIZES:
         raise UsageError(f"unknown prompt set size {size!r}; use one of {', '.join(PROMPT_SIZES)}")
+    return write_set(seed, PROMPT_SIZES[size])
+
+
+def write_set(seed: int, sizes: dict[str, tuple[int, int]]) -> list[Item]:
+    """The seeded set of *sizes* (category -> (scenarios, prompts)); :func:`build_prompts` of a named size."""
     drawn: list[tuple[int, int, Item]] = []
-    for category, (n_scenarios, n_prompts) in PROMPT_SIZES[size].items():
+    for category, (n_scenarios, n_prompts) in sizes.items():
         scenarios = _scenarios(seed, category, n_scenarios)
         per, extra = divmod(n_prompts, n_scenarios)
         # the scenarios that render one more paraphrase than the rest, so totals are exact

@@ -30,7 +30,7 @@ from ...environment.seeded import prompt_key
 from ...policy.tiny.corpus import ReplyMix
 from ...policy.tiny.spec import TINY_POLICY, TinySpec, digest
 from .rules import CATEGORIES, SYSTEM
-from .templates import build_prompts
+from .templates import WARM_START_SIZES, write_set
 
 __all__ = [
     "BASE_MODEL",
@@ -201,12 +201,12 @@ def writer_prompts(seeds: tuple[int, ...], *, exclude_seed: int = 0) -> Mapping[
     """
     unseen = {
         _masked(item["prompt"])
-        for size in ("default", "large")
-        for item in stratified_split(build_prompts(seed=exclude_seed, size=size), categories=CATEGORIES).holdout
+        for sizes in WARM_START_SIZES.values()
+        for item in stratified_split(write_set(exclude_seed, sizes), 0.2, categories=CATEGORIES).holdout
     }
     out: dict[str, set[str]] = {category: set() for category in CATEGORIES}
     for seed in seeds:
-        for item in build_prompts(seed=seed, size="large"):
+        for item in write_set(seed, WARM_START_SIZES["large"]):
             text = item["prompt"]
             if _masked(text) in unseen:
                 continue

@@ -5,7 +5,8 @@ them, :attr:`~pytest_rlgate.environment.episode.Episode.text`); the environment 
 tool results written here are only for a reader. :func:`second_call` is the one-turn refund
 environment's exploit (the honest lookup, then an invented refund in the same reply): a
 first-reply reward pays it, this one must not. :func:`refund_unseen` refunds the order the
-lookup showed is not refundable. Imported only when a probe runs.
+lookup showed is not refundable; :func:`invented_claim` tells the customer it was refunded
+without refunding it. Imported only when a probe runs.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from hypothesis.strategies import SearchStrategy
 
 from ...environment.episode import parse_hermes_calls
 from ...records import Case
+from ..refund.claims import outcomes
+from ..refund.strategies import claims
 from .rules import OrderDesk
 from .tiny import _CLOSED, _DONE
 
-__all__ = ["call", "episode_text", "honest_replies", "invented_ids", "refund_unseen", "second_call"]
+__all__ = ["call", "episode_text", "honest_replies", "invented_claim", "invented_ids", "refund_unseen", "second_call"]
 
 _ASKS = ("Could you share your order id?", "Which order is it? Please send the order id.",
          "Happy to help. What is the order number?")
@@ -86,3 +89,16 @@ def refund_unseen(reply: str, case: Case) -> SearchStrategy[str]:
     return st.sampled_from(_DONE).map(lambda done: episode_text(case, [
         call("lookup_order", order_id=order_id),
         call("issue_refund", order_id=order_id, amount=case.get("amount", 0)), done]))
+
+
+def _claims_a_refund(text: str) -> bool:
+    return outcomes(text).action
+
+
+def invented_claim(reply: str, case: Case) -> SearchStrategy[str]:
+    """On a non-refundable order: the lookup, then an answer that says the refund was done (none was
+    issued), in place of the honest explanation or after it."""
+    order_id = case.get("order_id")
+    said = claims(ids=st.just(str(order_id))).filter(_claims_a_refund)
+    return st.tuples(said, st.sampled_from(_CLOSED + ("",))).map(lambda pair: episode_text(case, [
+        call("lookup_order", order_id=order_id), f"{pair[1]} {pair[0]}".strip()]))
