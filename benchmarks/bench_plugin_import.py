@@ -118,11 +118,18 @@ def report(name: str, with_plugin: list[Run], without: list[Run]) -> None:
         on = statistics.median(value(r) for r in with_plugin)
         off = statistics.median(value(r) for r in without)
         print(f"  {kind}: with the rlgate plugin {on * 1000:6.1f} ms, -p no:rlgate {off * 1000:6.1f} ms; the plugin "
-              f"adds {(on - off) * 1000:+6.1f} ms (x{on / off:.3f}; target <= +{TARGET_MS:.0f} ms)")
+              f"adds {(on - off) * 1000:+6.1f} ms (x{on / off:.3f}; target <= +{TARGET_MS:.0f} ms); quartiles "
+              f"{_quartiles(with_plugin, value)} and {_quartiles(without, value)} ms")
     on_gc, off_gc = (statistics.median(r.gc_cpu for r in runs) for runs in (with_plugin, without))
     print(f"  full garbage collections: {statistics.median(r.full_gcs for r in with_plugin):.0f} with the plugin "
           f"({on_gc * 1000:.1f} ms CPU), {statistics.median(r.full_gcs for r in without):.0f} without "
           f"({off_gc * 1000:.1f} ms CPU)")
+
+
+def _quartiles(runs: list[Run], value: Callable[[Run], float]) -> str:
+    """The first and third quartile of *value* over *runs*, in ms: how far the machine's load spread them."""
+    q1, _, q3 = statistics.quantiles((value(r) * 1000 for r in runs), n=4)
+    return f"{q1:.0f}-{q3:.0f}"
 
 
 def slowest_imports(folder: Path, env: dict[str, str], top: int) -> list[tuple[int, str]]:

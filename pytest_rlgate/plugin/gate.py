@@ -151,10 +151,10 @@ def _subtests_asked(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _defaults(config)  # a bad value stops the session now, not in the first gate
+    defaults = _defaults(config)  # a bad value stops the session now, not in the first gate
     if _bootstrap_seed(config)[1]:
         config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
-    policy = _defaults(config).get("release_policy")
+    policy = defaults.get("release_policy")
     if policy:
         from pytest_rlgate.gate.release import load_release_policy
 
