@@ -77,10 +77,8 @@ def test_an_unrelated_project_sees_no_warning_and_no_rlgate_line(pytester: pytes
 #: what the plugin may load in a session that never uses rlgate: its feature modules and the light
 #: modules their options are declared in; nothing that computes (no numpy, no report, no reader)
 QUIET_MODULES = {"pytest_rlgate", "pytest_rlgate._version", "pytest_rlgate.errors", "pytest_rlgate.options",
-                 "pytest_rlgate._io", "pytest_rlgate._io.atomic", "pytest_rlgate._io.facade", "pytest_rlgate._io.ranks",
-                 "pytest_rlgate._io.stale", "pytest_rlgate.gate", "pytest_rlgate.gate.options",
-                 "pytest_rlgate.gate.numtext", "pytest_rlgate.gate.verdicts", "pytest_rlgate.rewards",
-                 "pytest_rlgate.rewards.suffixes", "pytest_rlgate.plugin"}
+                 "pytest_rlgate._io", "pytest_rlgate._io.facade", "pytest_rlgate.gate", "pytest_rlgate.gate.options",
+                 "pytest_rlgate.rewards", "pytest_rlgate.rewards.suffixes", "pytest_rlgate.plugin"}
 HEAVY = ("numpy", "scipy", "tabulate", "yaml", "torch", "transformers", "hypothesis", "orjson", "matplotlib")
 
 
