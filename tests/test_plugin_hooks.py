@@ -10,7 +10,8 @@ import pytest
 from _harness import LM_EVAL
 from test_gate import NO_ID_BALANCED, NO_ID_COLLAPSE, seed_tables
 
-from pytest_rlgate import Rows, load_env, row_header, write_rows
+from pytest_rlgate import load_env, write_rows
+from pytest_rlgate.data import Rows, row_header
 from pytest_rlgate.plugin import hookspec
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")

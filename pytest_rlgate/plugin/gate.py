@@ -259,7 +259,7 @@ class RlgateGate:
         return result
 
     def _hooked(self, side: str, source: RowInput, seed: int | str | None = None) -> RowInput:
-        """*source* as :class:`~pytest_rlgate.Rows` that the ``pytest_rlgate_rows`` hooks changed in place.
+        """*source* as :class:`~pytest_rlgate.data.Rows` that the ``pytest_rlgate_rows`` hooks changed in place.
 
         An rlgate row file is read into memory; a harness's log stays a row source read through
         its reader, and the hooks see each reading's rows, so the reader's notes and pairing

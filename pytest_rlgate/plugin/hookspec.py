@@ -58,7 +58,7 @@ def pytest_rlgate_rows(config: pytest.Config, item: pytest.Item, side: str, rows
     :param config: the pytest config.
     :param item: the test.
     :param side: ``"before"`` or ``"after"``.
-    :param rows: the side's rows, a :class:`~pytest_rlgate.Rows` (a list of row dicts with the
+    :param rows: the side's rows, a :class:`~pytest_rlgate.data.Rows` (a list of row dicts with the
         file's ``header``); change it in place, as ``pytest_collection_modifyitems`` changes
         ``items``. An eval harness's log is read through its reader first, once per reading,
         so the reader's notes and pairing checks still apply.
