@@ -238,13 +238,13 @@ def test_seeds_reach_junit_the_report_and_a_quiet_log(project: pytest.Pytester) 
 
 
 def test_a_test_on_the_sessions_prompts_records_their_seed(project: pytest.Pytester) -> None:
-    project.makepyfile(test_prompts="""
+    project.makepyfile(test_session_prompts="""
 def test_prompts(rlgate, rlgate_prompts):
     assert rlgate_prompts
     rlgate.compare("before.jsonl", "balanced.jsonl")
 """)
     result = project.runpytest("-q", *FAST, "--rlgate-seed", "3", "--rlgate-bootstrap-seed", "0", "--rlgate-report",
-                               "report.json", "test_prompts.py")
+                               "report.json", "test_session_prompts.py")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["rlgate: seeds: bootstrap seed 0; prompt seed 3; sample seed before 17, after 17*"])
     report = json.loads((project.path / "report.json").read_text())
