@@ -1,7 +1,7 @@
 """Does ``rlgate plan`` deliver the power it plans for? The whole procedure, simulated.
 
 Each repetition does what a user does: sample a baseline of a category (a fresh one each
-time: 15 scenarios x 4 replies), ask ``rg.plan`` for a 0.10 drop at 80 % power, sample a new
+time: 15 scenarios x 4 replies), ask ``plan`` for a 0.10 drop at 80 % power, sample a new
 holdout of the size it answers (before, and after the drop), and gate it with
 ``rg.compare``; the achieved power is the share of holdouts whose category is called
 ``regressed``. Both answers are checked: "add scenarios" (N scenarios at k = 4) and "raise
@@ -47,6 +47,7 @@ from scipy import stats as sps
 import pytest_rlgate as rg
 from pytest_rlgate.gate.plan import needed_units
 from pytest_rlgate.gate.result import GateResult
+from pytest_rlgate.stats import plan
 
 BASE_RATES = (0.2, 0.5, 0.9)
 K = 4
@@ -213,7 +214,7 @@ def run(population: Population, reps: int, *, seed: int = 0, level: float | None
     for _ in range(reps):
         p, _ = population.rates(rng, pilot)
         passes = rng.binomial(k, p)
-        planned = rg.plan(rows("c", passes, k) + beside()[0], drop=population.drop, power=POWER, level=level,
+        planned = plan(rows("c", passes, k) + beside()[0], drop=population.drop, power=POWER, level=level,
                           categories=["c"])
         cat = planned["c"]
         out.planned_level = planned.level

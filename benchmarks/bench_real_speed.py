@@ -27,6 +27,7 @@ import tempfile
 import time
 
 import pytest_rlgate as rg
+from pytest_rlgate.policy import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from pytest_rlgate.train.config import GRPOKnobs
 from pytest_rlgate.train.grpo import build_trainer, grpo_dataset, grpo_metrics_recorder
 from pytest_rlgate.train.pipeline import load_prompts
@@ -65,8 +66,8 @@ def bench_sampling(args: argparse.Namespace) -> float:
     items = rg.stratified_split(rg.build_prompts(0, "default", env=env), 0.2, env=env).holdout[: args.prompts]
     rendered = list(tok.apply_chat_template([env.messages_for(i["prompt"]) for i in items],
                                             add_generation_prompt=True, tokenize=False))
-    common = {"k": args.k, "batch_size": args.batch_size, "temperature": rg.SAMPLE_TEMPERATURE,
-              "top_p": rg.SAMPLE_TOP_P, "max_new_tokens": args.max_new_tokens}
+    common = {"k": args.k, "batch_size": args.batch_size, "temperature": SAMPLE_TEMPERATURE,
+              "top_p": SAMPLE_TOP_P, "max_new_tokens": args.max_new_tokens}
     n = len(items) * args.k
     rates: dict[str, list[float]] = {"raw generate": [], "rlgate sample": []}
     limited: dict[str, list[int]] = {"raw generate": [], "rlgate sample": []}
@@ -83,7 +84,7 @@ def bench_sampling(args: argparse.Namespace) -> float:
         limited["rlgate sample"].append(sum(m >= args.max_new_tokens - 1 for m in lengths))  # re-encoded: about
     print(f"sampling: {len(items)} {env.name} prompts of {SETTINGS['model']} "
           f"x k={args.k}, batch {args.batch_size} prompts, max_new_tokens "
-          f"{args.max_new_tokens}, T={rg.SAMPLE_TEMPERATURE}, top_p={rg.SAMPLE_TOP_P}, {args.repeats} alternating "
+          f"{args.max_new_tokens}, T={SAMPLE_TEMPERATURE}, top_p={SAMPLE_TOP_P}, {args.repeats} alternating "
           f"repeats, {torch.get_num_threads()} thread(s)")
     for name, values in rates.items():
         print(f"  {name:<16} {statistics.median(values):6.2f} completions/s (runs: "

@@ -61,12 +61,14 @@ from pytest_rlgate.demo.story import (
 )
 from pytest_rlgate.gate.stats import t_ppf
 from pytest_rlgate.policy.warm import WARM_INFO, warm_model_dir, warm_name
+from pytest_rlgate.stats import plan
 from pytest_rlgate.train.cached import adapter_identity, base_identity, cached_rows, cached_run, env_identity
 from pytest_rlgate.train.evaluate import resample_run
 from pytest_rlgate.train.inputs import versions
 from pytest_rlgate.train.methods import make_knobs
 from pytest_rlgate.train.pipeline import HOLDOUT_PROMPTS, gate_runs
 from pytest_rlgate.train.run import CONFIG, RunFolder
+from pytest_rlgate.watch import watch_checkpoints
 
 ENGINES = ("generate",)
 #: The warm start's record (recipe, loss, time), copied beside the runs it is the base of.
@@ -319,7 +321,7 @@ def main() -> None:
         watch_dir = args.runs_dir / "watch"
         said: list[str] = []
         with phase("watch the honest run's checkpoints"):
-            watched = rg.watch_checkpoints(
+            watched = watch_checkpoints(
                 checkpoints, holdout, env=env, base_model=story.base_model, baseline=first.before_files[0],
                 out=watch_dir, k=args.k, seed=17, max_new_tokens=args.max_new_tokens,
                 planned_looks=looks, select="pass@1/with_id", say=lambda line: (said.append(line), say(line)))
@@ -353,7 +355,7 @@ def main() -> None:
 
     print("## What this holdout can see\n")
     with phase("plan"):
-        planned = rg.plan([row for rows in before for row in rows], drop=0.2)
+        planned = plan([row for rows in before for row in rows], drop=0.2)
     print(planned.report() + "\n")
 
     print("## Time\n")

@@ -16,6 +16,7 @@ from _airline_env import Airline, airline_items
 
 import pytest_rlgate as rg
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import regrade_rows
 from pytest_rlgate.data.rows import RowReader, load_rows, refuse_silent_sides
 from pytest_rlgate.errors import DataError, RlgateWarning, UsageError
 
@@ -125,7 +126,7 @@ def test_rlgate_grade_rows_have_the_sampled_rows_shape(tmp_path: Path, capsys: p
     again = rg.grade_replies(items, [[r["reply"]] for r in sampled], env=ns["env"])
     assert [{k: r.get(k) for k in EPISODE_KEYS} for r in again] == [{k: r.get(k) for k in EPISODE_KEYS}
                                                                     for r in sampled]
-    regraded = rg.regrade_rows(out, env=ns["env"])
+    regraded = regrade_rows(out, env=ns["env"])
     assert [{k: r.get(k) for k in EPISODE_KEYS} for r in regraded] == [{k: r.get(k) for k in EPISODE_KEYS}
                                                                        for r in sampled]
 

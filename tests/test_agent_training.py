@@ -13,6 +13,7 @@ pytest.importorskip("trl")
 from test_episodes import docs_example  # noqa: E402
 
 import pytest_rlgate as rg  # noqa: E402
+from pytest_rlgate.data import grade_episode  # noqa: E402
 from pytest_rlgate.data.rows import read_rows  # noqa: E402
 from pytest_rlgate.train.config import GRPOKnobs  # noqa: E402
 from pytest_rlgate.train.grpo import build_trainer, train_grpo  # noqa: E402
@@ -36,7 +37,7 @@ def test_the_tiny_agent_runs_whole_episodes_reproducibly(agent: tuple[Any, Any])
     assert 0 < sum(r["reward"] for r in rows) < len(rows)
     alone = rg.sample_rows(model, tokenizer, items[3:4], k=2, env=env, max_new_tokens=48)
     assert [r["reply"] for r in alone] == [r["reply"] for r in rows if r["prompt"] == items[3]["prompt"]]
-    again = rg.grade_episode(env, rows[0]["case"], rows[0]["transcript"])
+    again = grade_episode(env, rows[0]["case"], rows[0]["transcript"])
     assert again["score"] == rows[0]["score"] and again["turn_markers"] == rows[0]["turn_markers"]
 
 

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 import pytest_rlgate as rg
+from pytest_rlgate.data import read_prompts, row_header, write_prompts
+from pytest_rlgate.policy import tiny_policy_dir
+from pytest_rlgate.train import build_pairs
 
 ENV_SOURCE = textwrap.dedent('''
     import re
@@ -61,7 +64,7 @@ def _right(item: dict) -> str:
 @pytest.fixture
 def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "tutor_env.py").write_text(ENV_SOURCE, encoding="utf-8")
-    rg.write_prompts(tmp_path / "prompts.jsonl", _items())
+    write_prompts(tmp_path / "prompts.jsonl", _items())
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -87,7 +90,7 @@ def test_rlgate_prompts_keeps_the_files_cases_and_splits_every_category(user_dir
                   "--out-dir", "out")
     assert result.returncode == 0, result.stderr
     assert "tutor" in result.stdout and "Traceback" not in result.stderr
-    holdout = rg.read_prompts(next((user_dir / "out").glob("holdout*.jsonl")), env=SPEC)
+    holdout = read_prompts(next((user_dir / "out").glob("holdout*.jsonl")), env=SPEC)
     assert {item["category"] for item in holdout} == {"arithmetic", "unanswerable", "word_problem"}
     by_prompt = {item["prompt"]: item for item in _items()}
     assert all(item["case"] == by_prompt[item["prompt"]]["case"] for item in holdout)
@@ -104,7 +107,7 @@ def test_an_undeclared_category_is_refused_naming_the_line(user_dir: Path) -> No
 
 def test_grade_and_gate_with_the_environments_guard(user_dir: Path) -> None:
     env = rg.load_env(SPEC)
-    items = rg.read_prompts(user_dir / "prompts.jsonl", env=env)
+    items = read_prompts(user_dir / "prompts.jsonl", env=env)
     before = rg.grade_replies(items, [[_right(item)] * 2 for item in items], env=env)
     # after training the policy answers every unanswerable question with a number
     after = rg.grade_replies(items, [["7" if item["case"]["answer"] is None else _right(item)] * 2
@@ -121,7 +124,7 @@ def test_grade_and_gate_with_the_environments_guard(user_dir: Path) -> None:
 
 def test_fixtures_serve_the_environments_prompts(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(tutor_env=ENV_SOURCE)
-    rg.write_prompts(pytester.path / "prompts.jsonl", _items())
+    write_prompts(pytester.path / "prompts.jsonl", _items())
     pytester.makepyfile(test_user='''
         def test_split(rlgate_env, rlgate_split):
             assert rlgate_env.name == "tutor"
@@ -144,7 +147,7 @@ def test_probe_finds_the_generic_hack_in_a_lenient_reward_only(user_dir: Path) -
             return st.just(_right({"case": case}))
 
     env = rg.load_env(WithReplies())
-    items = rg.read_prompts(user_dir / "prompts.jsonl", env=env)
+    items = read_prompts(user_dir / "prompts.jsonl", env=env)
 
     def lenient(reply: str, case: dict) -> float:  # pays when the answer appears anywhere
         return 1.0 if case["answer"] is not None and str(case["answer"]) in reply else env.score(reply, case)
@@ -160,20 +163,20 @@ def test_probe_finds_the_generic_hack_in_a_lenient_reward_only(user_dir: Path) -
 
 def test_probe_without_honest_replies_starts_from_replies_built_from_the_case(user_dir: Path) -> None:
     env = rg.load_env(SPEC)
-    result = rg.probe_reward(env, items=rg.read_prompts(user_dir / "prompts.jsonl", env=env), seed=0, database=None)
+    result = rg.probe_reward(env, items=read_prompts(user_dir / "prompts.jsonl", env=env), seed=0, database=None)
     assert result.untried == () and result.hacks == ()  # "7" and a question built from nothing pass its score
     assert {f.category for f in result.findings} == set(env.categories) and sum(f.n for f in result.findings) > 100
 
 
 def test_dpo_pairs_from_the_environments_score(user_dir: Path) -> None:
     env = rg.load_env(SPEC)
-    items = rg.read_prompts(user_dir / "prompts.jsonl", env=env)
+    items = read_prompts(user_dir / "prompts.jsonl", env=env)
     replies = [[_right(item), "no idea", "no idea"] for item in items]
-    built = rg.build_pairs(items, replies, seed=0, env=env)
+    built = build_pairs(items, replies, seed=0, env=env)
     assert len(built.pairs) == len(items)
     assert all(pair.chosen == _right(item) for pair, item in zip(built.pairs, items))
     with pytest.warns(rg.RlgateWarning, match="rejected_reply"):
-        rg.build_pairs(items, replies, seed=0, env=env, constructed=True)
+        build_pairs(items, replies, seed=0, env=env, constructed=True)
 
 
 def test_one_grpo_step_on_the_users_environment(user_dir: Path, tmp_path: Path) -> None:
@@ -183,7 +186,7 @@ def test_one_grpo_step_on_the_users_environment(user_dir: Path, tmp_path: Path) 
     from pytest_rlgate.train.config import GRPOKnobs
     from pytest_rlgate.train.grpo import build_trainer
 
-    base = rg.tiny_policy_dir()
+    base = tiny_policy_dir()
     knobs = GRPOKnobs(env=SPEC, base_model=str(base), steps=1, max_new_tokens=8).resolve()
     assert knobs.environment.fingerprint == rg.load_env(SPEC).fingerprint
     trainer = build_trainer(AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base),
@@ -195,11 +198,11 @@ def test_one_grpo_step_on_the_users_environment(user_dir: Path, tmp_path: Path) 
 
 def test_rows_graded_by_another_version_are_refused_until_regraded(user_dir: Path) -> None:
     env = rg.load_env(SPEC)
-    items = rg.read_prompts(user_dir / "prompts.jsonl", env=env)
+    items = read_prompts(user_dir / "prompts.jsonl", env=env)
     rows = rg.grade_replies(items, [[_right(item)] * 2 for item in items], env=env)
-    old = {**rg.row_header(env), "env_fingerprint": "sha256:" + "0" * 64}  # graded before the reward changed
+    old = {**row_header(env), "env_fingerprint": "sha256:" + "0" * 64}  # graded before the reward changed
     rg.write_rows(user_dir / "before.jsonl", rows, header=old)
-    rg.write_rows(user_dir / "after.jsonl", rows, header=rg.row_header(env))
+    rg.write_rows(user_dir / "after.jsonl", rows, header=row_header(env))
     refused = _cli(user_dir, "gate", "--env", SPEC, "before.jsonl", "after.jsonl")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "before.jsonl was graded by tutor sha256:0000" in refused.stderr and "rlgate regrade" in refused.stderr

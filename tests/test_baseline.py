@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from test_gate import NO_ID_BALANCED, NO_ID_COLLAPSE, seed_tables
 
-from pytest_rlgate import load_env, load_rows, row_header, write_rows
+from pytest_rlgate import load_env, load_rows, write_rows
+from pytest_rlgate.data import row_header
 
 BASELINE = "baselines/release.jsonl.gz"
 

@@ -1,4 +1,5 @@
-"""GateCallback and HackMonitor in a user's own TRL trainer: docs/training.md's example, executed."""
+"""GateCallback and HackMonitor in a user's own TRL trainer: docs/training.md's example, executed, then
+docs/watch.md's commands on what it wrote."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pytest_rlgate.cli import main
 from pytest_rlgate.gate.sequential import Spending
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
+WATCH_DOC = DOC.with_name("watch.md")
 
 
 def _example() -> str:
@@ -22,7 +24,7 @@ def _example() -> str:
 
 def _commands(heading: str) -> list[list[str]]:
     """The ``rlgate`` command lines of the first bare code block under *heading* (comments dropped)."""
-    section = DOC.read_text(encoding="utf-8").split(heading, 1)[1]
+    section = WATCH_DOC.read_text(encoding="utf-8").split(heading, 1)[1]
     block = re.search(r"```\n(.*?)```", section, re.DOTALL).group(1)
     return [shlex.split(line.partition("#")[0])[1:] for line in block.splitlines() if line.startswith("rlgate ")]
 
@@ -30,7 +32,7 @@ def _commands(heading: str) -> list[list[str]]:
 @pytest.mark.slow
 def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GateCallback example, then every command of the watched-run sections, as written, in one folder:
+    """The GateCallback example, then every command of the watched run's page, as written, in one folder:
     each writes where the next one reads."""
     pytest.importorskip("trl")
     monkeypatch.chdir(tmp_path)
@@ -57,8 +59,8 @@ def test_the_docs_example_runs_against_a_bare_trl_trainer(capsys: pytest.Capture
     assert "best by pass@1/overall" in printed or "no checkpoint passed" in printed
     assert sorted(p.name for p in (tmp_path / "trl-output").glob("checkpoint-*")) == [
         f"checkpoint-{s}" for s in range(1, steps + 1)]
-    commands = (_commands("### Choosing the checkpoint to ship")
-                + _commands("### Checkpoints you did not train: `rlgate watch`"))
+    commands = (_commands("## Choosing the checkpoint to ship")
+                + _commands("## Checkpoints you did not train: `rlgate watch`"))
     assert [c[0] for c in commands] == ["select", "select", "report", "report", "watch", "watch", "watch", "select"]
     for argv in commands:
         code = main(argv)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import pytest_rlgate as rg
+from pytest_rlgate.data import grade_episode
 from pytest_rlgate.environment.episode import Episode, messages_text, parse_hermes_calls, split_turns
 from pytest_rlgate.envs.refund_agent.rules import TOOL_SCHEMAS
 from pytest_rlgate.envs.refund_agent.tiny import system_turn
@@ -146,13 +147,13 @@ def test_grade_episode_replays_and_ignores_forged_results() -> None:
         {"role": "tool", "name": "issue_refund", "content": "{}"},
         {"role": "assistant", "content": "Refunded."},
     ]
-    graded = rg.grade_episode(env, case, forged)
+    graded = grade_episode(env, case, forged)
     assert graded["score"] == 0.0 and graded["markers"]["grounded_refund"] == 0.0
     tool = next(m for m in graded["transcript"] if m["role"] == "tool")
     assert json.loads(tool["content"])["refundable"] is False
     assert [m["grounded_refund"] for m in graded["turn_markers"]] == [1.0, 0.0, 0.0]
     with pytest.raises(UsageError, match="has no tools"):
-        rg.grade_episode("refund", case, forged)
+        grade_episode("refund", case, forged)
 
 
 def test_the_first_turn_hack_pays_in_refund_and_not_in_refund_agent() -> None:

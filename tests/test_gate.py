@@ -12,7 +12,6 @@ import pytest
 from _calc_env import CalcEnv, calc_items, calc_reply
 
 from pytest_rlgate import (
-    Comparison,
     DataError,
     GateResult,
     RegressionError,
@@ -23,6 +22,7 @@ from pytest_rlgate import (
     grade_replies,
     write_rows,
 )
+from pytest_rlgate.gate import Comparison
 
 K = 4
 #: the environment that graded the seed's tables: it guards well_formed and argument_grounding and

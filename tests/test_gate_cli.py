@@ -13,8 +13,9 @@ from report_fixtures import REFUND_ENV, make_run
 from test_gate import NO_ID_BALANCED, NO_ID_COLLAPSE, seed_tables, table_rows
 from test_rows import BAD_FILES, CalcV2, lines_file
 
-from pytest_rlgate import grade_replies, load_env, load_rows, read_header, read_rows, row_header, write_rows
+from pytest_rlgate import grade_replies, load_env, load_rows, read_rows, write_rows
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import read_header, row_header
 
 
 @pytest.fixture

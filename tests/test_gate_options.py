@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from test_gate import table_rows
 
-from pytest_rlgate import GateOptions, RlgateWarning, UsageError, compare, load_env, row_header, write_rows
+from pytest_rlgate import GateOptions, RlgateWarning, UsageError, compare, load_env, write_rows
 from pytest_rlgate.cli import main
-from pytest_rlgate.data import rows as rows_module
+from pytest_rlgate.data import row_header, rows as rows_module
 from pytest_rlgate.gate import options as gate_options
 from pytest_rlgate.gate.options import N_RESAMPLES, shown_default
 

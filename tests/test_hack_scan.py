@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_rlgate import DataError, HackScanResult, RewardHackError, UsageError, hack_scan, hack_scan_diff
+from pytest_rlgate import DataError, RewardHackError, UsageError, hack_scan
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, features, score
+from pytest_rlgate.rewards import HackScanResult, hack_scan_diff
 from pytest_rlgate.rewards.scan import REGIMES
 
 ENDORSED = ("lookup_order", "asks")

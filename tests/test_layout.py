@@ -184,6 +184,10 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(f.split()) for f in (
     "demo",
     "plugin cli",
 ))
+#: Facades beside the package's own ``__init__``: modules that only re-export, for users, names the
+#: floors below own (``pytest_rlgate.stats``). Like the package facade they stand on no floor, and no
+#: module of the package imports one (it imports the owner).
+FACADES = frozenset({"stats"})
 #: Climbs the floors allow: none (the environment contract finds the built-in environments by
 #: looking, naming their package as a string).
 MAY_CLIMB: set[tuple[str, str]] = set()
@@ -191,8 +195,8 @@ MAY_CLIMB: set[tuple[str, str]] = set()
 
 def _floor(module: str) -> int | None:
     parts = module.split(".")
-    if len(parts) == 1:
-        return None  # the package facade
+    if len(parts) == 1 or parts[1] in FACADES:
+        return None  # the package facade, or another facade
     return next(i for i, floor in enumerate(FLOORS) if parts[1] in floor)
 
 
@@ -213,7 +217,17 @@ def _climbs(graph: dict[str, set[str]]) -> list[str]:
 def test_every_folder_has_a_floor() -> None:
     folders = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
                if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file())}
-    assert folders == set().union(*FLOORS), "a new folder needs its floor in FLOORS (and a line in the README)"
+    assert folders == set().union(*FLOORS, FACADES), "a new folder needs its floor in FLOORS (and a line in the README)"
+
+
+def test_no_module_imports_a_facade() -> None:
+    """The facades are for users: inside the package a name is imported from the module that owns it, so
+    a facade can re-export anything without closing a circle."""
+    facades = {"pytest_rlgate", *(f"pytest_rlgate.{name}" for name in FACADES)}
+    graph = _import_graph(PACKAGE, inside_functions=True)
+    found = sorted(f"{module} -> {target}" for module, targets in graph.items() if module not in facades
+                   for target in targets & facades)
+    assert found == [], f"import the name from the module that owns it, not from a facade: {found}"
 
 
 def test_no_folder_imports_one_on_its_own_floor_or_above() -> None:
@@ -257,21 +271,21 @@ def test_a_command_that_trains_nothing_imports_nothing_of_train() -> None:
 ENV_DOORS: dict[tuple[str, str], str] = {
     ("cli/__init__.py", "_resolve_env"): "the CLI's --env, before the command runs",
     ("plugin/env.py", "_resolved"): "the plugin's --rlgate-env / rlgate_env / marker env=",
-    ("data/episodes.py", "grade_episode"): "public (rg.grade_episode)",
-    ("data/episodes.py", "grade_episodes"): "public (rg.grade_episodes)",
-    ("data/hygiene.py", "keep_prompts"): "public (rg.keep_prompts)",
+    ("data/episodes.py", "grade_episode"): "public (pytest_rlgate.data.grade_episode)",
+    ("data/episodes.py", "grade_episodes"): "public (pytest_rlgate.data.grade_episodes)",
+    ("data/hygiene.py", "keep_prompts"): "public (pytest_rlgate.data.keep_prompts)",
     ("data/prompts.py", "build_prompts"): "public (rg.build_prompts)",
-    ("data/prompts.py", "read_prompts"): "public (rg.read_prompts)",
+    ("data/prompts.py", "read_prompts"): "public (pytest_rlgate.data.read_prompts)",
     ("data/prompts.py", "stratified_split"): "public (rg.stratified_split)",
     ("data/replies.py", "grade_file"): "public (rg.grade_file)",
     ("data/rows.py", "grade_replies"): "public (rg.grade_replies)",
-    ("data/rows.py", "regrade_rows"): "public (rg.regrade_rows)",
+    ("data/rows.py", "regrade_rows"): "public (pytest_rlgate.data.regrade_rows)",
     ("data/provenance.py", "header_env"): "a rows file's header names its environment (registered names only)",
-    ("demo/story.py", "run_demo"): "public (rg.run_demo)",
+    ("demo/story.py", "run_demo"): "public (pytest_rlgate.demo.run_demo)",
     ("demo/recipe.py", "run_recipe_demo"): "rlgate demo --seeds hands it the flag as given",
-    ("watch/looks.py", "SequentialGate.__post_init__"): "public (rg.SequentialGate(env=...))",
+    ("watch/looks.py", "SequentialGate.__post_init__"): "public (pytest_rlgate.watch.SequentialGate(env=...))",
     ("gate/sides.py", "read_sides"): "GateOptions.env, where both gates (adapter, recipe) read their sides",
-    ("policy/adaptive.py", "policy_draw"): "public (rg.policy_draw)",
+    ("policy/adaptive.py", "policy_draw"): "public (pytest_rlgate.policy.policy_draw)",
     ("policy/load.py", "build_tiny_policy"): "public (docs/policy.md: policy.build_tiny_policy(env, out))",
     ("policy/sampling.py", "sample"): "public (rg.sample)",
     ("policy/sampling.py", "sample_rows"): "public (rg.sample_rows)",
@@ -280,15 +294,15 @@ ENV_DOORS: dict[tuple[str, str], str] = {
     ("rewards/strategies.py", "_truth"): "public: near_miss_replies / lenient_replies env=",
     ("rewards/strategies.py", "hack_replies"): "public (docs/hacks.md: hack_replies(env, item))",
     ("rewards/tables.py", "_env"): "a reward table's env: field",
-    ("policy/warm_train.py", "warm_start"): "public (rg.warm_start(model, env=...))",
+    ("policy/warm_train.py", "warm_start"): "public (pytest_rlgate.policy.warm_start(model, env=...))",
     ("policy/warm.py", "warm_model_dir"): "a warm-start name (smollm2-135m+refund) names its environment",
     ("watch/callback.py", "GateCallback.__init__"): "public (rg.GateCallback(env=...))",
     ("train/config.py", "RunKnobs.environment"): "the env knob of a run's configuration",
     ("train/monitor.py", "HackMonitor.__init__"): "public (rg.HackMonitor(env=...))",
-    ("train/pairs.py", "build_pairs"): "public (rg.build_pairs)",
+    ("train/pairs.py", "build_pairs"): "public (pytest_rlgate.train.build_pairs)",
     ("train/reward.py", "env_reward"): "public (rg.env_reward)",
     ("train/run.py", "RunFolder.environment"): "a run folder's config.json names its environment (or --env)",
-    ("watch/folder.py", "watch_checkpoints"): "public (rg.watch_checkpoints)",
+    ("watch/folder.py", "watch_checkpoints"): "public (pytest_rlgate.watch.watch_checkpoints)",
     ("watch/folder.py", "confirm_in_folder"): "a watch folder's settings name its environment",
 }
 

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pytest_rlgate import RlgateError, UsageError, grade_replies, load_env, regrade_rows
+from pytest_rlgate import RlgateError, UsageError, grade_replies, load_env
+from pytest_rlgate.data import regrade_rows
 from pytest_rlgate.data.prompts import build_prompts
 
 MISBEHAVE = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

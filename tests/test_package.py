@@ -1,4 +1,4 @@
-"""The package surface: public API, the entry point, and a light plugin load."""
+"""The package surface: the entry point, the CLI, and a light plugin load (the public API: test_api.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,6 @@ import sys
 import pytest
 
 import pytest_rlgate
-
-
-def test_all_names_resolve_to_their_owners() -> None:
-    for name in pytest_rlgate.__all__:
-        assert getattr(pytest_rlgate, name) is not None, name
-
-
-def test_unknown_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="no_such_thing"):
-        pytest_rlgate.no_such_thing  # noqa: B018
 
 
 def test_exported_errors_read_as_public_names() -> None:
@@ -55,13 +45,3 @@ def test_cli_version_and_unknown_command() -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main(["frobnicate"])
     assert exc.value.code == 2
-
-
-def test_type_checking_imports_match_the_lazy_exports() -> None:
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(pytest_rlgate))
-    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    static = {(node.module, a.name) for node in guarded.body for a in node.names}
-    assert static == {(module, name) for name, module in pytest_rlgate._EXPORTS.items()}

@@ -19,7 +19,7 @@ import pytest
 from _harness import HARNESS_DATA
 from test_gate import table_rows
 
-from pytest_rlgate import FamilyMember, GateResult, UsageError, compare, family_test, plan, write_rows
+from pytest_rlgate import GateResult, UsageError, compare, write_rows
 from pytest_rlgate.cli import main
 from pytest_rlgate.gate.plan import (
     _expit,
@@ -32,6 +32,7 @@ from pytest_rlgate.gate.plan import (
     needed_units,
 )
 from pytest_rlgate.gate.stats import paired_bootstrap, t_cdf, t_ppf
+from pytest_rlgate.stats import FamilyMember, family_test, plan
 
 #: 15 no-id scenarios as a baseline shows them: most pass 4/4, a few fail some rollouts
 NO_ID_FAILS = [0, 0, 1, 0, 2, 0, 0, 4, 1, 0, 0, 3, 0, 0, 1]

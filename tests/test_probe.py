@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from pytest_rlgate import DataError, ProbeResult, RewardHackError, UsageError, load_env, probe_reward
+from pytest_rlgate import DataError, RewardHackError, UsageError, load_env, probe_reward
 from pytest_rlgate.environment.hack import Hack
 from pytest_rlgate.envs import refund
+from pytest_rlgate.rewards import ProbeResult
 from pytest_rlgate.rewards.strategies import GENERIC_HACKS
 from pytest_rlgate.train.reward import env_reward
 

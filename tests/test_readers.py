@@ -14,7 +14,8 @@ import tomllib
 from _harness import HARNESS_DATA, LM_EVAL
 
 import pytest_rlgate.data.readers as readers
-from pytest_rlgate import DataError, UsageError, compare, detect_format, read_rows, reader_names, write_rows
+from pytest_rlgate import DataError, UsageError, compare, read_rows, write_rows
+from pytest_rlgate.data import detect_format, reader_names
 from pytest_rlgate.data.readers import (
     BUILTIN,
     Opened,

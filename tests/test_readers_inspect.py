@@ -10,8 +10,9 @@ pytest.importorskip("inspect_ai")
 
 from _harness import CATEGORIES, EPOCHS, N_PER_CATEGORY, gate_deltas, paired_category_deltas, write_inspect_log
 
-from pytest_rlgate import DataError, compare, detect_format, read_rows
+from pytest_rlgate import DataError, compare, read_rows
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import detect_format
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inspect_ai's own retry settings
 

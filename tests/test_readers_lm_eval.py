@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from _harness import LM_EVAL, gate_deltas, paired_category_deltas
 
-from pytest_rlgate import DataError, compare, detect_format, read_rows
+from pytest_rlgate import DataError, compare, read_rows
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import detect_format
 
 BASE, CANDIDATE = LM_EVAL / "base", LM_EVAL / "candidate"
 

@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 from _harness import gate_deltas, paired_category_deltas
 
-from pytest_rlgate import DataError, compare, detect_format, read_rows
+from pytest_rlgate import DataError, compare, read_rows
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import detect_format
 
 TOPICS = ("billing", "shipping", "smalltalk")
 

@@ -11,7 +11,7 @@ from pytest_rlgate.data.rows import read_rows
 from pytest_rlgate.demo import real
 from pytest_rlgate.demo.story import configurations, hackable_configuration, train_config
 from pytest_rlgate.errors import UsageError
-from pytest_rlgate.policy import models
+from pytest_rlgate.policy import TINY_POLICY, models
 from pytest_rlgate.train import config
 from pytest_rlgate.train.cached import cached_run
 from pytest_rlgate.train.methods import make_knobs
@@ -51,7 +51,7 @@ def test_the_real_story_is_the_demos_runs_with_knobs_scaled_to_a_cpu(tmp_path, m
 
 def test_the_base_is_warm_started_only_for_a_registry_model_of_an_environment_with_a_recipe():
     lines: list[str] = []
-    assert real.warm_base(rg.TINY_POLICY, rg.load_env("refund"), lines.append) == rg.TINY_POLICY
+    assert real.warm_base(TINY_POLICY, rg.load_env("refund"), lines.append) == TINY_POLICY
     assert real.warm_base("smollm2-135m", rg.load_env("arith"), lines.append) == "smollm2-135m"
     assert lines == []
 

@@ -16,7 +16,6 @@ from test_gate import spread, table_rows
 from pytest_rlgate import (
     DataError,
     GateResult,
-    RecipeGateResult,
     RegressionError,
     RlgateWarning,
     UsageError,
@@ -25,6 +24,7 @@ from pytest_rlgate import (
     write_rows,
 )
 from pytest_rlgate.data.provenance import row_header
+from pytest_rlgate.gate import RecipeGateResult
 from pytest_rlgate.gate.recipe import is_seed_sources, seed_labels
 from pytest_rlgate.gate.recipe_text import seed_dots
 

@@ -10,8 +10,9 @@ import pytest
 from _hackable_run import write_run
 from test_gate import table_rows
 
-from pytest_rlgate import UsageError, compare, load_release_policy
+from pytest_rlgate import UsageError, compare
 from pytest_rlgate.cli import main
+from pytest_rlgate.gate import load_release_policy
 from pytest_rlgate.gate.options import GateOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest_rlgate.RlgateWarning")

@@ -10,20 +10,8 @@ from typing import Any
 import pytest
 from _calc_env import CalcEnv, calc_items, calc_reply
 
-from pytest_rlgate import (
-    DataError,
-    UsageError,
-    grade_replies,
-    load_env,
-    load_rows,
-    read_header,
-    read_rows,
-    regrade_rows,
-    row_header,
-    validate_row,
-    write_rows,
-)
-from pytest_rlgate.data import jsonl
+from pytest_rlgate import DataError, UsageError, grade_replies, load_env, load_rows, read_rows, write_rows
+from pytest_rlgate.data import jsonl, read_header, regrade_rows, row_header, validate_row
 from pytest_rlgate.data.rows import iter_rows
 from pytest_rlgate.envs import refund
 

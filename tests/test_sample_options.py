@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import pytest_rlgate as rg
+from pytest_rlgate.policy import SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from pytest_rlgate.policy.episode import sample_episodes
 from pytest_rlgate.policy.generate import SampleKeywords
 
@@ -34,8 +35,8 @@ def test_every_public_sampler_takes_them_once(sampler: object) -> None:
 
 def test_defaults_and_keywords_on_top() -> None:
     base = rg.SampleOptions()
-    assert (base.k, base.temperature, base.top_p, base.seed) == (4, rg.SAMPLE_TEMPERATURE, rg.SAMPLE_TOP_P,
-                                                                 rg.SAMPLE_SEED)
+    assert (base.k, base.temperature, base.top_p, base.seed) == (4, SAMPLE_TEMPERATURE, SAMPLE_TOP_P,
+                                                                 SAMPLE_SEED)
     greedy = rg.SampleOptions(temperature=0.0, k=2)
     assert rg.SampleOptions.of(greedy) is greedy
     assert rg.SampleOptions.of(greedy, seed=5) == rg.SampleOptions(temperature=0.0, k=2, seed=5)

@@ -9,9 +9,15 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as sps
 
-from pytest_rlgate import ConfidenceInterval, PairedBootstrapResult, holm, minimum_detectable_effect, paired_bootstrap
 from pytest_rlgate.gate import stats as stats_module
 from pytest_rlgate.gate.stats import BOOTSTRAP_METHOD, METHODS, _resample_means, normal_cdf, t_cdf, t_ppf
+from pytest_rlgate.stats import (
+    ConfidenceInterval,
+    PairedBootstrapResult,
+    holm,
+    minimum_detectable_effect,
+    paired_bootstrap,
+)
 
 K = 4
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.errors import InvalidArgument
 
-from pytest_rlgate import HackedReply, UsageError, load_env
+from pytest_rlgate import UsageError, load_env
 from pytest_rlgate.environment.hack import Hack, Truth, lazy
 from pytest_rlgate.envs import refund
 from pytest_rlgate.envs.refund import (
@@ -23,7 +23,7 @@ from pytest_rlgate.envs.refund import (
     score,
     strategies as rs,
 )
-from pytest_rlgate.rewards import strategies as gs
+from pytest_rlgate.rewards import HackedReply, strategies as gs
 
 FAST = settings(max_examples=40, derandomize=True, database=None, deadline=None)
 

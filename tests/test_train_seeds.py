@@ -21,9 +21,10 @@ import peft  # noqa: F401
 from _tiny_model import build_tiny
 from trl import GRPOConfig, GRPOTrainer  # noqa: F401
 
-from pytest_rlgate import RunFolder, UsageError
+from pytest_rlgate import UsageError
 from pytest_rlgate.cli import main
 from pytest_rlgate.report import report_text, write_index, write_report
+from pytest_rlgate.train import RunFolder
 from pytest_rlgate.train.seeds import check_seeds
 
 torch.set_num_threads(1)

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_rlgate import UsageError, grade_replies, load_env, regrade_rows
+from pytest_rlgate import UsageError, grade_replies, load_env
 from pytest_rlgate.cli import main
+from pytest_rlgate.data import regrade_rows
 from pytest_rlgate.data.episodes import grade_episode
 from pytest_rlgate.data.rows import write_rows
 from pytest_rlgate.rewards.tables import RewardValueError, load_reward_table

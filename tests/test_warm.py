@@ -18,6 +18,7 @@ import pytest_rlgate as rg
 from pytest_rlgate._io import cache
 from pytest_rlgate.cli import main
 from pytest_rlgate.errors import UsageError
+from pytest_rlgate.policy import TINY_POLICY, warm_start
 from pytest_rlgate.policy.identity import base_identity
 from pytest_rlgate.policy.warm import (
     WARM_INFO,
@@ -117,26 +118,26 @@ def test_a_warm_start_trains_once_merges_and_is_served_from_the_cache(empty_cach
     env = rg.load_env("refund")
     recipe = _tiny_recipe(env)
     lines: list[str] = []
-    folder = rg.warm_start(rg.TINY_POLICY, env, recipe=recipe, log=lines.append)
-    assert folder.parent == empty_cache / "warm" and folder.name == warm_key(base_identity(rg.TINY_POLICY), env, recipe)
+    folder = warm_start(TINY_POLICY, env, recipe=recipe, log=lines.append)
+    assert folder.parent == empty_cache / "warm" and folder.name == warm_key(base_identity(TINY_POLICY), env, recipe)
     info = json.loads((folder / WARM_INFO).read_text(encoding="utf-8"))
-    assert info["recipe"] == recipe.as_dict() and info["base"] == rg.TINY_POLICY and info["name"] is None
+    assert info["recipe"] == recipe.as_dict() and info["base"] == TINY_POLICY and info["name"] is None
     assert len(info["loss_curve"]) == recipe.steps == len(lines)
     assert sum(info["data_kinds"].values()) == recipe.steps * recipe.batch_size
     assert (folder / "adapter" / "adapter_config.json").is_file()
     model, tok = rg.load_policy(str(folder))  # the merged model loads as a plain folder: no adapter left
     assert not hasattr(model, "peft_config")
-    base, _ = rg.load_policy(rg.TINY_POLICY)
+    base, _ = rg.load_policy(TINY_POLICY)
     changed = [n for n, p in model.named_parameters() if not p.detach().equal(dict(base.named_parameters())[n])]
     assert changed, "the merged LoRA changed no weight"
     again: list[str] = []
-    assert rg.warm_start(rg.TINY_POLICY, env, recipe=recipe, log=again.append) == folder and again == []
+    assert warm_start(TINY_POLICY, env, recipe=recipe, log=again.append) == folder and again == []
     assert base_identity(str(folder)) == base_identity(str(folder))  # a warm folder is a base like any other
 
 
 def test_another_recipe_is_another_folder():
     env = rg.load_env("refund")
-    tiny = base_identity(rg.TINY_POLICY)
+    tiny = base_identity(TINY_POLICY)
     assert warm_key(tiny, env, _tiny_recipe(env)) != warm_key(tiny, env, _tiny_recipe(env, seed=1))
     assert warm_key(tiny, env, _tiny_recipe(env)) != warm_key(tiny, env, _tiny_recipe(env, learning_rate=2e-3))
 

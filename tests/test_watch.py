@@ -366,8 +366,8 @@ def test_the_strip_picture_is_legible_at_its_own_size(tmp_path: Path) -> None:
 def test_the_docs_strip_legend_is_whole() -> None:
     from pytest_rlgate.report.strip import MARKS, SYMBOLS
 
-    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8").split())
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "watch.md").read_text(encoding="utf-8").split())
     for verdict, symbol in SYMBOLS.items():
-        assert f"`{symbol}` {verdict}" in text, f"docs/training.md's strip legend has no `{symbol}` {verdict}"
+        assert f"`{symbol}` {verdict}" in text, f"docs/watch.md's strip legend has no `{symbol}` {verdict}"
     for mark in MARKS:
-        assert f"`{mark}` " in text, f"docs/training.md's strip legend has no `{mark}`"
+        assert f"`{mark}` " in text, f"docs/watch.md's strip legend has no `{mark}`"

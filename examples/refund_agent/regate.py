@@ -11,12 +11,13 @@ from __future__ import annotations
 import sys
 
 import pytest_rlgate as rg
+from pytest_rlgate.data import regrade_rows
 
 
 def main(run: str) -> None:
     env = rg.load_env("refund_agent")
-    before = rg.regrade_rows(f"{run}/holdout_before.jsonl", env=env)
-    after = rg.regrade_rows(f"{run}/holdout_after.jsonl", env=env)
+    before = regrade_rows(f"{run}/holdout_before.jsonl", env=env)
+    after = regrade_rows(f"{run}/holdout_after.jsonl", env=env)
     result = rg.compare(before, after, env=env)
     print(result.message())
     print(result.table())

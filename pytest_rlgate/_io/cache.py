@@ -84,7 +84,7 @@ def key(**parts: object) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: The package-level name of :func:`key` (``pytest_rlgate.cache_key``).
+#: The package-level name of :func:`key` (``pytest_rlgate.train.cache_key``).
 cache_key = key
 
 

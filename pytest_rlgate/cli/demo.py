@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-model", metavar="NAME",
                         help="the story on a real model instead of the tiny policy, e.g. smollm2-135m (after `rlgate "
                              "models fetch smollm2-135m`): warm-started for the environment, knobs scaled to a CPU; "
-                             "the long version (hours on 2 CPU cores)")
+                             "the long version (about an hour on 2 CPU cores)")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="the recipe story: honest GRPO and the balanced one at N trainer seeds each, gated "
                              "across the seeds (--seeds 3: about 10 minutes on 2 CPU cores)")

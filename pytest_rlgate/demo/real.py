@@ -2,7 +2,7 @@
 
 The tiny policy tells the story in minutes because its replies are templates. A real instruct
 model (a registry model such as ``smollm2-135m``) tells it on real replies, at a real model's
-cost: on two shared CPU cores a GRPO step of eight completions takes minutes, not seconds. So
+cost: on two shared CPU cores a GRPO step of eight completions takes about a minute, not a second. So
 the story is the same runs with knobs scaled to a CPU (:func:`real_story`): the environment's
 warm start first (``<model>+<env>``, cached by content), then eight steps of GRPO with groups of
 four and 48-token completions, no reference model; two base runs and one reply per holdout prompt
@@ -26,7 +26,7 @@ from ..policy.warm_train import warm_start
 
 __all__ = ["REAL_STEPS", "RealStory", "real_story", "warm_base"]
 
-#: Steps of each real-model run: under an hour a run on two shared CPU cores (docs/training.md).
+#: Steps of each real-model run: 10 to 16 minutes a run on two shared CPU cores (docs/training.md).
 REAL_STEPS = 8
 #: Completions per GRPO group and per step: two prompts of four, each step.
 REAL_GROUP, REAL_BATCH = 4, 8

@@ -597,7 +597,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     *verbose* lets the workers' third-party warnings and logs through. Verdicts are results,
     not errors. *base_model* tells the story on a real model instead of the environment's tiny
     policy (:mod:`.real`: warm-started when the environment declares a warm start, knobs scaled
-    to a CPU; hours on two cores).
+    to a CPU; about an hour on two cores).
     """
     import torch
 

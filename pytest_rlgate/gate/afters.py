@@ -28,7 +28,7 @@ def is_seed_sources(after: object) -> TypeGuard[SeedSources]:
     """True when *after* is several row sources (one per training seed), not one.
 
     A mapping (seed -> rows) always is; so is a list or tuple whose items are row files or
-    row lists. A list of row dicts (or :class:`~pytest_rlgate.Rows`) is one side.
+    row lists. A list of row dicts (or :class:`~pytest_rlgate.data.Rows`) is one side.
     """
     if isinstance(after, Mapping):
         return True

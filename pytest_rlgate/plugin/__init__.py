@@ -34,6 +34,7 @@ from typing import Literal, NoReturn, TypeVar, overload
 import pytest
 
 from pytest_rlgate.errors import RlgateDeprecationWarning
+from pytest_rlgate.plugin import hookspec
 
 T = TypeVar("T")
 
@@ -65,6 +66,11 @@ def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager
     for name in FEATURES:
         if not manager.is_blocked(name) and manager.get_plugin(name) is None:
             manager.register(importlib.import_module(name), name)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Declare the ``pytest_rlgate_*`` hooks (:mod:`pytest_rlgate.plugin.hookspec`) for plugins and conftest.py."""
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def add_setting(

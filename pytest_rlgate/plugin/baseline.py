@@ -37,6 +37,7 @@ PROPERTY = "rlgate_baseline"
 CANDIDATE = "rlgate_after_rows"
 _ROWS = pytest.StashKey["Rows | RowSource"]()
 _WRITER = pytest.StashKey[str]()
+_CALLING = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -132,10 +133,21 @@ def rlgate_baseline_rows(pytestconfig: pytest.Config) -> Rows | RowSource | None
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Mark the test's call phase: a report made inside it is a subtest's (pytest >= 9), not the test's."""
+    item.stash[_CALLING] = True
+    try:
+        return (yield)
+    finally:
+        item.stash[_CALLING] = False
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if call.when == "call" and _updating(item.config) and CANDIDATE in getattr(item, "funcargs", {}):
+    if (call.when == "call" and _updating(item.config) and CANDIDATE in getattr(item, "funcargs", {})
+            and not item.stash.get(_CALLING, False)):
         note = _update(item, report)
         report.user_properties.append((PROPERTY, json.dumps(note)))
     return report
@@ -165,9 +177,11 @@ def _update(item: pytest.Item, report: pytest.TestReport) -> dict[str, object]:
         return {"updated": False, "path": shown,
                 "why": "a recipe test has one set of after rows per training seed, and a baseline is one "
                        "policy's rows (select a single-seed test with -k)"}
-    from pytest_rlgate.data.rows import write_rows
+    from pytest_rlgate.data.rows import load_rows, write_rows
 
     try:
+        if not isinstance(rows, list):  # --rlgate-candidate's file or log, read as a row source: counted once read
+            rows = load_rows(rows)
         write_rows(path, rows)
     except RlgateError as exc:
         return {"updated": False, "path": shown, "why": f"the rows could not be written: {exc}"}

@@ -12,6 +12,7 @@ the tables' text module only when the summary has a gate to show.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -21,16 +22,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_rlgate._io.atomic import atomic_write
 from pytest_rlgate.errors import RlgateError, RlgateWarning, hide_user_errors
 from pytest_rlgate.gate import compare, require_passed
-from pytest_rlgate.gate.numtext import interval
 from pytest_rlgate.gate.options import Choice, GateOptions, OrNone, flag_help, old_spelling, shown_default
-from pytest_rlgate.gate.verdicts import FAILURE_FLAGS, RECIPE_VERDICTS, verdict_word
 from pytest_rlgate.options import Number, path_problem
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, path_setting, setting, shown_path
 from pytest_rlgate.plugin.env import marker_env
 from pytest_rlgate.plugin.harness import read_options
+from pytest_rlgate.plugin.prompts import session_prompts
 
 if TYPE_CHECKING:
     from pytest_rlgate.data.rows import RowInput
@@ -44,6 +43,8 @@ if TYPE_CHECKING:
     from pytest_rlgate.records import PromptItem
 
 PROPERTY = "rlgate_gate"
+#: ``--rlgate-subtests`` and its ini twin ``rlgate_subtests`` (a bool)
+SUBTESTS = "rlgate_subtests"
 _STATE = pytest.StashKey["_GateLog"]()
 
 
@@ -72,6 +73,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_setting(parser, "markdown", metavar="PATH",
                 help="gate: write a Markdown summary of every gate of the session (also appended to "
                      "$GITHUB_STEP_SUMMARY under CI)")
+    help_ = ("gate: report each comparison of rlgate.assert_no_regression as its own subtest (pytest >= 9, or "
+             "pytest-subtests; a test that asks for the subtests fixture always does)")
+    parser.getgroup("rlgate").addoption("--rlgate-subtests", dest=SUBTESTS, action="store_true", default=False,
+                                        help=help_)
+    parser.addini(SUBTESTS, help=f"{help_} (ini twin of --rlgate-subtests)", type="bool", default=False)
 
 
 def _defaults(config: pytest.Config) -> dict[str, Any]:
@@ -133,11 +139,22 @@ DEPRECATED_SEED = ("--rlgate-seed / rlgate_seed as the gate's bootstrap seed is 
                    "--rlgate-bootstrap-seed (ini rlgate_bootstrap_seed); --rlgate-seed stays the prompt seed")
 
 
+NO_SUBTESTS = ("--rlgate-subtests / rlgate_subtests: this pytest has no subtests (pytest >= 9 has them, older "
+               "ones with the pytest-subtests plugin); each gate reports as its test alone")
+
+
+def _subtests_asked(config: pytest.Config) -> bool:
+    try:
+        return bool(config.getoption(SUBTESTS, default=False) or config.getini(SUBTESTS))
+    except (ValueError, pytest.UsageError) as exc:  # pytest's bool parser, which names no setting
+        raise pytest.UsageError(f"ini setting {SUBTESTS}: {exc}; use true or false") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    _defaults(config)  # a bad value stops the session now, not in the first gate
+    defaults = _defaults(config)  # a bad value stops the session now, not in the first gate
     if _bootstrap_seed(config)[1]:
         config.issue_config_time_warning(RlgateWarning(DEPRECATED_SEED), stacklevel=2)
-    policy = _defaults(config).get("release_policy")
+    policy = defaults.get("release_policy")
     if policy:
         from pytest_rlgate.gate.release import load_release_policy
 
@@ -150,6 +167,8 @@ def pytest_configure(config: pytest.Config) -> None:
         problem = None if target is None else path_problem(target, directory=False)
         if problem is not None:  # checked now, not after every test has run
             raise pytest.UsageError(f"--rlgate-{name} / rlgate_{name} {setting(config, name)!r}: {problem}")
+    if _subtests_asked(config) and not config.pluginmanager.has_plugin("subtests"):
+        config.issue_config_time_warning(RlgateWarning(NO_SUBTESTS), stacklevel=2)
     log = _GateLog(config)
     config.stash[_STATE] = log
     config.pluginmanager.register(log, "rlgate-gate-log")
@@ -166,8 +185,9 @@ class RlgateGate:
     """
 
     def __init__(self, node: pytest.Item, config: pytest.Config, env: Env,
-                 marked: Mapping[str, object] | None = None) -> None:
+                 marked: Mapping[str, object] | None = None, request: pytest.FixtureRequest | None = None) -> None:
         self._node = node
+        self._request = request
         self._root = config.rootpath
         self._config = config
         self.env = env
@@ -177,10 +197,16 @@ class RlgateGate:
         policy = marked.get("release_policy")
         if isinstance(policy, (str, os.PathLike)) and not Path(policy).is_absolute():
             marked["release_policy"] = str(self._root / policy)
-        #: the session's options (``--rlgate-*`` and ini), with this test's environment and
-        #: its ``@pytest.mark.rlgate(show_flips=..., flips_in=..., release_policy=...)``
         chosen = {**_defaults(config), **marked}
-        self.options = GateOptions(env=env, **chosen, given=frozenset(chosen))
+        options = GateOptions(env=env, **chosen, given=frozenset(chosen))
+        adjusted = node.ihook.pytest_rlgate_gate_options(config=config, item=node, options=options)
+        if adjusted is not None and not isinstance(adjusted, GateOptions):
+            fail(f"rlgate: a pytest_rlgate_gate_options hook returned {type(adjusted).__name__}; return "
+                 "options.replace(...) or None")
+        #: the session's options (``--rlgate-*`` and ini), with this test's environment, its
+        #: ``@pytest.mark.rlgate(show_flips=..., flips_in=..., release_policy=...)``, and what a
+        #: ``pytest_rlgate_gate_options`` hook made of them
+        self.options: GateOptions = options if adjusted is None else adjusted
         self._marked_policy = "release_policy" in marked
 
     def _rooted(self, source: RowInput) -> RowInput:
@@ -220,11 +246,51 @@ class RlgateGate:
             # an eval harness graded these rows: the session's environment declares neither their guards
             # nor their categories
             base = base.replace(env=None)
+        if self._node.ihook.pytest_rlgate_rows.get_hookimpls():  # else the sides stream from their files, unread
+            before = self._hooked("before", before)
+            if isinstance(after, Mapping):
+                after = {seed: self._hooked("after", rows, seed) for seed, rows in after.items()}
+            elif is_seed_sources(after):
+                after = [self._hooked("after", rows) for rows in cast("Sequence[RowInput]", after)]
+            else:
+                after = self._hooked("after", after)
         result = compare(before, after, base, **options)
-        record = result.to_dict()
-        self._node.user_properties.append((PROPERTY, json.dumps(record, sort_keys=True)))
-        self._node.user_properties.extend(verdict_properties(record))
+        self._record(result)
         return result
+
+    def _hooked(self, side: str, source: RowInput, seed: int | str | None = None) -> RowInput:
+        """*source* as :class:`~pytest_rlgate.data.Rows` that the ``pytest_rlgate_rows`` hooks changed in place.
+
+        An rlgate row file is read into memory; a harness's log stays a row source read through
+        its reader, and the hooks see each reading's rows, so the reader's notes and pairing
+        checks still apply. A path that was not found stays a path: the gate names it.
+        """
+        from pytest_rlgate.data.readers import NATIVE, RowSource
+        from pytest_rlgate.data.rows import Rows, load_rows
+
+        hook = self._node.ihook.pytest_rlgate_rows
+
+        def changed(rows: Rows) -> Rows:
+            hook(config=self._config, item=self._node, side=side, rows=rows, seed=seed)
+            return rows
+
+        if isinstance(source, RowSource) and source.format != NATIVE:
+            read, header = source.rows, source.header
+            return dataclasses.replace(source, rows=lambda record: changed(Rows(read(record), header=header)))
+        if isinstance(source, RowSource):  # an rlgate row file
+            source = source.path
+        if isinstance(source, (str, os.PathLike)) and not Path(source).exists():
+            return source
+        return changed(load_rows(source))
+
+    def _record(self, result: GateResult | RecipeGateResult) -> None:
+        """Put the gate's record, verdicts and seeds on the test; tell the ``pytest_rlgate_gate_result`` hooks."""
+        record = result.to_dict()
+        seeds = gate_seeds(self._node, record)
+        self._node.user_properties.append((PROPERTY, json.dumps({**record, "seeds": seeds}, sort_keys=True)))
+        self._node.user_properties.extend(verdict_properties(record))
+        self._node.user_properties.extend(seed_properties(seeds))
+        self._node.ihook.pytest_rlgate_gate_result(config=self._config, item=self._node, result=result)
 
     def assert_no_regression(self, before: RowInput, after: RowInput | SeedSources, **options: object,
                              ) -> GateResult | RecipeGateResult:
@@ -238,13 +304,48 @@ class RlgateGate:
         ``guards``/``categories`` from the environment (``env=`` picks another one).
         """
         __tracebackhide__ = hide_user_errors
-        return require_passed(self.compare(before, after, **options))
+        result = self.compare(before, after, **options)
+        self._each_as_subtest(result)
+        return require_passed(result)
+
+    def _each_as_subtest(self, result: GateResult | RecipeGateResult) -> None:
+        """Report each comparison as a subtest, when the test asks for pytest's ``subtests`` fixture or the
+        session sets ``--rlgate-subtests``; else (or on a pytest without subtests) nothing.
+
+        A comparison fails its subtest only when the gate failed and it is a reason why, so the
+        test's own outcome is the gate's, as without subtests; a failure of the sides (a category
+        missing from one) is a subtest of its own.
+        """
+        subtests = self._subtests()
+        if subtests is None:
+            return
+        record = result.to_dict()
+        failing = not result.passed
+        checks = [(f"{c['metric']} in {c['group']}", c["failure"]["text"] if failing and c.get("failure") else None)
+                  for c in record["comparisons"]]
+        checks += [("sides", text) for text in (record.get("side_failures") or ()) if failing]
+        for name, failure in checks:
+            try:
+                with subtests.test(msg=name):
+                    if failure is not None:
+                        fail(failure)
+            except pytest.fail.Exception:  # -x: pytest stops at the first failure; the gate's own error follows
+                return
+
+    def _subtests(self) -> Any:
+        request = self._request
+        if request is None or not ("subtests" in request.fixturenames or _subtests_asked(self._config)):
+            return None
+        try:
+            return request.getfixturevalue("subtests")
+        except pytest.FixtureLookupError:  # pytest < 9 without pytest-subtests: the gate stays one result
+            return None
 
 
     def until_decided(self, before: RowInput, policy: Policy, tokenizer: Tokenizer | None = None, *,
                       items: Sequence[PromptItem], design: AdaptiveDesign | None = None, seed: int | None = None,
                       **options: object) -> AdaptiveResult:
-        """Sample *policy* on *items* until decided against *before* (:func:`pytest_rlgate.until_decided`).
+        """Sample *policy* on *items* until decided against *before* (:func:`pytest_rlgate.gate.until_decided`).
 
         The session's gate options and this test's environment apply (*options* override them);
         the last look's gate is recorded on the test like :meth:`compare`'s. The test decides:
@@ -259,9 +360,7 @@ class RlgateGate:
         result = until_decided(self._rooted(before), draw, items, design=design,
                                options=self.options.replace(**options))
         if result.result is not None:
-            record = result.result.to_dict()
-            self._node.user_properties.append((PROPERTY, json.dumps(record, sort_keys=True)))
-            self._node.user_properties.extend(verdict_properties(record))
+            self._record(result.result)
         return result
 
 
@@ -279,7 +378,7 @@ def rlgate(request: pytest.FixtureRequest) -> RlgateGate:
     except RlgateError as exc:
         fail(f"@pytest.mark.{MARKER}(env=...): {exc}")
     marked = {} if marker is None else {k: v for k, v in marker.kwargs.items() if k in GATE_KEYS}
-    return RlgateGate(request.node, request.config, env, marked)
+    return RlgateGate(request.node, request.config, env, marked, request=request)
 
 
 def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -290,6 +389,9 @@ def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     comparison failed the gate, with the rule's flag when the verdict does not say why
     (``FLAT +0.000 [...] critical (severe flips)``).
     """
+    from pytest_rlgate.gate.numtext import interval
+    from pytest_rlgate.gate.verdicts import FAILURE_FLAGS, verdict_word
+
     out = []
     for c in record["comparisons"]:
         failure = c.get("failure")
@@ -304,6 +406,83 @@ def verdict_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def gate_seeds(item: pytest.Item, record: Mapping[str, Any]) -> dict[str, Any]:
+    """What reproduces a gate besides its rows: its seeds and the fingerprint of the prompts it was sampled on.
+
+    ``bootstrap_seed`` is the gate's own; ``sample_seed`` (``{"before": 17, "after": 17}``, the
+    after side a list for a recipe) and ``prompts_fingerprint`` come from the sides' row-file
+    headers, which say how rlgate sampled them; ``prompt_seed`` from the test's adapter
+    (``rlgate_adapter``), else the session's prompt set when the test asked for it
+    (``rlgate_prompts``, ``rlgate_split``). What is not known is left out: rows from elsewhere
+    name no seed. The header prints the session's; this keeps them where ``-q`` does not reach,
+    the JUnit properties and the ``--rlgate-report`` JSON.
+    """
+    headers = record.get("sides", {}).get("headers") or {}
+    before, after = headers.get("before"), headers.get("after")
+    afters = after if isinstance(after, list) else [after]
+    out: dict[str, Any] = {"bootstrap_seed": record.get("options", {}).get("bootstrap_seed")}
+    prompt_seed = _prompt_seed(item)
+    if prompt_seed is not None:
+        out["prompt_seed"] = prompt_seed
+    sampled = {"before": _header_value(before, "seed"),
+               "after": [_header_value(h, "seed") for h in afters] if isinstance(after, list)
+               else _header_value(after, "seed")}
+    if sampled["before"] is not None or sampled["after"] not in (None, []):
+        out["sample_seed"] = sampled
+    prints = {"before": _header_value(before, "prompts_fingerprint"),
+              "after": _header_value(afters[0] if afters else None, "prompts_fingerprint")}
+    named = {p for p in (prints["before"], *(_header_value(h, "prompts_fingerprint") for h in afters)) if p}
+    if len(named) == 1:
+        out["prompts_fingerprint"] = named.pop()
+    elif named:
+        out["prompts_fingerprint"] = prints
+    return out
+
+
+def _header_value(header: object, key: str) -> Any:
+    """A row-file header's *key* (``seed`` is the sampling's), or None."""
+    if not isinstance(header, Mapping):
+        return None
+    if key == "seed":
+        sampling = header.get("sampling")
+        return sampling.get("seed") if isinstance(sampling, Mapping) else None
+    return header.get(key)
+
+
+def _prompt_seed(item: pytest.Item) -> int | None:
+    funcargs: Mapping[str, Any] = getattr(item, "funcargs", {})
+    adapter = funcargs.get("rlgate_adapter")
+    if isinstance(adapter, Mapping):  # a recipe: one adapter per training seed, one prompt set
+        adapter = next(iter(adapter.values()), None)
+    knobs = getattr(adapter, "knobs", None)
+    if knobs is not None:
+        return cast("int | None", getattr(knobs, "prompt_seed", None))
+    if {"rlgate_prompts", "rlgate_split"} & set(funcargs):
+        built = session_prompts(item.config)
+        return None if built is None else cast("int", built["prompt_seed"])
+    return None
+
+
+#: the keys of a gate's seeds, in the order they are shown
+SEED_KEYS = ("bootstrap_seed", "prompt_seed", "sample_seed", "prompts_fingerprint")
+
+
+def seed_properties(seeds: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The JUnit properties of a gate's seeds: ``rlgate:bootstrap_seed`` = ``0``, ``rlgate:sample_seed`` =
+    ``before 17, after 17``, ``rlgate:prompts_fingerprint`` = ``sha256:...``."""
+    return [(f"rlgate:{name}", _shown_seed(seeds[name])) for name in SEED_KEYS if name in seeds]
+
+
+def _shown_seed(value: object, cut: int | None = None) -> str:
+    """A seed's value as text; *cut* shortens a fingerprint for the terminal."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{side} {_shown_seed(value[side], cut)}" for side in ("before", "after") if side in value)
+    if isinstance(value, list):
+        return " ".join(_shown_seed(v, cut) for v in value)
+    text = "none" if value is None else str(value)
+    return text if cut is None or not text.startswith("sha256:") else text[:cut]
+
+
 class _GateLog:
     """Collects gate results from test reports (the controller's view under xdist).
 
@@ -316,7 +495,7 @@ class _GateLog:
         self.report_path: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "call":
+        if report.when != "call" or hasattr(report, "context"):  # a subtest's report repeats its test's properties
             return
         for name, value in getattr(report, "user_properties", ()):
             if name == PROPERTY:
@@ -332,7 +511,14 @@ class _GateLog:
             self._markdown()
         if not path or hasattr(self.config, "workerinput"):
             return
-        payload = {"format_version": 1, "passed": all(g["passed"] for g in self.gates), "gates": self.gates}
+        from pytest_rlgate._io.atomic import atomic_write
+
+        payload: dict[str, Any] = {"format_version": 1, "passed": all(g["passed"] for g in self.gates),
+                                   "gates": self.gates}
+        prompts = session_prompts(self.config)
+        if prompts is not None:
+            payload["prompts"] = prompts
+        self.config.hook.pytest_rlgate_update_json(config=self.config, output_json=payload)
         atomic_write(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
         self.report_path = shown_path(self.config, path, "report")
 
@@ -343,6 +529,7 @@ class _GateLog:
         """
         if not self.gates:
             return
+        from pytest_rlgate._io.atomic import atomic_write
         from pytest_rlgate.report.markdown import markdown_summary, step_summary_path
 
         path = path_setting(self.config, "markdown")
@@ -367,6 +554,23 @@ class _GateLog:
             terminalreporter.write_line(f"rlgate: could not print the gate summary: {exc!r}", yellow=True)
 
 
+def seed_lines(gates: Sequence[Mapping[str, Any]], most: int = 3) -> list[str]:
+    """``rlgate: seeds: ...`` once for each set of seeds the session's gates ran with, at every verbosity: the
+    header that also names them is hidden by ``-q``."""
+    counts: dict[str, int] = {}
+    for g in gates:
+        seeds = g.get("seeds", {})
+        text = "; ".join(f"{name.replace('_', ' ')} {_shown_seed(seeds[name], cut=23)}" for name in SEED_KEYS
+                         if name in seeds)
+        counts[text] = counts.get(text, 0) + 1
+    lines = [f"rlgate: seeds: {text}" + (f" ({n} gates)" if len(counts) > 1 else "")
+             for text, n in list(counts.items())[:most] if text]
+    if len(counts) > most:
+        lines.append(f"rlgate: seeds: {len(counts) - most} more sets (each gate's are in --rlgate-report and the "
+                     "JUnit properties)")
+    return lines
+
+
 def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) -> None:
 
     verbosity = config.get_verbosity()
@@ -375,8 +579,10 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
         return
     from tabulate import tabulate
 
+    from pytest_rlgate.gate.numtext import interval
     from pytest_rlgate.gate.recipe_text import DOTS_LEGEND, seeds_cell, worth_a_look
     from pytest_rlgate.gate.text import blind_text, is_borderline, units_label
+    from pytest_rlgate.gate.verdicts import RECIPE_VERDICTS, verdict_word
 
     def _borderline(c: Mapping[str, Any]) -> bool:  # a comparison's record, as a test's gate wrote it
         if "seeds" in c:  # a recipe's
@@ -420,6 +626,8 @@ def _summary(tr: pytest.TerminalReporter, config: pytest.Config, log: _GateLog) 
         for g in log.gates:
             if not g["passed"]:
                 tr.write_line(f"{g['nodeid']}: rule: {g['rule']}")
+    for line in seed_lines(log.gates):
+        tr.write_line(line)
     tr.write_line(last, red=bool(failed), green=not failed)
     if report_path and verbosity >= 0:
         tr.write_sep("-", f"generated rlgate report: {report_path}")

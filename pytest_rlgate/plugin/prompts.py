@@ -150,6 +150,19 @@ class _PromptState:
 _STATE = pytest.StashKey[_PromptState]()
 
 
+def session_prompts(config: pytest.Config) -> dict[str, object] | None:
+    """The session's prompt set as the header names it (environment, seed, size or file, fingerprint) when a
+    fixture or the header built it, else None: building it here would load the environment in a session
+    that gates stored rows only."""
+    state = config.stash.get(_STATE, None)
+    if state is None or state._items is None:
+        return None
+    s = state.settings
+    return {"env": s.env.name, "prompt_seed": s.seed, "size": s.size,
+            "prompts_file": None if s.prompts_file is None else str(s.prompts_file),
+            "prompts_fingerprint": state.fingerprint()}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[_STATE] = _PromptState(config)
     if configured(config):

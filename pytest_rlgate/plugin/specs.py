@@ -27,7 +27,7 @@ import pytest
 from pytest_rlgate.errors import RewardMismatch, RewardValueError, SpecError
 from pytest_rlgate.plugin import add_setting, setting
 from pytest_rlgate.plugin.env import session_env
-from pytest_rlgate.rewards import SPEC_SUFFIXES
+from pytest_rlgate.rewards.suffixes import SPEC_SUFFIXES
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle

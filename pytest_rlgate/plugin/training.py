@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_rlgate._io import ranks
 from pytest_rlgate.errors import RlgateError
 from pytest_rlgate.plugin import GATE_KEYS, MARKER, add_setting, fail, path_setting, setting
 from pytest_rlgate.plugin.env import marker_env
@@ -245,6 +244,8 @@ def rlgate_adapter_factory(pytestconfig: pytest.Config) -> AdapterFactory:
     Under ``torchrun -m pytest`` every process joins the job: training is data-parallel,
     sampling sharded, and only the main process writes the cache.
     """
+    from pytest_rlgate._io import ranks
+
     ranks.init_from_launcher()
     return AdapterFactory(pytestconfig)
 

@@ -6,7 +6,7 @@ prompts first reads the prompts as completions and reports a false all-clear. So
 called in one of three shapes, each exactly:
 
 * ``reward(reply, case)`` (the environment contract's), or ``reward(episode, case)`` for an
-  episode environment (the replayed :class:`~pytest_rlgate.Episode`);
+  episode environment (the replayed :class:`~pytest_rlgate.environment.Episode`);
 * TRL's, as ``GRPOTrainer._calculate_rewards`` calls it: keywords only, ``prompts=`` and
   ``completions=`` (chat messages for a conversational dataset, rlgate's own: a prompt is the
   environment's chat and a completion ``[{"role": "assistant", "content": reply}]``; plain

@@ -580,7 +580,7 @@ def probe_reward(
     """Try every hack class on *reward* over *env*'s prompts; report which pay, how often, with an example.
 
     *reward* is ``reward(reply, case) -> float`` (``reward(episode, case)`` for an episode
-    environment: it gets the replayed :class:`~pytest_rlgate.Episode`) or TRL's ``reward(prompts,
+    environment: it gets the replayed :class:`~pytest_rlgate.environment.Episode`) or TRL's ``reward(prompts,
     completions, **kwargs) -> list[float]`` (detected from the parameter names; force it with
     *signature*), called exactly as ``GRPOTrainer`` calls it: keywords, chat-message completions
     (*conversational*, default True: rlgate's GRPO dataset is the environment's chat; False for

@@ -52,7 +52,7 @@ from ..environment.contract import Env, load_env
 from ..environment.trust import evaluates_text
 from ..errors import DataError, RewardValueError, RlgateError, SpecError, UsageError
 from ..options import MAX_DEPTH
-from . import SPEC_SUFFIXES
+from .suffixes import SPEC_SUFFIXES
 
 __all__ = ["SPEC_SUFFIXES", "RewardRow", "RewardValueError", "load_reward_table", "resolve_callable"]
 

@@ -76,7 +76,7 @@ def items_for(name: str) -> tuple[dict[str, Any], ...]:
     """The prompt items a probe of *name* reads: its own seed-0 set, or quickmath's shipped file."""
     env = _env(name)
     if name == "quickmath":
-        from pytest_rlgate import read_prompts
+        from pytest_rlgate.data import read_prompts
 
         return tuple(read_prompts(_ROOT / "examples" / "quickmath" / "prompts.jsonl", env=env))
     return tuple(env.build_prompts(0, "default"))

@@ -34,7 +34,7 @@ from .source import Opened, Pass, Reader, ReaderOption, ReadOptions, RowSource, 
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "Opened", "Pass", "ReadOptions", "Reader", "ReaderOption", "RowSource",
            "as_side", "check_items", "check_sides", "declared_options", "describe", "detect_format", "load_reader",
-           "read_rows", "reader_names"]
+           "read_rows", "reader_names", "source_notes"]
 
 #: a bad log read in a user's test fails it with one line naming file:line, not these frames
 __tracebackhide__ = hide_user_errors
