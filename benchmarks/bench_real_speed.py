@@ -14,7 +14,7 @@ Two ratios, each from runs that alternate so machine load hits both sides alike 
     OMP_NUM_THREADS=1 python benchmarks/bench_real_speed.py [--repeats 2] [--steps 2]
 
 The real-model story's GRPO configuration (refund, the warm-started base, groups of 4, no reference
-model; docs/training.md) is ``--env refund --model smollm2-135m+refund --beta 0 --learning-rate 5e-4
+model; docs/training.md) is ``--env refund --model smollm2-135m+refund --beta 0 --learning-rate 1e-3
 --max-new-tokens 48 --only grpo`` (after ``rlgate models warm-start smollm2-135m --env refund``).
 """
 
