@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     warm = actions.add_parser("warm-start", help="SFT a fetched model on an environment's warm-start recipe "
                               "once; names it NAME+ENV", description="fine-tune a fetched model with the environment's "
                               "warm-start recipe (TRL's SFTTrainer, a LoRA merged into the weights, cached by "
-                              "content); from then on --base-model NAME+ENV loads it offline")
+                              "content); from then on NAME+ENV names it, offline, wherever a model is named "
+                              "(a run's base model, the model sampled)")
     warm.add_argument("name", choices=model_names(), metavar="NAME", help=f"one of: {', '.join(model_names())}")
     add_env_argument(warm, resolve="always")
     warm.add_argument("--rebuild", action="store_true", help="train again, replacing the cached model")
