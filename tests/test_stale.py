@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -61,6 +62,19 @@ def test_a_dead_runs_partial_folder_is_swept_and_a_live_ones_kept(tmp_path, dead
         writer.publish()
     assert not dead.exists() and live.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r", live.name])
+
+
+def test_a_run_killed_between_its_complete_marker_and_its_rename_is_no_run(tmp_path, dead_pid) -> None:
+    """COMPLETE is written last inside the partial folder, then renamed: a kill between leaves every file."""
+    with RunWriter(tmp_path, "r") as writer:
+        _fill(writer, "whole")
+        writer.publish()
+    killed = tmp_path / f".r2.partial-{_owner(dead_pid)}-abc123"
+    shutil.copytree(tmp_path / "r", killed)  # every file and the marker, under the partial name
+    assert (killed / COMPLETE).is_file()
+    with pytest.raises(DataError, match="a run being written or one moved aside"):
+        RunFolder.open(killed)
+    RunFolder.open(tmp_path / "r")  # the published one still opens
 
 
 def test_a_reused_pid_does_not_keep_a_leftover_alive(tmp_path) -> None:

@@ -253,6 +253,10 @@ class RunFolder:
         if not (folder / COMPLETE).is_file():
             raise DataError("the run did not finish (no COMPLETE marker); re-run `rlgate train` for it",
                             path=folder)
+        if _LEFTOVER.fullmatch(folder.name):
+            # COMPLETE is written just before the rename: a run killed between the two looks finished
+            raise DataError("a run being written or one moved aside, not a run: open runs/<name>/ (the next "
+                            "`rlgate train` into this folder sweeps it)", path=folder)
         missing = [n for n in REQUIRED if not (folder / n).exists()]
         if missing:
             raise DataError(f"run folder is missing {', '.join(missing)}; re-run `rlgate train` for it",
