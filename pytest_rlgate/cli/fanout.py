@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .._io.atomic import atomic_write
 from ..data.rows import write_rows
-from ..data.shards import Shard
+from ..data.shards import Shard, merge_shards
 from ..errors import UsageError
 from .merge import read_shards
 
@@ -130,7 +130,5 @@ def sample_on_ray(args: argparse.Namespace) -> int:
 
 
 def _merged(paths: dict[int, Path]) -> tuple[dict[str, object], list[dict[str, object]]]:
-    from ..data.shards import merge_shards
-
     header, rows = merge_shards(read_shards([str(paths[index]) for index in sorted(paths)]))
     return dict(header), [dict(row) for row in rows]

@@ -48,6 +48,7 @@ from ..policy.resumable import sample_to_file
 from ..policy.sampling import SampleOptions, VllmSampler
 from ..policy.served import ServedModel, adapter_name, served_identity
 from ..records import PromptItem
+from .fanout import sample_on_ray
 from .gate import add_option
 from .served import add_served_arguments, served_from
 
@@ -160,8 +161,6 @@ def run(args: argparse.Namespace) -> int:
         check_adapter(args.adapter, flag="--adapter")
     shard = parse_shard(args.shard) if args.shard is not None else None
     if args.ray is not None:
-        from .fanout import sample_on_ray
-
         return sample_on_ray(args)
     items, source = prompts_of(args, env)
     sampling = SampleOptions.from_args(args, model=None if served is not None else args.model)

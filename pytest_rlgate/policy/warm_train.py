@@ -18,6 +18,7 @@ from typing import Any
 from .._io import cache
 from ..environment.contract import Env, load_env
 from .identity import base_identity
+from .load import load_policy
 from .models import is_model_name
 from .warm import KIND, WARM_INFO, WarmStart, _versions, warm_dataset, warm_key, warm_name, warm_recipe
 
@@ -50,8 +51,6 @@ def _train(out: Path, model_name: str, env: Env, recipe: WarmStart, key: str,
     from peft import LoraConfig
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
-
-    from .load import load_policy
 
     chats = warm_dataset(env, recipe)
     data = Dataset.from_list([{"prompt": env.messages_for(chat.prompt),

@@ -31,9 +31,10 @@ from random import Random
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeGuard
 
+from .._io.cache import cache_root
 from ..data.prompts import prompt_item
 from ..environment.contract import Env, EnvSpec, load_env
-from ..environment.hack import Hack
+from ..environment.hack import Hack, Truth
 from ..errors import DataError, RewardHackError, UsageError
 from ..records import PromptItem
 from .calling import GROUP_SIZE, RewardCall, reward_call
@@ -701,8 +702,6 @@ def _storage() -> Iterator[None]:
 
     import hypothesis.configuration as configuration
 
-    from .._io.cache import cache_root
-
     chosen = getattr(configuration, "__hypothesis_home_directory", None)
     default = getattr(configuration, "__hypothesis_home_directory_default", None)
     if chosen is not None or os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or default is None \
@@ -719,8 +718,6 @@ def _storage() -> Iterator[None]:
 def _base_baselines(rows: Iterable[Mapping[str, object]], env: Env, scorer: _Scorer,
                     categories: Sequence[str]) -> dict[str, tuple[float, float]]:
     """Per category: the mean reward, and the mean environment score, of the base policy's wrong rows."""
-    from ..environment.hack import Truth
-
     truth = Truth(env)
     rewards: dict[str, list[float]] = {}
     own: dict[str, list[float]] = {}
