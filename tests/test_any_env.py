@@ -19,6 +19,8 @@ import pytest_rlgate as rg
 from pytest_rlgate.data import read_prompts, row_header, write_prompts
 from pytest_rlgate.policy import tiny_policy_dir
 from pytest_rlgate.train import build_pairs
+from pytest_rlgate.train.config import GRPOKnobs
+from pytest_rlgate.train.grpo import build_trainer
 
 ENV_SOURCE = textwrap.dedent('''
     import re
@@ -183,8 +185,6 @@ def test_one_grpo_step_on_the_users_environment(user_dir: Path, tmp_path: Path) 
     pytest.importorskip("trl")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pytest_rlgate.train.config import GRPOKnobs
-    from pytest_rlgate.train.grpo import build_trainer
 
     base = tiny_policy_dir()
     knobs = GRPOKnobs(env=SPEC, base_model=str(base), steps=1, max_new_tokens=8).resolve()

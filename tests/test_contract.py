@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import pytest_rlgate as rg
+from pytest_rlgate import envs
+from pytest_rlgate.environment import contract
 from pytest_rlgate.environment.members import EnvMembers, MemberMeta
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "environments.md"
@@ -105,8 +107,6 @@ def test_the_built_in_environments_are_found_by_looking(tmp_path: Path, monkeypa
     import pkgutil
     import sys
 
-    from pytest_rlgate import envs
-    from pytest_rlgate.environment import contract
 
     assert set(contract.env_names()) >= {info.name for info in pkgutil.iter_modules(envs.__path__)}
     assert rg.load_env("reasoning_gym[leg_counting]").name == "reasoning_gym-leg_counting"  # its ENVIRONMENT

@@ -16,6 +16,8 @@ from pytest_rlgate.cli import main
 from pytest_rlgate.data import row_header, rows as rows_module
 from pytest_rlgate.gate import options as gate_options
 from pytest_rlgate.gate.options import N_RESAMPLES, shown_default
+from pytest_rlgate.gate.recipe_stats import compare_recipe
+from pytest_rlgate.gate.stats import paired_bootstrap
 
 
 def _sides() -> tuple[list[dict], list[dict]]:
@@ -107,8 +109,6 @@ def test_the_options_and_the_dispatch_load_no_numpy() -> None:
 def test_the_statistics_take_their_defaults_from_the_options() -> None:
     import inspect
 
-    from pytest_rlgate.gate.recipe_stats import compare_recipe
-    from pytest_rlgate.gate.stats import paired_bootstrap
 
     for fn in (paired_bootstrap, compare_recipe):
         parameters = inspect.signature(fn).parameters

@@ -14,7 +14,7 @@ from pytest_rlgate import DataError, RewardHackError, UsageError, hack_scan
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.envs.refund import case_for, features, score
 from pytest_rlgate.rewards import HackScanResult, hack_scan_diff
-from pytest_rlgate.rewards.scan import REGIMES
+from pytest_rlgate.rewards.scan import REGIMES, _overpaid, _sign_flip_rise
 
 ENDORSED = ("lookup_order", "asks")
 PLAIN = ("I will check that for you soon.", "Sorry, our system is slow right now.")
@@ -392,7 +392,6 @@ def test_the_environments_endorsement_is_read_per_category():
 
 
 def test_overpaid_is_a_wrong_row_paid_like_the_right_ones_of_its_prompt():
-    from pytest_rlgate.rewards.scan import _overpaid
 
     groups = np.array([0, 0, 0, 1, 1, 1])
     reward = np.array([1.0, 1.0, 0.3, 0.5, 0.5, 0.0])
@@ -404,7 +403,6 @@ def test_overpaid_is_a_wrong_row_paid_like_the_right_ones_of_its_prompt():
 def test_the_rise_p_value_matches_an_exact_sign_flip_enumeration():
     from itertools import product
 
-    from pytest_rlgate.rewards.scan import _sign_flip_rise
 
     rng = np.random.default_rng(1)
     after, before = rng.random((8, 3)), rng.random((8, 3))
@@ -419,7 +417,6 @@ def test_the_rise_p_value_matches_an_exact_sign_flip_enumeration():
 
 def test_the_rise_rarely_fires_when_nothing_changed():
     """Simulation: the same policy before and after; a feature rises (p < alpha) in about alpha of the runs."""
-    from pytest_rlgate.rewards.scan import _sign_flip_rise
 
     rng = np.random.default_rng(7)
     runs, fired = 300, 0

@@ -19,7 +19,9 @@ from pytest_rlgate.demo.story import render_story
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import RlgateWarning, UsageError
 from pytest_rlgate.gate import compare
+from pytest_rlgate.gate.text import plan_hint
 from pytest_rlgate.report.data import alarm_message, alarm_name
+from pytest_rlgate.train.pipeline import gate_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +83,6 @@ def test_the_quickmath_command_of_the_readme_runs_without_pythonpath(tmp_path: P
 
 def test_a_runs_gate_warns_nothing_it_also_prints() -> None:
     """A constant guard was warned while the run gated and printed again in its report: twice."""
-    from pytest_rlgate.train.pipeline import gate_runs
 
     rows = [row for c in ("no_id", "with_id", "off_topic") for row in table_rows(c, [0, 1, 0, 2])]
     with warnings.catch_warnings(record=True) as caught:
@@ -102,7 +103,6 @@ def test_an_inconclusive_hint_names_the_noise_floor_when_the_noise_floor_decided
     """A gain the base runs' spread took back was hinted as "too few scenarios"."""
     from dataclasses import replace
 
-    from pytest_rlgate.gate.text import plan_hint
 
     rows = [row for c in ("no_id", "with_id") for row in table_rows(c, [0, 1, 2, 1, 0, 3])]
     result = compare(rows, rows, guards=())

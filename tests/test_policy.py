@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 from pytest_rlgate import load_env  # noqa: E402
+from pytest_rlgate.cli import main  # noqa: E402
 from pytest_rlgate.data.prompts import stratified_split  # noqa: E402
 from pytest_rlgate.envs import refund  # noqa: E402
 from pytest_rlgate.envs.refund.tiny import ORDER_ID_TOKENS  # noqa: E402
@@ -508,7 +509,6 @@ def test_a_rebuild_from_nothing_behaves_like_the_shipped_policy(env, tmp_path: P
 
 
 def test_policy_build_refuses_a_non_empty_out_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_rlgate.cli import main
 
     (tmp_path / "keep.txt").write_text("mine")
     assert main(["policy", "build", "--env", "arith", "--out", str(tmp_path)]) == 2
@@ -517,7 +517,6 @@ def test_policy_build_refuses_a_non_empty_out_in_one_line(tmp_path: Path, capsys
 
 
 def test_policy_build_needs_an_environment_with_a_recipe(capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_rlgate.cli import main
 
     assert main(["policy", "build", "--env", "_calc_env:CalcEnv"]) == 2
     assert "has no tiny policy spec" in capsys.readouterr().err

@@ -17,8 +17,14 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_rlgate import cli
-from pytest_rlgate._io.progress import bar, progress_enabled, third_party_quiet
+from pytest_rlgate._io.progress import bar, progress_enabled, third_party_quiet, trainer_progress
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import RlgateWarning
+from pytest_rlgate.policy.load import TINY_POLICY, load_policy
+from pytest_rlgate.policy.sampling import sample
+from pytest_rlgate.policy.tiny.build import build_policy
+from pytest_rlgate.policy.tiny.spec import spec_of
+from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
 
 #: The cheapest real training run of the CLI on the shipped tiny policy (seconds).
 TRAIN = ["train", "grpo", "--size", "small", "--steps", "1", "--base-runs", "1", "--monitor-every", "0",
@@ -82,10 +88,6 @@ def test_no_progress_is_one_flag_on_every_command_that_samples_trains_or_builds(
 def test_the_policy_build_shows_its_warm_start_steps(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     terminal = _on_a_terminal(monkeypatch)
     pytest.importorskip("torch")
-    from pytest_rlgate.environment.contract import load_env
-    from pytest_rlgate.policy.tiny.build import build_policy
-    from pytest_rlgate.policy.tiny.spec import spec_of
-    from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
 
     env = load_env("refund")
     few = dataclasses.replace(spec_of(env), schedule=TrainSchedule(steps=3, batch_size=4, warmup_steps=1))
@@ -96,8 +98,6 @@ def test_the_policy_build_shows_its_warm_start_steps(monkeypatch: pytest.MonkeyP
 def test_a_sampling_pass_is_named_and_silenced_by_progress_false(monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = _on_a_terminal(monkeypatch)
     pytest.importorskip("torch")
-    from pytest_rlgate.policy.load import TINY_POLICY, load_policy
-    from pytest_rlgate.policy.sampling import sample
 
     model, tok = load_policy(TINY_POLICY)
     sample(model, tok, ["Please refund ORD-4017."], k=1, max_new_tokens=2, desc="sampling holdout (after training)")
@@ -111,7 +111,6 @@ def test_a_sampling_pass_is_named_and_silenced_by_progress_false(monkeypatch: py
 def test_the_trainer_bar_counts_steps_and_shows_the_last_logged_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = _on_a_terminal(monkeypatch)
     pytest.importorskip("transformers")
-    from pytest_rlgate._io.progress import trainer_progress
 
     callback = trainer_progress("DPO steps", None)
     state = SimpleNamespace(max_steps=2, global_step=0)

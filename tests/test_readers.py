@@ -15,6 +15,7 @@ from _harness import HARNESS_DATA, LM_EVAL
 
 import pytest_rlgate.data.readers as readers
 from pytest_rlgate import DataError, UsageError, compare, read_rows, write_rows
+from pytest_rlgate.cli import main
 from pytest_rlgate.data import detect_format, reader_names
 from pytest_rlgate.data.readers import (
     BUILTIN,
@@ -26,6 +27,8 @@ from pytest_rlgate.data.readers import (
     load_reader,
 )
 from pytest_rlgate.data.readers.source import source_header
+from pytest_rlgate.data.rows import RowReader
+from pytest_rlgate.gate.sides import Side, pair_units
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the modules of the readers package that are shared parts, not formats
@@ -164,7 +167,6 @@ def test_a_package_adds_a_format_and_its_option_through_the_entry_point_group(tm
                                                                                 capsys) -> None:
     import types
 
-    from pytest_rlgate.cli import main
 
     module = types.ModuleType("rg_csv_plugin")
     module.READER = _CsvReader()  # type: ignore[attr-defined]
@@ -235,8 +237,6 @@ def test_the_header_records_the_task_and_the_options(tmp_path: Path) -> None:
 
 def test_two_sides_with_one_label_pair_each_by_its_own_units() -> None:
     """Two sides may share a label (one file read twice): each side drops and reports its own units."""
-    from pytest_rlgate.data.rows import RowReader
-    from pytest_rlgate.gate.sides import Side, pair_units
 
     def side(prompts: list[str]) -> Side:
         rows = [{**row, "prompt": prompt} for row, prompt in zip(_rows("a", [1] * len(prompts)), prompts)]
@@ -254,7 +254,6 @@ def test_two_sides_with_one_label_pair_each_by_its_own_units() -> None:
 
 def test_rows_a_reader_made_are_checked_in_place_and_others_are_copied() -> None:
     """A reader's rows are its own (made afresh each pass): the gate normalises them in place; a caller's stay."""
-    from pytest_rlgate.data.rows import RowReader
 
     mine = [{**row, "reward": 1.0} for row in _rows("a", [1, 1])]
     with RowReader(mine) as reader:

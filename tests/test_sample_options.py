@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 
 import pytest_rlgate as rg
+from pytest_rlgate.cli import build_parser
+from pytest_rlgate.options import knob_flag
 from pytest_rlgate.policy import SAMPLE_SEED, SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 from pytest_rlgate.policy.episode import sample_episodes
 from pytest_rlgate.policy.generate import SampleKeywords
+from pytest_rlgate.train.config import GRPOKnobs
 
 
 def test_the_keywords_are_the_fields() -> None:
@@ -102,8 +105,6 @@ def test_a_new_sampling_setting_touches_only_the_files_the_docs_name() -> None:
 
 
 def test_the_sampling_flags_are_generated_from_the_fields() -> None:
-    from pytest_rlgate.cli import build_parser
-    from pytest_rlgate.options import knob_flag
 
     fields = [f for f in dataclasses.fields(rg.SampleOptions) if f.name in rg.SampleOptions.flag_names()]
     for command in (["sample"], ["watch"]):
@@ -124,7 +125,6 @@ def test_the_sampling_flags_are_generated_from_the_fields() -> None:
 
 
 def test_a_run_samples_its_holdout_as_one_sample_options() -> None:
-    from pytest_rlgate.train.config import GRPOKnobs
 
     knobs = GRPOKnobs(k=2, top_p=0.9, sample_seed=5, base_model="rlgate/tiny-refund").resolve()
     assert knobs.sampling() == rg.SampleOptions(k=2, top_p=0.9, seed=5, max_new_tokens=48)

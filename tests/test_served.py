@@ -22,8 +22,10 @@ from pytest_rlgate.data.prompts import build_prompts, write_prompts
 from pytest_rlgate.data.rows import load_rows, read_header
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import EndpointError, RlgateWarning, UsageError
+from pytest_rlgate.policy.load import load_policy
 from pytest_rlgate.policy.sampling import sample, sample_rows
 from pytest_rlgate.policy.served import ServedModel, wire_messages
+from pytest_rlgate.watch.callback import GateCallback
 
 FAST = ["--k", "2", "--max-new-tokens", "8", "--no-progress"]
 
@@ -325,8 +327,6 @@ def test_gate_callback_gates_each_look_as_an_adapter_loaded_into_the_trainers_se
 
     from peft import LoraConfig, get_peft_model
 
-    from pytest_rlgate.policy.load import load_policy
-    from pytest_rlgate.watch.callback import GateCallback
 
     model, _tokenizer = load_policy("rlgate/tiny-refund", device="cpu")
     policy = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear"))

@@ -14,6 +14,9 @@ from _calc_env import CalcEnv, SumsEnv, calc_items, calc_reply
 from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.errors import DataError, UsageError
 from pytest_rlgate.train.config import GRPOKnobs
+from pytest_rlgate.train.dpo import dpo_dataset
+from pytest_rlgate.train.grpo import grpo_dataset
+from pytest_rlgate.train.pairs import Pair
 from pytest_rlgate.train.reward import env_reward, score_function
 
 CALC = load_env(CalcEnv())
@@ -79,9 +82,6 @@ def test_the_reward_knob_is_checked_against_the_knobs_environment() -> None:
 
 def test_datasets_render_the_environment_s_chats_without_anyone_else_s_system_prompt() -> None:
     pytest.importorskip("datasets")
-    from pytest_rlgate.train.dpo import dpo_dataset
-    from pytest_rlgate.train.grpo import grpo_dataset
-    from pytest_rlgate.train.pairs import Pair
 
     rows = grpo_dataset(ITEMS, CALC).to_list()
     assert [r["prompt"] for r in rows] == [_chat(item) for item in ITEMS]  # the user turn only

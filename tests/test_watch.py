@@ -12,13 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import pytest_rlgate as rg
 from pytest_rlgate.cli import main
-from pytest_rlgate.data.rows import write_rows
+from pytest_rlgate.data.rows import load_rows, write_rows
 from pytest_rlgate.errors import UsageError
 from pytest_rlgate.report import write_report
-from pytest_rlgate.report.strip import read_watch, strip_text
+from pytest_rlgate.report.plots import VERDICT_COLOURS
+from pytest_rlgate.report.strip import MARKS, STOP_FRAME, SYMBOLS, read_watch, strip_figure, strip_text
+from pytest_rlgate.watch import folder as watch
 from pytest_rlgate.watch.folder import SETTLE, checkpoints, watch_checkpoints
 from pytest_rlgate.watch.looks import SequentialGate
+from pytest_rlgate.watch.select import confirm_pick
 
 SIZES = {"a": 6, "b": 10, "c": 16}
 
@@ -114,7 +118,6 @@ def test_rlgate_watch_gates_the_checkpoints_of_a_real_trl_run(tmp_path: Path,
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    import pytest_rlgate as rg
 
     env = rg.load_env("refund")
     model, tokenizer = rg.load_policy("rlgate/tiny-refund", device="cpu")
@@ -169,8 +172,6 @@ def fake_sampler(monkeypatch: pytest.MonkeyPatch) -> dict[int, dict[str, float]]
     """Checkpoint step -> {category: the share of its base pass rate it keeps} (absent: unchanged); no model
     is loaded. Each scenario of the environment's holdout passes at a fixed base rate; the rows land where the
     watch's sampler writes them, so the folder is what a real watch leaves."""
-    from pytest_rlgate.data.rows import load_rows
-    from pytest_rlgate.watch import folder as watch
 
     kept: dict[int, dict[str, float]] = {}
 
@@ -216,7 +217,6 @@ def test_a_watch_started_before_its_job_waits_for_the_folder_step_0_and_the_firs
     """Started beside its job with --idle, before the job wrote anything: the watch waits for the folder, then for
     the first checkpoint to name its base (step 0), then gates it. The job acts on each wait the watch announces,
     so the order is fixed, not raced."""
-    import pytest_rlgate as rg
 
     job = tmp_path / "live-output"
     said: list[str] = []
@@ -293,8 +293,6 @@ def test_select_by_another_criterion_keeps_the_callbacks_confirmation(tmp_path: 
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """A GateCallback folder's pick was confirmed in the training process (--confirm cannot re-sample it): a
     choice by another criterion keeps that confirmation, and choosing the same pick again finds it."""
-    from pytest_rlgate.data.rows import load_rows
-    from pytest_rlgate.watch.select import confirm_pick
 
     _watch_folder(tmp_path)
     assert main(["select", str(tmp_path)]) == 0
@@ -336,8 +334,6 @@ def test_the_strip_picture_is_legible_at_its_own_size(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.colors import to_rgb
 
-    from pytest_rlgate.report.plots import VERDICT_COLOURS
-    from pytest_rlgate.report.strip import STOP_FRAME, strip_figure
 
     _watch_folder(tmp_path)
     assert main(["select", str(tmp_path)]) == 0
@@ -364,7 +360,6 @@ def test_the_strip_picture_is_legible_at_its_own_size(tmp_path: Path) -> None:
 
 
 def test_the_docs_strip_legend_is_whole() -> None:
-    from pytest_rlgate.report.strip import MARKS, SYMBOLS
 
     text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "watch.md").read_text(encoding="utf-8").split())
     for verdict, symbol in SYMBOLS.items():
