@@ -94,6 +94,12 @@ def init_from_launcher() -> None:
     import torch
     import torch.distributed as dist
 
+    # Imported before the group exists: it binds `group.WORLD` as a default argument when
+    # imported, and transformers imports it while loading a model. Bound to a live group, it
+    # keeps the group alive past `finish()`, and the group's worker threads then race the
+    # interpreter's shutdown (an abort after the command's work is done).
+    import torch.distributed.nn
+
     if torch.cuda.is_available():
         local = _env_int("LOCAL_RANK", 0)
         torch.cuda.set_device(local)
