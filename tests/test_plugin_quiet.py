@@ -146,7 +146,9 @@ def test_a_bad_row_file_in_a_users_test_reads_as_one_line_naming_file_and_line(p
     (pytester.path / "not_json.jsonl").write_text('{"prompt": \n', encoding="utf-8")
     (pytester.path / "good.jsonl").write_text("", encoding="utf-8")
     pytester.makepyfile(test_broken=BROKEN_TESTS)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    # in a process of its own: a run in this one would import the package's modules afresh and
+    # drop them after, leaving the names the package cached pointing at the dropped copies
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=6)
     out = result.stdout.str()
     errors = [line for line in out.splitlines() if line.startswith("E ")]
@@ -174,9 +176,9 @@ def test_gate():
 
 
 def test_a_regression_in_a_users_test_shows_the_table_not_the_library(pytester: pytest.Pytester) -> None:
-    pytester.syspathinsert(Path(__file__).parent)
     pytester.makepyfile(test_regress=REGRESSION_TEST)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::pytest_rlgate.RlgateWarning")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "ignore::pytest_rlgate.RlgateWarning",
+                                           "-o", f"pythonpath={Path(__file__).parent}")  # test_gate's tables
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines(["E *RegressionError: 1 of * comparisons regressed: pass@1 in no_id*"])
