@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import types
@@ -88,6 +89,13 @@ def test_each_kind_of_failure_has_its_own_exit_code(monkeypatch, tmp_path, capsy
     assert cli.main(["report", str(tmp_path)]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(says)
+
+
+def test_the_docs_exit_code_table_lists_every_code_the_cli_has() -> None:
+    gate_md = (Path(__file__).resolve().parents[1] / "docs" / "gate.md").read_text(encoding="utf-8")
+    table = gate_md.split("**Exit codes.**", 1)[1].split("\n\n", 2)[1]
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, flags=re.MULTILINE)}
+    assert documented == {0} | {value for name, value in vars(cli).items() if name.startswith("EXIT_")}
 
 
 def test_a_real_process_exits_2_without_a_traceback(places) -> None:
