@@ -21,6 +21,7 @@ rewrite of the README needs no change here:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -31,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_base_runs import _verdicts
 from test_docs_commands import _blocks
+
+from pytest_rlgate.train.run import RunFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -46,6 +50,8 @@ _SCRIPT = ("#!{python}\nimport sys\nfrom pytest_rlgate.cli import main\n\nif __n
 _SHORT = {("rlgate", "demo"): ["--steps", "2"], ("rlgate", "train"): ["--steps", "2"]}
 #: one command may take this long here (the demo trains four runs of 2 steps on a shared machine)
 TIMEOUT = 1800
+#: how the demo introduces the command that gives its shown run's verdicts from the run's files
+HINT = "the same verdicts from the run's files (any run: its folder instead): "
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{clone / '.venv' / 'bin'}{os.pathsep}{tools}{os.pathsep}{os.environ['PATH']}",
            "VIRTUAL_ENV": str(clone / ".venv"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("PYTHONPATH", None)
-    failures = []
+    failures, hints = [], []
     for line in LINES:
         command = shortened(line.text)
         done = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True,
@@ -174,7 +180,21 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path: Path) -> None:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             failures.append(f"README.md:{line.number}: `{line.text}` (run as `{command}`) exited {done.returncode}, "
                             f"not {line.exit_code}:\n{tail}")
+        hints += [text.split(HINT, 1)[1] for text in done.stdout.splitlines() if HINT in text]
     assert not failures, "\n\n".join(failures)
+    assert hints, "the demo prints the command that gives its verdicts from the run's files"
+    for hint in hints:
+        assert_hint_reproduces(hint, clone, env)
+
+
+def assert_hint_reproduces(hint: str, cwd: Path, env: dict[str, str]) -> None:
+    """The printed `rlgate gate ...` line, run as printed, gives the run's own verdicts and exit code."""
+    again = cwd / "hint-again.json"
+    done = subprocess.run(["bash", "-c", f"{hint} --json {shlex.quote(str(again))}"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    run = RunFolder.open(cwd / Path(shlex.split(hint)[2]).parent)  # rlgate gate BEFORE ...: BEFORE is in the run
+    assert done.returncode == (0 if run.gate["passed"] else 1), done.stdout[-2000:] + done.stderr[-2000:]
+    assert _verdicts(json.loads(again.read_text(encoding="utf-8"))) == _verdicts(run.gate)
 
 
 @pytest.mark.parametrize(("written", "run"), [
