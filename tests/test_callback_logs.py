@@ -10,6 +10,7 @@ import pytest
 
 import pytest_rlgate as rg
 from pytest_rlgate.watch.callback import units_by_group
+from pytest_rlgate.watch.select import Candidate, Selection
 
 
 def _trainer(tmp_path: Path, gate: rg.GateCallback, steps: int = 2):  # type: ignore[no-untyped-def]
@@ -72,8 +73,6 @@ def test_the_pick_of_a_lora_run_is_re_sampled_with_its_own_adapter_and_training_
     from peft import LoraConfig, get_peft_model
     from peft.utils import get_peft_model_state_dict
     from safetensors.torch import load_file
-
-    from pytest_rlgate.watch.select import Candidate, Selection
 
     env = rg.load_env("refund")
     base, tokenizer = rg.load_policy("rlgate/tiny-refund", device="cpu")

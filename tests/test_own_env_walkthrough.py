@@ -28,6 +28,7 @@ from pytest_rlgate.policy.load import build_tiny_policy
 from pytest_rlgate.policy.tiny.agent import agent_spec, system_turn
 from pytest_rlgate.policy.tiny.manifest import read_build_info
 from pytest_rlgate.policy.tiny.warmstart import TrainSchedule
+from pytest_rlgate.train.tools import tool_trainer_options
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "environments.md"
@@ -153,8 +154,6 @@ def test_the_errors_name_what_works_for_a_tool_environment(tmp_path: Path) -> No
 
 
 def test_training_a_tool_environment_on_a_one_turn_policy_names_what_works() -> None:
-    from pytest_rlgate.train.tools import tool_trainer_options
-
     _model, tokenizer = rg.load_policy("rlgate/tiny-refund", device="cpu")
     with pytest.raises(UsageError, match=r"cannot render tool calls and results; .*a tiny agent built for it "
                                          r"offline \(`rlgate policy build --env SPEC --out DIR`"):

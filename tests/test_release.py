@@ -12,6 +12,7 @@ from test_gate import table_rows
 
 from pytest_rlgate import UsageError, compare
 from pytest_rlgate.cli import main
+from pytest_rlgate.errors import RlgateDeprecationWarning
 from pytest_rlgate.gate import load_release_policy
 from pytest_rlgate.gate.options import GateOptions
 
@@ -189,8 +190,6 @@ def test_an_explicit_family_level_wins_over_the_policys_even_at_the_default(run:
 
 def test_the_old_spellings_still_read_for_one_release(run: tuple[Path, Path], tmp_path: Path,
                                                       pytester: pytest.Pytester) -> None:
-    from pytest_rlgate.errors import RlgateDeprecationWarning
-
     policy = _policy(tmp_path, "rules:\n  no_id: advisory\n")
     with pytest.warns(RlgateDeprecationWarning, match="policy= is now release_policy="):
         assert compare(*run, env="refund", policy=policy).passed

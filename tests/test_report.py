@@ -22,7 +22,7 @@ import pytest_rlgate
 from pytest_rlgate.cli import main
 from pytest_rlgate.errors import DataError
 from pytest_rlgate.report import load_report_data, report_text, write_index, write_report
-from pytest_rlgate.report.levels import levels as _levels
+from pytest_rlgate.report.levels import LEVEL_CONFIDENCE, gate_confidence, levels as _levels
 from pytest_rlgate.report.text import gate_settings, interval_header
 
 ROW = ('{"prompt": "p", "scenario_id": "s", "category": "no_id", "rollout_index": 0, "reply": "r", "score": 1.0, '
@@ -496,8 +496,6 @@ def test_console_script_exit_codes(tmp_path: Path) -> None:
 def test_the_category_bars_are_drawn_at_the_gates_level_not_a_level_of_their_own(tmp_path: Path) -> None:
     """The bars beside the gate's 98.7 % intervals were 95 % bootstrap bands; now each group's band
     is at its comparison's two-sided level (1 - 2 level), so the picture and the table agree."""
-    from pytest_rlgate.report.levels import LEVEL_CONFIDENCE, gate_confidence
-
     run = load_report_data(make_run(tmp_path))
     confidence = gate_confidence(run.gate)
     table = {c["group"]: 1 - 2 * c["level"] for c in run.gate["comparisons"] if c["metric"] == "pass@1"}

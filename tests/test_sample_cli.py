@@ -11,6 +11,7 @@ import pytest
 from pytest_rlgate.cli import main
 from pytest_rlgate.data.prompts import build_prompts, read_prompts, write_prompts
 from pytest_rlgate.data.rows import load_rows, read_header
+from pytest_rlgate.environment.contract import load_env
 from pytest_rlgate.policy import resumable
 from pytest_rlgate.policy.load import load_policy
 from pytest_rlgate.policy.sampling import sample_rows
@@ -121,8 +122,6 @@ def test_a_hub_shaped_checkpoint_goes_from_sample_to_gate(hub_model_dir: Path, p
 
 
 def test_the_environment_names_its_own_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_rlgate.environment.contract import load_env
-
     agent = load_env("refund_agent")
     items = tmp_path / "agent.jsonl"
     write_prompts(items, build_prompts(0, "small", env=agent)[:3])
