@@ -35,6 +35,7 @@ import pytest
 from test_base_runs import _verdicts
 from test_docs_commands import _blocks
 
+from pytest_rlgate.demo.story import REPRODUCE_HINT
 from pytest_rlgate.train.run import RunFolder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,8 +51,6 @@ _SCRIPT = ("#!{python}\nimport sys\nfrom pytest_rlgate.cli import main\n\nif __n
 _SHORT = {("rlgate", "demo"): ["--steps", "2"], ("rlgate", "train"): ["--steps", "2"]}
 #: one command may take this long here (the demo trains four runs of 2 steps on a shared machine)
 TIMEOUT = 1800
-#: how the demo introduces the command that gives its shown run's verdicts from the run's files
-HINT = "the same verdicts from the run's files (any run: its folder instead): "
 
 
 @dataclass(frozen=True)
@@ -180,7 +179,7 @@ def test_every_readme_command_runs_from_a_fresh_clone(tmp_path: Path) -> None:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             failures.append(f"README.md:{line.number}: `{line.text}` (run as `{command}`) exited {done.returncode}, "
                             f"not {line.exit_code}:\n{tail}")
-        hints += [text.split(HINT, 1)[1] for text in done.stdout.splitlines() if HINT in text]
+        hints += [text.split(REPRODUCE_HINT, 1)[1] for text in done.stdout.splitlines() if REPRODUCE_HINT in text]
     assert not failures, "\n\n".join(failures)
     assert hints, "the demo prints the command that gives its verdicts from the run's files"
     for hint in hints:

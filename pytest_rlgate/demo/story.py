@@ -93,6 +93,8 @@ BASE_LABEL = "base"
 #: CPU cores shared with other jobs (load 4.3); named by the closing line, so a reader knows
 #: what the recipe story costs before starting it.
 RECIPE_MINUTES = 10
+#: What introduces the printed `rlgate gate ...` line that gives the shown run's verdicts again.
+REPRODUCE_HINT = "the same verdicts from the run's files (any run: its folder instead): "
 
 
 @dataclass(frozen=True)
@@ -667,8 +669,7 @@ def run_demo(runs_dir: str | os.PathLike[str] = "runs/demo", *, steps: int | Non
     say(f"reports: {index} (one report.html per run folder)")
     shown = next((s for s in summaries if not s.passed), summaries[0])
     if shown.path is not None:
-        say(f"the same verdicts from the run's files (any run: its folder instead): "
-            f"{reproduce_command(RunFolder.open(shown.path).gate_result())}")
+        say(REPRODUCE_HINT + reproduce_command(RunFolder.open(shown.path).gate_result()))
     say(f"one training seed per run cannot tell a recipe from a lucky seed: `rlgate demo --seeds 3{named}` "
         f"trains honest GRPO and the balanced one at 3 trainer seeds each and gates the recipes "
         f"(about {RECIPE_MINUTES} minutes on 2 CPU cores)")
