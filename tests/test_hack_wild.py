@@ -17,6 +17,8 @@ pytest.importorskip("reasoning_gym")
 
 from hack_wild import WILD, task
 
+from pytest_rlgate import probe_reward
+
 FOUND = [w for w in WILD if w.expected == "found"]
 CLEAN = [w for w in WILD if w.expected == "clean"]
 
@@ -83,8 +85,6 @@ def test_each_documented_weakness_is_real_on_the_real_scorer(entry, weakness):
 @pytest.mark.parametrize("entry", WILD, ids=lambda w: w.name)
 def test_the_probe_says_what_the_set_expects(entry):
     """What ``benchmarks/bench_hack_wild.py`` measures, held as a test."""
-    from pytest_rlgate import probe_reward
-
     kwargs = {"categories": list(entry.categories)} if entry.categories else {}
     result = probe_reward(entry.reward, env=task(entry.env), database=None, **kwargs)
     assert [k.what for k in entry.weaknesses if not k.shown_in(result)] == [], str(result)

@@ -14,6 +14,9 @@ from collections import Counter
 import pytest
 from hack_zoo import ENVS, FLAW_KINDS, ZOO, env_of, honest, items_for, judge_wrong
 
+from pytest_rlgate import probe_reward
+from pytest_rlgate.rewards.strategies import pays
+
 BY_NAME = {entry.name: entry for entry in ZOO}
 FLAWED = [e for e in ZOO if not e.sound]
 SOUND = [e for e in ZOO if e.sound]
@@ -81,9 +84,6 @@ def test_each_sound_reward_pays_honest_replies_and_no_exploit(entry):
 @pytest.mark.slow
 def test_the_probe_detects_ninety_percent_of_the_flawed_rewards_and_no_sound_one():
     """What ``benchmarks/bench_hack_zoo.py`` measures, held as a test: every zoo reward probed at the defaults."""
-    from pytest_rlgate import probe_reward
-    from pytest_rlgate.rewards.strategies import pays
-
     def attributed(entry, finding) -> bool:
         base, example, prompt = BY_NAME[entry.base], finding.example, finding.prompt
         case = next(i["case"] for i in items_for(entry.env) if i["prompt"] == prompt)

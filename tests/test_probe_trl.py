@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from pytest_rlgate import UsageError, probe_reward
+from pytest_rlgate import UsageError, load_env, probe_reward
+from pytest_rlgate.rewards.calling import reward_call
+from pytest_rlgate.rewards.probe import _Scorer
 
 trl_rewards = pytest.importorskip("trl.rewards")
 
@@ -150,9 +152,6 @@ def len_reward(completions: Sequence[Any], solution: Sequence[str], **kwargs: An
 def test_a_group_relative_reward_is_scored_in_whole_groups_and_reproduces():
     """Scored in whatever batch the cache left, len_reward's findings changed with what was asked before; each
     reply is now scored inside one fixed group of the prompt's typical replies, so they do not."""
-    from pytest_rlgate import load_env
-    from pytest_rlgate.rewards.calling import reward_call
-    from pytest_rlgate.rewards.probe import _Scorer
 
     columns = {"solution": lambda case: str(case["answer"])}
     kwargs: dict[str, Any] = {"env": Think(), "items": ITEMS, "max_examples": 15, "database": None,

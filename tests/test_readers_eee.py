@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _harness import HARNESS_DATA, LM_EVAL, gate_deltas, paired_category_deltas
 
-from pytest_rlgate import DataError, compare, read_rows
+from pytest_rlgate import DataError, compare, read_rows, write_rows
 from pytest_rlgate.cli import main
 from pytest_rlgate.data import detect_format
 from pytest_rlgate.data.readers.eee import eee_record
@@ -131,8 +131,6 @@ def test_an_eee_export_of_a_policy_failure_carries_the_decision_its_failures_and
     the draws behind the default method's level (its sign flips) are counted."""
     jsonschema = pytest.importorskip("jsonschema")
     from test_gate import table_rows
-
-    from pytest_rlgate import write_rows
 
     before = write_rows(tmp_path / "before.jsonl",
                         table_rows("no_id", [0] + [4] + [1, 2, 0, 3, 1, 0] * 4 + [0, 0, 0, 0]))

@@ -17,6 +17,7 @@ pytest.importorskip("matplotlib", reason="reports need the report extra: pip ins
 from PIL import Image
 from report_fixtures import make_run
 
+from pytest_rlgate.cli import main
 from pytest_rlgate.report import write_index, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -87,8 +88,6 @@ def test_a_watched_runs_report_shows_its_strip(tmp_path: Path) -> None:
     """The watch folder's page in a browser: the strip picture loaded at its own size, its regressed column,
     its moved cells and the near-black stop frame on screen."""
     from test_watch import _watch_folder
-
-    from pytest_rlgate.cli import main
 
     folder = tmp_path / "watched"
     _watch_folder(folder)

@@ -20,6 +20,7 @@ from pytest_rlgate.train.adapters import check_adapter, load_base
 from pytest_rlgate.train.config import GRPOKnobs, RunKnobs, trl_loss_types
 from pytest_rlgate.train.dpo_config import DPOKnobs
 from pytest_rlgate.train.grpo import grpo_config
+from pytest_rlgate.train.pipeline import Prepared, config_record, load_prompts
 from pytest_rlgate.train.run import COMPLETE, RunFolder, RunWriter
 
 
@@ -65,8 +66,6 @@ def test_a_bad_environment_spec_names_the_flag():
 
 def test_config_json_records_the_environment(tmp_path):
     pytest.importorskip("torch")
-    from pytest_rlgate.train.pipeline import Prepared, config_record, load_prompts
-
     knobs = GRPOKnobs(env=CalcEnv(), base_model="x/y",
                       prompts_file=str(write_calc_prompts(tmp_path / "calc.jsonl"))).resolve()
     record = config_record(Prepared(knobs=knobs, model=None, tokenizer=None, prompts=load_prompts(knobs)))
